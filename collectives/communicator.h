@@ -1,0 +1,108 @@
+// The backend-neutral communicator, shaped like NCCL's API.
+//
+// Every collective takes (send, recv, count, dtype, [op]) in that order; `count` is always a
+// per-rank element count (the size of one rank's piece), as in NCCL. Buffers live on the
+// communicator's device (host memory for MpiCommunicator, device memory for NcclCommunicator).
+//
+// Reductions:
+// * ops: kSum, kAvg (sum then divide by size()), kMax. Defined for fp32, fp16, bf16 and fp64;
+//   int8/uint8 reductions are rejected with zs::Error(kInvalidArgument).
+// * Determinism: reductions add the ranks' contributions in rank order 0, 1, ..., size()-1, in
+//   fp32 (fp64 for fp64), and round once to the buffer dtype at the end. Sums of fp16/bf16 thus
+//   accumulate in fp32 per element and are rounded once. The same inputs give the same bits for
+//   every call, message size and chunking: the ZeRO stages rely on it.
+//
+// Asynchronous forms (start_*) return a Work handle; buffers must stay untouched until wait()
+// returns. Collectives must be called in the same order on every rank (MPI's rule).
+//
+// Errors: null buffers with a non-zero count, counts whose byte size overflows, reductions on
+// integer types, a root outside [0, size()), and counts that differ between ranks where it can be
+// detected throw zs::Error naming the operation, the rank and the sizes.
+//
+// Thread-safety: a communicator is used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "runtime/core/dtype.h"
+
+namespace zs {
+
+enum class ReduceOp : uint8_t { kSum, kAvg, kMax };
+std::string_view reduce_op_name(ReduceOp op);
+
+enum class CollectiveKind : int {
+  kAllGather = 0,
+  kReduceScatter,
+  kAllReduce,
+  kBroadcast,
+  kBarrier,
+  kCount
+};
+std::string_view collective_kind_name(CollectiveKind k);
+
+// Bytes this rank sent and received, per kind of collective. Counted by the algorithm-independent
+// lower bound of a ring: all-gather and reduce-scatter of per-rank count c move (n-1)*c elements
+// each way; all-reduce of c elements moves 2*(n-1)*ceil(c/n) each way; broadcast counts c*(n-1)
+// sent at the root and c received elsewhere. With n == 1 nothing moves.
+struct ByteCounters {
+  int64_t sent[static_cast<int>(CollectiveKind::kCount)] = {};
+  int64_t received[static_cast<int>(CollectiveKind::kCount)] = {};
+  int64_t calls[static_cast<int>(CollectiveKind::kCount)] = {};
+  int64_t total_sent() const;
+  int64_t total_received() const;
+  void reset() { *this = ByteCounters{}; }
+};
+
+// A pending asynchronous collective. wait() blocks until it is complete and its results are in
+// the receive buffer; it may be called once; test() polls without blocking. Destroying an
+// unfinished Work waits for it.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  virtual bool test() = 0;
+};
+using WorkHandle = std::unique_ptr<Work>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // recv[r*count .. (r+1)*count) = rank r's send[0..count). In place when
+  // send == recv + rank()*count (in elements).
+  virtual void all_gather(const void* send, void* recv, size_t count, DType dtype) = 0;
+  // recv[0..count) = op over ranks r of rank r's send[rank()*count .. (rank()+1)*count).
+  // send holds size()*count elements. In place when recv == send + rank()*count.
+  virtual void reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
+                              ReduceOp op) = 0;
+  // recv[0..count) = op over ranks of send[0..count). count need not divide by size().
+  // In place when send == recv.
+  virtual void all_reduce(const void* send, void* recv, size_t count, DType dtype,
+                          ReduceOp op) = 0;
+  // buf[0..count) on every rank = root's buf. Any dtype.
+  virtual void broadcast(void* buf, size_t count, DType dtype, int root) = 0;
+  virtual void barrier() = 0;
+
+  virtual WorkHandle start_all_gather(const void* send, void* recv, size_t count,
+                                      DType dtype) = 0;
+  virtual WorkHandle start_reduce_scatter(const void* send, void* recv, size_t count,
+                                          DType dtype, ReduceOp op) = 0;
+  virtual WorkHandle start_all_reduce(const void* send, void* recv, size_t count, DType dtype,
+                                      ReduceOp op) = 0;
+
+  // Collective over this communicator: ranks with the same color form a new communicator,
+  // ordered by (key, old rank). A negative color returns nullptr for that rank.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  virtual const ByteCounters& counters() const = 0;
+  virtual void reset_counters() = 0;
+};
+
+}  // namespace zs

@@ -1,0 +1,100 @@
+// Conversions between fp32 and the 16-bit float formats, round to nearest even.
+//
+// Contract (tested bit pattern by bit pattern in tests/core):
+// * fp32 -> fp16: NaN stays NaN (quiet, sign kept), +-inf stays inf, signed zero kept; finite
+//   magnitudes of 65520 and above become inf (65504 is the largest finite fp16); magnitudes below
+//   2^-14 become subnormals in steps of 2^-24, exactly 2^-25 and below become zero (ties to even).
+// * fp32 -> bf16: NaN stays NaN (quiet), inf stays inf, the upper 16 bits rounded to nearest even.
+// * fp16/bf16 -> fp32 is exact.
+// The scalar functions are inline and usable anywhere; the bulk functions pick an AVX-512/F16C
+// path at run time when the CPU has one and give the same bits as the scalar path.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/core/dtype.h"
+
+namespace zs {
+
+inline uint16_t fp32_to_bf16_bits(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+inline float bf16_bits_to_fp32(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
+
+inline uint16_t fp32_to_fp16_bits(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {  // inf or NaN
+    return static_cast<uint16_t>(sign | (ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu)
+                                                          : 0x7c00u));
+  }
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520
+  if (ax >= 0x38800000u) {  // normal fp16: rebias exponent by 112, round 23 -> 10 mantissa bits
+    uint32_t r = ax - 0x38000000u;
+    r += 0xfffu + ((r >> 13) & 1u);
+    return static_cast<uint16_t>(sign | (r >> 13));
+  }
+  if (ax <= 0x33000000u) return sign;  // <= 2^-25: zero (the tie 2^-25 goes to even, zero)
+  // Subnormal fp16: count units of 2^-24, round to nearest even.
+  const uint32_t e = ax >> 23;
+  const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126u - e;
+  uint32_t q = m >> shift;
+  const uint32_t rem = m & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (q & 1u))) ++q;
+  return static_cast<uint16_t>(sign | q);
+}
+
+inline float fp16_bits_to_fp32(uint16_t h) {
+  const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu;
+  const uint32_t m = h & 0x3ffu;
+  if (e == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    const float v = static_cast<float>(m) * 5.9604644775390625e-08f;  // m * 2^-24, exact
+    return sign ? -v : v;
+  }
+  return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+// Bulk conversions over n elements; src and dst must not overlap.
+void fp32_to_bf16(const float* src, uint16_t* dst, size_t n);
+void bf16_to_fp32(const uint16_t* src, float* dst, size_t n);
+void fp32_to_fp16(const float* src, uint16_t* dst, size_t n);
+void fp16_to_fp32(const uint16_t* src, float* dst, size_t n);
+
+// Converts n elements between any two of fp32, fp16, bf16 (same dtype: a copy). Throws
+// zs::Error(kInvalidArgument) for integer dtypes.
+void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
+
+// Reads element i of a float buffer of dtype dt as fp32 (fp32, fp16, bf16).
+inline float load_as_fp32(const void* p, DType dt, size_t i) {
+  switch (dt) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kBF16: return bf16_bits_to_fp32(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16: return fp16_bits_to_fp32(static_cast<const uint16_t*>(p)[i]);
+    default: return 0.0f;
+  }
+}
+
+// Writes v rounded to dt (fp32, fp16, bf16) into element i.
+inline void store_from_fp32(void* p, DType dt, size_t i, float v) {
+  switch (dt) {
+    case DType::kF32: static_cast<float*>(p)[i] = v; break;
+    case DType::kBF16: static_cast<uint16_t*>(p)[i] = fp32_to_bf16_bits(v); break;
+    case DType::kF16: static_cast<uint16_t*>(p)[i] = fp32_to_fp16_bits(v); break;
+    default: break;
+  }
+}
+
+}  // namespace zs
