@@ -5,15 +5,20 @@
 //   magnitudes of 65520 and above become inf (65504 is the largest finite fp16); magnitudes below
 //   2^-14 become subnormals in steps of 2^-24, exactly 2^-25 and below become zero (ties to even).
 // * fp32 -> bf16: NaN stays NaN (quiet), inf stays inf, the upper 16 bits rounded to nearest even.
-// * fp16/bf16 -> fp32 is exact.
-// The scalar functions are inline and usable anywhere; the bulk functions pick an AVX-512/F16C
-// path at run time when the CPU has one and give the same bits as the scalar path.
+// * fp16/bf16 -> fp32 is exact; a NaN keeps its sign and payload bits (not quieted), so a NaN
+//   round trip fp16 -> fp32 -> fp16 gives the quiet NaN of the same sign and payload.
+// The scalar functions are inline and usable anywhere; the bulk functions pick an AVX-512/AVX2+F16C
+// path at run time (cpu_features.h; ZS_FORCE_SCALAR=1 forces the scalar loops) and give the same
+// bits as the scalar functions for every input, NaNs included (see [Note: bitwise parity] in
+// convert_x86.cc; tests/core checks all 2^32 fp32 inputs and all 2^16 16-bit inputs).
 #pragma once
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "runtime/core/cpu_features.h"
 #include "runtime/core/dtype.h"
 
 namespace zs {
@@ -34,8 +39,8 @@ inline uint16_t fp32_to_fp16_bits(float f) {
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t ax = x & 0x7fffffffu;
   if (ax >= 0x7f800000u) {  // inf or NaN
-    return static_cast<uint16_t>(sign | (ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu)
-                                                          : 0x7c00u));
+    return static_cast<uint16_t>(sign |
+                                 (ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu) : 0x7c00u));
   }
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520
   if (ax >= 0x38800000u) {  // normal fp16: rebias exponent by 112, round 23 -> 10 mantissa bits
@@ -67,7 +72,8 @@ inline float fp16_bits_to_fp32(uint16_t h) {
   return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-// Bulk conversions over n elements; src and dst must not overlap.
+// Bulk conversions over n elements at active_simd_level(); src and dst must not overlap.
+// Single-threaded; safe to call concurrently on disjoint buffers.
 void fp32_to_bf16(const float* src, uint16_t* dst, size_t n);
 void bf16_to_fp32(const uint16_t* src, float* dst, size_t n);
 void fp32_to_fp16(const float* src, uint16_t* dst, size_t n);
@@ -77,23 +83,45 @@ void fp16_to_fp32(const uint16_t* src, float* dst, size_t n);
 // zs::Error(kInvalidArgument) for integer dtypes.
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
 
+// convert() at an explicit level, for tests and benchmarks: the same bits as convert() whatever
+// the level. Throws zs::Error(kUnsupported) when !simd_level_supported(level).
+void convert_at(SimdLevel level, const void* src, DType src_dtype, void* dst, DType dst_dtype,
+                size_t n);
+
+// The implementation convert(src_dtype -> dst_dtype) uses in this process: "copy" (same dtype),
+// "scalar", "avx2+f16c", "avx512f" or "avx512bf16" (fp32 -> bf16 on CPUs with AVX-512 BF16).
+// fp16 <-> bf16 goes through fp32 in chunks and names its two kernels, e.g. "avx512f>avx512bf16".
+// Throws like convert() for integer dtypes.
+std::string convert_path_name(DType src_dtype, DType dst_dtype);
+
 // Reads element i of a float buffer of dtype dt as fp32 (fp32, fp16, bf16).
 inline float load_as_fp32(const void* p, DType dt, size_t i) {
   switch (dt) {
-    case DType::kF32: return static_cast<const float*>(p)[i];
-    case DType::kBF16: return bf16_bits_to_fp32(static_cast<const uint16_t*>(p)[i]);
-    case DType::kF16: return fp16_bits_to_fp32(static_cast<const uint16_t*>(p)[i]);
-    default: return 0.0f;
+    case DType::kF32:
+      return static_cast<const float*>(p)[i];
+    case DType::kBF16:
+      return bf16_bits_to_fp32(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16:
+      return fp16_bits_to_fp32(static_cast<const uint16_t*>(p)[i]);
+    default:
+      return 0.0f;
   }
 }
 
 // Writes v rounded to dt (fp32, fp16, bf16) into element i.
 inline void store_from_fp32(void* p, DType dt, size_t i, float v) {
   switch (dt) {
-    case DType::kF32: static_cast<float*>(p)[i] = v; break;
-    case DType::kBF16: static_cast<uint16_t*>(p)[i] = fp32_to_bf16_bits(v); break;
-    case DType::kF16: static_cast<uint16_t*>(p)[i] = fp32_to_fp16_bits(v); break;
-    default: break;
+    case DType::kF32:
+      static_cast<float*>(p)[i] = v;
+      break;
+    case DType::kBF16:
+      static_cast<uint16_t*>(p)[i] = fp32_to_bf16_bits(v);
+      break;
+    case DType::kF16:
+      static_cast<uint16_t*>(p)[i] = fp32_to_fp16_bits(v);
+      break;
+    default:
+      break;
   }
 }
 

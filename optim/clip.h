@@ -1,0 +1,23 @@
+// Local pieces of gradient clipping and the finite check. The engine sums the shard results over
+// ranks with one all-reduce and hands the global figures back.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/dtype.h"
+
+namespace zs::optim {
+
+struct SpanStats {
+  double sum_squares = 0.0;  // in fp64, element order
+  bool finite = true;
+};
+
+// Sum of squares (fp64) of n elements of a float buffer, and whether all are finite.
+SpanStats span_stats(const void* data, DType dtype, int64_t n);
+
+// The factor that brings a gradient of norm `norm` to at most `max_norm` (1 when max_norm <= 0
+// or the norm is already below it): max_norm / (norm + 1e-6), PyTorch's clip_grad_norm_ rule.
+float clip_factor(double norm, float max_norm);
+
+}  // namespace zs::optim

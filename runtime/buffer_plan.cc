@@ -1,0 +1,75 @@
+#include "runtime/buffer_plan.h"
+
+#include <algorithm>
+
+namespace zs {
+
+BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const EngineConfig& cfg,
+                               int rank) {
+  BufferPlan plan;
+  const int stage = static_cast<int>(cfg.stage);
+  const int64_t P = static_cast<int64_t>(dtype_size(cfg.precision.param_dtype));
+  const int64_t G = static_cast<int64_t>(dtype_size(cfg.precision.grad_dtype));
+  const bool offload = cfg.offload.optimizer;
+  const bool params_are_master = cfg.precision.param_dtype == DType::kF32 && !offload;
+  const bool adam = cfg.optimizer.kind == OptimizerKind::kAdamW;
+  const bool momentum = adam || cfg.optimizer.sgd.momentum != 0.0f;
+  for (const GroupLayout& l : layouts) {
+    UnitBufferPlan u;
+    const int64_t full = l.padded_numel;
+    const int64_t shard = l.shard_numel;
+    const int64_t pad_full = l.padding();
+    // Padding inside one shard: the shard's elements that hold no parameter.
+    int64_t shard_params = 0;
+    for (const ShardSegment& s : l.shard_segments(rank)) shard_params += s.length;
+    const int64_t pad_shard = shard - shard_params;
+
+    u.params_bytes = P * (stage == 3 ? shard : full);
+    u.grads_bytes = G * (stage >= 2 ? shard : full);
+    u.master_numel = stage == 0 ? full : shard;
+    u.master_begin = stage == 0 ? 0 : l.shard_begin(rank);
+    u.master_bytes = params_are_master ? 0 : 4 * u.master_numel;
+    u.exp_avg_bytes = momentum ? 4 * u.master_numel : 0;
+    u.exp_avg_sq_bytes = adam ? 4 * u.master_numel : 0;
+    if (offload) u.master_category = u.optimizer_category = MemCategory::kHostOffload;
+
+    const int64_t pad_p = stage == 3 ? pad_shard : pad_full;
+    const int64_t pad_g = stage >= 2 ? pad_shard : pad_full;
+    const int64_t pad_o = stage == 0 ? pad_full : pad_shard;
+    plan.padding_bytes_ += P * pad_p + G * pad_g +
+                           (u.master_bytes ? 4 : 0) * pad_o + (momentum ? 4 : 0) * pad_o +
+                           (adam ? 4 : 0) * pad_o;
+    plan.units.push_back(u);
+    plan.max_padded_numel = std::max(plan.max_padded_numel, full);
+    plan.max_shard_numel = std::max(plan.max_shard_numel, shard);
+  }
+  const bool fp32_grads = cfg.precision.grad_dtype == DType::kF32;
+  plan.grad_scratch_count = (stage >= 2 && fp32_grads) ? 2 : 1;
+  plan.grad_scratch_bytes = 4 * plan.max_padded_numel;
+  plan.send_count = (stage >= 2 && !fp32_grads) ? 2 : 0;
+  plan.send_bytes = G * plan.max_padded_numel;
+  plan.recv_count = (stage >= 2 && cfg.micro_batches > 1) ? 2 : 0;
+  plan.recv_bytes = G * plan.max_shard_numel;
+  plan.gather_count = stage == 3 ? cfg.prefetch + 1 : 0;
+  plan.gather_bytes = P * plan.max_padded_numel;
+  return plan;
+}
+
+int64_t BufferPlan::bytes(MemCategory c) const {
+  int64_t b = 0;
+  for (const UnitBufferPlan& u : units) {
+    if (c == MemCategory::kParams) b += u.params_bytes;
+    if (c == MemCategory::kGrads) b += u.grads_bytes;
+    if (c == u.master_category) b += u.master_bytes;
+    if (c == u.optimizer_category) b += u.exp_avg_bytes + u.exp_avg_sq_bytes;
+  }
+  if (c == MemCategory::kCommBuffers) {
+    b += grad_scratch_count * grad_scratch_bytes + send_count * send_bytes +
+         recv_count * recv_bytes + gather_count * gather_bytes;
+  }
+  return b;
+}
+
+int64_t BufferPlan::padding_bytes() const { return padding_bytes_; }
+
+}  // namespace zs

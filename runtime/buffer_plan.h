@@ -1,0 +1,67 @@
+// What the engine allocates, as a pure function of the layouts and the configuration. The engine
+// allocates exactly this plan, and the memory planner (runtime/memory_plan.h) reports it, so the
+// two agree to the byte by construction.
+//
+// Per unit (Psi_u = padded group elements, S_u = shard elements, P/G = compute/gradient dtype
+// sizes):
+//   params     P * Psi_u (stages 0-2: full replica)   or P * S_u (stage 3)
+//   grads      G * Psi_u (stages 0-1: full buffer)    or G * S_u (stages 2-3)
+//   master     4 * Psi_u (stage 0) or 4 * S_u; none when the compute dtype is fp32 and the
+//              optimizer is not offloaded (the parameters are their own master)
+//   exp_avg    4 * (master elements); exp_avg_sq the same for AdamW, none for SGD
+// Master and optimizer state are counted under kHostOffload when offloaded.
+// Shared transient buffers (kCommBuffers), sized for the largest unit:
+//   gradient scratch: fp32 full unit gradient the units write into; 2 in stages 2-3 with fp32
+//     gradients (one computes while the other is being reduced), else 1
+//   send buffers: 2 x G * max Psi_u in stages 2-3 when G is not fp32 (the cast gradient in flight)
+//   receive buffers: 2 x G * max S_u in stages 2-3 with micro_batches > 1 (reduced micro-batch
+//     gradient before it is added to the shard)
+//   gather slots: (prefetch + 1) x P * max Psi_u in stage 3
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/core/memory_tracker.h"
+#include "runtime/engine_config.h"
+#include "sharding/layout.h"
+
+namespace zs {
+
+struct UnitBufferPlan {
+  int64_t params_bytes = 0;
+  int64_t grads_bytes = 0;
+  int64_t master_bytes = 0;  // 0 when the parameters are their own master
+  int64_t exp_avg_bytes = 0;
+  int64_t exp_avg_sq_bytes = 0;
+  MemCategory master_category = MemCategory::kMaster;
+  MemCategory optimizer_category = MemCategory::kOptimizer;
+  int64_t master_begin = 0;  // first padded-group element of the fp32 master held here
+  int64_t master_numel = 0;
+};
+
+struct BufferPlan {
+  std::vector<UnitBufferPlan> units;
+  int64_t max_padded_numel = 0;
+  int64_t max_shard_numel = 0;
+  int grad_scratch_count = 0;
+  int64_t grad_scratch_bytes = 0;  // each
+  int send_count = 0;
+  int64_t send_bytes = 0;
+  int recv_count = 0;
+  int64_t recv_bytes = 0;
+  int gather_count = 0;
+  int64_t gather_bytes = 0;
+
+  // Bytes per category of everything above.
+  int64_t bytes(MemCategory c) const;
+  // Padding share of the model-state bytes (params, grads, master, optimizer state).
+  int64_t padding_bytes() const;
+  int64_t padding_bytes_ = 0;
+};
+
+// `rank` selects which shard the master covers (its begin); sizes do not depend on it.
+BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const EngineConfig& cfg,
+                               int rank = 0);
+
+}  // namespace zs

@@ -1,0 +1,112 @@
+// The engine: drives a training step through the units of a Model under a ZeRO stage.
+//
+// Data flow of one step (stage 3; the others keep more state resident, see docs/engine.md):
+//   for each micro-batch: model.load_micro_batch(i); forward unit by unit (gather, prefetch the
+//   next, compute, release); backward in reverse (re-gather, compute the unit's fp32 gradient,
+//   start its reduce-scatter into this rank's gradient shard, release);
+//   then: finite check and global norm from the shards (one all-reduce), clip, optimizer step on
+//   the fp32 master shard, cast to the compute dtype (stages 1-2: all-gather the new params).
+//
+// Parameters are laid out per unit in flat groups (sharding/layout.h). All buffers are
+// allocated in the constructor; step() allocates nothing.
+//
+// Collective: every public method except accessors must be called on every rank of `comm`, in
+// the same order. Thread-safety: one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "runtime/core/memory_tracker.h"
+#include "runtime/engine_config.h"
+#include "runtime/unit.h"
+#include "sharding/layout.h"
+
+namespace zs {
+
+struct StepStats {
+  int64_t step = 0;          // optimizer steps taken so far (skipped steps do not count)
+  double loss = 0.0;         // mean over micro-batches and ranks
+  float lr = 0.0f;
+  float loss_scale = 1.0f;   // the scale used for this step
+  double grad_norm = 0.0;    // global norm of the averaged, unscaled gradient (before clipping)
+  bool skipped = false;      // non-finite gradient: no update
+  std::string nonfinite_unit;  // first unit (in model order) with a non-finite gradient
+};
+
+// This rank's optimizer state for one unit: views of the fp32 shards (numel = shard_numel of
+// the unit's layout; stage 0 holds the full group). Used by checkpoints and tests.
+struct UnitShardState {
+  float* master = nullptr;
+  float* exp_avg = nullptr;     // Adam m, or SGD momentum
+  float* exp_avg_sq = nullptr;  // Adam v (null for SGD)
+  int64_t begin = 0;            // first element of the padded group held here
+  int64_t numel = 0;
+};
+
+class Engine {
+ public:
+  // Builds layouts, allocates every buffer, initialises parameters from their Init (identical for
+  // every world size and stage). `tracker` receives the byte accounting (the process tracker when
+  // null). Throws zs::Error for an invalid config, a model without units, a unit without
+  // parameters, or a configuration that differs between ranks.
+  Engine(Model& model, Communicator& comm, const EngineConfig& config,
+         MemoryTracker* tracker = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // One optimizer step over config.micro_batches micro-batches.
+  StepStats step();
+  // Forward only over every unit with StepInfo::training = false (the model has loaded its
+  // inputs); gathers parameters as the stage requires. For evaluation and generation.
+  void forward();
+
+  const EngineConfig& config() const { return config_; }
+  int64_t steps_taken() const { return step_; }
+  void set_steps_taken(int64_t step) { step_ = step; }  // for resume
+  optim::LossScalerState loss_scaler_state() const;
+  void restore_loss_scaler(const optim::LossScalerState& s);
+
+  size_t num_units() const;
+  const GroupLayout& layout(size_t unit) const;
+  const std::vector<ParamSpec>& param_specs(size_t unit) const;
+  UnitShardState shard_state(size_t unit);
+  // After master weights were changed from outside (checkpoint load, import): recompute the
+  // compute-dtype parameters from them on every rank. Collective.
+  void refresh_params_from_master();
+
+  const std::string& unit_name(size_t unit) const;
+
+  int64_t num_params() const;         // Psi: parameter elements, without padding
+  int64_t num_padded_params() const;  // with padding
+  // The bytes the engine allocated for a category (runtime/buffer_plan.h): model states and
+  // communication buffers, not the model's activations. Equal to what the tracker shows for
+  // the engine's own buffers.
+  int64_t planned_bytes(MemCategory c) const;
+  // The share of the model-state bytes that is padding ([Note: padding]).
+  int64_t padding_bytes() const;
+  MemoryTracker& tracker() { return *tracker_; }
+
+  // Collective: a 64-bit hash (xxHash64, hex via param_hash_hex) of the fp32 master parameters in
+  // canonical order (units, parameters, elements; no padding), the same on every rank.
+  uint64_t param_hash();
+  // Collective: the full fp32 master values of one unit's parameter, on every rank.
+  std::vector<float> gather_master_param(size_t unit, size_t param);
+  // Collective: the whole padded fp32 master group of one unit, on every rank.
+  std::vector<float> gather_master_group(size_t unit);
+
+ private:
+  struct Impl;
+  EngineConfig config_;
+  MemoryTracker* tracker_;
+  int64_t step_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string param_hash_hex(uint64_t hash);
+
+}  // namespace zs

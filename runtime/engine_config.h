@@ -1,0 +1,63 @@
+// Small immutable policy structs that configure the engine. Programs map their flags onto these
+// (Boost.Program_options lives only in examples/); the library never parses command lines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "optim/adamw.h"
+#include "optim/loss_scaler.h"
+#include "optim/lr_schedule.h"
+#include "optim/sgd.h"
+#include "runtime/core/dtype.h"
+
+namespace zs {
+
+// ZeRO stage: 0 = nothing sharded (DDP), 1 = optimizer states and fp32 master, 2 = + gradients,
+// 3 = + parameters.
+enum class ZeroStage : int { k0 = 0, k1 = 1, k2 = 2, k3 = 3 };
+// Throws zs::Error(kInvalidArgument) outside 0..3.
+ZeroStage zero_stage_from_int(int stage);
+
+struct MixedPrecisionPolicy {
+  DType param_dtype = DType::kF32;  // compute dtype of parameters: fp32, bf16 or fp16
+  // Dtype of the accumulated gradient (full buffer in stages 0-1, shard in stages 2-3) and of
+  // its reduction: fp32, or the compute dtype. Sums are always done in fp32 and rounded once.
+  DType grad_dtype = DType::kF32;
+};
+
+enum class OptimizerKind { kAdamW, kSgd };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  optim::AdamWConfig adamw;
+  optim::SgdConfig sgd;
+  optim::LrSchedule schedule;
+};
+
+struct OffloadPolicy {
+  // Keep this rank's fp32 master shard and optimizer state in the host arena and update it there
+  // with the CPU Adam (stages 1-3).
+  bool optimizer = false;
+};
+
+struct EngineConfig {
+  ZeroStage stage = ZeroStage::k3;
+  MixedPrecisionPolicy precision;
+  OptimizerConfig optimizer;
+  // Loss scaling. When `loss_scale_set` is false the engine picks: dynamic for fp16 compute,
+  // none (scale 1) for bf16 and fp32.
+  optim::LossScalerConfig loss_scale;
+  bool loss_scale_set = false;
+  float clip_norm = 1.0f;  // global gradient-norm clipping; <= 0 disables it
+  int micro_batches = 1;   // gradient accumulation steps per optimizer step
+  int prefetch = 1;        // how many units ahead to gather (stage 3); 0 = gather on demand
+  uint64_t seed = 1234;    // parameter initialisation
+  OffloadPolicy offload;
+  int64_t align = 32;      // elements; see [Note: padding] in sharding/layout.h
+
+  // Throws zs::Error(kInvalidArgument) naming the first bad field.
+  void validate() const;
+};
+
+}  // namespace zs

@@ -1,0 +1,57 @@
+// A small deep MLP built from engine units, for the engine's tests: hidden units
+// y = tanh(x W^T + b), a head z = x W^T + b with a mean-squared-error loss. Data is a pure
+// function of the global sample index, so any world size and micro-batch split sees the same
+// global batch: rank r's micro-batch m of step s holds samples
+//   s * global_batch + m * (world * b) + r * b + [0, b),  b = global_batch / (world * micro_batches).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/unit.h"
+
+namespace zs::testing {
+
+struct MlpShape {
+  int hidden_layers = 4;
+  int in = 13;
+  int width = 20;
+  int out = 3;
+  int global_batch = 8;
+};
+
+class MlpModel : public Model {
+ public:
+  MlpModel(const MlpShape& shape, int world, int rank, int micro_batches);
+  size_t num_units() const override { return units_.size(); }
+  Unit& unit(size_t i) override { return *units_[i]; }
+  void load_micro_batch(int index) override;
+  double loss() const override { return loss_; }
+
+  void set_step(int64_t step) { step_ = step; }
+  // Makes the head's backward write +inf into its weight gradient on `rank` for micro-batch 0.
+  void poison_next_backward(bool on) { poison_ = on; }
+  // Makes hidden unit 0 skip writing its bias gradient (to test the engine's check).
+  void drop_gradient(bool on) { drop_ = on; }
+
+  // Shared state the units read and write.
+  int b = 0;                          // samples per micro-batch
+  std::vector<std::vector<float>> x;  // activations: x[0] input, x[u+1] output of unit u
+  std::vector<std::vector<float>> dx;
+  std::vector<float> target;
+  double loss_ = 0.0;
+  bool poison_ = false;
+  bool drop_ = false;
+  MlpShape shape;
+
+ private:
+  int world_, rank_, micro_batches_;
+  int64_t step_ = 0;
+  std::vector<std::unique_ptr<Unit>> units_;
+};
+
+}  // namespace zs::testing
