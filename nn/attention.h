@@ -1,0 +1,51 @@
+// Causal multi-head self-attention core (between the qkv projection and the output projection):
+//   q, k, v = split(qkv) per head; S = Q K^T / sqrt(hd); P = causal_softmax(S); O = P V;
+//   out = merge heads(O).
+// Stateless apart from its batched GEMMs (shared by every block); the saved activations live in
+// AttentionActs, the temporaries in AttentionWork, both owned by the caller.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/gemm.h"
+
+namespace zs::nn {
+
+// Kept from forward for backward (one set per block, or one shared set when checkpointing).
+struct AttentionActs {
+  void* q = nullptr;   // [B, H, T, hd] in mm
+  void* k = nullptr;   // [B, H, T, hd] in mm
+  void* v = nullptr;   // [B, H, T, hd] in mm
+  float* p = nullptr;  // [B, H, T, T] softmax probabilities, fp32
+  void* pm = nullptr;  // [B, H, T, T] P in mm (== p when mm is fp32)
+};
+
+// Temporaries, shared by all blocks.
+struct AttentionWork {
+  float* s = nullptr;   // [B, H, T, T] scores in forward, dP / dS in backward
+  float* o = nullptr;   // [B, H, T, hd] forward output before merging heads
+  void* dom = nullptr;  // [B, H, T, hd] dO in mm
+  void* dsm = nullptr;  // [B, H, T, T] dS in mm (unused when mm is fp32: dS stays in s)
+  float* dq = nullptr;  // [B, H, T, hd]
+  float* dk = nullptr;  // [B, H, T, hd]
+  float* dv = nullptr;  // [B, H, T, hd]
+};
+
+class Attention {
+ public:
+  Attention() = default;
+  Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker);
+
+  // qkv [B*T, 3C] fp32 (q | k | v, head h at columns h*hd) -> out [B*T, C] in mm.
+  void forward(const float* qkv, const AttentionActs& acts, const AttentionWork& work, void* out);
+  // dout [B*T, C] fp32 -> dqkv [B*T, 3C] fp32 (overwrites).
+  void backward(const float* dout, const AttentionActs& acts, const AttentionWork& work,
+                float* dqkv);
+
+ private:
+  int B_ = 0, T_ = 0, C_ = 0, H_ = 0, hd_ = 0;
+  DType mm_ = DType::kF32;
+  Gemm qk_, pv_, dp_, dv_, dq_, dk_;
+};
+
+}  // namespace zs::nn

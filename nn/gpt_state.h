@@ -1,0 +1,93 @@
+// Internal to nn/: the buffers and shared layers of a GptModel, used by its units.
+//
+// [Note: block activations] Without checkpointing each block keeps its own BlockActs; with
+// checkpointing one BlockActs is shared by all blocks and only the block inputs xs[l] are kept:
+// a block's backward first recomputes its forward into the shared set. The kernels are
+// deterministic for a fixed thread count, so the recomputed values, and hence the gradients, are
+// bitwise those of the non-checkpointed model.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/gpt.h"
+#include "nn/linear.h"
+#include "runtime/core/buffer.h"
+
+namespace zs::nn {
+
+struct BlockActs {
+  Buffer h1;            // [M, C] ln1 output, mm
+  Buffer mean1, rstd1;  // [M]
+  Buffer q, k, v;       // [B, H, T, hd] mm
+  Buffer p;             // [B, H, T, T] fp32
+  Buffer pm;            // [B, H, T, T] mm (empty when mm is fp32)
+  Buffer a;             // [M, C] attention output, mm
+  Buffer x2;            // [M, C] residual after attention, fp32
+  Buffer h2;            // [M, C] ln2 output, mm
+  Buffer mean2, rstd2;  // [M]
+  Buffer f;             // [M, F] fc output before GELU, fp32
+  Buffer g;             // [M, F] GELU output, mm
+  AttentionActs attn() {
+    return {q.data(), k.data(), v.data(), p.as<float>(), pm.empty() ? p.data() : pm.data()};
+  }
+};
+
+struct GptModel::State {
+  GptConfig cfg;
+  MemoryTracker* tracker = nullptr;
+  int B = 0, T = 0, C = 0, H = 0, F = 0, V = 0, L = 0;
+  int64_t M = 0;  // B * T
+  DType mm = DType::kF32;
+  int threads = 1;
+  int64_t act_bytes = 0;
+
+  // Inputs.
+  std::span<const int32_t> tokens;  // set_tokens(), not owned
+  Buffer inputs, targets;           // [M] int32
+  bool inference = false;
+  int inference_length = 0;
+
+  // Kept activations.
+  Buffer xs;                    // [L + 1][M, C] block inputs, fp32; xs[L] is the head's input
+  std::vector<BlockActs> acts;  // L, or 1 when checkpointing
+  Buffer hf, meanf, rstdf;      // head: ln_f output [M, C] mm, [M], [M]
+  Buffer logits;                // [M, V] fp32; probabilities after a training forward
+  Buffer row_loss;              // [M]
+  Buffer last_logits;           // [V]
+  double loss = std::numeric_limits<double>::quiet_NaN();
+
+  // Temporaries shared by all units.
+  Buffer qkv;                     // [M, 3C] fp32
+  Buffer att_s, att_o;            // [B, H, T, T], [M, C] fp32
+  Buffer att_dom, att_dsm;        // [M, C], [B, H, T, T] mm
+  Buffer att_dq, att_dk, att_dv;  // [M, C] fp32 each
+  Buffer dres;                    // [M, C] gradient of the residual stream
+  Buffer dwide;                   // [M, max(F, 3C, V)] fp32 gradient temporaries
+  Buffer dwide_mm;                // [M, max(F, 3C, V)] mm copy (empty when mm is fp32)
+  Buffer dnarrow;                 // [M, C] fp32
+  Buffer dnarrow_mm;              // [M, C] mm copy of dres / dnarrow (empty when mm is fp32)
+  Buffer wscratch;                // [max weight numel] fp32 (fp16 compute: weights converted)
+  Buffer pscratch;                // [4][max(F, 3C)] fp32 small parameters converted
+
+  // Shared layers (one per shape).
+  Linear qkv_lin, proj_lin, fc_lin, fcproj_lin, head_lin;
+  Attention attn;
+
+  State(const GptConfig& c, MemoryTracker* t);
+  Buffer act(int64_t bytes);  // a kActivations buffer, counted in act_bytes
+  BlockActs& block_acts(int l) { return acts[cfg.checkpoint_activations ? 0 : l]; }
+  float* x(int l) { return xs.as<float>() + static_cast<int64_t>(l) * M * C; }
+  AttentionWork attn_work();
+  // The parameter as fp32: its data when fp32, else converted into scratch slot `slot`.
+  const float* small_f32(const ParamView& p, int slot);
+  // A matmul weight in mm: its data when its dtype is mm, else converted to fp32 scratch.
+  const void* weight_mm(const ParamView& p);
+  // src in mm: src itself when mm is fp32, else converted into dst (n elements).
+  const void* to_mm(const float* src, Buffer& dst, int64_t n);
+};
+
+}  // namespace zs::nn

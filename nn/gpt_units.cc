@@ -1,0 +1,231 @@
+// The units of GptModel: embeddings, transformer blocks, head. Each forward/backward runs on the
+// buffers of GptModel::State (see [Note: block activations] in gpt_state.h).
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "nn/gpt_state.h"
+#include "nn/kernels.h"
+#include "nn/threads.h"
+#include "runtime/core/error.h"
+
+namespace zs::nn {
+
+namespace {
+
+constexpr float kInitStd = 0.02f;
+
+ParamSpec spec(std::string name, std::vector<int64_t> shape, Init init, bool decay) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.init = init;
+  p.weight_decay = decay;
+  return p;
+}
+
+void check_params(std::span<const ParamView> params, size_t n, const std::string& unit) {
+  ZS_CHECK(params.size() == n, ErrorCode::kInvalidArgument, "{}: {} parameters given, {} expected",
+           unit, params.size(), n);
+}
+
+class EmbedUnit : public Unit {
+ public:
+  explicit EmbedUnit(GptModel::State& s) : s_(s) {}
+  std::string name() const override { return "embed"; }
+  std::vector<ParamSpec> param_specs() const override {
+    return {spec("wte", {s_.V, s_.C}, Init::normal(0.0f, kInitStd), true),
+            spec("wpe", {s_.T, s_.C}, Init::normal(0.0f, kInitStd), true)};
+  }
+  void forward(std::span<const ParamView> p, const StepInfo&) override {
+    check_params(p, 2, name());
+    ThreadScope scope(s_.threads);
+    embedding_forward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, p[0], p[1], s_.x(0));
+  }
+  void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
+    check_params(p, 2, name());
+    ThreadScope scope(s_.threads);
+    embedding_backward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, s_.dres.as<float>(), g.grad(0),
+                       g.grad(1));
+  }
+
+ private:
+  GptModel::State& s_;
+};
+
+// Parameter order of a block.
+enum BlockParam {
+  kLn1W,
+  kLn1B,
+  kQkvW,
+  kQkvB,
+  kProjW,
+  kProjB,
+  kLn2W,
+  kLn2B,
+  kFcW,
+  kFcB,
+  kFcProjW,
+  kFcProjB,
+  kNumBlockParams
+};
+
+class BlockUnit : public Unit {
+ public:
+  BlockUnit(GptModel::State& s, int layer) : s_(s), l_(layer) {}
+  std::string name() const override { return "block." + std::to_string(l_); }
+  std::vector<ParamSpec> param_specs() const override {
+    const int64_t C = s_.C, F = s_.F;
+    const Init w = Init::normal(0.0f, kInitStd);
+    const Init wres = Init::normal(0.0f, kInitStd / std::sqrt(2.0f * s_.L));
+    return {spec("ln1.weight", {C}, Init::ones(), false),
+            spec("ln1.bias", {C}, Init::zeros(), false),
+            spec("qkv.weight", {3 * C, C}, w, true),
+            spec("qkv.bias", {3 * C}, Init::zeros(), false),
+            spec("proj.weight", {C, C}, wres, true),
+            spec("proj.bias", {C}, Init::zeros(), false),
+            spec("ln2.weight", {C}, Init::ones(), false),
+            spec("ln2.bias", {C}, Init::zeros(), false),
+            spec("fc.weight", {F, C}, w, true),
+            spec("fc.bias", {F}, Init::zeros(), false),
+            spec("fc_proj.weight", {C, F}, wres, true),
+            spec("fc_proj.bias", {C}, Init::zeros(), false)};
+  }
+  void forward(std::span<const ParamView> p, const StepInfo&) override {
+    check_params(p, kNumBlockParams, name());
+    ThreadScope scope(s_.threads);
+    run_forward(p);
+  }
+  void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
+    check_params(p, kNumBlockParams, name());
+    ThreadScope scope(s_.threads);
+    if (s_.cfg.checkpoint_activations) run_forward(p);  // recompute into the shared set
+    run_backward(p, g);
+  }
+
+ private:
+  void run_forward(std::span<const ParamView> p) {
+    GptModel::State& s = s_;
+    BlockActs& a = s.block_acts(l_);
+    const int64_t M = s.M, C = s.C, F = s.F;
+    const float* x = s.x(l_);
+    float* y = s.x(l_ + 1);
+    layernorm_forward(x, s.small_f32(p[kLn1W], 0), s.small_f32(p[kLn1B], 1), M, C, a.h1.data(),
+                      s.mm, a.mean1.as<float>(), a.rstd1.as<float>());
+    s.qkv_lin.forward(a.h1.data(), s.weight_mm(p[kQkvW]), s.small_f32(p[kQkvB], 0),
+                      s.qkv.as<float>());
+    s.attn.forward(s.qkv.as<float>(), a.attn(), s.attn_work(), a.a.data());
+    // Residual: x2 = x + proj(a), fused as the GEMM's sum post-op on a copy of x.
+    std::memcpy(a.x2.data(), x, sizeof(float) * M * C);
+    s.proj_lin.forward(a.a.data(), s.weight_mm(p[kProjW]), s.small_f32(p[kProjB], 0),
+                       a.x2.as<float>());
+    layernorm_forward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0), s.small_f32(p[kLn2B], 1), M, C,
+                      a.h2.data(), s.mm, a.mean2.as<float>(), a.rstd2.as<float>());
+    s.fc_lin.forward(a.h2.data(), s.weight_mm(p[kFcW]), s.small_f32(p[kFcB], 0), a.f.as<float>());
+    gelu_forward(a.f.as<float>(), a.g.data(), s.mm, M * F);
+    std::memcpy(y, a.x2.data(), sizeof(float) * M * C);
+    s.fcproj_lin.forward(a.g.data(), s.weight_mm(p[kFcProjW]), s.small_f32(p[kFcProjB], 0), y);
+  }
+
+  // On entry s.dres = dL/d(block output); on exit dL/d(block input).
+  void run_backward(std::span<const ParamView> p, GradViews& g) {
+    GptModel::State& s = s_;
+    BlockActs& a = s.block_acts(l_);
+    const int64_t M = s.M;
+    const int C = s.C, F = s.F;
+    float* dres = s.dres.as<float>();
+    float* dwide = s.dwide.as<float>();
+    float* dnarrow = s.dnarrow.as<float>();
+
+    // MLP: y = x2 + fc_proj(gelu(fc(ln2(x2)))).
+    const void* dy = s.to_mm(dres, s.dnarrow_mm, M * C);
+    s.fcproj_lin.backward_data(dy, s.weight_mm(p[kFcProjW]), dwide);  // dg [M, F]
+    s.fcproj_lin.backward_weight(dy, a.g.data(), g.grad(kFcProjW));
+    bias_backward(dres, M, C, g.grad(kFcProjB));
+    gelu_backward(a.f.as<float>(), dwide, dwide, M * F);  // df
+    const void* df = s.to_mm(dwide, s.dwide_mm, M * F);
+    s.fc_lin.backward_data(df, s.weight_mm(p[kFcW]), dnarrow);  // dh2
+    s.fc_lin.backward_weight(df, a.h2.data(), g.grad(kFcW));
+    bias_backward(dwide, M, F, g.grad(kFcB));
+    layernorm_backward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0), a.mean2.as<float>(),
+                       a.rstd2.as<float>(), dnarrow, M, C, dres, g.grad(kLn2W), g.grad(kLn2B));
+
+    // Attention: x2 = x + proj(attn(qkv(ln1(x)))).
+    const void* dx2 = s.to_mm(dres, s.dnarrow_mm, M * C);
+    s.proj_lin.backward_data(dx2, s.weight_mm(p[kProjW]), dnarrow);  // da
+    s.proj_lin.backward_weight(dx2, a.a.data(), g.grad(kProjW));
+    bias_backward(dres, M, C, g.grad(kProjB));
+    s.attn.backward(dnarrow, a.attn(), s.attn_work(), dwide);  // dqkv [M, 3C]
+    const void* dqkv = s.to_mm(dwide, s.dwide_mm, M * 3 * C);
+    s.qkv_lin.backward_data(dqkv, s.weight_mm(p[kQkvW]), dnarrow);  // dh1
+    s.qkv_lin.backward_weight(dqkv, a.h1.data(), g.grad(kQkvW));
+    bias_backward(dwide, M, 3 * C, g.grad(kQkvB));
+    layernorm_backward(s.x(l_), s.small_f32(p[kLn1W], 0), a.mean1.as<float>(), a.rstd1.as<float>(),
+                       dnarrow, M, C, dres, g.grad(kLn1W), g.grad(kLn1B));
+  }
+
+  GptModel::State& s_;
+  int l_;
+};
+
+class HeadUnit : public Unit {
+ public:
+  explicit HeadUnit(GptModel::State& s) : s_(s) {}
+  std::string name() const override { return "head"; }
+  std::vector<ParamSpec> param_specs() const override {
+    return {spec("ln_f.weight", {s_.C}, Init::ones(), false),
+            spec("ln_f.bias", {s_.C}, Init::zeros(), false),
+            spec("lm_head.weight", {s_.V, s_.C}, Init::normal(0.0f, kInitStd), true)};
+  }
+  void forward(std::span<const ParamView> p, const StepInfo&) override {
+    check_params(p, 3, name());
+    ThreadScope scope(s_.threads);
+    GptModel::State& s = s_;
+    layernorm_forward(s.x(s.L), s.small_f32(p[0], 0), s.small_f32(p[1], 1), s.M, s.C, s.hf.data(),
+                      s.mm, s.meanf.as<float>(), s.rstdf.as<float>());
+    float* logits = s.logits.as<float>();
+    s.head_lin.forward(s.hf.data(), s.weight_mm(p[2]), nullptr, logits);
+    if (s.inference) {
+      std::memcpy(s.last_logits.data(), logits + static_cast<int64_t>(s.inference_length - 1) * s.V,
+                  sizeof(float) * s.V);
+      return;
+    }
+    // The logits become probabilities in place; backward turns them into dlogits.
+    s.loss = cross_entropy_forward(logits, s.targets.as<int32_t>(), s.M, s.V, logits,
+                                   s.row_loss.as<float>());
+  }
+  // Seeds the gradient with info.loss_scale; must follow this micro-batch's training forward
+  // (it consumes the probabilities in place).
+  void backward(std::span<const ParamView> p, GradViews& g, const StepInfo& info) override {
+    check_params(p, 3, name());
+    ZS_CHECK(!s_.inference, ErrorCode::kInvalidArgument,
+             "gpt head: backward after an inference forward");
+    ThreadScope scope(s_.threads);
+    GptModel::State& s = s_;
+    float* dlogits = s.logits.as<float>();
+    cross_entropy_backward(dlogits, s.targets.as<int32_t>(), s.M, s.V, info.loss_scale, dlogits);
+    const void* dl = s.to_mm(dlogits, s.dwide_mm, s.M * s.V);
+    float* dh = s.dnarrow.as<float>();
+    s.head_lin.backward_data(dl, s.weight_mm(p[2]), dh);
+    s.head_lin.backward_weight(dl, s.hf.data(), g.grad(2));
+    float* dres = s.dres.as<float>();
+    std::memset(dres, 0, sizeof(float) * s.M * s.C);
+    layernorm_backward(s.x(s.L), s.small_f32(p[0], 0), s.meanf.as<float>(), s.rstdf.as<float>(), dh,
+                       s.M, s.C, dres, g.grad(0), g.grad(1));
+  }
+
+ private:
+  GptModel::State& s_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Unit>> make_gpt_units(GptModel::State& s) {
+  std::vector<std::unique_ptr<Unit>> units;
+  units.push_back(std::make_unique<EmbedUnit>(s));
+  for (int l = 0; l < s.L; ++l) units.push_back(std::make_unique<BlockUnit>(s, l));
+  units.push_back(std::make_unique<HeadUnit>(s));
+  return units;
+}
+
+}  // namespace zs::nn

@@ -1,0 +1,57 @@
+// Elementwise and row-wise kernels of the CPU layers, fp32 activations, OpenMP over rows with a
+// static schedule (results do not depend on the thread count unless noted). Matrix products are
+// in gemm.h. Shapes in the comments: M rows (B*T tokens), C/N columns.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/dtype.h"
+#include "runtime/unit.h"
+
+namespace zs::nn {
+
+constexpr int kMaxRow = 16384;  // the widest row (width, vocab) the row kernels accept
+
+// dst[off .. off+n) = src converted to dt (fp32 or bf16, round to nearest even).
+void store_as(const float* src, void* dst, DType dt, int64_t off, int64_t n);
+// dst[0..n) = p's values as fp32 (any float dtype of a parameter).
+void param_to_fp32(const ParamView& p, float* dst);
+
+// out[b*T + t, :] = wte[tokens[b*T+t], :] + wpe[t, :]; tokens [B*T], out [B*T, C] fp32.
+void embedding_forward(const int32_t* tokens, int B, int T, int C, const ParamView& wte,
+                       const ParamView& wpe, float* out);
+// dwte[tokens[i], :] += dout[i, :]; dwpe[t, :] += sum_b dout[b*T + t, :].
+void embedding_backward(const int32_t* tokens, int B, int T, int C, const float* dout, float* dwte,
+                        float* dwpe);
+
+// out = (x - mean) * rstd * w + b per row (eps 1e-5), written in dt; mean, rstd [M] kept.
+void layernorm_forward(const float* x, const float* w, const float* b, int64_t M, int C, void* out,
+                       DType dt, float* mean, float* rstd);
+// dx += dLN/dx (accumulates), dw += sum_rows dy * xhat, db += sum_rows dy.
+void layernorm_backward(const float* x, const float* w, const float* mean, const float* rstd,
+                        const float* dy, int64_t M, int C, float* dx, float* dw, float* db);
+
+// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written in dt.
+void gelu_forward(const float* x, void* out, DType dt, int64_t n);
+// dx = dy * gelu'(x); dx may alias dy.
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
+
+// out = a + b; out may alias either.
+void residual_add(const float* a, const float* b, float* out, int64_t n);
+// db[j] += sum_i dy[i, j], dy [M, N].
+void bias_backward(const float* dy, int64_t M, int N, float* db);
+
+// p[r, j] = softmax over j <= (r mod T) of s[r, :], 0 for j > (r mod T); s, p [BH*T, T].
+void causal_softmax_forward(const float* s, float* p, int64_t BH, int T);
+// ds = p * (dp - sum_j p dp) per row; ds may alias dp.
+void causal_softmax_backward(const float* p, const float* dp, float* ds, int64_t BH, int T);
+
+// Softmax cross-entropy per row of logits [M, V]: probs (may alias logits) = softmax, row_loss[i]
+// = logsumexp - logit[target]. Returns the mean loss (summed in double, in row order).
+double cross_entropy_forward(const float* logits, const int32_t* targets, int64_t M, int V,
+                             float* probs, float* row_loss);
+// dlogits = (probs - onehot(target)) * scale / M; dlogits may alias probs.
+void cross_entropy_backward(const float* probs, const int32_t* targets, int64_t M, int V,
+                            float scale, float* dlogits);
+
+}  // namespace zs::nn

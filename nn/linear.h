@@ -1,0 +1,38 @@
+// Fully connected layer y[M, out] = x[M, in] W^T + b with W [out, in] row-major (PyTorch's
+// layout). Stateless apart from its GEMM primitives, so one Linear serves every block of the
+// same shape: the caller passes the saved input and the weights on each call.
+//
+// Operands of the products are in the matmul dtype `mm` (fp32, or bf16 when the compute dtype is
+// bf16); outputs and gradients are fp32.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/gemm.h"
+
+namespace zs::nn {
+
+class Linear {
+ public:
+  Linear() = default;
+  // `residual`: forward adds into y (y += x W^T + b), the fused residual connection.
+  Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm, MemoryTracker* tracker);
+
+  // y = x W^T + b (or y += ... when residual). x [M, in] and w [out, in] in mm; b fp32 or null.
+  void forward(const void* x, const void* w, const float* b, float* y);
+  // dx[M, in] = dy W (overwrites). dy [M, out] in mm.
+  void backward_data(const void* dy, const void* w, float* dx);
+  // dw[out, in] += dy^T x (accumulates). dy [M, out] and x [M, in] in mm.
+  void backward_weight(const void* dy, const void* x, float* dw);
+
+  int64_t rows() const { return M_; }
+  int in() const { return in_; }
+  int out() const { return out_; }
+
+ private:
+  int64_t M_ = 0;
+  int in_ = 0, out_ = 0;
+  Gemm fwd_, bwd_data_, bwd_weight_;
+};
+
+}  // namespace zs::nn

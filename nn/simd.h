@@ -1,0 +1,93 @@
+// Helpers for the elementwise kernels: function multi-versioning (the CPU picks the AVX-512,
+// AVX2 or baseline clone at load time; no global -march), a vectorizable exp and tanh, and row
+// reductions written with 16 independent partial sums so the compiler vectorizes them without
+// reassociating (the result is the same on every clone: the order is fixed in the source).
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ZS_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define ZS_SIMD_CLONES
+#endif
+
+namespace zs::nn::simd {
+
+// exp(x) for x in [-87, 88] (clamped outside), Cephes polynomial, ~1 ulp; no libm call so loops
+// over it vectorize.
+inline float exp_approx(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const int32_t e = static_cast<int32_t>(n) + 127;
+  return p * std::bit_cast<float>(static_cast<uint32_t>(e) << 23);
+}
+
+// tanh(x), the rational approximation Eigen uses for float (max error a few ulp).
+inline float tanh_approx(float x) {
+  const float c = 7.90531110763549805f;
+  const float xc = std::min(std::max(x, -c), c);
+  const float x2 = xc * xc;
+  float p = -2.76076847742355e-16f;
+  p = p * x2 + 2.00018790482477e-13f;
+  p = p * x2 + -8.60467152213735e-11f;
+  p = p * x2 + 5.12229709037114e-08f;
+  p = p * x2 + 1.48572235717979e-05f;
+  p = p * x2 + 6.37261928875436e-04f;
+  p = p * x2 + 4.89352455891786e-03f;
+  p = p * xc;
+  float q = 1.19825839466702e-06f;
+  q = q * x2 + 1.18534705686654e-04f;
+  q = q * x2 + 2.26843463243900e-03f;
+  q = q * x2 + 4.89352518554385e-03f;
+  const float t = p / q;
+  return std::fabs(x) < 0.0004f ? x : t;
+}
+
+inline float row_sum(const float* x, int n) {
+  float acc[16] = {};
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
+  float s = 0.0f;
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+inline float row_max(const float* x, int n) {
+  float acc[16];
+  for (int j = 0; j < 16; ++j) acc[j] = -INFINITY;
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] = std::max(acc[j], x[i + j]);
+  float m = -INFINITY;
+  for (int j = 0; j < 16; ++j) m = std::max(m, acc[j]);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+inline float row_dot(const float* x, const float* y, int n) {
+  float acc[16] = {};
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j] * y[i + j];
+  float s = 0.0f;
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  for (; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+}  // namespace zs::nn::simd

@@ -1,0 +1,76 @@
+// Causal attention softmax and softmax cross-entropy, forward and backward.
+#include <cmath>
+
+#include "nn/kernels.h"
+#include "nn/simd.h"
+#include "runtime/core/error.h"
+
+namespace zs::nn {
+
+namespace {
+// p[0..n) = softmax(s[0..n)), p[n..T) = 0.
+ZS_SIMD_CLONES void softmax_row(const float* s, float* p, int n, int T) {
+  const float mx = simd::row_max(s, n);
+  for (int j = 0; j < n; ++j) p[j] = simd::exp_approx(s[j] - mx);
+  const float inv = 1.0f / simd::row_sum(p, n);
+  for (int j = 0; j < n; ++j) p[j] *= inv;
+  for (int j = n; j < T; ++j) p[j] = 0.0f;
+}
+
+ZS_SIMD_CLONES void softmax_row_grad(const float* p, const float* dp, float* ds, int n, int T) {
+  const float dot = simd::row_dot(p, dp, n);
+  for (int j = 0; j < n; ++j) ds[j] = p[j] * (dp[j] - dot);
+  for (int j = n; j < T; ++j) ds[j] = 0.0f;
+}
+
+// probs = softmax(logits); returns logsumexp - logits[target].
+ZS_SIMD_CLONES float ce_row(const float* logits, int target, int V, float* probs) {
+  const float mx = simd::row_max(logits, V);
+  const float lt = logits[target];
+  for (int j = 0; j < V; ++j) probs[j] = simd::exp_approx(logits[j] - mx);
+  const float sum = simd::row_sum(probs, V);
+  const float inv = 1.0f / sum;
+  for (int j = 0; j < V; ++j) probs[j] *= inv;
+  return std::log(sum) + mx - lt;
+}
+
+ZS_SIMD_CLONES void ce_row_grad(const float* probs, int target, int V, float k, float* d) {
+  for (int j = 0; j < V; ++j) d[j] = probs[j] * k;
+  d[target] = (probs[target] - 1.0f) * k;
+}
+}  // namespace
+
+void causal_softmax_forward(const float* s, float* p, int64_t BH, int T) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < BH * T; ++r) {
+    const int i = static_cast<int>(r % T);
+    softmax_row(s + r * T, p + r * T, i + 1, T);
+  }
+}
+
+void causal_softmax_backward(const float* p, const float* dp, float* ds, int64_t BH, int T) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < BH * T; ++r) {
+    const int i = static_cast<int>(r % T);
+    softmax_row_grad(p + r * T, dp + r * T, ds + r * T, i + 1, T);
+  }
+}
+
+double cross_entropy_forward(const float* logits, const int32_t* targets, int64_t M, int V,
+                             float* probs, float* row_loss) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < M; ++i)
+    row_loss[i] = ce_row(logits + i * V, targets[i], V, probs + i * V);
+  double sum = 0.0;
+  for (int64_t i = 0; i < M; ++i) sum += row_loss[i];
+  return sum / static_cast<double>(M);
+}
+
+void cross_entropy_backward(const float* probs, const int32_t* targets, int64_t M, int V,
+                            float scale, float* dlogits) {
+  const float k = scale / static_cast<float>(M);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < M; ++i) ce_row_grad(probs + i * V, targets[i], V, k, dlogits + i * V);
+}
+
+}  // namespace zs::nn

@@ -1,0 +1,129 @@
+// Test harness: owns the parameters and gradients of a zs::Model's units and drives them by hand
+// (forward over all units, backward in reverse with zeroed GradViews), as the engine would for
+// one rank without sharding. fp32 master values, converted to the compute dtype for the views.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "runtime/core/convert.h"
+#include "runtime/unit.h"
+
+namespace zs::nn::testing {
+
+class UnitHarness {
+ public:
+  UnitHarness(Model& model, DType compute, uint64_t seed) : model_(model), dtype_(compute) {
+    std::mt19937_64 rng(seed);
+    units_.resize(model.num_units());
+    for (size_t u = 0; u < units_.size(); ++u) {
+      UnitState& st = units_[u];
+      st.specs = model.unit(u).param_specs();
+      for (const ParamSpec& s : st.specs) {
+        std::vector<float> v(s.numel());
+        std::normal_distribution<float> nd(s.init.a, s.init.b);
+        std::uniform_real_distribution<float> ud(s.init.a, s.init.b);
+        for (float& x : v) {
+          switch (s.init.kind) {
+            case Init::Kind::kZeros:
+              x = 0.0f;
+              break;
+            case Init::Kind::kOnes:
+              x = 1.0f;
+              break;
+            case Init::Kind::kConstant:
+              x = s.init.a;
+              break;
+            case Init::Kind::kNormal:
+              x = nd(rng);
+              break;
+            case Init::Kind::kUniform:
+              x = ud(rng);
+              break;
+          }
+        }
+        st.master.push_back(std::move(v));
+        st.grads.emplace_back(s.numel(), 0.0f);
+        st.lowp.emplace_back(dtype_ == DType::kF32 ? 0 : s.numel());
+      }
+    }
+    refresh();
+  }
+
+  // Re-derives the compute-dtype views from the fp32 master values.
+  void refresh() {
+    for (UnitState& st : units_) {
+      st.views.clear();
+      for (size_t i = 0; i < st.specs.size(); ++i) {
+        ParamView v;
+        v.dtype = dtype_;
+        v.numel = st.specs[i].numel();
+        v.spec = &st.specs[i];
+        if (dtype_ == DType::kF32) {
+          v.data = st.master[i].data();
+        } else {
+          convert(st.master[i].data(), DType::kF32, st.lowp[i].data(), dtype_, v.numel);
+          v.data = st.lowp[i].data();
+        }
+        st.views.push_back(v);
+      }
+    }
+  }
+
+  void forward(bool training = true) {
+    StepInfo info;
+    info.training = training;
+    for (size_t u = 0; u < units_.size(); ++u) model_.unit(u).forward(units_[u].views, info);
+  }
+
+  void backward(float loss_scale = 1.0f) {
+    StepInfo info;
+    info.loss_scale = loss_scale;
+    for (size_t u = units_.size(); u-- > 0;) {
+      UnitState& st = units_[u];
+      std::vector<float*> spans;
+      std::vector<int64_t> numels;
+      for (auto& g : st.grads) {
+        std::fill(g.begin(), g.end(), 0.0f);
+        spans.push_back(g.data());
+        numels.push_back(static_cast<int64_t>(g.size()));
+      }
+      GradViews gv(spans, numels);
+      model_.unit(u).backward(st.views, gv, info);
+      for (size_t i = 0; i < spans.size(); ++i) produced_all_ &= gv.produced(i);
+    }
+  }
+
+  void sgd(float lr, float loss_scale = 1.0f) {
+    for (UnitState& st : units_)
+      for (size_t i = 0; i < st.master.size(); ++i)
+        for (size_t j = 0; j < st.master[i].size(); ++j)
+          st.master[i][j] -= lr * st.grads[i][j] / loss_scale;
+    refresh();
+  }
+
+  const std::vector<float>& grad(size_t unit, size_t param) const {
+    return units_[unit].grads[param];
+  }
+  std::vector<float>& master(size_t unit, size_t param) { return units_[unit].master[param]; }
+  size_t num_params(size_t unit) const { return units_[unit].specs.size(); }
+  const ParamSpec& spec(size_t unit, size_t param) const { return units_[unit].specs[param]; }
+  size_t num_units() const { return units_.size(); }
+  bool produced_all() const { return produced_all_; }
+
+ private:
+  struct UnitState {
+    std::vector<ParamSpec> specs;
+    std::vector<std::vector<float>> master, grads;
+    std::vector<std::vector<uint16_t>> lowp;
+    std::vector<ParamView> views;
+  };
+  Model& model_;
+  DType dtype_;
+  std::vector<UnitState> units_;
+  bool produced_all_ = true;
+};
+
+}  // namespace zs::nn::testing
