@@ -10,9 +10,7 @@ LossScaler::LossScaler(const LossScalerConfig& cfg) : cfg_(cfg) {
 }
 
 bool LossScaler::update(bool overflow) {
-  // The header's contract: a static scaler never skips (bf16/fp32 apply every step, as torch
-  // without a GradScaler does).
-  if (!cfg_.dynamic) return true;
+  if (!cfg_.dynamic) return !overflow;
   if (overflow) {
     state_.good_steps = 0;
     if (--state_.hysteresis_left <= 0) {
