@@ -84,16 +84,14 @@ class Communicator {
                               ReduceOp op) = 0;
   // recv[0..count) = op over ranks of send[0..count). count need not divide by size().
   // In place when send == recv.
-  virtual void all_reduce(const void* send, void* recv, size_t count, DType dtype,
-                          ReduceOp op) = 0;
+  virtual void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) = 0;
   // buf[0..count) on every rank = root's buf. Any dtype.
   virtual void broadcast(void* buf, size_t count, DType dtype, int root) = 0;
   virtual void barrier() = 0;
 
-  virtual WorkHandle start_all_gather(const void* send, void* recv, size_t count,
-                                      DType dtype) = 0;
-  virtual WorkHandle start_reduce_scatter(const void* send, void* recv, size_t count,
-                                          DType dtype, ReduceOp op) = 0;
+  virtual WorkHandle start_all_gather(const void* send, void* recv, size_t count, DType dtype) = 0;
+  virtual WorkHandle start_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
+                                          ReduceOp op) = 0;
   virtual WorkHandle start_all_reduce(const void* send, void* recv, size_t count, DType dtype,
                                       ReduceOp op) = 0;
 

@@ -1,0 +1,343 @@
+#include "collectives/mpi_communicator.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "collectives/reduce_kernels.h"
+#include "runtime/core/error.h"
+
+namespace zs {
+namespace {
+
+// Datatype that moves elements of `elem` bytes; data is only moved, never reduced, by MPI.
+MPI_Datatype base_type(size_t elem) {
+  switch (elem) {
+    case 1:
+      return MPI_BYTE;
+    case 2:
+      return MPI_UINT16_T;
+    case 4:
+      return MPI_UINT32_T;
+    default:
+      return MPI_UINT64_T;
+  }
+}
+
+bool is_reduction(CollectiveKind k) {
+  return k == CollectiveKind::kReduceScatter || k == CollectiveKind::kAllReduce;
+}
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+char* bytes(void* p) { return static_cast<char*>(p); }
+const char* bytes(const void* p) { return static_cast<const char*>(p); }
+
+// One chunk's datatypes: `piece` = len contiguous elements; `strided` = the same, with the extent
+// of a whole per-rank block (count elements), so rank r's chunk lands at r * count elements.
+struct ChunkTypes {
+  MPI_Datatype piece = MPI_DATATYPE_NULL;
+  MPI_Datatype strided = MPI_DATATYPE_NULL;
+  ChunkTypes(size_t len, size_t count, size_t elem) {
+    MPI_Type_contiguous(static_cast<int>(len), base_type(elem), &piece);
+    MPI_Type_create_resized(piece, 0, static_cast<MPI_Aint>(count * elem), &strided);
+    MPI_Type_commit(&piece);
+    MPI_Type_commit(&strided);
+  }
+  // Freeing right after posting is allowed: pending operations complete normally (MPI 3.1 4.1.9).
+  ~ChunkTypes() {
+    MPI_Type_free(&strided);
+    MPI_Type_free(&piece);
+  }
+  ChunkTypes(const ChunkTypes&) = delete;
+  ChunkTypes& operator=(const ChunkTypes&) = delete;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Construction
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
+  int rc = MPI_Comm_dup(comm, &comm_);
+  if (rc != MPI_SUCCESS) fail(ErrorCode::kCommunication, "MpiCommunicator: MPI_Comm_dup failed");
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_dup(comm_, &phase2_comm_);
+  MPI_Comm_set_errhandler(phase2_comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  const char* env = std::getenv("ZS_CHECK_COLLECTIVES");
+  check_ = env != nullptr && std::strcmp(env, "1") == 0;
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (phase2_comm_ != MPI_COMM_NULL) MPI_Comm_free(&phase2_comm_);
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split",
+            CollectiveKind::kBarrier, 0, DType::kU8);
+  if (sub == MPI_COMM_NULL) return nullptr;
+  auto c = std::make_unique<MpiCommunicator>(sub);
+  MPI_Comm_free(&sub);
+  c->chunk_limit_ = chunk_limit_;
+  return c;
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split_shared() {
+  MPI_Comm sub = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &sub),
+            "MPI_Comm_split_type", CollectiveKind::kBarrier, 0, DType::kU8);
+  auto c = std::make_unique<MpiCommunicator>(sub);
+  MPI_Comm_free(&sub);
+  c->chunk_limit_ = chunk_limit_;
+  return c;
+}
+
+void MpiCommunicator::set_chunk_limit(size_t elements) {
+  ZS_CHECK(elements >= 1 && elements <= static_cast<size_t>(INT32_MAX), ErrorCode::kInvalidArgument,
+           "set_chunk_limit: {} elements is outside [1, 2^31-1]", elements);
+  chunk_limit_ = elements;
+}
+
+// ---------------------------------------------------------------------------------------------
+// [Note: scratch pool]
+
+MpiCommunicator::Slot* MpiCommunicator::acquire(size_t nbytes) {
+  Slot* fit = nullptr;      // smallest free slot that holds nbytes
+  Slot* largest = nullptr;  // largest free slot, grown when none fits
+  for (auto& s : slots_) {
+    if (s->in_use) continue;
+    if (s->buf.size() >= nbytes && (fit == nullptr || s->buf.size() < fit->buf.size())) {
+      fit = s.get();
+    }
+    if (largest == nullptr || s->buf.size() > largest->buf.size()) largest = s.get();
+  }
+  if (fit == nullptr) {
+    if (largest == nullptr) {
+      slots_.push_back(std::make_unique<Slot>());
+      largest = slots_.back().get();
+    }
+    largest->buf.reset();  // free first: the peak holds one copy, not two
+    largest->buf = Buffer(nbytes, MemCategory::kCommBuffers);
+    fit = largest;
+  }
+  fit->in_use = true;
+  return fit;
+}
+
+void MpiCommunicator::release(Slot* slot) {
+  if (slot != nullptr) slot->in_use = false;
+}
+
+void MpiCommunicator::reserve(size_t nbytes, int slots) {
+  ZS_CHECK(slots >= 0, ErrorCode::kInvalidArgument, "reserve: negative slot count {}", slots);
+  std::vector<Slot*> held;
+  for (int i = 0; i < slots; ++i) held.push_back(acquire(nbytes));
+  for (Slot* s : held) release(s);
+}
+
+size_t MpiCommunicator::scratch_bytes(CollectiveKind kind, size_t count, DType dtype) const {
+  const size_t n = static_cast<size_t>(size_);
+  const size_t elem = dtype_size(dtype);
+  if (kind == CollectiveKind::kReduceScatter) return n * count * elem;
+  if (kind == CollectiveKind::kAllReduce) {
+    const size_t chunk = ceil_div(count, n);
+    return (count % n == 0 ? 1 : 2) * n * chunk * elem;
+  }
+  return 0;
+}
+
+size_t MpiCommunicator::scratch_allocated() const {
+  size_t total = 0;
+  for (const auto& s : slots_) total += s->buf.size();
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks
+
+void MpiCommunicator::check_mpi(int rc, const char* call, CollectiveKind op, size_t count,
+                                DType dtype) const {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fail(ErrorCode::kCommunication, "{}: {} failed on rank {} of {} (count {} x {}, {} bytes): {}",
+       collective_kind_name(op), call, rank_, size_, count, dtype_name(dtype),
+       count * dtype_size(dtype), std::string(text, static_cast<size_t>(len)));
+}
+
+void MpiCommunicator::validate(CollectiveKind kind, const void* send, const void* recv,
+                               size_t count, DType dtype, ReduceOp op, int root) const {
+  const auto name = collective_kind_name(kind);
+  if (is_reduction(kind)) {
+    ZS_CHECK(dtype_is_float(dtype), ErrorCode::kInvalidArgument,
+             "{}: reduction ({}) on {} is not supported (rank {}, count {}); reductions are "
+             "defined for fp32, fp16, bf16 and fp64",
+             name, reduce_op_name(op), dtype_name(dtype), rank_, count);
+    ZS_CHECK(op == ReduceOp::kSum || op == ReduceOp::kAvg || op == ReduceOp::kMax,
+             ErrorCode::kInvalidArgument, "{}: invalid reduce op {} (rank {})", name,
+             static_cast<int>(op), rank_);
+  }
+  const size_t elem = dtype_size(dtype);
+  const size_t blocks =
+      (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter) ? size_ : 1;
+  size_t total = 0;
+  ZS_CHECK(!__builtin_mul_overflow(count, elem, &total) &&
+               !__builtin_mul_overflow(total, blocks, &total),
+           ErrorCode::kInvalidArgument,
+           "{}: count {} x {} ({} bytes each) x {} ranks overflows size_t (rank {})", name, count,
+           dtype_name(dtype), elem, blocks, rank_);
+  if (count > 0) {
+    ZS_CHECK(send != nullptr, ErrorCode::kInvalidArgument,
+             "{}: null send buffer with count {} x {} on rank {} of {}", name, count,
+             dtype_name(dtype), rank_, size_);
+    ZS_CHECK(recv != nullptr, ErrorCode::kInvalidArgument,
+             "{}: null receive buffer with count {} x {} on rank {} of {}", name, count,
+             dtype_name(dtype), rank_, size_);
+  }
+  if (kind == CollectiveKind::kBroadcast) {
+    ZS_CHECK(root >= 0 && root < size_, ErrorCode::kInvalidArgument,
+             "{}: root {} is outside [0, {}) (rank {}, count {} x {})", name, root, size_, rank_,
+             count, dtype_name(dtype));
+  }
+}
+
+void MpiCommunicator::check_agreement(CollectiveKind kind, size_t count, DType dtype, ReduceOp op,
+                                      int root) {
+  if (!check_) return;
+  const int64_t mine[4] = {static_cast<int64_t>(count), static_cast<int64_t>(dtype),
+                           static_cast<int64_t>(op), root};
+  int64_t v[8];
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = mine[i];
+    v[2 * i + 1] = -mine[i];
+  }
+  // Why a blocking all-reduce: every rank must learn the same verdict and throw together.
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_INT64_T, MPI_MAX, comm_),
+            "MPI_Allreduce (ZS_CHECK_COLLECTIVES)", kind, count, dtype);
+  static const char* what[4] = {"count", "dtype", "reduce op", "root"};
+  for (int i = 0; i < 4; ++i) {
+    const int64_t hi = v[2 * i], lo = -v[2 * i + 1];
+    ZS_CHECK(hi == lo, ErrorCode::kCommunication,
+             "{}: ranks disagree on the {} (min {}, max {}); rank {} of {} passed {} (count {} x "
+             "{})",
+             collective_kind_name(kind), what[i], lo, hi, rank_, size_, mine[i], count,
+             dtype_name(dtype));
+  }
+}
+
+void MpiCommunicator::count_bytes(CollectiveKind kind, size_t count, DType dtype, int root) {
+  const int k = static_cast<int>(kind);
+  counters_.calls[k] += 1;
+  if (size_ == 1) return;
+  const int64_t n = size_;
+  const int64_t c = static_cast<int64_t>(count) * static_cast<int64_t>(dtype_size(dtype));
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      counters_.sent[k] += (n - 1) * c;
+      counters_.received[k] += (n - 1) * c;
+      break;
+    case CollectiveKind::kAllReduce: {
+      const int64_t piece = static_cast<int64_t>(ceil_div(count, static_cast<size_t>(n))) *
+                            static_cast<int64_t>(dtype_size(dtype));
+      counters_.sent[k] += 2 * (n - 1) * piece;
+      counters_.received[k] += 2 * (n - 1) * piece;
+      break;
+    }
+    case CollectiveKind::kBroadcast:
+      if (rank_ == root) {
+        counters_.sent[k] += c * (n - 1);
+      } else {
+        counters_.received[k] += c;
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chunked MPI primitives
+
+void MpiCommunicator::allgather_raw(const void* send, void* recv, size_t count, DType dt,
+                                    std::vector<MPI_Request>* reqs, CollectiveKind op,
+                                    MPI_Comm comm) {
+  const size_t elem = dtype_size(dt);
+  const bool in_place = send == bytes(recv) + static_cast<size_t>(rank_) * count * elem;
+  if (count <= chunk_limit_) {
+    const void* s = in_place ? MPI_IN_PLACE : send;
+    const int c = static_cast<int>(count);
+    if (reqs == nullptr) {
+      check_mpi(MPI_Allgather(s, c, base_type(elem), recv, c, base_type(elem), comm),
+                "MPI_Allgather", op, count, dt);
+    } else {
+      reqs->emplace_back();
+      check_mpi(
+          MPI_Iallgather(s, c, base_type(elem), recv, c, base_type(elem), comm, &reqs->back()),
+          "MPI_Iallgather", op, count, dt);
+    }
+    return;
+  }
+  for (size_t off = 0; off < count; off += chunk_limit_) {
+    const size_t len = std::min(chunk_limit_, count - off);
+    ChunkTypes t(len, count, elem);
+    const void* s = in_place ? MPI_IN_PLACE : bytes(send) + off * elem;
+    char* r = bytes(recv) + off * elem;
+    if (reqs == nullptr) {
+      check_mpi(MPI_Allgather(s, 1, t.piece, r, 1, t.strided, comm), "MPI_Allgather", op, count,
+                dt);
+    } else {
+      reqs->emplace_back();
+      check_mpi(MPI_Iallgather(s, 1, t.piece, r, 1, t.strided, comm, &reqs->back()),
+                "MPI_Iallgather", op, count, dt);
+    }
+  }
+}
+
+void MpiCommunicator::alltoall_raw(const void* send, void* recv, size_t count, DType dt,
+                                   std::vector<MPI_Request>* reqs, CollectiveKind op) {
+  const size_t elem = dtype_size(dt);
+  if (count <= chunk_limit_) {
+    const int c = static_cast<int>(count);
+    if (reqs == nullptr) {
+      check_mpi(MPI_Alltoall(send, c, base_type(elem), recv, c, base_type(elem), comm_),
+                "MPI_Alltoall", op, count, dt);
+    } else {
+      reqs->emplace_back();
+      check_mpi(
+          MPI_Ialltoall(send, c, base_type(elem), recv, c, base_type(elem), comm_, &reqs->back()),
+          "MPI_Ialltoall", op, count, dt);
+    }
+    return;
+  }
+  for (size_t off = 0; off < count; off += chunk_limit_) {
+    const size_t len = std::min(chunk_limit_, count - off);
+    ChunkTypes t(len, count, elem);
+    const char* s = bytes(send) + off * elem;
+    char* r = bytes(recv) + off * elem;
+    if (reqs == nullptr) {
+      check_mpi(MPI_Alltoall(s, 1, t.strided, r, 1, t.strided, comm_), "MPI_Alltoall", op, count,
+                dt);
+    } else {
+      reqs->emplace_back();
+      check_mpi(MPI_Ialltoall(s, 1, t.strided, r, 1, t.strided, comm_, &reqs->back()),
+                "MPI_Ialltoall", op, count, dt);
+    }
+  }
+}
+
+}  // namespace zs

@@ -1,0 +1,147 @@
+// MpiCommunicator: the Communicator over host memory, on an MPI communicator of its own.
+//
+// Algorithms (see [Note: deterministic reduction] in mpi_communicator.cc):
+// * all_gather   = MPI_Allgather / MPI_Iallgather (MPI_IN_PLACE when send == recv + rank*count).
+// * reduce_scatter = MPI_Alltoall of the per-rank pieces into scratch (n*count elements), then a
+//   local reduction in rank order 0..n-1 in fp32 (fp64 for fp64), rounded once to the dtype;
+//   kAvg divides the fp32 sum by n before that rounding. kMax keeps NaN (a NaN from any rank
+//   makes the result NaN), so overflow flags survive a max.
+// * all_reduce   = reduce_scatter + all_gather over ceil(count/n)-element pieces; counts that do
+//   not divide by n are padded into scratch. Same contract, same bits as reduce_scatter.
+// * broadcast    = MPI_Bcast; barrier = MPI_Barrier.
+// Per-rank counts above the chunk limit (default 2^30 elements, under MPI's int counts) are split
+// into several MPI calls over derived datatypes, so any size that fits in memory works.
+//
+// Scratch ([Note: scratch pool]): reductions need scratch of n*ceil(count/n) (all_reduce: twice
+// that when count % n != 0) elements. The communicator owns a small pool of scratch slots, each a
+// zs::Buffer in MemCategory::kCommBuffers. A synchronous call, or an asynchronous one from start
+// until its Work completes, holds one slot; a finished Work returns its slot. A slot is allocated
+// the first time more operations are in flight at once than there are slots, and grown (freed and
+// reallocated) only when a call needs more than the largest free slot holds. reserve(bytes, slots)
+// preallocates so that no training step allocates: reserve the largest call's need, times the
+// number of reductions a step keeps in flight at once.
+//
+// Errors: MPI runs with MPI_ERRORS_RETURN on this communicator; a failing MPI call throws
+// zs::Error(kCommunication) naming the operation, the rank, the sizes and MPI's error string.
+// Argument errors throw zs::Error(kInvalidArgument). With ZS_CHECK_COLLECTIVES=1 in the
+// environment (read at construction), every collective first all-reduces the (min, max) of its
+// count, dtype, op and root across ranks and throws kCommunication on every rank on a mismatch;
+// without it, mismatched counts are reported where MPI detects them (truncation).
+//
+// Thread-safety: one thread at a time (the communicator and its Works). Every Work must be
+// finished or destroyed before its communicator is destroyed.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "runtime/core/buffer.h"
+
+namespace zs {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Dups `comm` (collective over it); the dup is freed by the destructor.
+  explicit MpiCommunicator(MPI_Comm comm);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  // A communicator over MPI_COMM_WORLD (MPI must be initialised).
+  static std::unique_ptr<MpiCommunicator> world();
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_gather(const void* send, void* recv, size_t count, DType dtype) override;
+  void reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
+                      ReduceOp op) override;
+  void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override;
+  void broadcast(void* buf, size_t count, DType dtype, int root) override;
+  void barrier() override;
+
+  WorkHandle start_all_gather(const void* send, void* recv, size_t count, DType dtype) override;
+  WorkHandle start_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
+                                  ReduceOp op) override;
+  WorkHandle start_all_reduce(const void* send, void* recv, size_t count, DType dtype,
+                              ReduceOp op) override;
+
+  std::unique_ptr<Communicator> split(int color, int key) override;
+  // Ranks that share memory (one node): MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), keyed by rank.
+  std::unique_ptr<MpiCommunicator> split_shared();
+
+  const ByteCounters& counters() const override { return counters_; }
+  void reset_counters() override { counters_.reset(); }
+
+  // Preallocates `slots` scratch slots of at least `bytes` bytes each (see [Note: scratch pool]).
+  // The bytes a call needs are given by scratch_bytes().
+  void reserve(size_t bytes, int slots = 1);
+  // Scratch bytes one reduce_scatter (per-rank count) or all_reduce (total count) needs here.
+  size_t scratch_bytes(CollectiveKind kind, size_t count, DType dtype) const;
+  // Bytes of scratch currently allocated, over all slots.
+  size_t scratch_allocated() const;
+
+  // Splits MPI calls into pieces of at most `elements` per rank (default 2^30). Exposed so tests
+  // can cover the chunked path with small counts; results do not depend on it.
+  void set_chunk_limit(size_t elements);
+  // Whether the (min, max) argument check runs before each collective (ZS_CHECK_COLLECTIVES=1).
+  bool checking() const { return check_; }
+
+  MPI_Comm handle() const { return comm_; }
+
+ private:
+  class AllGatherWork;
+  class ReduceScatterWork;
+  class AllReduceWork;
+  struct Slot {
+    Buffer buf;
+    bool in_use = false;
+  };
+
+  // Argument checks shared by every entry point; throws with the op's name.
+  void validate(CollectiveKind kind, const void* send, const void* recv, size_t count, DType dtype,
+                ReduceOp op, int root) const;
+  void check_agreement(CollectiveKind kind, size_t count, DType dtype, ReduceOp op, int root);
+  void count_bytes(CollectiveKind kind, size_t count, DType dtype, int root);
+
+  Slot* acquire(size_t bytes);
+  void release(Slot* slot);
+
+  // Chunked MPI primitives; each returns after posting (requests appended) when reqs != nullptr,
+  // else blocks. `op` names the caller in errors.
+  void allgather_raw(const void* send, void* recv, size_t count, DType dtype,
+                     std::vector<MPI_Request>* reqs, CollectiveKind op, MPI_Comm comm);
+  void alltoall_raw(const void* send, void* recv, size_t count, DType dtype,
+                    std::vector<MPI_Request>* reqs, CollectiveKind op);
+  void bcast_raw(void* buf, size_t count, DType dtype, int root);
+  // Holds a slot for a synchronous call; returns it on scope exit, exceptions included.
+  struct SlotGuard {
+    MpiCommunicator* comm;
+    Slot* slot;
+    ~SlotGuard() { comm->release(slot); }
+  };
+  // Throws kCommunication when rc != MPI_SUCCESS.
+  void check_mpi(int rc, const char* call, CollectiveKind op, size_t count, DType dtype) const;
+
+  // Async all_reduce second phases are posted on phase2_comm_ strictly in start order, whatever
+  // order the ranks test or wait in, so the MPI collectives always match across ranks.
+  void advance_phase2(AllReduceWork* upto, bool block);
+  bool retire_phase1(AllReduceWork* w, bool block);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm phase2_comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  bool check_ = false;
+  size_t chunk_limit_ = size_t{1} << 30;
+  ByteCounters counters_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::deque<AllReduceWork*> pending_phase2_;
+};
+
+}  // namespace zs

@@ -1,0 +1,94 @@
+#include "collectives/reduce_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "runtime/core/convert.h"
+#include "runtime/core/error.h"
+
+namespace zs {
+namespace {
+
+// [Note: deterministic reduction]
+// Every element is reduced on its own, contributions in rank order 0..n-1, in an fp32 (fp64)
+// accumulator, and rounded once at the end. Blocking over kBlock elements only changes which
+// elements are processed together, never the order of operations within an element, so the bits
+// do not depend on the message size, the chunking or the block size. Build flags keep the
+// compiler from contracting the adds into FMAs (-ffp-contract=off) or reassociating them.
+constexpr size_t kBlock = 1024;
+
+template <typename Acc>
+inline void combine(Acc* acc, const Acc* x, size_t m, ReduceOp op) {
+  if (op == ReduceOp::kMax) {
+    // NaN wins: once acc is NaN, x > acc is false and acc stays NaN.
+    for (size_t j = 0; j < m; ++j) acc[j] = (x[j] > acc[j] || x[j] != x[j]) ? x[j] : acc[j];
+  } else {
+    for (size_t j = 0; j < m; ++j) acc[j] += x[j];
+  }
+}
+
+template <typename Acc>
+inline void finish(Acc* acc, size_t m, ReduceOp op, int n) {
+  if (op != ReduceOp::kAvg) return;
+  const Acc d = static_cast<Acc>(n);
+  for (size_t j = 0; j < m; ++j) acc[j] /= d;
+}
+
+// fp32 and fp64: the accumulator is the element type.
+template <typename T>
+void reduce_same(const T* in, size_t stride, int n, T* out, size_t count, ReduceOp op) {
+  alignas(64) T acc[kBlock];
+  for (size_t b = 0; b < count; b += kBlock) {
+    const size_t m = std::min(kBlock, count - b);
+    std::copy(in + b, in + b + m, acc);
+    for (int r = 1; r < n; ++r) combine(acc, in + static_cast<size_t>(r) * stride + b, m, op);
+    finish(acc, m, op, n);
+    std::copy(acc, acc + m, out + b);
+  }
+}
+
+// fp16 and bf16: widen each block to fp32 with the bulk converters, narrow once at the end.
+void reduce_half(const uint16_t* in, size_t stride, int n, uint16_t* out, size_t count, DType dtype,
+                 ReduceOp op) {
+  auto widen = dtype == DType::kBF16 ? &bf16_to_fp32 : &fp16_to_fp32;
+  auto narrow = dtype == DType::kBF16 ? &fp32_to_bf16 : &fp32_to_fp16;
+  alignas(64) float acc[kBlock];
+  alignas(64) float tmp[kBlock];
+  for (size_t b = 0; b < count; b += kBlock) {
+    const size_t m = std::min(kBlock, count - b);
+    widen(in + b, acc, m);
+    for (int r = 1; r < n; ++r) {
+      widen(in + static_cast<size_t>(r) * stride + b, tmp, m);
+      combine(acc, tmp, m, op);
+    }
+    finish(acc, m, op, n);
+    narrow(acc, out + b, m);
+  }
+}
+
+}  // namespace
+
+void reduce_pieces(const void* pieces, size_t stride, int n, void* out, size_t count, DType dtype,
+                   ReduceOp op) {
+  if (count == 0) return;
+  ZS_ASSERT(n >= 1);
+  switch (dtype) {
+    case DType::kF32:
+      reduce_same(static_cast<const float*>(pieces), stride, n, static_cast<float*>(out), count,
+                  op);
+      return;
+    case DType::kF64:
+      reduce_same(static_cast<const double*>(pieces), stride, n, static_cast<double*>(out), count,
+                  op);
+      return;
+    case DType::kF16:
+    case DType::kBF16:
+      reduce_half(static_cast<const uint16_t*>(pieces), stride, n, static_cast<uint16_t*>(out),
+                  count, dtype, op);
+      return;
+    default:
+      fail(ErrorCode::kInvalidArgument, "reduction on {} is not supported", dtype_name(dtype));
+  }
+}
+
+}  // namespace zs

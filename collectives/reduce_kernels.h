@@ -1,0 +1,19 @@
+// Local reductions behind the host collectives: the determinism contract of communicator.h in one
+// place ([Note: deterministic reduction] in reduce_kernels.cc).
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/communicator.h"
+#include "runtime/core/dtype.h"
+
+namespace zs {
+
+// out[i] = op over r = 0..n-1, in that order, of pieces[r * stride + i] for i in [0, count).
+// Accumulates in fp32 (fp64 for fp64) and rounds once to `dtype`; kAvg divides the sum by n before
+// rounding; kMax propagates NaN. `out` may alias one piece exactly (every input of an element is
+// read before it is written), never overlap partially. dtype must be a float type.
+void reduce_pieces(const void* pieces, size_t stride, int n, void* out, size_t count, DType dtype,
+                   ReduceOp op);
+
+}  // namespace zs

@@ -1,0 +1,82 @@
+#include "collectives/topology.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "runtime/core/error.h"
+
+namespace zs {
+namespace {
+
+// Parses ZS_FAKE_NODES; returns 0 when unset or empty.
+int fake_nodes_from_env(int rank, int size) {
+  const char* env = std::getenv("ZS_FAKE_NODES");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const long k = std::strtol(env, &end, 10);
+  ZS_CHECK(end != env && *end == '\0', ErrorCode::kInvalidArgument,
+           "node topology: ZS_FAKE_NODES='{}' is not an integer (rank {})", env, rank);
+  ZS_CHECK(k >= 1 && k <= size && size % k == 0, ErrorCode::kInvalidArgument,
+           "node topology: ZS_FAKE_NODES={} must be in [1, {}] and divide the world size {} "
+           "(rank {})",
+           k, size, size, rank);
+  return static_cast<int>(k);
+}
+
+}  // namespace
+
+NodeTopology make_node_topology(MpiCommunicator& comm) {
+  NodeTopology t;
+  const int rank = comm.rank();
+  const int size = comm.size();
+  const int fake = fake_nodes_from_env(rank, size);
+  if (fake > 0) {
+    const int block = size / fake;
+    t.node_index = rank / block;
+    t.num_nodes = fake;
+    t.local = comm.split(t.node_index, rank);
+  } else {
+    auto local = comm.split_shared();
+    // Node index = rank of this node's leader (local rank 0) among the leaders, by world rank.
+    int leader_index = 0, num_nodes = 0;
+    MPI_Comm leaders = MPI_COMM_NULL;
+    MPI_Comm_split(comm.handle(), local->rank() == 0 ? 0 : MPI_UNDEFINED, rank, &leaders);
+    if (leaders != MPI_COMM_NULL) {
+      MPI_Comm_rank(leaders, &leader_index);
+      MPI_Comm_size(leaders, &num_nodes);
+      MPI_Comm_free(&leaders);
+    }
+    int info[2] = {leader_index, num_nodes};
+    MPI_Bcast(info, 2, MPI_INT, 0, local->handle());
+    t.node_index = info[0];
+    t.num_nodes = info[1];
+    t.local = std::move(local);
+  }
+  t.local_rank = t.local->rank();
+  t.local_size = t.local->size();
+  t.cross = comm.split(t.local_rank, rank);
+  return t;
+}
+
+int local_rank_from_env() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  ZS_CHECK(initialized, ErrorCode::kInvalidArgument,
+           "local_rank_from_env: no launcher variable (OMPI_COMM_WORLD_LOCAL_RANK, "
+           "MPI_LOCALRANKID, SLURM_LOCALID) and MPI is not initialised");
+  MPI_Comm shared = MPI_COMM_NULL;
+  int world_rank = 0, local = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &shared);
+  MPI_Comm_rank(shared, &local);
+  MPI_Comm_free(&shared);
+  return local;
+}
+
+}  // namespace zs

@@ -1,0 +1,106 @@
+// Rank-seeded data every rank can predict, and the reference reduction of the determinism
+// contract (rank order, fp32 or fp64 accumulator, one rounding), for the collectives tests.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "runtime/core/convert.h"
+#include "runtime/core/dtype.h"
+
+namespace zs::test {
+
+inline uint32_t mix(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+// Rank r's input at global index g, exactly representable in dt (returned widened to double).
+inline double input_value(DType dt, int r, size_t g, uint32_t seed) {
+  const uint32_t h = mix(seed * 0x9e3779b9u ^
+                         mix(static_cast<uint32_t>(r) * 0x85ebca6bu + static_cast<uint32_t>(g)));
+  const uint32_t h2 = mix(h + 0x1234567u);
+  switch (dt) {
+    case DType::kI8:
+      return static_cast<int8_t>(h & 0xff);
+    case DType::kU8:
+      return static_cast<uint8_t>(h & 0xff);
+    case DType::kF64:
+      return (static_cast<double>(h) + static_cast<double>(h2) / 4294967296.0) / 4294967296.0 *
+                 200.0 -
+             100.0;
+    default: {
+      const float f = static_cast<float>((h & 0xffffff) / 16777216.0 * 200.0 - 100.0);
+      alignas(4) uint8_t tmp[4];
+      store_from_fp32(tmp, dt, 0, f);
+      return load_as_fp32(tmp, dt, 0);
+    }
+  }
+}
+
+inline void store_value(void* buf, DType dt, size_t i, double v) {
+  switch (dt) {
+    case DType::kI8:
+      static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v);
+      break;
+    case DType::kU8:
+      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
+      break;
+    case DType::kF64:
+      static_cast<double*>(buf)[i] = v;
+      break;
+    default:
+      store_from_fp32(buf, dt, i, static_cast<float>(v));
+      break;
+  }
+}
+
+// buf[i] = rank r's input at global index first + i.
+inline void fill(void* buf, DType dt, int r, size_t first, size_t count, uint32_t seed) {
+  for (size_t i = 0; i < count; ++i) store_value(buf, dt, i, input_value(dt, r, first + i, seed));
+}
+
+// out[i] = the contract's reduction over ranks 0..n-1 of their inputs at global index first + i.
+inline void reference(void* out, DType dt, ReduceOp op, int n, size_t first, size_t count,
+                      uint32_t seed) {
+  for (size_t i = 0; i < count; ++i) {
+    if (dt == DType::kF64) {
+      double acc = input_value(dt, 0, first + i, seed);
+      for (int r = 1; r < n; ++r) {
+        const double x = input_value(dt, r, first + i, seed);
+        acc = op == ReduceOp::kMax ? ((x > acc || x != x) ? x : acc) : acc + x;
+      }
+      if (op == ReduceOp::kAvg) acc /= static_cast<double>(n);
+      static_cast<double*>(out)[i] = acc;
+    } else {
+      float acc = static_cast<float>(input_value(dt, 0, first + i, seed));
+      for (int r = 1; r < n; ++r) {
+        const float x = static_cast<float>(input_value(dt, r, first + i, seed));
+        acc = op == ReduceOp::kMax ? ((x > acc || x != x) ? x : acc) : acc + x;
+      }
+      if (op == ReduceOp::kAvg) acc /= static_cast<float>(n);
+      store_from_fp32(out, dt, i, acc);
+    }
+  }
+}
+
+// Index of the first element whose bytes differ, or -1.
+inline long first_mismatch(const void* a, const void* b, size_t count, DType dt) {
+  const size_t e = dtype_size(dt);
+  if (std::memcmp(a, b, count * e) == 0) return -1;
+  for (size_t i = 0; i < count; ++i) {
+    if (std::memcmp(static_cast<const char*>(a) + i * e, static_cast<const char*>(b) + i * e, e)) {
+      return static_cast<long>(i);
+    }
+  }
+  return -1;
+}
+
+}  // namespace zs::test

@@ -1,0 +1,315 @@
+// Multi-rank tests of MpiCommunicator (run at 1, 2 and 4 ranks). Every reduction result must equal,
+// bit for bit, the reference of the determinism contract recomputed locally in rank order.
+// EXPECT_ (not ASSERT_) before any collective, so one failure never leaves a rank behind.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "collective_test_util.h"
+#include "collectives/mpi_communicator.h"
+#include "runtime/core/error.h"
+#include "runtime/core/memory_tracker.h"
+
+namespace zs {
+namespace {
+
+using test::fill;
+using test::first_mismatch;
+using test::reference;
+
+constexpr size_t kLarge = 3'000'000;
+const DType kFloatTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64};
+const DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16,
+                           DType::kF64, DType::kI8,  DType::kU8};
+const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax};
+
+std::vector<size_t> gather_counts(DType dt) {
+  std::vector<size_t> c = {0, 1, 7, 1000};
+  if (dt == DType::kF32 || dt == DType::kBF16) c.push_back(kLarge / 4 + 3);
+  return c;
+}
+
+std::string trace(const char* what, DType dt, size_t count, bool async, bool in_place,
+                  ReduceOp op = ReduceOp::kSum) {
+  return std::string(what) + " " + std::string(dtype_name(dt)) + " " +
+         std::string(reduce_op_name(op)) + " count=" + std::to_string(count) +
+         (async ? " async" : " sync") + (in_place ? " in-place" : " out-of-place");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void check_all_gather(MpiCommunicator& c, DType dt, size_t count, bool async, bool in_place,
+                      uint32_t seed) {
+  SCOPED_TRACE(trace("all_gather", dt, count, async, in_place));
+  const int n = c.size(), me = c.rank();
+  const size_t e = dtype_size(dt);
+  std::vector<uint8_t> send(count * e + 1), recv(n * count * e + 1), want(n * count * e + 1);
+  // Global index of rank r's element i: r * count + i, so rank r fills from r * count.
+  for (int r = 0; r < n; ++r) fill(want.data() + r * count * e, dt, r, r * count, count, seed);
+  uint8_t* mine = in_place ? recv.data() + me * count * e : send.data();
+  fill(mine, dt, me, me * count, count, seed);
+  if (async) {
+    auto w = c.start_all_gather(mine, recv.data(), count, dt);
+    w->wait();
+  } else {
+    c.all_gather(mine, recv.data(), count, dt);
+  }
+  EXPECT_EQ(first_mismatch(recv.data(), want.data(), n * count, dt), -1);
+}
+
+TEST(MpiCommunicator, AllGatherEveryDtype) {
+  auto c = MpiCommunicator::world();
+  for (DType dt : kAllTypes)
+    for (size_t count : gather_counts(dt))
+      for (bool async : {false, true})
+        for (bool in_place : {false, true}) check_all_gather(*c, dt, count, async, in_place, 11);
+}
+
+void check_reduce_scatter(MpiCommunicator& c, DType dt, ReduceOp op, size_t count, bool async,
+                          bool in_place, uint32_t seed) {
+  SCOPED_TRACE(trace("reduce_scatter", dt, count, async, in_place, op));
+  const int n = c.size(), me = c.rank();
+  const size_t e = dtype_size(dt);
+  std::vector<uint8_t> send(n * count * e + 1), out(count * e + 1), want(count * e + 1);
+  fill(send.data(), dt, me, 0, n * count, seed);
+  reference(want.data(), dt, op, n, me * count, count, seed);
+  void* recv = in_place ? send.data() + me * count * e : out.data();
+  if (async) {
+    auto w = c.start_reduce_scatter(send.data(), recv, count, dt, op);
+    while (!w->test()) {
+    }
+  } else {
+    c.reduce_scatter(send.data(), recv, count, dt, op);
+  }
+  EXPECT_EQ(first_mismatch(recv, want.data(), count, dt), -1);
+}
+
+TEST(MpiCommunicator, ReduceScatterBitwiseRankOrder) {
+  auto c = MpiCommunicator::world();
+  for (DType dt : kFloatTypes)
+    for (ReduceOp op : kOps)
+      for (size_t count : gather_counts(dt))
+        for (bool async : {false, true})
+          for (bool in_place : {false, true})
+            check_reduce_scatter(*c, dt, op, count, async, in_place, 23);
+}
+
+void check_all_reduce(MpiCommunicator& c, DType dt, ReduceOp op, size_t count, bool async,
+                      bool in_place, uint32_t seed) {
+  SCOPED_TRACE(trace("all_reduce", dt, count, async, in_place, op));
+  const size_t e = dtype_size(dt);
+  std::vector<uint8_t> send(count * e + 1), out(count * e + 1), want(count * e + 1);
+  fill(send.data(), dt, c.rank(), 0, count, seed);
+  reference(want.data(), dt, op, c.size(), 0, count, seed);
+  void* recv = in_place ? send.data() : out.data();
+  if (async) {
+    auto w = c.start_all_reduce(send.data(), recv, count, dt, op);
+    w->wait();
+  } else {
+    c.all_reduce(send.data(), recv, count, dt, op);
+  }
+  EXPECT_EQ(first_mismatch(recv, want.data(), count, dt), -1);
+}
+
+TEST(MpiCommunicator, AllReduceBitwiseRankOrderAnyCount) {
+  auto c = MpiCommunicator::world();
+  const size_t n = c->size();
+  for (DType dt : kFloatTypes)
+    for (ReduceOp op : kOps) {
+      // Counts that do and do not divide by n, including 0, 1 and n-1.
+      std::vector<size_t> counts = {0, 1, n + 1, 4 * n, 1001};
+      if (n > 1) counts.push_back(n - 1);
+      // The large count once per dtype (sum): the reference recomputation dominates the run time.
+      if ((dt == DType::kF32 || dt == DType::kBF16) && op == ReduceOp::kSum) {
+        counts.push_back(kLarge + 1);
+      }
+      for (size_t count : counts)
+        for (bool async : {false, true})
+          for (bool in_place : {false, true})
+            check_all_reduce(*c, dt, op, count, async, in_place, 37);
+    }
+}
+
+// The same inputs give the same bits whatever the message size: one big call vs. pieces.
+TEST(MpiCommunicator, SameBitsWhateverTheMessageSize) {
+  auto c = MpiCommunicator::world();
+  const size_t count = 100'003;
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF32}) {
+    const size_t e = dtype_size(dt);
+    std::vector<uint8_t> send(count * e), whole(count * e), parts(count * e);
+    fill(send.data(), dt, c->rank(), 0, count, 5);
+    c->all_reduce(send.data(), whole.data(), count, dt, ReduceOp::kSum);
+    for (size_t off = 0, len = 1; off < count; off += len, len = len * 3 + 1) {
+      len = std::min(len, count - off);
+      c->all_reduce(send.data() + off * e, parts.data() + off * e, len, dt, ReduceOp::kSum);
+    }
+    EXPECT_EQ(first_mismatch(whole.data(), parts.data(), count, dt), -1) << dtype_name(dt);
+  }
+}
+
+// Counts above the chunk limit go through several MPI calls over derived datatypes.
+TEST(MpiCommunicator, ChunkedPathGivesTheSameResults) {
+  auto c = MpiCommunicator::world();
+  c->set_chunk_limit(7);
+  for (bool async : {false, true})
+    for (bool in_place : {false, true}) {
+      check_all_gather(*c, DType::kF16, 100, async, in_place, 3);
+      check_reduce_scatter(*c, DType::kBF16, ReduceOp::kSum, 100, async, in_place, 4);
+      check_all_reduce(*c, DType::kF32, ReduceOp::kAvg, 103, async, in_place, 5);
+    }
+  std::vector<uint8_t> buf(50), want(50);
+  fill(want.data(), DType::kU8, 0, 0, 50, 9);
+  if (c->rank() == 0) buf = want;
+  c->broadcast(buf.data(), 50, DType::kU8, 0);
+  EXPECT_EQ(buf, want);
+}
+
+TEST(MpiCommunicator, BroadcastEveryDtypeAndRoot) {
+  auto c = MpiCommunicator::world();
+  for (DType dt : kAllTypes)
+    for (size_t count : {size_t{0}, size_t{1}, size_t{1000}})
+      for (int root = 0; root < c->size(); ++root) {
+        const size_t e = dtype_size(dt);
+        std::vector<uint8_t> buf(count * e + 1, 0), want(count * e + 1, 0);
+        fill(want.data(), dt, root, 0, count, 17);
+        if (c->rank() == root) buf = want;
+        c->broadcast(buf.data(), count, dt, root);
+        EXPECT_EQ(first_mismatch(buf.data(), want.data(), count, dt), -1)
+            << dtype_name(dt) << " count " << count << " root " << root;
+      }
+}
+
+// Several operations in flight at once, waited in another order than started, with rank-dependent
+// polling: the second phases of all_reduce must still match across ranks.
+TEST(MpiCommunicator, SeveralAsyncInFlight) {
+  auto c = MpiCommunicator::world();
+  const int n = c->size(), me = c->rank();
+  const size_t ca = 10'001, cb = 4'096;
+  std::vector<float> a1(ca), a2(ca), rs(n * cb), rs_out(cb), g(n * cb), want(ca);
+  std::vector<uint16_t> h(777), hwant(777);
+  fill(a1.data(), DType::kF32, me, 0, ca, 1);
+  fill(a2.data(), DType::kF32, me, 0, ca, 2);
+  fill(h.data(), DType::kBF16, me, 0, 777, 3);
+  fill(rs.data(), DType::kF32, me, 0, n * cb, 4);
+  fill(g.data() + me * cb, DType::kF32, me, me * cb, cb, 6);
+
+  auto w1 = c->start_all_reduce(a1.data(), a1.data(), ca, DType::kF32, ReduceOp::kSum);
+  auto w2 = c->start_reduce_scatter(rs.data(), rs_out.data(), cb, DType::kF32, ReduceOp::kMax);
+  auto w3 = c->start_all_reduce(a2.data(), a2.data(), ca, DType::kF32, ReduceOp::kAvg);
+  auto w4 = c->start_all_gather(g.data() + me * cb, g.data(), cb, DType::kF32);
+  auto w5 = c->start_all_reduce(h.data(), h.data(), 777, DType::kBF16, ReduceOp::kSum);
+  if (me == 0) {
+    for (int i = 0; i < 1000 && !w3->test(); ++i) {
+    }
+  }
+  w5->wait();
+  w4->wait();
+  w3.reset();  // destroying an unfinished Work waits for it
+  w2->wait();
+  w1->wait();
+
+  reference(want.data(), DType::kF32, ReduceOp::kSum, n, 0, ca, 1);
+  EXPECT_EQ(first_mismatch(a1.data(), want.data(), ca, DType::kF32), -1);
+  reference(want.data(), DType::kF32, ReduceOp::kAvg, n, 0, ca, 2);
+  EXPECT_EQ(first_mismatch(a2.data(), want.data(), ca, DType::kF32), -1);
+  reference(hwant.data(), DType::kBF16, ReduceOp::kSum, n, 0, 777, 3);
+  EXPECT_EQ(first_mismatch(h.data(), hwant.data(), 777, DType::kBF16), -1);
+  reference(want.data(), DType::kF32, ReduceOp::kMax, n, me * cb, cb, 4);
+  EXPECT_EQ(first_mismatch(rs_out.data(), want.data(), cb, DType::kF32), -1);
+  std::vector<float> gwant(n * cb);
+  for (int r = 0; r < n; ++r) fill(gwant.data() + r * cb, DType::kF32, r, r * cb, cb, 6);
+  EXPECT_EQ(g, gwant);
+}
+
+// After reserve(), steps do not allocate: the scratch pool neither grows nor adds slots.
+TEST(MpiCommunicator, ReserveMeansNoAllocationPerStep) {
+  auto c = MpiCommunicator::world();
+  const size_t count = 50'001;  // does not divide by 2 or 4: the padded all_reduce path
+  const size_t need = c->scratch_bytes(CollectiveKind::kAllReduce, count, DType::kF32);
+  c->reserve(need, 2);
+  const size_t allocated = c->scratch_allocated();
+  EXPECT_GE(allocated, 2 * need);
+  auto& tracker = MemoryTracker::process();
+  const int64_t comm_bytes = tracker.current(MemCategory::kCommBuffers);
+  std::vector<float> a(count), b(count);
+  for (int step = 0; step < 3; ++step) {
+    auto w1 = c->start_all_reduce(a.data(), a.data(), count, DType::kF32, ReduceOp::kSum);
+    auto w2 = c->start_all_reduce(b.data(), b.data(), count, DType::kF32, ReduceOp::kSum);
+    c->reduce_scatter(a.data(), b.data(), count / c->size(), DType::kF32, ReduceOp::kSum);
+    w2->wait();
+    w1->wait();
+    c->all_reduce(a.data(), a.data(), count, DType::kF32, ReduceOp::kSum);
+  }
+  // Two all_reduces in flight plus one reduce_scatter beside them: a third slot, once.
+  const size_t after_first = c->scratch_allocated();
+  for (int step = 0; step < 3; ++step) {
+    auto w1 = c->start_all_reduce(a.data(), a.data(), count, DType::kF32, ReduceOp::kSum);
+    auto w2 = c->start_all_reduce(b.data(), b.data(), count, DType::kF32, ReduceOp::kSum);
+    c->reduce_scatter(a.data(), b.data(), count / c->size(), DType::kF32, ReduceOp::kSum);
+  }
+  EXPECT_EQ(c->scratch_allocated(), after_first);
+  EXPECT_EQ(tracker.current(MemCategory::kCommBuffers) - comm_bytes,
+            static_cast<int64_t>(after_first - allocated));
+}
+
+TEST(MpiCommunicator, ByteCountersMatchTheRingFormulas) {
+  auto c = MpiCommunicator::world();
+  const int64_t n = c->size(), me = c->rank();
+  std::vector<uint8_t> a(1 << 16), b(1 << 16);
+  c->reset_counters();
+  c->all_gather(a.data(), b.data(), 10, DType::kF32);
+  c->start_all_gather(a.data(), b.data(), 3, DType::kBF16)->wait();
+  c->reduce_scatter(a.data(), b.data(), 6, DType::kBF16, ReduceOp::kSum);
+  c->all_reduce(a.data(), b.data(), 10, DType::kF32, ReduceOp::kSum);
+  c->start_all_reduce(a.data(), b.data(), 13, DType::kF64, ReduceOp::kMax)->wait();
+  c->broadcast(a.data(), 5, DType::kF64, static_cast<int>(n - 1));
+  c->barrier();
+  const auto& k = c->counters();
+  auto at = [](CollectiveKind kind) { return static_cast<int>(kind); };
+  const int64_t ag = (n - 1) * (10 * 4 + 3 * 2);
+  const int64_t rs = (n - 1) * 6 * 2;
+  const int64_t ar = 2 * (n - 1) * ((10 + n - 1) / n * 4 + (13 + n - 1) / n * 8);
+  const int64_t bc_sent = me == n - 1 ? 5 * 8 * (n - 1) : 0;
+  const int64_t bc_recv = (me == n - 1 || n == 1) ? 0 : 5 * 8;
+  EXPECT_EQ(k.sent[at(CollectiveKind::kAllGather)], ag);
+  EXPECT_EQ(k.received[at(CollectiveKind::kAllGather)], ag);
+  EXPECT_EQ(k.sent[at(CollectiveKind::kReduceScatter)], rs);
+  EXPECT_EQ(k.received[at(CollectiveKind::kReduceScatter)], rs);
+  EXPECT_EQ(k.sent[at(CollectiveKind::kAllReduce)], ar);
+  EXPECT_EQ(k.received[at(CollectiveKind::kAllReduce)], ar);
+  EXPECT_EQ(k.sent[at(CollectiveKind::kBroadcast)], bc_sent);
+  EXPECT_EQ(k.received[at(CollectiveKind::kBroadcast)], bc_recv);
+  EXPECT_EQ(k.calls[at(CollectiveKind::kAllGather)], 2);
+  EXPECT_EQ(k.calls[at(CollectiveKind::kAllReduce)], 2);
+  EXPECT_EQ(k.calls[at(CollectiveKind::kBarrier)], 1);
+  EXPECT_EQ(k.total_sent(), ag + rs + ar + bc_sent);
+  EXPECT_EQ(k.total_received(), ag + rs + ar + bc_recv);
+  c->reset_counters();
+  EXPECT_EQ(c->counters().total_sent(), 0);
+}
+
+TEST(MpiCommunicator, SplitEvenOdd) {
+  auto c = MpiCommunicator::world();
+  const int n = c->size(), me = c->rank();
+  auto sub = c->split(me % 2, me);
+  ASSERT_NE(sub, nullptr);  // split is collective and done: no collective is left behind
+  EXPECT_EQ(sub->size(), (n + 1 - me % 2) / 2);
+  EXPECT_EQ(sub->rank(), me / 2);
+  double x = me, sum = 0;
+  sub->all_reduce(&x, &sum, 1, DType::kF64, ReduceOp::kSum);
+  double want = 0;
+  for (int r = me % 2; r < n; r += 2) want += r;
+  EXPECT_EQ(sum, want);
+  auto none = c->split(me == 0 ? -1 : 0, me);
+  EXPECT_EQ(none == nullptr, me == 0);
+  if (none) {
+    EXPECT_EQ(none->size(), n - 1);
+  }
+}
+
+}  // namespace
+}  // namespace zs
