@@ -1,0 +1,47 @@
+// train_gpt's checkpoint flags and the calls that save, resume and export. Implemented over the
+// library's checkpoint module (runtime/checkpoint.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "collectives/communicator.h"
+#include "runtime/engine.h"
+
+namespace zs::train {
+
+// What the trainer itself must restore to continue bitwise (besides the engine's state).
+struct TrainerState {
+  int64_t step = 0;         // optimizer steps done
+  int64_t data_cursor = 0;  // position of the distributed sampler
+  uint64_t rng = 0;         // the trainer's RNG state (sampling, generation)
+};
+
+struct CheckpointFlags {
+  std::string save_dir;            // --save-dir DIR
+  int64_t save_every = 0;          // --save-every N (0: only at the end when --save-dir is set)
+  int keep = 3;                    // --keep K
+  bool resume = false;             // --resume: the latest complete checkpoint in --save-dir
+  std::string resume_from;         // --resume-from PATH
+  std::string export_safetensors;  // --export-safetensors FILE
+  std::string export_dtype = "fp32";  // --export-dtype fp32|bf16
+  std::string init_from;           // --init-safetensors FILE: initial weights
+};
+
+void add_checkpoint_flags(boost::program_options::options_description& desc,
+                          CheckpointFlags& flags);
+
+// After the engine is built: loads initial weights or a checkpoint when asked. Returns true when a
+// checkpoint was loaded (state filled). `model_json` describes the model (shape, names) and is
+// stored in / checked against the manifest. Collective.
+bool resume_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
+                     const std::string& model_json, TrainerState& state);
+// After each step: saves when due (every save_every steps, and after the last step). Collective.
+void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
+                 const std::string& model_json, const TrainerState& state, bool last_step);
+// At the end: writes the consolidated model when asked. Collective.
+void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags);
+
+}  // namespace zs::train

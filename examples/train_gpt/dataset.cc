@@ -1,0 +1,87 @@
+#include "dataset.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "runtime/core/error.h"
+
+namespace zs::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void append_file(const fs::path& p, std::vector<uint8_t>& out) {
+  std::ifstream in(p, std::ios::binary);
+  ZS_CHECK(in.good(), ErrorCode::kNotFound, "data file '{}' cannot be read", p.string());
+  out.insert(out.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+TextDataset::TextDataset(const std::string& path, double val_fraction, int context)
+    : context_(context) {
+  std::error_code ec;
+  ZS_CHECK(fs::exists(path, ec), ErrorCode::kNotFound, "data path '{}' does not exist", path);
+  if (fs::is_directory(path)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(path)) {
+      if (e.is_regular_file()) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) append_file(f, bytes_);
+  } else {
+    append_file(path, bytes_);
+  }
+  const int64_t n = static_cast<int64_t>(bytes_.size());
+  split_ = n - static_cast<int64_t>(static_cast<double>(n) * val_fraction);
+  ZS_CHECK(split_ > context + 1 && n - split_ > context + 1, ErrorCode::kInvalidArgument,
+           "data '{}' has {} bytes: too short for training and validation sequences of {} bytes "
+           "(context {} + 1) with --val-fraction {}",
+           path, n, context + 1, context, val_fraction);
+}
+
+void TextDataset::copy_sequence(int64_t start, int32_t* out) const {
+  for (int t = 0; t <= context_; ++t) out[t] = bytes_[static_cast<size_t>(start + t)];
+}
+
+void TextDataset::fill_train(int64_t step, int micro_batches, int world, int rank, int batch,
+                             uint64_t seed, std::vector<int32_t>& tokens) const {
+  const int64_t row = context_ + 1;
+  tokens.resize(static_cast<size_t>(micro_batches) * batch * row);
+  const int64_t span = split_ - row;  // starts in [0, span]
+  for (int m = 0; m < micro_batches; ++m) {
+    for (int i = 0; i < batch; ++i) {
+      const int64_t g = ((step * micro_batches + m) * world + rank) * batch + i;
+      const int64_t start = static_cast<int64_t>(mix(mix(seed) ^ static_cast<uint64_t>(g)) %
+                                                 static_cast<uint64_t>(span + 1));
+      copy_sequence(start, tokens.data() + (static_cast<int64_t>(m) * batch + i) * row);
+    }
+  }
+}
+
+void TextDataset::fill_val(int micro_batches, int world, int rank, int batch,
+                           std::vector<int32_t>& tokens) const {
+  const int64_t row = context_ + 1;
+  tokens.resize(static_cast<size_t>(micro_batches) * batch * row);
+  const int64_t count = static_cast<int64_t>(micro_batches) * world * batch;
+  const int64_t span = val_bytes() - row;
+  for (int m = 0; m < micro_batches; ++m) {
+    for (int i = 0; i < batch; ++i) {
+      const int64_t g = (static_cast<int64_t>(m) * world + rank) * batch + i;
+      const int64_t start = split_ + (count > 1 ? span * g / (count - 1) : 0);
+      copy_sequence(start, tokens.data() + (static_cast<int64_t>(m) * batch + i) * row);
+    }
+  }
+}
+
+}  // namespace zs::train

@@ -1,0 +1,292 @@
+// train_gpt: trains a byte-level GPT with the zeroshard engine under mpirun.
+//   mpirun -np 2 train_gpt                 (ZeRO-3, bf16, the corpus shipped in data/)
+//   mpirun -np 4 train_gpt --zero-stage 1 --dtype fp16 --steps 500 --json-log run.jsonl
+// Rank 0 prints one line per step, validation loss, peak memory per category (max over ranks), a
+// generated sample, and a final `param_hash:` line. Set-up errors (flags, data, model shape)
+// print one message and every rank exits 1; an error inside training aborts the job (no rank is
+// left waiting in a collective).
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "collectives/mpi_communicator.h"
+#include "dataset.h"
+#include "nn/gpt.h"
+#include "options.h"
+#include "runtime/core/error.h"
+#include "runtime/engine.h"
+
+namespace zs::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Every rank reports whether its part of a set-up phase failed; the lowest failing rank prints.
+// Returns true when all succeeded.
+bool agree(Communicator& comm, const std::string& error) {
+  // The maximum of -rank over failing ranks (-1e9 for none) names the lowest failing rank.
+  double v = error.empty() ? -1e9 : -static_cast<double>(comm.rank());
+  comm.all_reduce(&v, &v, 1, DType::kF64, ReduceOp::kMax);
+  if (v <= -1e9) return true;
+  if (static_cast<int>(-v) == comm.rank()) {
+    std::fprintf(stderr, "train_gpt: error: %s\n", error.c_str());
+  }
+  return false;
+}
+
+std::string model_json(const nn::GptConfig& m) {
+  nlohmann::json j = {{"model", "gpt"},     {"layers", m.layers}, {"heads", m.heads},
+                      {"width", m.width},   {"context", m.context}, {"vocab", m.vocab},
+                      {"ffn_mult", m.ffn_mult}};
+  return j.dump();
+}
+
+std::vector<double> peak_memory_max(Engine& engine, Communicator& comm) {
+  std::vector<double> v(kNumMemCategories);
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    v[c] = static_cast<double>(engine.tracker().peak(static_cast<MemCategory>(c)));
+  }
+  v.push_back(static_cast<double>(engine.tracker().peak_total()));
+  comm.all_reduce(v.data(), v.data(), v.size(), DType::kF64, ReduceOp::kMax);
+  return v;
+}
+
+std::string human_bytes(double b) {
+  if (b >= 1 << 30) return fmt::format("{:.2f} GiB", b / (1 << 30));
+  if (b >= 1 << 20) return fmt::format("{:.2f} MiB", b / (1 << 20));
+  if (b >= 1 << 10) return fmt::format("{:.1f} KiB", b / (1 << 10));
+  return fmt::format("{:.0f} B", b);
+}
+
+double validation_loss(Engine& engine, nn::GptModel& model, const TextDataset& data,
+                       const TrainOptions& o, Communicator& comm, std::vector<int32_t>& tokens) {
+  data.fill_val(o.eval_batches, comm.size(), comm.rank(), o.model.batch, tokens);
+  model.set_tokens(tokens);
+  double sum = 0.0;
+  for (int m = 0; m < o.eval_batches; ++m) {
+    model.load_micro_batch(m);
+    engine.forward();
+    sum += model.loss();
+  }
+  sum /= o.eval_batches;
+  comm.all_reduce(&sum, &sum, 1, DType::kF64, ReduceOp::kAvg);
+  return sum;
+}
+
+// Sampling with temperature 0.8 from a generator seeded identically on every rank: all ranks
+// draw the same bytes and take part in every (collective) forward.
+std::string generate(Engine& engine, nn::GptModel& model, const TrainOptions& o, uint64_t& rng) {
+  std::vector<int32_t> ctx;
+  for (unsigned char c : o.sample_prompt) ctx.push_back(c);
+  std::string out = o.sample_prompt;
+  const int T = o.model.context;
+  for (int i = 0; i < o.sample_tokens; ++i) {
+    const int n = std::min<int>(static_cast<int>(ctx.size()), T);
+    model.set_inference_input(ctx.data() + ctx.size() - n, n);
+    engine.forward();
+    std::span<const float> logits = model.last_logits();
+    double mx = -1e30;
+    for (float l : logits) mx = std::max(mx, static_cast<double>(l));
+    std::vector<double> p(logits.size());
+    double z = 0.0;
+    for (size_t k = 0; k < logits.size(); ++k) z += p[k] = std::exp((logits[k] - mx) / 0.8);
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    double u = static_cast<double>(rng >> 11) / 9007199254740992.0 * z;
+    size_t pick = 0;
+    while (pick + 1 < p.size() && u >= p[pick]) u -= p[pick++];
+    ctx.push_back(static_cast<int32_t>(pick));
+    out.push_back(static_cast<char>(pick));
+  }
+  return out;
+}
+
+int run(int argc, char** argv, Communicator& comm) {
+  const bool root = comm.rank() == 0;
+  std::string error;
+  std::optional<TrainOptions> parsed;
+  try {
+    parsed = parse_options(argc, argv, root);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!agree(comm, error)) return 1;
+  if (!parsed) return 0;  // --help
+  TrainOptions& o = *parsed;
+
+  std::unique_ptr<TextDataset> data;
+  std::unique_ptr<nn::GptModel> model;
+  std::unique_ptr<Engine> engine;
+  MemoryTracker tracker;
+  try {
+    data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.context);
+    model = std::make_unique<nn::GptModel>(o.model, &tracker);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!agree(comm, error)) return 1;
+  try {
+    engine = std::make_unique<Engine>(*model, comm, o.engine, &tracker);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!agree(comm, error)) return 1;
+
+  TrainerState state;
+  state.rng = o.engine.seed ^ 0x5eedull;
+  const std::string mjson = model_json(o.model);
+  try {
+    resume_if_asked(*engine, comm, o.checkpoint, mjson, state);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!agree(comm, error)) return 1;
+
+  std::ofstream json;
+  if (root && !o.json_log.empty()) {
+    json.open(o.json_log, std::ios::app);
+    if (!json) std::fprintf(stderr, "train_gpt: warning: cannot write --json-log %s\n", o.json_log.c_str());
+  }
+  const int W = comm.size();
+  const int k = o.engine.micro_batches;
+  const int64_t tokens_per_step = static_cast<int64_t>(W) * k * o.model.batch * o.model.context;
+  if (root) {
+    std::printf("zeroshard train_gpt: %d ranks, ZeRO-%d, %s compute, %s grads, %lld params "
+                "(%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
+                "step, %d threads per rank, data %s (%lld train / %lld val bytes)\n",
+                W, static_cast<int>(o.engine.stage),
+                std::string(dtype_name(o.engine.precision.param_dtype)).c_str(),
+                std::string(dtype_name(o.engine.precision.grad_dtype)).c_str(),
+                static_cast<long long>(engine->num_params()), o.model.layers, o.model.width,
+                o.model.heads, o.model.context, k, o.model.batch, model->threads(),
+                o.data.c_str(), static_cast<long long>(data->train_bytes()),
+                static_cast<long long>(data->val_bytes()));
+    std::fflush(stdout);
+  }
+
+  std::vector<int32_t> tokens, val_tokens;
+  double tok_s_sum = 0.0, ms_sum = 0.0, last_loss = 0.0, last_val = NAN;
+  int64_t timed = 0, comm_bytes_step = 0;
+  const int64_t first = state.step;
+  for (int64_t s = first; s < o.steps; ++s) {
+    data->fill_train(s, k, W, comm.rank(), o.model.batch, o.engine.seed, tokens);
+    model->set_tokens(tokens);
+    const ByteCounters before = comm.counters();
+    const auto t0 = Clock::now();
+    const StepStats st = engine->step();
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    comm_bytes_step = comm.counters().total_sent() - before.total_sent();
+    state.step = s + 1;
+    state.data_cursor = s + 1;
+    const double tok_s = tokens_per_step / (ms / 1e3);
+    if (s > first) {  // the first step pays one-time costs (page faults, primitive set-up)
+      tok_s_sum += tok_s;
+      ms_sum += ms;
+      ++timed;
+    }
+    last_loss = st.loss;
+    const bool eval_now = (o.eval_every > 0 && (s + 1) % o.eval_every == 0) || s + 1 == o.steps;
+    if (eval_now) last_val = validation_loss(*engine, *model, *data, o, comm, val_tokens);
+    if (root && ((s + 1) % o.log_every == 0 || s == first || s + 1 == o.steps)) {
+      std::printf("step %5lld/%lld | loss %.4f | lr %.3e | scale %g | gnorm %.3f | %7.1f ms | "
+                  "%8.0f tok/s%s%s\n",
+                  static_cast<long long>(s + 1), static_cast<long long>(o.steps), st.loss, st.lr,
+                  st.loss_scale, st.grad_norm, ms, tok_s,
+                  st.skipped ? fmt::format(" | SKIPPED: non-finite gradient in unit '{}', loss "
+                                           "scale now {}",
+                                           st.nonfinite_unit, engine->loss_scaler_state().scale)
+                                   .c_str()
+                             : "",
+                  eval_now ? fmt::format(" | val loss {:.4f}", last_val).c_str() : "");
+      std::fflush(stdout);
+    }
+    if (json.is_open()) {
+      nlohmann::json j = {{"step", s + 1},      {"loss", st.loss},       {"lr", st.lr},
+                          {"loss_scale", st.loss_scale}, {"grad_norm", st.grad_norm},
+                          {"step_ms", ms},      {"tokens_per_s", tok_s}, {"skipped", st.skipped}};
+      if (eval_now) j["val_loss"] = last_val;
+      json << j.dump() << "\n";
+    }
+    save_if_due(*engine, comm, o.checkpoint, mjson, state, s + 1 == o.steps);
+  }
+
+  const std::vector<double> peaks = peak_memory_max(*engine, comm);
+  double comm_max = static_cast<double>(comm_bytes_step);
+  comm.all_reduce(&comm_max, &comm_max, 1, DType::kF64, ReduceOp::kMax);
+  std::string sample;
+  if (o.sample_tokens > 0) sample = generate(*engine, *model, o, state.rng);
+  export_if_asked(*engine, comm, o.checkpoint);
+  const std::string hash = param_hash_hex(engine->param_hash());
+
+  if (root) {
+    std::printf("peak memory per rank (max over ranks):");
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      if (peaks[c] > 0)
+        std::printf(" %s %s,", std::string(mem_category_name(static_cast<MemCategory>(c))).c_str(),
+                    human_bytes(peaks[c]).c_str());
+    }
+    std::printf(" total %s\n", human_bytes(peaks.back()).c_str());
+    std::printf("bytes sent per rank per step: %s; mean over steps after the first: %.1f ms, "
+                "%.0f tok/s\n",
+                human_bytes(comm_max).c_str(), timed ? ms_sum / timed : 0.0,
+                timed ? tok_s_sum / timed : 0.0);
+    if (!sample.empty()) std::printf("sample: %s\n", nlohmann::json(sample).dump().c_str());
+    std::printf("param_hash: %s\n", hash.c_str());
+    if (json.is_open()) {
+      nlohmann::json mem;
+      for (int c = 0; c < kNumMemCategories; ++c) {
+        mem[std::string(mem_category_name(static_cast<MemCategory>(c)))] = peaks[c];
+      }
+      mem["total"] = peaks.back();
+      nlohmann::json j = {{"final", true},
+                          {"params", engine->num_params()},
+                          {"world_size", W},
+                          {"stage", static_cast<int>(o.engine.stage)},
+                          {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
+                          {"steps", o.steps},
+                          {"loss", last_loss},
+                          {"val_loss", last_val},
+                          {"tokens_per_s", timed ? tok_s_sum / timed : 0.0},
+                          {"step_ms", timed ? ms_sum / timed : 0.0},
+                          {"memory_bytes", mem},
+                          {"comm_bytes_per_step", comm_max},
+                          {"param_hash", hash},
+                          {"sample", sample}};
+      json << j.dump() << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace zs::train
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rc = 1;
+  {
+    std::unique_ptr<zs::MpiCommunicator> comm;
+    try {
+      comm = zs::MpiCommunicator::world();
+      rc = zs::train::run(argc, argv, *comm);
+    } catch (const std::exception& e) {
+      // An error after set-up may hit one rank while the others wait in a collective: abort the
+      // whole job so that no rank hangs.
+      std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  MPI_Finalize();
+  return rc;
+}
