@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian bookworm machine (as root, or with sudo available):
+#   bash scripts/run.sh train [train_gpt flags...]   install, build Release, run the main job
+#   bash scripts/run.sh test                         install, build Release, run every test
+#   bash scripts/run.sh build                        install and build only
+# Environment: ZS_BUILD_DIR (default build), ZS_NP (ranks for `train`, default 2),
+# ZS_CUDA (AUTO|ON|OFF, default AUTO), ZS_JOBS (build jobs, default nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-train}
+[ $# -gt 0 ] && shift
+
+packages=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-dev libeigen3-dev
+          libboost-program-options-dev libgtest-dev libfmt-dev nlohmann-json3-dev libxxhash-dev
+          libdnnl-dev clang libclang-rt-14-dev clang-format python3)
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "== installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build_dir=${ZS_BUILD_DIR:-build}
+build() {
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZS_CUDA="${ZS_CUDA:-AUTO}" >/dev/null
+  cmake --build "$build_dir" -j "${ZS_JOBS:-$(nproc)}"
+}
+
+mpirun_flags=(--oversubscribe --bind-to none)
+[ "$(id -u)" -eq 0 ] && mpirun_flags+=(--allow-run-as-root)
+
+install_missing
+build
+case "$mode" in
+  build) ;;
+  train)
+    exec mpirun "${mpirun_flags[@]}" -np "${ZS_NP:-2}" "$build_dir/examples/train_gpt" "$@" ;;
+  test)
+    (cd "$build_dir" && ctest --output-on-failure -j "${ZS_TEST_JOBS:-2}" "$@")
+    if [ -x fuzz/run_fuzz.sh ]; then bash fuzz/run_fuzz.sh; fi ;;
+  *) echo "usage: bash scripts/run.sh train|test|build [args]" >&2; exit 2 ;;
+esac
