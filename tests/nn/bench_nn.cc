@@ -1,0 +1,73 @@
+// bench_nn: forward + backward time of one GptModel micro-batch, driven by hand through the units
+// (what the engine's compute costs, without communication or optimizer), for fp32 and bf16 and
+// 1 and 2 threads. Method: 3 warm-up iterations excluded, then N timed iterations; median and
+// min reported. Gradient zeroing (the engine's job) is included in the backward time.
+//   bench_nn [iterations] [layers width heads context vocab batch]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "nn/gemm.h"
+#include "nn/gpt.h"
+#include "tests/nn/unit_harness.h"
+
+using namespace zs;
+using namespace zs::nn;
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 20;
+  GptConfig base;
+  if (argc > 7) {
+    base.layers = std::atoi(argv[2]);
+    base.width = std::atoi(argv[3]);
+    base.heads = std::atoi(argv[4]);
+    base.context = std::atoi(argv[5]);
+    base.vocab = std::atoi(argv[6]);
+    base.batch = std::atoi(argv[7]);
+  }
+  const double tokens = static_cast<double>(base.batch) * base.context;
+  std::printf("GPT layers %d width %d heads %d context %d vocab %d batch %d (%lld params), %s\n",
+              base.layers, base.width, base.heads, base.context, base.vocab, base.batch,
+              static_cast<long long>(base.num_params()),
+              gemm_uses_onednn() ? "oneDNN GEMMs" : "Eigen GEMMs");
+  std::printf("%-6s %-7s | %9s %9s %9s | %9s %9s\n", "dtype", "threads", "fwd ms", "bwd ms",
+              "step ms", "tok/s", "best tok/s");
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (int threads : {1, 2}) {
+      GptConfig c = base;
+      c.compute_dtype = dt;
+      c.threads = threads;
+      GptModel model(c);
+      testing::UnitHarness h(model, dt, 1);
+      std::mt19937 rng(1);
+      std::vector<int32_t> tok(static_cast<size_t>(c.batch) * (c.context + 1));
+      for (auto& t : tok) t = static_cast<int32_t>(rng() % c.vocab);
+      model.set_tokens(tok);
+      std::vector<double> fwd, bwd, step;
+      for (int i = 0; i < iters + 3; ++i) {
+        model.load_micro_batch(0);
+        auto t0 = std::chrono::steady_clock::now();
+        h.forward();
+        auto t1 = std::chrono::steady_clock::now();
+        h.backward();
+        auto t2 = std::chrono::steady_clock::now();
+        if (i < 3) continue;
+        fwd.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        bwd.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+        step.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
+      }
+      auto med = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      const double best = *std::min_element(step.begin(), step.end());
+      std::printf("%-6s %-7d | %9.2f %9.2f %9.2f | %9.0f %9.0f\n",
+                  std::string(dtype_name(dt)).c_str(), threads, med(fwd), med(bwd), med(step),
+                  tokens / (med(step) / 1e3), tokens / (best / 1e3));
+    }
+  }
+  return 0;
+}
