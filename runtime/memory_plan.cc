@@ -1,0 +1,314 @@
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/core/error.h"
+#include "sharding/layout.h"
+
+namespace zs {
+
+namespace {
+
+constexpr int64_t kF4 = 4;  // sizeof(float): GptModel's activations and temporaries are fp32
+
+}  // namespace
+
+void TransformerShape::validate() const {
+  auto pos = [](int64_t v, const char* name) {
+    ZS_CHECK(v > 0, ErrorCode::kInvalidArgument, "transformer: {} must be positive, got {}", name,
+             v);
+  };
+  pos(layers, "layers");
+  pos(width, "width");
+  pos(heads, "heads");
+  pos(vocab, "vocab");
+  pos(context, "context");
+  ZS_CHECK(ffn >= 0, ErrorCode::kInvalidArgument, "transformer: ffn {} < 0", ffn);
+  ZS_CHECK(width % heads == 0, ErrorCode::kInvalidArgument,
+           "transformer: width {} must divide by heads {}", width, heads);
+}
+
+std::vector<std::vector<int64_t>> TransformerShape::unit_param_numels() const {
+  validate();
+  const int64_t C = width, F = ffn_width(), V = vocab, T = context;
+  std::vector<std::vector<int64_t>> units;
+  if (family == TransformerFamily::kGpt) {
+    // nn/gpt_units.cc: embed {wte, wpe}; block {ln1.w, ln1.b, qkv.w, qkv.b, proj.w, proj.b,
+    // ln2.w, ln2.b, fc.w, fc.b, fc_proj.w, fc_proj.b}; head {ln_f.w, ln_f.b, lm_head.w}.
+    units.push_back({V * C, T * C});
+    for (int l = 0; l < layers; ++l)
+      units.push_back({C, C, 3 * C * C, 3 * C, C * C, C, C, C, F * C, F, C * F, C});
+    units.push_back({C, C, V * C});
+  } else {
+    // embed {tok_embeddings}; block {attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3};
+    // head {norm, output}.
+    units.push_back({V * C});
+    for (int l = 0; l < layers; ++l)
+      units.push_back({C, C * C, C * C, C * C, C * C, C, F * C, C * F, F * C});
+    units.push_back({C, V * C});
+  }
+  return units;
+}
+
+int64_t TransformerShape::num_params() const {
+  int64_t n = 0;
+  for (const auto& u : unit_param_numels())
+    for (int64_t p : u) n += p;
+  return n;
+}
+
+std::optional<TransformerShape> transformer_shape_by_name(std::string_view name) {
+  auto gpt = [](int L, int C, int H) {
+    TransformerShape s;
+    s.layers = L;
+    s.width = C;
+    s.heads = H;
+    return s;
+  };
+  if (name == "gpt2") return gpt(12, 768, 12);
+  if (name == "gpt2-medium") return gpt(24, 1024, 16);
+  if (name == "gpt2-large") return gpt(36, 1280, 20);
+  if (name == "gpt2-xl") return gpt(48, 1600, 25);
+  if (name == "llama-7b" || name == "llama-6.7b") {
+    TransformerShape s;
+    s.family = TransformerFamily::kLlama;
+    s.layers = 32;
+    s.width = 4096;
+    s.heads = 32;
+    s.ffn = 11008;
+    s.vocab = 32000;
+    s.context = 2048;
+    return s;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> transformer_shape_names() {
+  return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-7b"};
+}
+
+std::vector<std::vector<int64_t>> units_for_param_count(int64_t n) {
+  ZS_CHECK(n >= 1, ErrorCode::kInvalidArgument, "parameter count {} < 1", n);
+  // 12 L C^2 = n with C = 128 L  =>  L = cbrt(n / (12 * 128^2)).
+  const double l = std::cbrt(static_cast<double>(n) / (12.0 * 128.0 * 128.0));
+  const int64_t L = std::clamp<int64_t>(std::llround(l), 1, n);
+  std::vector<std::vector<int64_t>> units;
+  for (int64_t i = 0; i < L; ++i) units.push_back({n / L + (i < n % L ? 1 : 0)});
+  return units;
+}
+
+ModelDesc ModelDesc::from_units(std::vector<std::vector<int64_t>> units) {
+  ModelDesc d;
+  d.units = std::move(units);
+  return d;
+}
+
+ModelDesc ModelDesc::from_transformer(const TransformerShape& shape) {
+  ModelDesc d;
+  d.units = shape.unit_param_numels();
+  d.transformer = shape;
+  return d;
+}
+
+ModelDesc ModelDesc::from_param_count(int64_t n) { return from_units(units_for_param_count(n)); }
+
+int64_t ModelDesc::num_params() const {
+  int64_t n = 0;
+  for (const auto& u : units)
+    for (int64_t p : u) n += p;
+  return n;
+}
+
+void PlanConfig::validate() const {
+  engine.validate();
+  ZS_CHECK(world >= 1, ErrorCode::kInvalidArgument, "ranks {} < 1", world);
+  ZS_CHECK(ranks_per_node >= 1 && ranks_per_node <= world && world % ranks_per_node == 0,
+           ErrorCode::kInvalidArgument, "ranks per node {} must divide the {} ranks",
+           ranks_per_node, world);
+  ZS_CHECK(rank >= 0 && rank < world, ErrorCode::kInvalidArgument, "rank {} outside [0, {})", rank,
+           world);
+  ZS_CHECK(reserve_bytes >= 0, ErrorCode::kInvalidArgument, "reserve {} bytes < 0", reserve_bytes);
+  const int64_t per_step = static_cast<int64_t>(world) * engine.micro_batches;
+  ZS_CHECK(global_batch >= 0 && global_batch % per_step == 0, ErrorCode::kInvalidArgument,
+           "batch {} must be a positive multiple of ranks x micro-batches = {}", global_batch,
+           per_step);
+}
+
+// [Note: GPT activations] Mirrors GptModel::State's constructor (nn/gpt.cc) buffer by buffer:
+// M = B T tokens, e = bytes of the matmul dtype (2 for bf16 compute, else 4), lowp = bf16.
+// Kept per block (BlockActs): h1, q, k, v, a, h2 [M, C] e; mean/rstd x2 [M] fp32; p [B, H, T, T]
+// fp32 (+ pm in e when lowp); x2 [M, C] fp32; f [M, F] fp32; g [M, F] e; plus its input
+// xs[l] [M, C] fp32. With checkpointing only xs[l] is kept per block and one BlockActs is
+// shared (the recompute set). Keep this in step with nn/gpt.cc: tests/plan compares it with
+// GptModel::activation_bytes() for several configurations.
+ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64_t micro_batch,
+                                            DType compute_dtype, bool checkpoint) {
+  shape.validate();
+  ZS_CHECK(micro_batch >= 1, ErrorCode::kInvalidArgument, "micro-batch of {} sequences < 1",
+           micro_batch);
+  ActivationPlan a;
+  a.counted = true;
+  a.micro_batch = micro_batch;
+  const int64_t B = micro_batch, T = shape.context, C = shape.width, H = shape.heads,
+                F = shape.ffn_width(), V = shape.vocab, L = shape.layers;
+  const int64_t M = B * T;
+  a.tokens = M;
+  const int64_t bhtt = B * H * T * T;
+  if (shape.family == TransformerFamily::kGpt) {
+    a.exact = true;
+    const bool lowp = compute_dtype == DType::kBF16;
+    const int64_t e = lowp ? 2 : 4;
+    const int64_t block_set = 6 * M * C * e + 4 * M * kF4 + bhtt * kF4 + (lowp ? bhtt * e : 0) +
+                              M * C * kF4 + M * F * kF4 + M * F * e;
+    const int64_t x = M * C * kF4;  // one block input xs[l]
+    a.per_layer = x + block_set;
+    a.per_layer_checkpointed = x;
+    a.inputs = 2 * M * 4;  // int32 inputs and targets
+    // xs has L + 1 slices: the last is the head's input, counted with the head.
+    a.blocks = L * x + (checkpoint ? 0 : L * block_set);
+    a.recompute = checkpoint ? block_set : 0;
+    a.head = x + M * C * e + 2 * M * kF4 + M * V * kF4 + M * kF4 + V * kF4;
+    const int64_t wide = std::max<int64_t>({F, 3 * C, V});
+    int64_t w = M * 3 * C * kF4                               // qkv
+                + bhtt * kF4 + M * C * kF4                    // att_s, att_o
+                + M * C * e + (lowp ? bhtt * e : 0)           // att_dom, att_dsm
+                + 3 * M * C * kF4                             // att_dq, dk, dv
+                + M * C * kF4                                 // dres
+                + M * wide * kF4 + (lowp ? M * wide * e : 0)  // dwide, dwide_mm
+                + M * C * kF4 + (lowp ? M * C * e : 0);       // dnarrow, dnarrow_mm
+    if (compute_dtype == DType::kF16) w += std::max<int64_t>({3 * C * C, F * C, V * C}) * kF4;
+    w += 4 * std::max<int64_t>(F, 3 * C) * kF4;  // pscratch
+    a.workspace = w;
+  } else {
+    // Estimate in the manner of Korthikanti et al. 2022 (no dropout, no sequence parallelism,
+    // attention probabilities materialised), activations in the compute dtype (e bytes), per
+    // layer e (8 M C + B H T^2 + 4 M F): [M, C] tensors: norm-1 input, QKV input, Q, K, V,
+    // attention output, norm-2 input, MLP input; the probabilities; [M, F]: SwiGLU gate, up,
+    // SiLU(gate), their product. Checkpointed: the layer input M C e.
+    a.exact = false;
+    const int64_t e = static_cast<int64_t>(dtype_size(compute_dtype));
+    const int64_t block_set = e * (8 * M * C + bhtt + 4 * M * F);
+    const int64_t x = M * C * e;
+    a.per_layer = block_set;
+    a.per_layer_checkpointed = x;
+    a.inputs = 2 * M * 4;
+    a.blocks = checkpoint ? L * x : L * block_set;
+    a.recompute = checkpoint ? block_set : 0;
+    a.head = x + M * V * kF4;   // final norm input, fp32 logits
+    a.workspace = M * V * kF4;  // logits gradient
+  }
+  return a;
+}
+
+int64_t gpt_eigen_gemm_workspace_bytes(const TransformerShape& shape, int64_t micro_batch,
+                                       DType compute_dtype) {
+  const bool bf16 = compute_dtype == DType::kBF16;
+  // nn/gemm.cc (Eigen): r [m, n] fp32; bf16 inputs: a32 [batch, m, k], b32 [batch, k, n] fp32.
+  auto gemm = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
+    return kF4 * m * n + (bf16 ? kF4 * batch * (m * k + k * n) : 0);
+  };
+  // nn/linear.cc: forward [M, in] x [in, out], backward data [M, out] x [out, in], backward
+  // weight [out, M] x [M, in].
+  const int64_t M = micro_batch * shape.context;
+  auto linear = [&](int64_t in, int64_t out) {
+    return gemm(1, M, out, in) + gemm(1, M, in, out) + gemm(1, out, in, M);
+  };
+  const int64_t C = shape.width, F = shape.ffn_width(), V = shape.vocab, T = shape.context;
+  const int64_t bh = micro_batch * shape.heads, hd = C / shape.heads;
+  int64_t b = linear(C, 3 * C) + linear(C, C) + linear(C, F) + linear(F, C) + linear(C, V);
+  // nn/attention.cc: qk, pv, dp, dv, dq, dk.
+  b += gemm(bh, T, T, hd) + gemm(bh, T, hd, T) + gemm(bh, T, T, hd) + 3 * gemm(bh, T, hd, T);
+  return b;
+}
+
+int64_t MemoryPlan::bytes(MemCategory c) const {
+  if (c == MemCategory::kActivations) return activations.total();
+  if (c == MemCategory::kOther) return 0;
+  return buffers.bytes(c);
+}
+
+int64_t MemoryPlan::model_states_bytes() const {
+  int64_t b = 0;
+  for (const UnitBufferPlan& u : buffers.units)
+    b += u.params_bytes + u.grads_bytes + u.master_bytes + u.exp_avg_bytes + u.exp_avg_sq_bytes;
+  return b;
+}
+
+int64_t MemoryPlan::device_bytes() const {
+  return bytes(MemCategory::kParams) + bytes(MemCategory::kGrads) + bytes(MemCategory::kMaster) +
+         bytes(MemCategory::kOptimizer) + bytes(MemCategory::kActivations) +
+         bytes(MemCategory::kCommBuffers) + reserve_bytes;
+}
+
+MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
+  config.validate();
+  ZS_CHECK(!model.units.empty(), ErrorCode::kInvalidArgument, "the model has no units");
+  std::vector<GroupLayout> layouts;
+  layouts.reserve(model.units.size());
+  for (const auto& u : model.units)
+    layouts.push_back(compute_group_layout(u, config.world, config.engine.align));
+
+  MemoryPlan p;
+  p.buffers = plan_engine_buffers(layouts, config.engine, config.rank);
+  p.world = config.world;
+  p.ranks_per_node = config.ranks_per_node;
+  p.stage = static_cast<int>(config.engine.stage);
+  p.reserve_bytes = config.reserve_bytes;
+  const int64_t P = static_cast<int64_t>(dtype_size(config.engine.precision.param_dtype));
+  for (const GroupLayout& l : layouts) {
+    p.num_params += l.numel;
+    p.num_padded_params += l.padded_numel;
+    p.params_shard_bytes += P * l.shard_numel;
+  }
+  p.params_full_bytes = P * p.num_padded_params;
+  if (model.transformer) {
+    const int64_t per_step = static_cast<int64_t>(config.world) * config.engine.micro_batches;
+    const int64_t batch = config.global_batch > 0 ? config.global_batch : per_step;
+    p.activations = plan_transformer_activations(*model.transformer, batch / per_step,
+                                                 config.engine.precision.param_dtype,
+                                                 config.checkpoint_activations);
+  }
+  return p;
+}
+
+std::vector<FitCandidate> fit_configurations(const ModelDesc& model, const PlanConfig& base,
+                                             int64_t budget_bytes) {
+  const int64_t per_rank_batch =
+      base.global_batch > 0 ? base.global_batch / base.world : base.engine.micro_batches;
+  ZS_CHECK(base.global_batch % base.world == 0, ErrorCode::kInvalidArgument,
+           "batch {} must divide by the {} ranks", base.global_batch, base.world);
+  const bool adam = base.engine.optimizer.kind == OptimizerKind::kAdamW;
+  std::vector<FitCandidate> out;
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (int offload = 0; offload <= 1; ++offload) {
+      if (offload && (stage == 0 || !adam)) continue;
+      for (int ckpt = 0; ckpt <= (model.transformer ? 1 : 0); ++ckpt) {
+        for (int64_t mb = 1; mb <= per_rank_batch; ++mb) {
+          if (per_rank_batch % mb != 0) continue;
+          if (!model.transformer && mb > 1) break;  // activations unknown: micro-batches moot
+          PlanConfig c = base;
+          c.engine.stage = zero_stage_from_int(stage);
+          c.engine.offload.optimizer = offload != 0;
+          c.checkpoint_activations = ckpt != 0;
+          c.engine.micro_batches = static_cast<int>(mb);
+          c.global_batch = per_rank_batch * base.world;
+          MemoryPlan plan = plan_memory(model, c);
+          if (plan.device_bytes() > budget_bytes) continue;
+          // Relative step-time penalty: stage 3's extra all-gather (1.5x communication), the
+          // recompute of checkpointing (one more forward, ~1/3 of a step), the host update and
+          // transfers of offload, and smaller matrix products with more micro-batches.
+          const double cost = (stage == 3 ? 0.5 : 0.02 * stage) + (ckpt ? 0.33 : 0.0) +
+                              (offload ? 1.0 : 0.0) + 0.05 * std::log2(static_cast<double>(mb));
+          out.push_back({stage, offload != 0, ckpt != 0, static_cast<int>(mb), cost, plan});
+        }
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const FitCandidate& a, const FitCandidate& b) {
+    return a.cost < b.cost || (a.cost == b.cost && a.plan.device_bytes() < b.plan.device_bytes());
+  });
+  return out;
+}
+
+}  // namespace zs
