@@ -31,7 +31,13 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const En
     u.master_bytes = params_are_master ? 0 : 4 * u.master_numel;
     u.exp_avg_bytes = momentum ? 4 * u.master_numel : 0;
     u.exp_avg_sq_bytes = adam ? 4 * u.master_numel : 0;
-    if (offload) u.master_category = u.optimizer_category = MemCategory::kHostOffload;
+    if (offload) {  // carved from the host arena in 64-byte aligned spans
+      u.master_category = u.optimizer_category = MemCategory::kHostOffload;
+      auto round64 = [](int64_t b) { return (b + 63) / 64 * 64; };
+      u.master_bytes = round64(u.master_bytes);
+      u.exp_avg_bytes = round64(u.exp_avg_bytes);
+      u.exp_avg_sq_bytes = round64(u.exp_avg_sq_bytes);
+    }
 
     const int64_t pad_p = stage == 3 ? pad_shard : pad_full;
     const int64_t pad_g = stage >= 2 ? pad_shard : pad_full;

@@ -9,6 +9,8 @@
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/loss_scaler.h"
+#include "offload/cpu_adam.h"
+#include "offload/host_arena.h"
 #include "optim/sgd.h"
 #include "runtime/buffer_plan.h"
 #include "runtime/core/buffer.h"
@@ -60,10 +62,12 @@ struct UnitState {
   GroupLayout layout;
   Buffer params;      // compute dtype: full replica (stages 0-2) or shard (stage 3)
   Buffer grads;       // grad dtype: full (stages 0-1) or shard (stages 2-3)
-  Buffer master;      // fp32 master; empty when the params are their own master
-  Buffer exp_avg;     // Adam m / SGD momentum
-  Buffer exp_avg_sq;  // Adam v
-  float* master_ptr = nullptr;
+  Buffer master;      // fp32 master; empty when the params are their own master or offloaded
+  Buffer exp_avg;     // Adam m / SGD momentum (empty when offloaded)
+  Buffer exp_avg_sq;  // Adam v (empty when offloaded)
+  float* master_ptr = nullptr;  // into `master`, `params` or the host arena
+  float* m_ptr = nullptr;
+  float* v_ptr = nullptr;
   int64_t master_begin = 0;
   int64_t master_numel = 0;
   std::vector<ShardSegment> update_segments;  // pieces of the master holding parameters
@@ -89,6 +93,7 @@ struct Engine::Impl {
   DType G = DType::kF32;
 
   BufferPlan plan;
+  std::unique_ptr<offload::HostArena> arena;  // offloaded master and optimizer state
   std::vector<UnitState> units;
   std::vector<Buffer> grad_scratch, send_bufs, recv_bufs;
   std::unique_ptr<GatherScheduler> gathers;
@@ -108,6 +113,9 @@ struct Engine::Impl {
   void check_agreement(const std::vector<GroupLayout>& layouts);
   void init_parameters();
   void cast_master_to_params(UnitState& u);
+  bool params_are_master(const UnitState& u) const {
+    return u.master.empty() && !config.offload.optimizer;
+  }
   std::span<const ParamView> acquire_views(int64_t pos, size_t unit, int64_t* slot_pos);
   void release_views(int64_t slot_pos);
   void backward_unit(size_t u, int micro, int scratch, const StepInfo& info);
@@ -191,6 +199,7 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   P = config.precision.param_dtype;
   G = config.precision.grad_dtype;
   check_agreement(layouts);
+  if (config.optimizer_threads > 0) offload::set_cpu_adam_threads(config.optimizer_threads);
   plan = plan_engine_buffers(layouts, config, rank);
   const size_t U = layouts.size();
   units.resize(U);
@@ -202,15 +211,22 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
     u.layout = layouts[i];
     u.params = Buffer(up.params_bytes, MemCategory::kParams, tracker);
     u.grads = Buffer(up.grads_bytes, MemCategory::kGrads, tracker);
-    u.master = Buffer(up.master_bytes, up.master_category, tracker);
-    u.exp_avg = Buffer(up.exp_avg_bytes, up.optimizer_category, tracker);
-    u.exp_avg_sq = Buffer(up.exp_avg_sq_bytes, up.optimizer_category, tracker);
     u.master_begin = up.master_begin;
     u.master_numel = up.master_numel;
-    if (up.master_bytes > 0) {
-      u.master_ptr = u.master.as<float>();
-    } else {  // fp32 compute: the parameters are the master (full in stages 0-2, shard in 3)
-      u.master_ptr = u.params.as<float>() + (stage == 3 ? 0 : u.master_begin);
+    if (config.offload.optimizer) {
+      if (!arena) arena = std::make_unique<offload::HostArena>(plan.bytes(MemCategory::kHostOffload), tracker);
+      u.master_ptr = arena->take(up.master_bytes / 4);
+      u.m_ptr = up.exp_avg_bytes ? arena->take(up.exp_avg_bytes / 4) : nullptr;
+      u.v_ptr = up.exp_avg_sq_bytes ? arena->take(up.exp_avg_sq_bytes / 4) : nullptr;
+    } else {
+      u.master = Buffer(up.master_bytes, up.master_category, tracker);
+      u.exp_avg = Buffer(up.exp_avg_bytes, up.optimizer_category, tracker);
+      u.exp_avg_sq = Buffer(up.exp_avg_sq_bytes, up.optimizer_category, tracker);
+      u.m_ptr = u.exp_avg.empty() ? nullptr : u.exp_avg.as<float>();
+      u.v_ptr = u.exp_avg_sq.empty() ? nullptr : u.exp_avg_sq.as<float>();
+      // fp32 compute: the parameters are the master (full in stages 0-2, shard in 3).
+      u.master_ptr = up.master_bytes > 0 ? u.master.as<float>()
+                                         : u.params.as<float>() + (stage == 3 ? 0 : u.master_begin);
     }
     if (stage == 0) {
       for (size_t p = 0; p < u.layout.params.size(); ++p) {
@@ -297,7 +313,7 @@ void Engine::Impl::init_parameters() {
 // Stage 0: full master -> full params; stage 3: master shard -> param shard; stages 1-2: master
 // shard -> this rank's region of the full params (an all-gather then completes them).
 void Engine::Impl::cast_master_to_params(UnitState& u) {
-  if (u.master.empty()) return;  // the params are the master
+  if (params_are_master(u)) return;
   void* dst = stage == 3 ? u.params.data() : at(u.params.data(), u.master_begin, P);
   convert(u.master_ptr, DType::kF32, dst, P, static_cast<size_t>(u.master_numel));
 }
@@ -472,22 +488,25 @@ void Engine::Impl::update_unit(UnitState& u, float lr, float grad_scale, int64_t
   const int64_t shard_begin = u.layout.shard_begin(rank);
   const void* grad_base = stage == 1 ? at(u.grads.data(), shard_begin, G) : u.grads.data();
   void* out_base = nullptr;
-  if (!u.master.empty()) out_base = stage == 1 || stage == 2 ? at(u.params.data(), shard_begin, P)
-                                                             : u.params.data();
+  if (!params_are_master(u)) {
+    out_base = stage == 1 || stage == 2 ? at(u.params.data(), shard_begin, P) : u.params.data();
+  }
   const bool adam = config.optimizer.kind == OptimizerKind::kAdamW;
   optim::AdamWStep with_decay, without_decay;
   if (adam) {
     with_decay = optim::make_adamw_step(config.optimizer.adamw, lr, t, grad_scale, true);
     without_decay = optim::make_adamw_step(config.optimizer.adamw, lr, t, grad_scale, false);
   }
-  float* m = u.exp_avg.empty() ? nullptr : u.exp_avg.as<float>();
-  float* v = u.exp_avg_sq.empty() ? nullptr : u.exp_avg_sq.as<float>();
+  float* m = u.m_ptr;
+  float* v = u.v_ptr;
   for (const ShardSegment& s : u.update_segments) {
     const bool decay = u.specs[s.param].weight_decay;
     const int64_t o = s.shard_offset;
     void* out = out_base ? at(out_base, o, P) : nullptr;
     if (adam) {
-      optim::adamw_reference(u.master_ptr + o, at(grad_base, o, G), G, m + o, v + o, s.length,
+      // The SIMD CPU Adam gives the bits of optim::adamw_reference (tests/offload) at memory
+      // bandwidth; on the CPU backend it serves the resident and the offloaded state alike.
+      offload::cpu_adamw(u.master_ptr + o, at(grad_base, o, G), G, m + o, v + o, s.length,
                              decay ? with_decay : without_decay, out, P);
     } else {
       optim::sgd_update(u.master_ptr + o, at(grad_base, o, G), G, m ? m + o : nullptr, s.length,
@@ -562,8 +581,8 @@ UnitShardState Engine::shard_state(size_t ui) {
   UnitState& u = impl_->units.at(ui);
   UnitShardState st;
   st.master = u.master_ptr;
-  st.exp_avg = u.exp_avg.empty() ? nullptr : u.exp_avg.as<float>();
-  st.exp_avg_sq = u.exp_avg_sq.empty() ? nullptr : u.exp_avg_sq.as<float>();
+  st.exp_avg = u.m_ptr;
+  st.exp_avg_sq = u.v_ptr;
   st.begin = u.master_begin;
   st.numel = u.master_numel;
   return st;

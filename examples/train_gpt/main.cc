@@ -130,6 +130,7 @@ int run(int argc, char** argv, Communicator& comm) {
   try {
     data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.context);
     model = std::make_unique<nn::GptModel>(o.model, &tracker);
+    o.engine.optimizer_threads = model->threads();  // the same core budget as the model
   } catch (const std::exception& e) {
     error = e.what();
   }

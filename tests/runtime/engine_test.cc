@@ -286,6 +286,36 @@ TEST(Engine, AccumulationEqualsOneLargeBatch) {
   }
 }
 
+// The offloaded optimizer (host arena + SIMD CPU Adam) gives the parameters of the resident one.
+TEST(Engine, OffloadedOptimizerBitwiseIdentical) {
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (int stage = 1; stage <= 3; ++stage) {
+      EngineConfig c = make_config(stage, dt);
+      const TrainRun resident = train(world(), c, 6);
+      c.offload.optimizer = true;
+      MemoryTracker t;
+      const TrainRun offloaded = train(world(), c, 6, MlpShape{}, &t);
+      EXPECT_TRUE(bitwise_equal(resident, offloaded))
+          << "stage " << stage << " " << dtype_name(dt);
+      EXPECT_EQ(resident.hash, offloaded.hash);
+    }
+  }
+}
+
+TEST(Engine, OffloadBytesCountedAsHost) {
+  EngineConfig c = make_config(3, DType::kBF16);
+  c.offload.optimizer = true;
+  MlpModel model(MlpShape{}, world().size(), world().rank(), 1);
+  MemoryTracker t;
+  Engine e(model, world(), c, &t);
+  EXPECT_EQ(t.current(MemCategory::kMaster), 0);
+  EXPECT_EQ(t.current(MemCategory::kOptimizer), 0);
+  int64_t shard = 0;
+  for (size_t u = 0; u < e.num_units(); ++u) shard += e.layout(u).shard_numel;
+  EXPECT_EQ(t.current(MemCategory::kHostOffload), 12 * shard);  // fp32 master, m, v
+  EXPECT_EQ(t.current(MemCategory::kHostOffload), e.planned_bytes(MemCategory::kHostOffload));
+}
+
 TEST(Engine, SgdStagesBitwiseIdentical) {
   EngineConfig c = make_config(0, DType::kBF16);
   c.optimizer.kind = OptimizerKind::kSgd;
