@@ -1,0 +1,368 @@
+// zs_plan: per-rank memory of a training configuration, by category, before launching it.
+// The figures are the runtime's own allocation plan (runtime/memory_plan.h): what the engine and
+// zeroshard's GPT allocate, to the byte. docs/memory.md explains the arithmetic and the output.
+//
+//   zs_plan --params 7.5e9 --ranks 64 --zero-stage 1 --dtype fp16
+//   zs_plan --model llama-7b --ranks 8 --zero-stage 3 --dtype bf16 --batch 16 --fit 80
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/dtype.h"
+#include "runtime/core/error.h"
+#include "runtime/memory_plan.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr double kGB = 1e9;
+
+struct BadFlag : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+zs::DType parse_dtype(const std::string& s, const char* flag) {
+  if (s == "fp32" || s == "f32" || s == "float32") return zs::DType::kF32;
+  if (s == "bf16" || s == "bfloat16") return zs::DType::kBF16;
+  if (s == "fp16" || s == "f16" || s == "float16") return zs::DType::kF16;
+  throw BadFlag(fmt::format("{} '{}' is not one of fp32, bf16, fp16", flag, s));
+}
+
+std::string human(int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / kGB); }
+
+std::string grouped(int64_t v) {
+  std::string d = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i > 0 && (d.size() - i) % 3 == 0) out += ',';
+    out += d[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+const char* family_name(zs::TransformerFamily f) {
+  return f == zs::TransformerFamily::kGpt ? "gpt" : "llama";
+}
+
+struct Options {
+  std::string model_name;
+  zs::ModelDesc model;
+  zs::PlanConfig config;
+  std::optional<double> fit_gb;
+  bool json = false;
+  int fit_rows = 12;
+};
+
+std::string describe_config(const Options& o) {
+  const zs::EngineConfig& e = o.config.engine;
+  return fmt::format(
+      "{} ranks ({} per node), ZeRO stage {}, {} params, {} grads, {}, offload {}, "
+      "activation checkpointing {}, {} micro-batch(es)",
+      o.config.world, o.config.ranks_per_node, static_cast<int>(e.stage),
+      zs::dtype_name(e.precision.param_dtype), zs::dtype_name(e.precision.grad_dtype),
+      e.optimizer.kind == zs::OptimizerKind::kAdamW ? "AdamW" : "SGD",
+      e.offload.optimizer ? "on" : "off", o.config.checkpoint_activations ? "on" : "off",
+      e.micro_batches);
+}
+
+nlohmann::json plan_json(const zs::MemoryPlan& p) {
+  using zs::MemCategory;
+  nlohmann::json j;
+  j["params_bytes"] = p.bytes(MemCategory::kParams);
+  j["params_full_bytes"] = p.params_full_bytes;
+  j["params_shard_bytes"] = p.params_shard_bytes;
+  j["grads_bytes"] = p.bytes(MemCategory::kGrads);
+  j["master_bytes"] = p.bytes(MemCategory::kMaster);
+  j["optimizer_bytes"] = p.bytes(MemCategory::kOptimizer);
+  j["activations_bytes"] = p.bytes(MemCategory::kActivations);
+  j["comm_buffers_bytes"] = p.bytes(MemCategory::kCommBuffers);
+  j["host_offload_bytes"] = p.host_bytes();
+  j["padding_bytes"] = p.padding_bytes();
+  j["reserve_bytes"] = p.reserve_bytes;
+  j["model_states_bytes"] = p.model_states_bytes();
+  j["device_total_bytes"] = p.device_bytes();
+  const zs::ActivationPlan& a = p.activations;
+  j["activations"] = {{"counted", a.counted},
+                      {"exact", a.exact},
+                      {"micro_batch_sequences", a.micro_batch},
+                      {"per_layer_bytes", a.per_layer},
+                      {"per_layer_checkpointed_bytes", a.per_layer_checkpointed},
+                      {"inputs_bytes", a.inputs},
+                      {"blocks_bytes", a.blocks},
+                      {"recompute_bytes", a.recompute},
+                      {"head_bytes", a.head},
+                      {"workspace_bytes", a.workspace}};
+  return j;
+}
+
+void print_table(const Options& o, const zs::MemoryPlan& p) {
+  using zs::MemCategory;
+  const zs::EngineConfig& e = o.config.engine;
+  const int stage = static_cast<int>(e.stage);
+  const double psi = static_cast<double>(p.num_params);
+  std::printf("model: %s, %.4g parameters (%s) in %zu units, %s padded\n", o.model_name.c_str(),
+              psi, grouped(p.num_params).c_str(), o.model.units.size(),
+              grouped(p.num_padded_params).c_str());
+  std::printf("config: %s\n\n", describe_config(o).c_str());
+  auto row = [](const char* name, int64_t b, const std::string& note) {
+    std::printf("  %-24s %18s %10s   %s\n", name, grouped(b).c_str(), human(b).c_str(),
+                note.c_str());
+  };
+  std::printf("  %-24s %18s %10s   %s\n", "per rank", "bytes", "GB", "");
+  const bool off = e.offload.optimizer;
+  row("parameters", p.bytes(MemCategory::kParams),
+      stage == 3
+          ? fmt::format("shard (full replica {} GB, gathered per unit)", human(p.params_full_bytes))
+          : fmt::format("full replica (shard would be {} GB)", human(p.params_shard_bytes)));
+  row("gradients", p.bytes(MemCategory::kGrads), stage >= 2 ? "shard" : "full buffer");
+  int64_t master = 0, optim = 0;
+  for (const zs::UnitBufferPlan& u : p.buffers.units) {
+    master += u.master_bytes;
+    optim += u.exp_avg_bytes + u.exp_avg_sq_bytes;
+  }
+  const std::string where = off ? "on the host (offloaded)" : (stage >= 1 ? "shard" : "full");
+  row("master weights", off ? 0 : master,
+      master == 0 ? "none: fp32 parameters are their own master"
+                  : (off ? fmt::format("{} GB on the host", human(master)) : where));
+  row("optimizer states", off ? 0 : optim,
+      off ? fmt::format("{} GB on the host", human(optim)) : where);
+  const zs::ActivationPlan& a = p.activations;
+  std::string anote = "not counted: give a transformer shape (--model or --layers ...)";
+  if (a.counted) {
+    anote = fmt::format("{}, {} seq x {} tokens per micro-batch",
+                        a.exact ? "exact (our GPT)" : "estimate", a.micro_batch,
+                        a.tokens / a.micro_batch);
+  }
+  row("activations", p.bytes(MemCategory::kActivations), anote);
+  if (a.counted) {
+    std::printf("  %-24s %18s %10s   per layer %s GB kept, %s GB checkpointed\n", "", "", "",
+                human(a.per_layer).c_str(), human(a.per_layer_checkpointed).c_str());
+    std::printf(
+        "  %-24s %18s %10s   blocks %s + recompute %s + head %s + workspace %s + "
+        "inputs %s GB\n",
+        "", "", "", human(a.blocks).c_str(), human(a.recompute).c_str(), human(a.head).c_str(),
+        human(a.workspace).c_str(), human(a.inputs).c_str());
+  }
+  const zs::BufferPlan& b = p.buffers;
+  std::string parts;
+  auto part = [&](int count, int64_t each, const char* what) {
+    if (count == 0) return;
+    parts += fmt::format("{}{} x {} GB {}", parts.empty() ? "" : ", ", count, human(each), what);
+  };
+  part(b.grad_scratch_count, b.grad_scratch_bytes, "fp32 unit-gradient scratch");
+  part(b.send_count, b.send_bytes, "reduce-scatter send");
+  part(b.recv_count, b.recv_bytes, "reduce-scatter receive");
+  part(b.gather_count, b.gather_bytes, "gather/prefetch");
+  row("comm/prefetch buffers", p.bytes(MemCategory::kCommBuffers), parts);
+  row("framework reserve", p.reserve_bytes, "--reserve-gb (CUDA context, library workspaces)");
+  std::printf("  %s\n", std::string(100, '-').c_str());
+  row("device total", p.device_bytes(), "per GPU");
+  row("host (offloaded)", p.host_bytes(),
+      off ? "fp32 master + Adam m, v in pinned host memory" : "");
+  row("model states", p.model_states_bytes(),
+      fmt::format("params + grads + master + optimizer, {:.2f} bytes/param",
+                  static_cast<double>(p.model_states_bytes()) / psi));
+  row("  of which padding", p.padding_bytes(), "alignment and shard padding");
+}
+
+// Returns the exit code.
+int run(int argc, char** argv) {
+  po::options_description desc(
+      "zs_plan: per-rank memory of a zeroshard training configuration (docs/memory.md)\n"
+      "Model (one of): --params N | --model NAME | --layers/--width/... ; GB = 1e9 bytes");
+  // clang-format off
+  desc.add_options()
+      ("help,h", "show this help")
+      ("params", po::value<double>(), "bare parameter count (e.g. 7.5e9), split into ~equal units")
+      ("model", po::value<std::string>(), "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | llama-7b")
+      ("family", po::value<std::string>()->default_value("gpt"),
+       "gpt (zeroshard's GPT, exact activations) | llama (estimated activations)")
+      ("layers", po::value<int>(), "transformer layers (overrides --model's)")
+      ("width", po::value<int>(), "hidden size")
+      ("heads", po::value<int>(), "attention heads")
+      ("ffn", po::value<int>(), "FFN width (default 4 x width)")
+      ("vocab", po::value<int>(), "vocabulary size")
+      ("context", po::value<int>(), "sequence length")
+      ("ranks", po::value<int>()->default_value(1), "world size N")
+      ("ranks-per-node", po::value<int>(), "ranks per node (default: all ranks on one node)")
+      ("zero-stage", po::value<int>()->default_value(3), "ZeRO stage 0-3")
+      ("dtype", po::value<std::string>()->default_value("bf16"), "compute dtype: fp32 | bf16 | fp16")
+      ("grad-dtype", po::value<std::string>(), "gradient dtype: fp32 or the compute dtype "
+       "(default: the compute dtype)")
+      ("optimizer", po::value<std::string>()->default_value("adamw"), "adamw | sgd (momentum 0.9)")
+      ("offload", "keep fp32 master and Adam states on the host (stages 1-3, AdamW)")
+      ("checkpoint-activations", "keep only each block's input; recompute in backward")
+      ("batch", po::value<int64_t>(), "global batch in sequences per optimizer step "
+       "(default: one per rank and micro-batch)")
+      ("micro-batches", po::value<int>()->default_value(1), "gradient-accumulation steps")
+      ("prefetch", po::value<int>()->default_value(1), "stage 3 gather prefetch depth")
+      ("reserve-gb", po::value<double>()->default_value(0.0),
+       "per-device framework reserve in GB (e.g. 0.5-1 for the CUDA context)")
+      ("fit", po::value<double>(), "list the cheapest configurations whose device total fits "
+       "in this many GB per device")
+      ("json", "print one JSON object instead of the table");
+  // clang-format on
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw BadFlag(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+
+  Options o;
+  o.json = vm.count("json") > 0;
+  const bool dims = vm.count("layers") || vm.count("width") || vm.count("heads") ||
+                    vm.count("ffn") || vm.count("vocab") || vm.count("context");
+  if (vm.count("params") && (vm.count("model") || dims))
+    throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
+  if (vm.count("params")) {
+    const double n = vm["params"].as<double>();
+    if (!(n >= 1.0 && n < 1e15) || std::floor(n) != n)
+      throw BadFlag(fmt::format("--params {} is not a whole count in [1, 1e15)", n));
+    o.model = zs::ModelDesc::from_param_count(static_cast<int64_t>(n));
+    o.model_name = fmt::format("--params {:.4g}", n);
+  } else if (vm.count("model") || dims) {
+    zs::TransformerShape s;
+    if (vm.count("model")) {
+      const std::string name = vm["model"].as<std::string>();
+      auto found = zs::transformer_shape_by_name(name);
+      if (!found) {
+        std::string names;
+        for (const std::string& n : zs::transformer_shape_names())
+          names += (names.empty() ? "" : ", ") + n;
+        throw BadFlag(fmt::format("--model '{}' is not one of {}", name, names));
+      }
+      s = *found;
+      o.model_name = name;
+    } else {
+      const std::string fam = vm["family"].as<std::string>();
+      if (fam != "gpt" && fam != "llama")
+        throw BadFlag(fmt::format("--family '{}' is not one of gpt, llama", fam));
+      s.family = fam == "gpt" ? zs::TransformerFamily::kGpt : zs::TransformerFamily::kLlama;
+      o.model_name = "custom";
+    }
+    if (vm.count("layers")) s.layers = vm["layers"].as<int>();
+    if (vm.count("width")) s.width = vm["width"].as<int>();
+    if (vm.count("heads")) s.heads = vm["heads"].as<int>();
+    if (vm.count("ffn")) s.ffn = vm["ffn"].as<int>();
+    if (vm.count("vocab")) s.vocab = vm["vocab"].as<int>();
+    if (vm.count("context")) s.context = vm["context"].as<int>();
+    o.model = zs::ModelDesc::from_transformer(s);
+    o.model_name += fmt::format(
+        " ({}: {} layers, width {}, {} heads, FFN {}, vocab {}, context {})", family_name(s.family),
+        s.layers, s.width, s.heads, s.ffn_width(), s.vocab, s.context);
+  } else {
+    throw BadFlag("no model: give --params N, --model NAME or --layers/--width/--heads/...");
+  }
+
+  zs::PlanConfig& c = o.config;
+  zs::EngineConfig& e = c.engine;
+  c.world = vm["ranks"].as<int>();
+  if (c.world < 1) throw BadFlag(fmt::format("--ranks {} < 1", c.world));
+  c.ranks_per_node = vm.count("ranks-per-node") ? vm["ranks-per-node"].as<int>() : c.world;
+  e.stage = zs::zero_stage_from_int(vm["zero-stage"].as<int>());
+  e.precision.param_dtype = parse_dtype(vm["dtype"].as<std::string>(), "--dtype");
+  e.precision.grad_dtype = vm.count("grad-dtype")
+                               ? parse_dtype(vm["grad-dtype"].as<std::string>(), "--grad-dtype")
+                               : e.precision.param_dtype;
+  const std::string opt = vm["optimizer"].as<std::string>();
+  if (opt != "adamw" && opt != "sgd")
+    throw BadFlag(fmt::format("--optimizer '{}' is not one of adamw, sgd", opt));
+  e.optimizer.kind = opt == "adamw" ? zs::OptimizerKind::kAdamW : zs::OptimizerKind::kSgd;
+  e.offload.optimizer = vm.count("offload") > 0;
+  e.micro_batches = vm["micro-batches"].as<int>();
+  e.prefetch = vm["prefetch"].as<int>();
+  c.checkpoint_activations = vm.count("checkpoint-activations") > 0;
+  c.global_batch = vm.count("batch") ? vm["batch"].as<int64_t>() : 0;
+  if (vm.count("batch") && c.global_batch < 1)
+    throw BadFlag(fmt::format("--batch {} < 1", c.global_batch));
+  const double reserve = vm["reserve-gb"].as<double>();
+  if (!(reserve >= 0.0)) throw BadFlag(fmt::format("--reserve-gb {} < 0", reserve));
+  c.reserve_bytes = static_cast<int64_t>(std::llround(reserve * kGB));
+  if (vm.count("fit")) {
+    o.fit_gb = vm["fit"].as<double>();
+    if (!(*o.fit_gb > 0.0)) throw BadFlag(fmt::format("--fit {} must be positive", *o.fit_gb));
+  }
+
+  const zs::MemoryPlan plan = zs::plan_memory(o.model, c);  // zs::Error -> exit 2 in main
+  std::vector<zs::FitCandidate> fits;
+  if (o.fit_gb) fits = zs::fit_configurations(o.model, c, static_cast<int64_t>(*o.fit_gb * kGB));
+
+  if (o.json) {
+    nlohmann::json j = plan_json(plan);
+    j["model"] = o.model_name;
+    j["num_params"] = plan.num_params;
+    j["num_padded_params"] = plan.num_padded_params;
+    j["units"] = o.model.units.size();
+    j["ranks"] = c.world;
+    j["ranks_per_node"] = c.ranks_per_node;
+    j["zero_stage"] = static_cast<int>(e.stage);
+    j["dtype"] = zs::dtype_name(e.precision.param_dtype);
+    j["grad_dtype"] = zs::dtype_name(e.precision.grad_dtype);
+    j["optimizer"] = opt;
+    j["offload"] = e.offload.optimizer;
+    j["checkpoint_activations"] = c.checkpoint_activations;
+    j["micro_batches"] = e.micro_batches;
+    if (o.fit_gb) {
+      j["fit_budget_bytes"] = static_cast<int64_t>(*o.fit_gb * kGB);
+      nlohmann::json arr = nlohmann::json::array();
+      for (const zs::FitCandidate& f : fits) {
+        arr.push_back({{"zero_stage", f.stage},
+                       {"offload", f.offload},
+                       {"checkpoint_activations", f.checkpoint},
+                       {"micro_batches", f.micro_batches},
+                       {"cost", f.cost},
+                       {"device_total_bytes", f.plan.device_bytes()},
+                       {"host_offload_bytes", f.plan.host_bytes()}});
+      }
+      j["fit"] = arr;
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  print_table(o, plan);
+  if (o.fit_gb) {
+    std::printf("\nconfigurations that fit %.2f GB per device, cheapest first (%zu found):\n",
+                *o.fit_gb, fits.size());
+    if (fits.empty()) {
+      std::printf("  none: more ranks, a smaller batch or a smaller model\n");
+    } else {
+      std::printf("  %5s %7s %10s %13s %6s %12s %12s\n", "stage", "offload", "checkpoint",
+                  "micro-batches", "cost", "device GB", "host GB");
+      for (size_t i = 0; i < fits.size() && i < static_cast<size_t>(o.fit_rows); ++i) {
+        const zs::FitCandidate& f = fits[i];
+        std::printf("  %5d %7s %10s %13d %6.2f %12s %12s\n", f.stage, f.offload ? "on" : "off",
+                    f.checkpoint ? "on" : "off", f.micro_batches, f.cost,
+                    human(f.plan.device_bytes()).c_str(), human(f.plan.host_bytes()).c_str());
+      }
+      if (fits.size() > static_cast<size_t>(o.fit_rows))
+        std::printf("  ... %zu more (--json lists all)\n", fits.size() - o.fit_rows);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const BadFlag& e) {
+    std::fprintf(stderr, "zs_plan: %s (see --help)\n", e.what());
+    return 2;
+  } catch (const zs::Error& e) {
+    std::fprintf(stderr, "zs_plan: %s (see --help)\n", e.what());
+    return 2;
+  }
+}
