@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
     return d;
   };
   std::vector<S> shapes = {
+      {"square   2048^3", mk(1, 2048, 2048, 2048, false, false, false)},
+      {"qkv fwd  2048x768x256", mk(1, 2048, 768, 256, false, true, false)},
       {"qkv fwd  1024x768x256", mk(1, 1024, 768, 256, false, true, false)},
       {"fc fwd   1024x1024x256", mk(1, 1024, 1024, 256, false, true, false)},
       {"fcp fwd  1024x256x1024", mk(1, 1024, 256, 1024, false, true, true)},

@@ -35,8 +35,13 @@ int main(int argc, char** argv) {
               gemm_uses_onednn() ? "oneDNN GEMMs" : "Eigen GEMMs");
   std::printf("%-6s %-7s | %9s %9s %9s | %9s %9s\n", "dtype", "threads", "fwd ms", "bwd ms",
               "step ms", "tok/s", "best tok/s");
+  // ZS_BENCH_DTYPE=fp32|bf16 and ZS_BENCH_THREADS=n restrict the table to one row.
+  const char* only_dt = std::getenv("ZS_BENCH_DTYPE");
+  const char* only_th = std::getenv("ZS_BENCH_THREADS");
   for (DType dt : {DType::kF32, DType::kBF16}) {
+    if (only_dt && parse_dtype(only_dt) != dt) continue;
     for (int threads : {1, 2}) {
+      if (only_th && std::atoi(only_th) != threads) continue;
       GptConfig c = base;
       c.compute_dtype = dt;
       c.threads = threads;
