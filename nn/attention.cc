@@ -10,12 +10,15 @@
 namespace zs::nn {
 
 Attention::Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker)
-    : B_(B), T_(T), C_(C), H_(H), hd_(C / H), mm_(mm) {
+    : B_(B), T_(T), C_(C), H_(H), hd_(C / H), h_(T >= 16 ? T / 2 : 0), mm_(mm) {
   ZS_CHECK(C % H == 0, ErrorCode::kInvalidArgument, "attention: width {} not divisible by heads {}",
            C, H);
   const int64_t bh = static_cast<int64_t>(B) * H;
+  const int64_t D = hd_, h = h_, tt = static_cast<int64_t>(T) * T, td = T * D;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
-  auto g = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, float alpha) {
+  // One GEMM over the per-head matrices; sq = T*T or T*D batch strides, ld = row strides.
+  auto g = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, float alpha, int64_t lda,
+               int64_t sa, int64_t ldb, int64_t sb, int64_t ldc, int64_t sc) {
     GemmDesc d;
     d.batch = bh;
     d.m = m;
@@ -25,14 +28,55 @@ Attention::Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracke
     d.trans_b = tb;
     d.dtype = mm;
     d.alpha = alpha;
+    d.lda = lda;
+    d.stride_a = sa;
+    d.ldb = ldb;
+    d.stride_b = sb;
+    d.ldc = ldc;
+    d.stride_c = sc;
     return Gemm(d, tracker);
   };
-  qk_ = g(T, T, hd_, false, true, scale);   // S = scale Q K^T
-  pv_ = g(T, hd_, T, false, false, 1.0f);   // O = P V
-  dp_ = g(T, T, hd_, false, true, 1.0f);    // dP = dO V^T
-  dv_ = g(T, hd_, T, true, false, 1.0f);    // dV = P^T dO
-  dq_ = g(T, hd_, T, false, false, scale);  // dQ = scale dS K
-  dk_ = g(T, hd_, T, true, false, scale);   // dK = scale dS^T Q
+  auto both = [&](Split& s, auto make) {
+    if (h > 0) s.top = make(true);
+    s.bottom = make(false);
+  };
+  // S = scale Q K^T: rows [0,h) x keys [0,h); rows [h,T) x all keys.
+  auto scores = [&](float alpha) {
+    return [&, alpha](bool top) {
+      return top ? g(h, h, D, false, true, alpha, D, td, D, td, T, tt)
+                 : g(T - h, T, D, false, true, alpha, D, td, D, td, T, tt);
+    };
+  };
+  both(qk_, scores(scale));
+  both(dp_, scores(1.0f));  // dP = dO V^T
+  // O = P V: rows [0,h) use keys [0,h); rows [h,T) all keys. Same for dQ = scale dS K.
+  auto rows_by_keys = [&](float alpha) {
+    return [&, alpha](bool top) {
+      return top ? g(h, D, h, false, false, alpha, T, tt, D, td, D, td)
+                 : g(T - h, D, T, false, false, alpha, T, tt, D, td, D, td);
+    };
+  };
+  both(pv_, rows_by_keys(1.0f));
+  both(dq_, rows_by_keys(scale));
+  // dV = P^T dO: keys [0,h) get all queries; keys [h,T) only queries [h,T). Same for
+  // dK = scale dS^T Q.
+  auto keys_by_rows = [&](float alpha) {
+    return [&, alpha](bool top) {
+      return top ? g(h, D, T, true, false, alpha, T, tt, D, td, D, td)
+                 : g(T - h, D, T - h, true, false, alpha, T, tt, D, td, D, td);
+    };
+  };
+  both(dv_, keys_by_rows(1.0f));
+  both(dk_, keys_by_rows(scale));
+}
+
+void Attention::run(Split& g, const void* a, int64_t a_top, int64_t a_bot, const void* b,
+                    int64_t b_top, int64_t b_bot, float* c, int64_t c_top, int64_t c_bot) {
+  // Offsets are in elements of the operands' dtype (A, B in mm; C fp32).
+  const size_t e = dtype_size(mm_);
+  auto at = [e](const void* p, int64_t off) { return static_cast<const char*>(p) + off * e; };
+  if (h_ > 0) g.top.run(at(a, a_top), at(b, b_top), c + c_top);
+  g.bottom.run(at(a, a_bot), at(b, b_bot), c + c_bot);
 }
 
 void Attention::forward(const float* qkv, const AttentionActs& a, const AttentionWork& w,
@@ -48,11 +92,12 @@ void Attention::forward(const float* qkv, const AttentionActs& a, const Attentio
       for (int h = 0; h < H_; ++h)
         store_as(qkv + r * 3 * C_ + s * C_ + h * hd, dst[s], mm_, ((b * H_ + h) * T_ + t) * hd, hd);
   }
-  qk_.run(a.q, a.k, w.s);
+  const int64_t h = h_, D = hd_, T = T_;
+  run(qk_, a.q, 0, h * D, a.k, 0, 0, w.s, 0, h * T);
   const int64_t bh = static_cast<int64_t>(B_) * H_;
   causal_softmax_forward(w.s, a.p, bh, T_);
   if (mm_ != DType::kF32) store_as(a.p, a.pm, mm_, 0, bh * T_ * T_);
-  pv_.run(a.pm, a.v, w.o);
+  run(pv_, a.pm, 0, h * T, a.v, 0, 0, w.o, 0, h * D);
   // Merge heads: O[b, h, t, d] -> out[b, t, h*hd + d].
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
@@ -73,16 +118,17 @@ void Attention::backward(const float* dout, const AttentionActs& a, const Attent
     for (int h = 0; h < H_; ++h)
       store_as(dout + r * C_ + h * hd, w.dom, mm_, ((b * H_ + h) * T_ + t) * hd, hd);
   }
-  dp_.run(w.dom, a.v, w.s);
-  dv_.run(a.pm, w.dom, w.dv);
+  const int64_t h = h_, D = hd_, T = T_;
+  run(dp_, w.dom, 0, h * D, a.v, 0, 0, w.s, 0, h * T);
+  run(dv_, a.pm, 0, h * T + h, w.dom, 0, h * D, w.dv, 0, h * D);
   causal_softmax_backward(a.p, w.s, w.s, bh, T_);
   const void* ds = w.s;
   if (mm_ != DType::kF32) {
     store_as(w.s, w.dsm, mm_, 0, bh * T_ * T_);
     ds = w.dsm;
   }
-  dq_.run(ds, a.k, w.dq);
-  dk_.run(ds, a.q, w.dk);
+  run(dq_, ds, 0, h * T, a.k, 0, 0, w.dq, 0, h * D);
+  run(dk_, ds, 0, h * T + h, a.q, 0, h * D, w.dk, 0, h * D);
   const float* src[3] = {w.dq, w.dk, w.dv};
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {

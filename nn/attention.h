@@ -43,9 +43,17 @@ class Attention {
                 float* dqkv);
 
  private:
-  int B_ = 0, T_ = 0, C_ = 0, H_ = 0, hd_ = 0;
+  // [Note: causal split] Each batched product is run as two GEMMs over the query rows [0, h) and
+  // [h, T), h = T/2: the first half of the queries only sees the first half of the keys, which
+  // saves a quarter of the attention FLOPs. h = 0 (short contexts) runs one full GEMM.
+  struct Split {
+    Gemm top, bottom;
+  };
+  void run(Split& g, const void* a, int64_t a_top, int64_t a_bot, const void* b, int64_t b_top,
+           int64_t b_bot, float* c, int64_t c_top, int64_t c_bot);
+  int B_ = 0, T_ = 0, C_ = 0, H_ = 0, hd_ = 0, h_ = 0;
   DType mm_ = DType::kF32;
-  Gemm qk_, pv_, dp_, dv_, dq_, dk_;
+  Split qk_, pv_, dp_, dv_, dq_, dk_;
 };
 
 }  // namespace zs::nn

@@ -45,13 +45,17 @@ Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker) : desc_(d), impl_(std::mak
   using dims = dnnl::memory::dims;
   const dt in = d.dtype == DType::kBF16 ? dt::bf16 : dt::f32;
   const bool b3 = d.batch > 1;
-  auto mk = [&](int64_t r, int64_t c, int64_t rs, int64_t cs, dt t) {
-    return b3 ? dnnl::memory::desc(dims{d.batch, r, c}, t, dims{r * c, rs, cs})
+  // Logical (rows, cols) with strides (row stride rs, col stride cs, batch stride bs).
+  auto mk = [&](int64_t r, int64_t c, int64_t rs, int64_t cs, int64_t bs, dt t) {
+    return b3 ? dnnl::memory::desc(dims{d.batch, r, c}, t, dims{bs, rs, cs})
               : dnnl::memory::desc(dims{r, c}, t, dims{rs, cs});
   };
-  const auto a_md = d.trans_a ? mk(d.m, d.k, 1, d.m, in) : mk(d.m, d.k, d.k, 1, in);
-  const auto b_md = d.trans_b ? mk(d.k, d.n, 1, d.k, in) : mk(d.k, d.n, d.n, 1, in);
-  const auto c_md = mk(d.m, d.n, d.n, 1, dt::f32);
+  const int64_t la = d.ld_a(), lb = d.ld_b();
+  const auto a_md = d.trans_a ? mk(d.m, d.k, 1, la, d.batch_stride_a(), in)
+                              : mk(d.m, d.k, la, 1, d.batch_stride_a(), in);
+  const auto b_md = d.trans_b ? mk(d.k, d.n, 1, lb, d.batch_stride_b(), in)
+                              : mk(d.k, d.n, lb, 1, d.batch_stride_b(), in);
+  const auto c_md = mk(d.m, d.n, d.ld_c(), 1, d.batch_stride_c(), dt::f32);
   const auto bias_md = b3 ? dnnl::memory::desc(dims{1, 1, d.n}, dt::f32, dims{d.n, d.n, 1})
                           : dnnl::memory::desc(dims{1, d.n}, dt::f32, dims{d.n, 1});
   dnnl::primitive_attr attr;
@@ -111,34 +115,36 @@ Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker) : desc_(d), impl_(std::mak
   ZS_CHECK(d.dtype == DType::kF32 || d.dtype == DType::kBF16, ErrorCode::kInvalidArgument,
            "gemm: inputs must be fp32 or bf16, got {}", dtype_name(d.dtype));
   if (d.dtype == DType::kBF16) {
-    impl_->a32 = Buffer(sizeof(float) * d.batch * d.m * d.k, MemCategory::kActivations, tracker);
-    impl_->b32 = Buffer(sizeof(float) * d.batch * d.k * d.n, MemCategory::kActivations, tracker);
+    impl_->a32 = Buffer(sizeof(float) * d.a_extent(), MemCategory::kActivations, tracker);
+    impl_->b32 = Buffer(sizeof(float) * d.b_extent(), MemCategory::kActivations, tracker);
   }
   impl_->r = Buffer(sizeof(float) * d.m * d.n, MemCategory::kActivations, tracker);
 }
 
 void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using CMap = Eigen::Map<const Mat>;
+  using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<> >;
   const GemmDesc& d = desc_;
   const float* af = static_cast<const float*>(a);
   const float* bf = static_cast<const float*>(b);
   if (d.dtype == DType::kBF16) {
-    bf16_to_fp32(static_cast<const uint16_t*>(a), impl_->a32.as<float>(), d.batch * d.m * d.k);
-    bf16_to_fp32(static_cast<const uint16_t*>(b), impl_->b32.as<float>(), d.batch * d.k * d.n);
+    bf16_to_fp32(static_cast<const uint16_t*>(a), impl_->a32.as<float>(), d.a_extent());
+    bf16_to_fp32(static_cast<const uint16_t*>(b), impl_->b32.as<float>(), d.b_extent());
     af = impl_->a32.as<float>();
     bf = impl_->b32.as<float>();
   }
   for (int64_t i = 0; i < d.batch; ++i) {
-    const float* ai = af + i * d.m * d.k;
-    const float* bi = bf + i * d.k * d.n;
-    Eigen::Map<Mat> ci(c + i * d.m * d.n, d.m, d.n);
+    const CMap A(af + i * d.batch_stride_a(), d.a_rows(), d.a_cols(),
+                 Eigen::OuterStride<>(d.ld_a()));
+    const CMap Bm(bf + i * d.batch_stride_b(), d.b_rows(), d.b_cols(),
+                  Eigen::OuterStride<>(d.ld_b()));
+    Eigen::Map<Mat, 0, Eigen::OuterStride<> > ci(c + i * d.batch_stride_c(), d.m, d.n,
+                                                 Eigen::OuterStride<>(d.ld_c()));
     Eigen::Map<Mat> r(impl_->r.as<float>(), d.m, d.n);
-    if (!d.trans_a && !d.trans_b) r.noalias() = CMap(ai, d.m, d.k) * CMap(bi, d.k, d.n);
-    if (d.trans_a && !d.trans_b) r.noalias() = CMap(ai, d.k, d.m).transpose() * CMap(bi, d.k, d.n);
-    if (!d.trans_a && d.trans_b) r.noalias() = CMap(ai, d.m, d.k) * CMap(bi, d.n, d.k).transpose();
-    if (d.trans_a && d.trans_b)
-      r.noalias() = CMap(ai, d.k, d.m).transpose() * CMap(bi, d.n, d.k).transpose();
+    if (!d.trans_a && !d.trans_b) r.noalias() = A * Bm;
+    if (d.trans_a && !d.trans_b) r.noalias() = A.transpose() * Bm;
+    if (!d.trans_a && d.trans_b) r.noalias() = A * Bm.transpose();
+    if (d.trans_a && d.trans_b) r.noalias() = A.transpose() * Bm.transpose();
     if (d.alpha != 1.0f) r *= d.alpha;
     if (d.bias) r.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(bias, d.n);
     if (d.accumulate)

@@ -21,6 +21,28 @@ struct GemmDesc {
   float alpha = 1.0f;
   bool accumulate = false;  // C = C + (alpha * A B + bias) instead of C = alpha * A B + bias
   bool bias = false;        // + bias[n] (fp32), added after alpha
+  // Row strides (elements between rows of the stored matrix) and batch strides; 0 = dense.
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+
+  // The stored matrices' shapes and strides with the defaults filled in.
+  int64_t a_rows() const { return trans_a ? k : m; }
+  int64_t a_cols() const { return trans_a ? m : k; }
+  int64_t b_rows() const { return trans_b ? n : k; }
+  int64_t b_cols() const { return trans_b ? k : n; }
+  int64_t ld_a() const { return lda ? lda : a_cols(); }
+  int64_t ld_b() const { return ldb ? ldb : b_cols(); }
+  int64_t ld_c() const { return ldc ? ldc : n; }
+  int64_t batch_stride_a() const { return stride_a ? stride_a : a_rows() * ld_a(); }
+  int64_t batch_stride_b() const { return stride_b ? stride_b : b_rows() * ld_b(); }
+  int64_t batch_stride_c() const { return stride_c ? stride_c : m * ld_c(); }
+  // Elements spanned by each operand.
+  int64_t a_extent() const {
+    return (batch - 1) * batch_stride_a() + (a_rows() - 1) * ld_a() + a_cols();
+  }
+  int64_t b_extent() const {
+    return (batch - 1) * batch_stride_b() + (b_rows() - 1) * ld_b() + b_cols();
+  }
 };
 
 // True when this build calls oneDNN (bf16 inputs then run on the AVX-512 BF16 kernels).

@@ -203,21 +203,26 @@ TEST(NnLayers, LinearFp32) {
   expect_close("linear residual forward", y2, yr, 1e-5);
 }
 
+// T = 5 runs one GEMM per product; T = 20 the two-GEMM causal split ([Note: causal split]).
 TEST(NnLayers, CausalAttention) {
-  const int B = 2, T = 5, C = 8, H = 2;
-  VecF qkv = randf(B * T * 3 * C, 11), r = randf(B * T * C, 12);
-  Attention attn(B, T, C, H, DType::kF32, nullptr);
-  const int64_t bhtt = B * H * T * T, m = B * T * C;
-  VecF q(m), k(m), v(m), p(bhtt), s(bhtt), o(m), dom(m), dq(m), dk(m), dv(m);
-  AttentionActs acts{q.data(), k.data(), v.data(), p.data(), p.data()};
-  AttentionWork work{s.data(), o.data(), dom.data(), nullptr, dq.data(), dk.data(), dv.data()};
-  VecF out(m), dqkv(B * T * 3 * C);
-  attn.forward(qkv.data(), acts, work, out.data());
-  attn.backward(r.data(), acts, work, dqkv.data());
-  expect_close("attention forward", out, ref_attention(to_d(qkv), B, T, C, H), 1e-5);
-  expect_close(
-      "attention dqkv", dqkv,
-      numeric_grad([&](const VecD& x) { return dot(ref_attention(x, B, T, C, H), r); }, to_d(qkv)));
+  for (int T : {5, 20}) {
+    const int B = 2, C = 8, H = 2;
+    VecF qkv = randf(B * T * 3 * C, 11), r = randf(B * T * C, 12);
+    Attention attn(B, T, C, H, DType::kF32, nullptr);
+    const int64_t bhtt = B * H * T * T, m = B * T * C;
+    VecF q(m), k(m), v(m), p(bhtt), s(bhtt), o(m), dom(m), dq(m), dk(m), dv(m);
+    AttentionActs acts{q.data(), k.data(), v.data(), p.data(), p.data()};
+    AttentionWork work{s.data(), o.data(), dom.data(), nullptr, dq.data(), dk.data(), dv.data()};
+    VecF out(m), dqkv(B * T * 3 * C);
+    std::fill(s.begin(), s.end(), NAN);  // stale scores above the diagonal must not be read
+    attn.forward(qkv.data(), acts, work, out.data());
+    attn.backward(r.data(), acts, work, dqkv.data());
+    std::printf("  T = %d\n", T);
+    expect_close("attention forward", out, ref_attention(to_d(qkv), B, T, C, H), 1e-5);
+    expect_close("attention dqkv", dqkv,
+                 numeric_grad([&](const VecD& x) { return dot(ref_attention(x, B, T, C, H), r); },
+                              to_d(qkv)));
+  }
 }
 
 TEST(NnLayers, CrossEntropy) {
