@@ -7,6 +7,7 @@
 // left waiting in a collective).
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -176,6 +177,8 @@ int run(int argc, char** argv, Communicator& comm) {
 
   std::vector<int32_t> tokens, val_tokens;
   double tok_s_sum = 0.0, ms_sum = 0.0, last_loss = 0.0, last_val = NAN;
+  std::vector<double> step_ms;  // steps after the first, for the median
+  step_ms.reserve(static_cast<size_t>(o.steps));
   int64_t timed = 0, comm_bytes_step = 0;
   const int64_t first = state.step;
   for (int64_t s = first; s < o.steps; ++s) {
@@ -192,6 +195,7 @@ int run(int argc, char** argv, Communicator& comm) {
     if (s > first) {  // the first step pays one-time costs (page faults, primitive set-up)
       tok_s_sum += tok_s;
       ms_sum += ms;
+      step_ms.push_back(ms);
       ++timed;
     }
     last_loss = st.loss;
@@ -221,6 +225,13 @@ int run(int argc, char** argv, Communicator& comm) {
   }
 
   const std::vector<double> peaks = peak_memory_max(*engine, comm);
+  // The slowest rank's median step time (as the PyTorch peer script reports it).
+  double median_ms = 0.0;
+  if (!step_ms.empty()) {
+    std::nth_element(step_ms.begin(), step_ms.begin() + step_ms.size() / 2, step_ms.end());
+    median_ms = step_ms[step_ms.size() / 2];
+  }
+  comm.all_reduce(&median_ms, &median_ms, 1, DType::kF64, ReduceOp::kMax);
   double comm_max = static_cast<double>(comm_bytes_step);
   comm.all_reduce(&comm_max, &comm_max, 1, DType::kF64, ReduceOp::kMax);
   std::string sample;
@@ -258,6 +269,8 @@ int run(int argc, char** argv, Communicator& comm) {
                           {"val_loss", last_val},
                           {"tokens_per_s", timed ? tok_s_sum / timed : 0.0},
                           {"step_ms", timed ? ms_sum / timed : 0.0},
+                          {"median_step_ms", median_ms},
+                          {"median_tokens_per_s", median_ms > 0 ? tokens_per_step / (median_ms / 1e3) : 0.0},
                           {"memory_bytes", mem},
                           {"comm_bytes_per_step", comm_max},
                           {"param_hash", hash},
