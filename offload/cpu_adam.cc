@@ -303,14 +303,26 @@ void run(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
   const int64_t per = (n + threads - 1) / threads;
   const int64_t per_aligned = (per + kRangeAlign - 1) / kRangeAlign * kRangeAlign;
   const int ranges = static_cast<int>((n + per_aligned - 1) / per_aligned);
+#if defined(__x86_64__)
+  // Workers compute under the caller's MXCSR (FTZ/DAZ, rounding), so a caller that changed it
+  // gets what the reference gives on its own thread.
+  const unsigned csr = _mm_getcsr();
+#endif
 #pragma omp parallel num_threads(ranges)
   {
+#if defined(__x86_64__)
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(csr);
+#endif
     const int team = omp_get_num_threads();
     for (int r = omp_get_thread_num(); r < ranges; r += team) {
       const int64_t begin = r * per_aligned;
       const int64_t end = std::min(n, begin + per_aligned);
       k(p, grad, m, v, begin, end, s, out);
     }
+#if defined(__x86_64__)
+    _mm_setcsr(saved);
+#endif
   }
 }
 

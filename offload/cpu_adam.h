@@ -14,7 +14,9 @@
 // Threads: OpenMP, up to set_cpu_adam_threads() threads (default omp_get_max_threads()). Each
 // thread takes one contiguous range whose start is a multiple of 64 elements; since every element
 // is computed independently with the same operations on every path, the result never depends on
-// the thread count or on where a range starts.
+// the thread count or on where a range starts. The worker threads run under the caller's MXCSR
+// (flush-to-zero, denormals-are-zero, rounding mode), so the equality with the reference holds
+// whatever the caller set.
 #pragma once
 
 #include <cstdint>

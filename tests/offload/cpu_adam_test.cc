@@ -2,6 +2,7 @@
 // AVX-512), 1 and 2 threads, grads fp32/bf16/fp16, out none/fp32/bf16/fp16, sizes around the
 // vector widths, data with huge, tiny, subnormal and zero values.
 #include <gtest/gtest.h>
+#include <xmmintrin.h>
 
 #include <bit>
 #include <cmath>
@@ -225,6 +226,20 @@ TEST(CpuAdam, NonFiniteInputsMatchReference) {
       }
     }
   }
+}
+
+TEST(CpuAdam, WorkersFollowCallersFlushToZero) {
+  // With FTZ/DAZ set on the calling thread, the reference (on this thread) flushes subnormals;
+  // the OpenMP workers must do the same.
+  // Start the OpenMP pool first: new threads would inherit the caller's MXCSR anyway.
+  expect_bitwise(AdamIsa::kScalar, 2, 100003, DType::kF32, false, DType::kF32, test_step(5, 1), 76);
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040u);  // FTZ | DAZ
+  for (AdamIsa isa : supported_isas()) {
+    expect_bitwise(isa, 2, 100003, DType::kF32, true, DType::kBF16, test_step(5, 1.0f), 77);
+    expect_bitwise(isa, 2, 100003, DType::kF16, true, DType::kF16, test_step(5, 1e-30f), 78);
+  }
+  _mm_setcsr(saved);
 }
 
 TEST(CpuAdam, OutMayAliasParamsInFp32) {
