@@ -48,6 +48,13 @@ class UnitHarness {
         st.grads.emplace_back(s.numel(), 0.0f);
         st.lowp.emplace_back(dtype_ == DType::kF32 ? 0 : s.numel());
       }
+      std::vector<float*> spans;
+      std::vector<int64_t> numels;
+      for (auto& g : st.grads) {
+        spans.push_back(g.data());
+        numels.push_back(static_cast<int64_t>(g.size()));
+      }
+      st.grad_views = GradViews(spans, numels);
     }
     refresh();
   }
@@ -78,21 +85,23 @@ class UnitHarness {
     for (size_t u = 0; u < units_.size(); ++u) model_.unit(u).forward(units_[u].views, info);
   }
 
-  void backward(float loss_scale = 1.0f) {
+  void zero_grads() {
+    for (UnitState& st : units_)
+      for (auto& g : st.grads) std::fill(g.begin(), g.end(), 0.0f);
+  }
+
+  // Backward over all units in reverse; zeroes the gradients first unless `zero` is false (the
+  // caller did, e.g. outside a timed region).
+  void backward(float loss_scale = 1.0f, bool zero = true) {
+    if (zero) zero_grads();
     StepInfo info;
     info.loss_scale = loss_scale;
     for (size_t u = units_.size(); u-- > 0;) {
       UnitState& st = units_[u];
-      std::vector<float*> spans;
-      std::vector<int64_t> numels;
-      for (auto& g : st.grads) {
-        std::fill(g.begin(), g.end(), 0.0f);
-        spans.push_back(g.data());
-        numels.push_back(static_cast<int64_t>(g.size()));
-      }
-      GradViews gv(spans, numels);
+      GradViews& gv = st.grad_views;
+      gv.clear_produced();
       model_.unit(u).backward(st.views, gv, info);
-      for (size_t i = 0; i < spans.size(); ++i) produced_all_ &= gv.produced(i);
+      for (size_t i = 0; i < gv.size(); ++i) produced_all_ &= gv.produced(i);
     }
   }
 
@@ -119,6 +128,7 @@ class UnitHarness {
     std::vector<std::vector<float>> master, grads;
     std::vector<std::vector<uint16_t>> lowp;
     std::vector<ParamView> views;
+    GradViews grad_views;
   };
   Model& model_;
   DType dtype_;
