@@ -36,8 +36,8 @@ cudaError_t adamw(float* p, const void* grad, DType grad_dtype, float* m, float*
     return cudaErrorInvalidValue;
   }
   if (n == 0) return cudaSuccess;
-  adamw_kernel<<<detail::grid_for(n, kBlock), kBlock, 0, stream>>>(p, grad, grad_dtype, m, v, n,
-                                                                   s, out, out_dtype);
+  adamw_kernel<<<detail::grid_for(n, kBlock), kBlock, 0, stream>>>(p, grad, grad_dtype, m, v, n, s,
+                                                                   out, out_dtype);
   return cudaGetLastError();
 }
 

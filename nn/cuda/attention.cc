@@ -49,8 +49,7 @@ void CudaAttention::forward(const float* qkv, const AttentionActs& a, const Atte
   void* pm = mm_ == DType::kF32 ? nullptr : a.pm;
   cuda_check(causal_softmax_forward(w.s, a.p, pm, mm_, bh, T_, stream), "causal_softmax_forward");
   pv_.run(mm_ == DType::kF32 ? static_cast<const void*>(a.p) : a.pm, a.v, w.o, stream);
-  cuda_check(attention_merge_heads(w.o, out, mm_, B_, T_, C_, H_, stream),
-             "attention_merge_heads");
+  cuda_check(attention_merge_heads(w.o, out, mm_, B_, T_, C_, H_, stream), "attention_merge_heads");
 }
 
 void CudaAttention::backward(const float* dout, const AttentionActs& a, const AttentionWork& w,

@@ -23,8 +23,8 @@ __device__ __forceinline__ HeadIndex head_index(int64_t i, int T, int H, int hd)
   return {b * T + t, static_cast<int64_t>(h) * hd + d};
 }
 
-__global__ void split_heads_kernel(const float* qkv, void* q, void* k, void* v, DType mm,
-                                   int64_t n, int T, int C, int H) {
+__global__ void split_heads_kernel(const float* qkv, void* q, void* k, void* v, DType mm, int64_t n,
+                                   int T, int C, int H) {
   const int hd = C / H;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -92,8 +92,8 @@ cudaError_t attention_merge_heads(const float* o, void* out, DType dt, int B, in
   return cudaGetLastError();
 }
 
-cudaError_t attention_split_grad(const float* dout, void* dom, DType mm, int B, int T, int C,
-                                 int H, cudaStream_t stream) {
+cudaError_t attention_split_grad(const float* dout, void* dom, DType mm, int B, int T, int C, int H,
+                                 cudaStream_t stream) {
   if (bad_shape(B, T, C, H) || !detail::is_compute_dtype(mm)) return cudaErrorInvalidValue;
   const int64_t n = static_cast<int64_t>(B) * T * C;
   split_grad_kernel<<<detail::grid_for(n, kBlock), kBlock, 0, stream>>>(dout, dom, mm, n, T, C, H);

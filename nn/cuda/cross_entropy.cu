@@ -28,8 +28,8 @@ __global__ void cross_entropy_forward_kernel(const float* logits, const int32_t*
   if (threadIdx.x == 0) row_loss[row] = logf(sum) + mx - lt;
 }
 
-__global__ void cross_entropy_backward_kernel(const float* probs, const int32_t* targets,
-                                              int64_t M, int V, float k, float* dlogits) {
+__global__ void cross_entropy_backward_kernel(const float* probs, const int32_t* targets, int64_t M,
+                                              int V, float k, float* dlogits) {
   const int64_t total = M * V;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -46,8 +46,8 @@ cudaError_t cross_entropy_forward(const float* logits, const int32_t* targets, i
                                   float* probs, float* row_loss, cudaStream_t stream) {
   if (V <= 0 || M < 0) return cudaErrorInvalidValue;
   if (M == 0) return cudaSuccess;
-  cross_entropy_forward_kernel<<<static_cast<unsigned>(M), kBlock, 0, stream>>>(
-      logits, targets, V, probs, row_loss);
+  cross_entropy_forward_kernel<<<static_cast<unsigned>(M), kBlock, 0, stream>>>(logits, targets, V,
+                                                                                probs, row_loss);
   return cudaGetLastError();
 }
 
@@ -56,8 +56,8 @@ cudaError_t cross_entropy_backward(const float* probs, const int32_t* targets, i
   if (V <= 0 || M < 0) return cudaErrorInvalidValue;
   if (M == 0) return cudaSuccess;
   const float k = scale / static_cast<float>(M);
-  cross_entropy_backward_kernel<<<detail::grid_for(M * V, 256), 256, 0, stream>>>(
-      probs, targets, M, V, k, dlogits);
+  cross_entropy_backward_kernel<<<detail::grid_for(M * V, 256), 256, 0, stream>>>(probs, targets, M,
+                                                                                  V, k, dlogits);
   return cudaGetLastError();
 }
 

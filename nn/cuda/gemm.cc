@@ -29,18 +29,19 @@ cudaDataType_t cuda_type(DType dt) {
   }
 }
 
-// A column-major layout of rows x cols (ld = rows), `batch` matrices `stride` elements apart.
-cublasLtMatrixLayout_t make_layout(DType dt, int64_t rows, int64_t cols, int64_t batch,
+// A column-major layout of rows x cols with leading dimension ld, `batch` matrices `stride`
+// elements apart.
+cublasLtMatrixLayout_t make_layout(DType dt, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                                    int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
   check_blas(cublasLtMatrixLayoutCreate(&l, cuda_type(dt), static_cast<uint64_t>(rows),
-                                        static_cast<uint64_t>(cols), rows),
+                                        static_cast<uint64_t>(cols), ld),
              "cublasLtMatrixLayoutCreate");
   if (batch > 1) {
     const int32_t b = static_cast<int32_t>(batch);
-    check_blas(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b,
-                                                sizeof(b)),
-               "layout batch count");
+    check_blas(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof(b)),
+        "layout batch count");
     check_blas(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                 &stride, sizeof(stride)),
                "layout batch stride");
@@ -97,19 +98,18 @@ CudaGemm::CudaGemm(CublasContext& ctx, const CudaGemmDesc& d, int max_algos)
   if (d.bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     const cudaDataType_t bias_type = CUDA_R_32F;
-    check_blas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
-                                              sizeof(epi)),
-               "desc epilogue");
-    check_blas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                              &bias_type, sizeof(bias_type)),
+    check_blas(
+        cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+        "desc epilogue");
+    check_blas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                              sizeof(bias_type)),
                "desc bias type");
   }
-  // Stored shapes (column-major views of our row-major operands).
-  la_ = d.trans_b ? make_layout(d.dtype, d.k, d.n, d.batch, d.n * d.k)
-                  : make_layout(d.dtype, d.n, d.k, d.batch, d.n * d.k);
-  lb_ = d.trans_a ? make_layout(d.dtype, d.m, d.k, d.batch, d.m * d.k)
-                  : make_layout(d.dtype, d.k, d.m, d.batch, d.m * d.k);
-  lc_ = make_layout(d.c_dtype, d.n, d.m, d.batch, d.m * d.n);
+  // A row-major stored matrix (rows x cols, row stride ld) is a column-major cols x rows matrix
+  // with leading dimension ld; the strides of nn::GemmDesc (ld_*, batch_stride_*) carry over.
+  la_ = make_layout(d.dtype, d.b_cols(), d.b_rows(), d.ld_b(), d.batch, d.batch_stride_b());
+  lb_ = make_layout(d.dtype, d.a_cols(), d.a_rows(), d.ld_a(), d.batch, d.batch_stride_a());
+  lc_ = make_layout(d.c_dtype, d.n, d.m, d.ld_c(), d.batch, d.batch_stride_c());
 
   cublasLtMatmulPreference_t pref = nullptr;
   check_blas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -118,8 +118,8 @@ CudaGemm::CudaGemm(CublasContext& ctx, const CudaGemmDesc& d, int max_algos)
                                        sizeof(ws));
   algos_.resize(static_cast<size_t>(max_algos));
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      ctx.lt(), op_, la_, lb_, lc_, lc_, pref, max_algos, algos_.data(), &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), op_, la_, lb_, lc_, lc_, pref,
+                                                           max_algos, algos_.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   algos_.resize(st == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(found) : 0);
   if (algos_.empty()) {
@@ -169,21 +169,20 @@ CudaGemm& CudaGemm::operator=(CudaGemm&& o) noexcept {
 }
 
 void CudaGemm::select(int i) {
-  ZS_CHECK(i >= 0 && i < num_algos(), ErrorCode::kInvalidArgument,
-           "cuda gemm: algorithm {} of {}", i, num_algos());
+  ZS_CHECK(i >= 0 && i < num_algos(), ErrorCode::kInvalidArgument, "cuda gemm: algorithm {} of {}",
+           i, num_algos());
   selected_ = i;
 }
 
-void CudaGemm::run(const void* a, const void* b, void* c, cudaStream_t stream,
-                   const float* bias) {
+void CudaGemm::run(const void* a, const void* b, void* c, cudaStream_t stream, const float* bias) {
   ZS_CHECK(op_ != nullptr, ErrorCode::kInvalidArgument, "cuda gemm: run() on an empty CudaGemm");
   ZS_CHECK(desc_.bias == (bias != nullptr), ErrorCode::kInvalidArgument,
-           "cuda gemm: bias pointer {} but the descriptor says bias={}",
-           bias ? "given" : "missing", desc_.bias);
+           "cuda gemm: bias pointer {} but the descriptor says bias={}", bias ? "given" : "missing",
+           desc_.bias);
   if (bias != nullptr) {
-    check_blas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                              sizeof(bias)),
-               "desc bias pointer");
+    check_blas(
+        cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+        "desc bias pointer");
   }
   const float alpha = desc_.alpha;
   const float beta = desc_.accumulate ? 1.0f : 0.0f;

@@ -48,8 +48,8 @@ class CublasContext {
 };
 
 // The same fields and meaning as nn::GemmDesc (batch, m, n, k, trans_a, trans_b, dtype of A and
-// B, alpha, accumulate, bias), plus the dtype of C (fp32 by default; bf16/fp16 only when equal
-// to dtype and without accumulate).
+// B, alpha, accumulate, bias, row and batch strides), plus the dtype of C (fp32 by default;
+// bf16/fp16 only when equal to dtype and without accumulate).
 struct CudaGemmDesc : GemmDesc {
   DType c_dtype = DType::kF32;
 };
@@ -67,8 +67,7 @@ class CudaGemm {
   CudaGemm& operator=(const CudaGemm&) = delete;
 
   // Enqueues the product on `stream` (device pointers; bias [n] fp32 when desc.bias).
-  void run(const void* a, const void* b, void* c, cudaStream_t stream,
-           const float* bias = nullptr);
+  void run(const void* a, const void* b, void* c, cudaStream_t stream, const float* bias = nullptr);
 
   // The heuristic's algorithms, best first; run() uses selected() (0 unless changed). For the
   // benchmark that times every candidate against the heuristic's first choice.

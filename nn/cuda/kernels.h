@@ -26,9 +26,9 @@ cudaError_t layernorm_forward(const float* x, const float* w, const float* b, in
                               void* out, DType dt, float* mean, float* rstd, cudaStream_t stream);
 // dx += dLN/dx; dw += sum_rows dy * xhat; db += sum_rows dy (column sums in row order: the
 // result does not depend on the launch configuration).
-cudaError_t layernorm_backward(const float* x, const float* w, const float* mean,
-                               const float* rstd, const float* dy, int64_t M, int C, float* dx,
-                               float* dw, float* db, cudaStream_t stream);
+cudaError_t layernorm_backward(const float* x, const float* w, const float* mean, const float* rstd,
+                               const float* dy, int64_t M, int C, float* dx, float* dw, float* db,
+                               cudaStream_t stream);
 
 // ---- gelu.cu -------------------------------------------------------------------------------
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in dt; x fp32 [n].
@@ -72,8 +72,9 @@ cudaError_t adamw(float* p, const void* grad, DType grad_dtype, float* m, float*
 // The device side of optim::span_stats: sum of squares in fp64 and a non-finite flag.
 // Deterministic for a given n (fixed grid, partials summed in block order) but not in the CPU's
 // element order, so it matches span_stats within fp64 rounding, not bitwise.
-// scratch: kGradStatsBlocks doubles of device memory (block partials and a flag). With accumulate, *sum_squares += and
-// *nonfinite |=; else they are overwritten. sum_squares [1] fp64, nonfinite [1] int (0 or 1).
+// scratch: kGradStatsBlocks doubles of device memory (block partials and a flag). With accumulate,
+// *sum_squares += and *nonfinite |=; else they are overwritten. sum_squares [1] fp64, nonfinite [1]
+// int (0 or 1).
 constexpr int kGradStatsBlocks = 256;
 cudaError_t grad_stats(const void* data, DType dtype, int64_t n, double* scratch,
                        double* sum_squares, int* nonfinite, bool accumulate, cudaStream_t stream);
@@ -86,8 +87,8 @@ cudaError_t attention_split_heads(const float* qkv, void* q, void* k, void* v, D
 cudaError_t attention_merge_heads(const float* o, void* out, DType dt, int B, int T, int C, int H,
                                   cudaStream_t stream);
 // dout [B*T, C] fp32 -> dom [B, H, T, hd] in mm (split of the output gradient).
-cudaError_t attention_split_grad(const float* dout, void* dom, DType mm, int B, int T, int C,
-                                 int H, cudaStream_t stream);
+cudaError_t attention_split_grad(const float* dout, void* dom, DType mm, int B, int T, int C, int H,
+                                 cudaStream_t stream);
 // dq, dk, dv [B, H, T, hd] fp32 -> dqkv [B*T, 3C] fp32 (overwrites).
 cudaError_t attention_merge_grads(const float* dq, const float* dk, const float* dv, float* dqkv,
                                   int B, int T, int C, int H, cudaStream_t stream);

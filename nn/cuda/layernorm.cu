@@ -90,13 +90,12 @@ cudaError_t layernorm_forward(const float* x, const float* w, const float* b, in
   return cudaGetLastError();
 }
 
-cudaError_t layernorm_backward(const float* x, const float* w, const float* mean,
-                               const float* rstd, const float* dy, int64_t M, int C, float* dx,
-                               float* dw, float* db, cudaStream_t stream) {
+cudaError_t layernorm_backward(const float* x, const float* w, const float* mean, const float* rstd,
+                               const float* dy, int64_t M, int C, float* dx, float* dw, float* db,
+                               cudaStream_t stream) {
   if (C <= 0 || C > kMaxRow || M < 0) return cudaErrorInvalidValue;
   if (M == 0) return cudaSuccess;
-  layernorm_dx_kernel<<<static_cast<unsigned>(M), kBlock, 0, stream>>>(x, w, mean, rstd, dy, C,
-                                                                       dx);
+  layernorm_dx_kernel<<<static_cast<unsigned>(M), kBlock, 0, stream>>>(x, w, mean, rstd, dy, C, dx);
   layernorm_dwdb_kernel<<<(C + kBlock - 1) / kBlock, kBlock, 0, stream>>>(x, mean, rstd, dy, M, C,
                                                                           dw, db);
   return cudaGetLastError();

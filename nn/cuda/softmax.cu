@@ -11,8 +11,7 @@ using detail::block_max;
 using detail::block_sum;
 
 // Row r (of BH*T) keeps columns j <= r mod T.
-__global__ void causal_softmax_forward_kernel(const float* s, float* p, void* pm, DType mm,
-                                              int T) {
+__global__ void causal_softmax_forward_kernel(const float* s, float* p, void* pm, DType mm, int T) {
   __shared__ float smem[32];
   const int64_t row = blockIdx.x;
   const int n = static_cast<int>(row % T) + 1;
@@ -53,8 +52,8 @@ cudaError_t causal_softmax_forward(const float* s, float* p, void* pm, DType mm_
                                    int T, cudaStream_t stream) {
   if (T <= 0 || BH < 0 || !detail::is_compute_dtype(mm_dtype)) return cudaErrorInvalidValue;
   if (BH == 0) return cudaSuccess;
-  causal_softmax_forward_kernel<<<static_cast<unsigned>(BH * T), kBlock, 0, stream>>>(
-      s, p, pm, mm_dtype, T);
+  causal_softmax_forward_kernel<<<static_cast<unsigned>(BH * T), kBlock, 0, stream>>>(s, p, pm,
+                                                                                      mm_dtype, T);
   return cudaGetLastError();
 }
 
