@@ -4,7 +4,8 @@
 // Policy: start at `initial`; after `growth_interval` consecutive overflow-free steps multiply
 // by `growth`; on an overflow the step is skipped and, once `hysteresis` overflows have been seen
 // since the last growth or back-off, multiply by `backoff` (never below `min_scale`).
-// A static scaler (dynamic = false) keeps `initial` and never skips (bf16/fp32 default: 1).
+// A static scaler (dynamic = false) keeps `initial` (bf16/fp32 default: 1) and never changes it;
+// a step whose gradient is not finite is still skipped (update() returns false), never applied.
 #pragma once
 
 #include <cstdint>
