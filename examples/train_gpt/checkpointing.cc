@@ -1,0 +1,143 @@
+// train_gpt's checkpoint flags over the library's checkpoint module (runtime/checkpoint.h) and
+// safetensors export/import (runtime/safetensors.h). See docs/checkpoints.md.
+#include "checkpointing.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint.h"
+#include "runtime/core/error.h"
+#include "runtime/safetensors.h"
+
+namespace zs::train {
+namespace {
+
+namespace po = boost::program_options;
+
+DType export_dtype(const CheckpointFlags& f) {
+  const DType dt = parse_dtype(f.export_dtype);
+  ZS_CHECK(dt == DType::kF32 || dt == DType::kBF16, ErrorCode::kInvalidArgument,
+           "--export-dtype {}: fp32 or bf16 expected", f.export_dtype);
+  return dt;
+}
+
+void check_flags(const CheckpointFlags& f) {
+  ZS_CHECK(f.save_every >= 0, ErrorCode::kInvalidArgument, "--save-every {} is negative",
+           f.save_every);
+  ZS_CHECK(f.keep >= 0, ErrorCode::kInvalidArgument, "--keep {} is negative", f.keep);
+  ZS_CHECK(!f.resume || !f.save_dir.empty(), ErrorCode::kInvalidArgument,
+           "--resume needs --save-dir (the directory to resume from)");
+  ZS_CHECK(!(f.resume && !f.resume_from.empty()), ErrorCode::kInvalidArgument,
+           "--resume and --resume-from are exclusive");
+  ZS_CHECK(f.save_every == 0 || !f.save_dir.empty(), ErrorCode::kInvalidArgument,
+           "--save-every needs --save-dir");
+  if (!f.export_safetensors.empty()) export_dtype(f);
+}
+
+// Rank 0's answer, the same on every rank.
+std::string broadcast_string(Communicator& comm, std::string s) {
+  double n = static_cast<double>(s.size());
+  comm.broadcast(&n, 1, DType::kF64, 0);
+  s.resize(static_cast<size_t>(n));
+  if (!s.empty()) comm.broadcast(s.data(), s.size(), DType::kU8, 0);
+  return s;
+}
+
+std::string trainer_state_json(const TrainerState& s) {
+  nlohmann::json j;
+  j["step"] = s.step;
+  j["data_cursor"] = s.data_cursor;
+  j["rng"] = s.rng;
+  return j.dump();
+}
+
+TrainerState parse_trainer_state(const std::string& text, const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  TrainerState s;
+  try {
+    s.step = j.at("step").get<int64_t>();
+    s.data_cursor = j.at("data_cursor").get<int64_t>();
+    s.rng = j.at("rng").get<uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(ErrorCode::kCorruptData, "{}: the trainer state is not train_gpt's ({})", path, e.what());
+  }
+  return s;
+}
+
+}  // namespace
+
+void add_checkpoint_flags(po::options_description& d, CheckpointFlags& f) {
+  d.add_options()                                                                                //
+      ("save-dir", po::value(&f.save_dir), "directory of sharded checkpoints (step-NNNNNNNN/)")  //
+      ("save-every", po::value(&f.save_every)->default_value(f.save_every),
+       "save every N optimizer steps (0: only after the last step) when --save-dir is set")  //
+      ("keep", po::value(&f.keep)->default_value(f.keep),
+       "keep the newest K checkpoints in --save-dir (0: all)")  //
+      ("resume", po::bool_switch(&f.resume),
+       "resume from the latest complete checkpoint in --save-dir (start fresh when none)")  //
+      ("resume-from", po::value(&f.resume_from), "resume from this checkpoint directory")   //
+      ("export-safetensors", po::value(&f.export_safetensors),
+       "write the consolidated model to this safetensors file at the end")  //
+      ("export-dtype", po::value(&f.export_dtype)->default_value(f.export_dtype),
+       "dtype of --export-safetensors: fp32 or bf16")  //
+      ("init-safetensors", po::value(&f.init_from),
+       "initial weights from this safetensors file (ignored when a checkpoint is resumed)");
+}
+
+bool resume_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
+                     const std::string& model_json, TrainerState& state) {
+  check_flags(flags);
+  std::string path = flags.resume_from;
+  if (flags.resume) {
+    std::string latest;
+    if (comm.rank() == 0) latest = latest_checkpoint(flags.save_dir).value_or("");
+    path = broadcast_string(comm, latest);
+    if (path.empty() && comm.rank() == 0)
+      std::printf("resume: no complete checkpoint in %s, starting fresh\n", flags.save_dir.c_str());
+  }
+  if (!path.empty()) {
+    CheckpointLoadOptions opt;
+    opt.expect_model_description = model_json;
+    const CheckpointInfo info = load_checkpoint(engine, comm, path, opt);
+    state = parse_trainer_state(info.trainer_state, path);
+    ZS_CHECK(state.step == info.step, ErrorCode::kCorruptData,
+             "{}: trainer step {} differs from the checkpoint's step {}", path, state.step,
+             info.step);
+    if (comm.rank() == 0)
+      std::printf("resumed from %s (step %lld, written by %d ranks at stage %d)\n", path.c_str(),
+                  static_cast<long long>(info.step), info.world_size, info.stage);
+    return true;
+  }
+  if (!flags.init_from.empty()) {
+    safetensors::import_model(engine, comm, flags.init_from);
+    if (comm.rank() == 0) std::printf("initial weights from %s\n", flags.init_from.c_str());
+  }
+  return false;
+}
+
+void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
+                 const std::string& model_json, const TrainerState& state, bool last_step) {
+  if (flags.save_dir.empty()) return;
+  const bool due = last_step || (flags.save_every > 0 && state.step % flags.save_every == 0);
+  if (!due) return;
+  ZS_CHECK(state.step == engine.steps_taken(), ErrorCode::kInvalidArgument,
+           "save: trainer step {} differs from the engine's {}", state.step, engine.steps_taken());
+  CheckpointSaveOptions opt;
+  opt.keep = flags.keep;
+  opt.trainer_state = trainer_state_json(state);
+  opt.model_description = model_json.empty() ? "{}" : model_json;
+  const std::string path = save_checkpoint(engine, comm, flags.save_dir, opt);
+  if (comm.rank() == 0) std::printf("saved checkpoint %s\n", path.c_str());
+}
+
+void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags) {
+  if (flags.export_safetensors.empty()) return;
+  safetensors::export_model(engine, comm, flags.export_safetensors, export_dtype(flags));
+  if (comm.rank() == 0)
+    std::printf("exported %s (%s)\n", flags.export_safetensors.c_str(), flags.export_dtype.c_str());
+}
+
+}  // namespace zs::train
