@@ -21,7 +21,10 @@ namespace zs::nn::simd {
 // over it vectorize.
 inline float exp_approx(float x) {
   x = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  // Round to nearest by the 1.5 * 2^23 trick: no floor call (which blocks vectorization
+  // without -fno-trapping-math), exact for |t| < 2^22.
+  const float t = x * 1.44269504088896341f;
+  const float n = (t + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
