@@ -77,6 +77,12 @@ EngineConfig make_config(int stage, DType dtype = DType::kBF16,
   c.optimizer.schedule.total_steps = 20;
   c.optimizer.adamw.weight_decay = 0.1f;
   c.clip_norm = 1.0f;
+  if (dtype == DType::kF16) {  // a scaler whose state changes within a few steps
+    c.loss_scale.dynamic = true;
+    c.loss_scale.initial = 1024.0f;
+    c.loss_scale.growth_interval = 2;
+    c.loss_scale_set = true;
+  }
   return c;
 }
 
@@ -142,6 +148,7 @@ void expect_same(const Snapshot& a, const Snapshot& b, const std::string& what) 
   EXPECT_EQ(a.step, b.step) << what;
   EXPECT_EQ(a.scaler.scale, b.scaler.scale) << what;
   EXPECT_EQ(a.scaler.good_steps, b.scaler.good_steps) << what;
+  EXPECT_EQ(a.scaler.hysteresis_left, b.scaler.hysteresis_left) << what;
   ASSERT_EQ(a.values.size(), b.values.size()) << what;
   for (size_t i = 0; i < a.values.size(); ++i) {
     ASSERT_EQ(a.values[i].size(), b.values[i].size()) << what << " unit " << i / 3;
@@ -216,7 +223,7 @@ TEST(Checkpoint, ExactRoundTripEveryStage) {
   TempDir dir(world());
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE("stage " + std::to_string(stage));
-    Rig a(world(), make_config(stage));
+    Rig a(world(), make_config(stage, stage == 2 ? DType::kF16 : DType::kBF16));
     a.train(3);
     const Snapshot before = snapshot(a.engine, world());
     const uint64_t hash = a.engine.param_hash();
@@ -230,7 +237,7 @@ TEST(Checkpoint, ExactRoundTripEveryStage) {
     for (const auto& d : fs::directory_iterator(path)) files += d.path().extension() == ".bin";
     EXPECT_EQ(files, stage == 0 ? 1 : world().size());
 
-    Rig b(world(), make_config(stage));
+    Rig b(world(), make_config(stage, stage == 2 ? DType::kF16 : DType::kBF16));
     const CheckpointInfo info = load_checkpoint(b.engine, world(), path);
     EXPECT_EQ(info.step, 3);
     EXPECT_EQ(info.world_size, world().size());
