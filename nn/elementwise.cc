@@ -104,6 +104,22 @@ ZS_SIMD_CLONES void gelu_grad_chunk(const float* x, const float* dy, float* dx, 
   }
 }
 
+// y = gelu(x), x = gelu'(x), with the expressions of gelu_chunk and gelu_grad_chunk.
+ZS_SIMD_CLONES void gelu_both_chunk(float* x, float* y, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float u = kGeluK * (v + kGeluA * v * v * v);
+    const float t = simd::tanh_approx(u);
+    const float du = kGeluK * (1.0f + 3.0f * kGeluA * v * v);
+    y[i] = 0.5f * v * (1.0f + t);
+    x[i] = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+  }
+}
+
+ZS_SIMD_CLONES void mul_chunk(const float* a, const float* b, float* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = b[i] * a[i];
+}
+
 ZS_SIMD_CLONES void add_chunk(const float* a, const float* b, float* o, int64_t n) {
   for (int64_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
 }
@@ -145,6 +161,33 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
     const int64_t off = c * kChunk;
     const int len = static_cast<int>(std::min<int64_t>(kChunk, n - off));
     gelu_grad_chunk(x + off, dy + off, dx + off, len);
+  }
+}
+
+void gelu_forward_save_grad(float* x, void* out, DType dt, int64_t n) {
+  constexpr int kChunk = 1024;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t off = c * kChunk;
+    const int len = static_cast<int>(std::min<int64_t>(kChunk, n - off));
+    if (dt == DType::kF32) {
+      gelu_both_chunk(x + off, static_cast<float*>(out) + off, len);
+    } else {
+      alignas(64) float tmp[kChunk];
+      gelu_both_chunk(x + off, tmp, len);
+      store_as(tmp, out, dt, off, len);
+    }
+  }
+}
+
+void gelu_backward_saved(const float* saved, const float* dy, float* dx, int64_t n) {
+  constexpr int64_t kChunk = 4096;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t off = c * kChunk;
+    mul_chunk(saved + off, dy + off, dx + off, std::min(kChunk, n - off));
   }
 }
 

@@ -29,7 +29,7 @@ struct BlockActs {
   Buffer x2;            // [M, C] residual after attention, fp32
   Buffer h2;            // [M, C] ln2 output, mm
   Buffer mean2, rstd2;  // [M]
-  Buffer f;             // [M, F] fc output before GELU, fp32
+  Buffer f;             // [M, F] gelu'(fc output), fp32 (the GELU's saved derivative)
   Buffer g;             // [M, F] GELU output, mm
   AttentionActs attn() {
     return {q.data(), k.data(), v.data(), p.as<float>(), pm.empty() ? p.data() : pm.data()};

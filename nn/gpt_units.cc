@@ -122,7 +122,7 @@ class BlockUnit : public Unit {
     layernorm_forward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0), s.small_f32(p[kLn2B], 1), M, C,
                       a.h2.data(), s.mm, a.mean2.as<float>(), a.rstd2.as<float>());
     s.fc_lin.forward(a.h2.data(), s.weight_mm(p[kFcW]), s.small_f32(p[kFcB], 0), a.f.as<float>());
-    gelu_forward(a.f.as<float>(), a.g.data(), s.mm, M * F);
+    gelu_forward_save_grad(a.f.as<float>(), a.g.data(), s.mm, M * F);  // f := gelu'(f)
     std::memcpy(y, a.x2.data(), sizeof(float) * M * C);
     s.fcproj_lin.forward(a.g.data(), s.weight_mm(p[kFcProjW]), s.small_f32(p[kFcProjB], 0), y);
   }
@@ -142,7 +142,7 @@ class BlockUnit : public Unit {
     s.fcproj_lin.backward_data(dy, s.weight_mm(p[kFcProjW]), dwide);  // dg [M, F]
     s.fcproj_lin.backward_weight(dy, a.g.data(), g.grad(kFcProjW));
     bias_backward(dres, M, C, g.grad(kFcProjB));
-    gelu_backward(a.f.as<float>(), dwide, dwide, M * F);  // df
+    gelu_backward_saved(a.f.as<float>(), dwide, dwide, M * F);  // df
     const void* df = s.to_mm(dwide, s.dwide_mm, M * F);
     s.fc_lin.backward_data(df, s.weight_mm(p[kFcW]), dnarrow);  // dh2
     s.fc_lin.backward_weight(df, a.h2.data(), g.grad(kFcW));

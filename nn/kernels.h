@@ -35,6 +35,12 @@ void layernorm_backward(const float* x, const float* w, const float* mean, const
 void gelu_forward(const float* x, void* out, DType dt, int64_t n);
 // dx = dy * gelu'(x); dx may alias dy.
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
+// The fused form the model uses: out = gelu(x) (in dt) and x is overwritten with gelu'(x), the
+// only thing backward needs, so backward is one multiply (gelu_backward_saved) and no tanh is
+// recomputed. Same values as gelu_forward / gelu_backward.
+void gelu_forward_save_grad(float* x, void* out, DType dt, int64_t n);
+// dx = dy * saved (saved = gelu'(x) from gelu_forward_save_grad); dx may alias dy.
+void gelu_backward_saved(const float* saved, const float* dy, float* dx, int64_t n);
 
 // out = a + b; out may alias either.
 void residual_add(const float* a, const float* b, float* out, int64_t n);

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -166,6 +167,12 @@ TEST(NnLayers, Gelu) {
   }
   expect_close("gelu forward", y, yd, 1e-6);
   expect_close("gelu dx", dx, gd, 1e-5);
+  // The fused form (forward keeps gelu'(x), backward multiplies) gives the same bits.
+  VecF saved = x, y2(n), dx2(n);
+  gelu_forward_save_grad(saved.data(), y2.data(), DType::kF32, n);
+  gelu_backward_saved(saved.data(), r.data(), dx2.data(), n);
+  EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), n * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(dx.data(), dx2.data(), n * sizeof(float)));
 }
 
 TEST(NnLayers, LinearFp32) {
