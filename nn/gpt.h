@@ -11,10 +11,13 @@
 // fc_proj.w) normal(0, 0.02 / sqrt(2L)), biases zero, LN weights one. Weight decay on the 2-D
 // weights only (as nanoGPT): wte, wpe, qkv.w, proj.w, fc.w, fc_proj.w, lm_head.w.
 //
-// Activations are fp32 and live in buffers allocated once in the constructor for
-// (batch, context) under MemCategory::kActivations; forward/backward allocate nothing. Matrix
-// products accumulate in fp32 (oneDNN when built with it, Eigen otherwise); with a bf16 compute
-// dtype the matmul inputs are bf16, with fp16 they are converted to fp32.
+// Activations live in buffers allocated once in the constructor for (batch, context) under
+// MemCategory::kActivations; forward/backward allocate nothing. Matrix products accumulate in
+// fp32 (oneDNN when built with it, Eigen otherwise). With a bf16 compute dtype the matmul
+// operands (LN outputs, q/k/v, attention probabilities, GELU output, gradients fed to matmuls)
+// are bf16 copies made into preallocated buffers, everything else (residual stream, statistics,
+// logits, gradients) is fp32; with fp16 the fp16 weights are converted to fp32 and every product
+// runs in fp32.
 //
 // Typical use with the engine:
 //   GptModel model(cfg, &tracker);
@@ -101,6 +104,8 @@ class GptModel : public Model {
 
   // Generation: the next forward (engine.forward(), StepInfo::training = false) runs one
   // sequence of `length` (1..context) ids (copied) and keeps the logits of its last position.
+  // It costs one forward of the training shape: the prompt is row 0, padded with zeros that
+  // causal attention keeps from influencing it.
   // Throws zs::Error(kInvalidArgument) for a bad length or id. A later load_micro_batch() returns
   // to training/validation mode.
   void set_inference_input(const int32_t* tokens, int length);

@@ -2,9 +2,12 @@
 // checkpointed vs non-checkpointed gradients (bitwise), activation memory, dtypes, inference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <string>
 
 #include "nn/gpt.h"
 #include "runtime/core/error.h"
@@ -191,6 +194,28 @@ TEST(NnGpt, RejectsBadTokens) {
   std::vector<int32_t> short_t(7, 0);
   EXPECT_THROW(m.set_tokens(short_t), Error);
   EXPECT_THROW(m.load_micro_batch(0), Error);
+}
+
+}  // namespace
+}  // namespace zs::nn
+
+namespace zs::nn {
+namespace {
+
+TEST(NnGpt, DefaultThreadsSplitsCoresByLocalRanks) {
+  const char* old = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const std::string saved = old ? old : "";
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int all = default_threads();
+  EXPECT_GE(all, 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+  EXPECT_EQ(default_threads(), std::max(1, all / 2));
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1000", 1);
+  EXPECT_EQ(default_threads(), 1);
+  if (old)
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", saved.c_str(), 1);
+  else
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
 }
 
 }  // namespace
