@@ -34,9 +34,11 @@ ZS_SIMD_CLONES float ce_row(const float* logits, int target, int V, float* probs
   return std::log(sum) + mx - lt;
 }
 
+// d may alias probs (the GPT head computes the gradient in place): read probs[target] first.
 ZS_SIMD_CLONES void ce_row_grad(const float* probs, int target, int V, float k, float* d) {
+  const float pt = probs[target];
   for (int j = 0; j < V; ++j) d[j] = probs[j] * k;
-  d[target] = (probs[target] - 1.0f) * k;
+  d[target] = (pt - 1.0f) * k;
 }
 }  // namespace
 
