@@ -15,6 +15,9 @@ packages=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-de
           libboost-program-options-dev libgtest-dev libfmt-dev nlohmann-json3-dev libxxhash-dev
           libdnnl-dev clang libclang-rt-14-dev clang-format python3 python3-venv)
 
+# For `test`: Debian's PyTorch, the reference the gradient parity check compares against.
+[ "$mode" = test ] && packages+=(python3-torch)
+
 install_missing() {
   local missing=()
   for p in "${packages[@]}"; do
