@@ -13,8 +13,8 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   TrainOptions o;
   std::string dtype = "bf16", grad_dtype = "fp32", optimizer = "adamw", config_file;
   int stage = 3;
-  float lr = 3e-3f, min_lr_ratio = 0.1f;
-  int64_t warmup = 20;
+  float lr = 2e-3f, min_lr_ratio = 0.1f;
+  int64_t warmup = 50;
   bool checkpoint_activations = false, offload = false;
 
   po::options_description general("General");
@@ -46,7 +46,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
       ("heads", po::value(&o.model.heads)->default_value(4), "attention heads")
       ("width", po::value(&o.model.width)->default_value(128), "model width (divisible by heads)")
       ("context", po::value(&o.model.context)->default_value(128), "sequence length")
-      ("batch", po::value(&o.model.batch)->default_value(8),
+      ("batch", po::value(&o.model.batch)->default_value(16),
        "sequences per rank per micro-batch")
       ("micro-batches", po::value(&o.engine.micro_batches)->default_value(1),
        "gradient accumulation: micro-batches per optimizer step")
