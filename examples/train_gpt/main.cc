@@ -251,7 +251,11 @@ int run(int argc, char** argv, Communicator& comm) {
                 "%.0f tok/s\n",
                 human_bytes(comm_max).c_str(), timed ? ms_sum / timed : 0.0,
                 timed ? tok_s_sum / timed : 0.0);
-    if (!sample.empty()) std::printf("sample: %s\n", nlohmann::json(sample).dump().c_str());
+    // The model emits bytes, not necessarily UTF-8: invalid sequences print as U+FFFD.
+    constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+    if (!sample.empty()) {
+      std::printf("sample: %s\n", nlohmann::json(sample).dump(-1, ' ', false, kReplace).c_str());
+    }
     std::printf("param_hash: %s\n", hash.c_str());
     if (json.is_open()) {
       nlohmann::json mem;
@@ -275,7 +279,7 @@ int run(int argc, char** argv, Communicator& comm) {
                           {"comm_bytes_per_step", comm_max},
                           {"param_hash", hash},
                           {"sample", sample}};
-      json << j.dump() << "\n";
+      json << j.dump(-1, ' ', false, kReplace) << "\n";
     }
   }
   return 0;
