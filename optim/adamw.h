@@ -28,7 +28,7 @@ struct AdamWConfig {
 
 // The per-step scalars every element uses; computed once per step by make_adamw_step().
 struct AdamWStep {
-  float decay = 1.0f;       // 1 - lr * weight_decay (1 for parameters without decay)
+  float decay = 1.0f;  // 1 - lr * weight_decay (1 for parameters without decay)
   float beta1 = 0.9f;
   float one_minus_beta1 = 0.1f;
   float beta2 = 0.95f;

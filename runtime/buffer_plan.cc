@@ -42,9 +42,8 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const En
     const int64_t pad_p = stage == 3 ? pad_shard : pad_full;
     const int64_t pad_g = stage >= 2 ? pad_shard : pad_full;
     const int64_t pad_o = stage == 0 ? pad_full : pad_shard;
-    plan.padding_bytes_ += P * pad_p + G * pad_g +
-                           (u.master_bytes ? 4 : 0) * pad_o + (momentum ? 4 : 0) * pad_o +
-                           (adam ? 4 : 0) * pad_o;
+    plan.padding_bytes_ += P * pad_p + G * pad_g + (u.master_bytes ? 4 : 0) * pad_o +
+                           (momentum ? 4 : 0) * pad_o + (adam ? 4 : 0) * pad_o;
     plan.units.push_back(u);
     plan.max_padded_numel = std::max(plan.max_padded_numel, full);
     plan.max_shard_numel = std::max(plan.max_shard_numel, shard);

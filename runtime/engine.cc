@@ -6,11 +6,11 @@
 
 #include <xxhash.h>
 
+#include "offload/cpu_adam.h"
+#include "offload/host_arena.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/loss_scaler.h"
-#include "offload/cpu_adam.h"
-#include "offload/host_arena.h"
 #include "optim/sgd.h"
 #include "runtime/buffer_plan.h"
 #include "runtime/core/buffer.h"
@@ -74,7 +74,7 @@ struct UnitState {
   std::vector<ShardSegment> norm_segments;    // pieces of this rank's shard (norm, finite check)
   std::vector<ParamView> resident_views;      // stages 0-2: views into params
   std::vector<std::vector<ParamView>> slot_views;  // stage 3: views into each gather slot
-  GradViews grad_views[2];                    // views into gradient scratch 0 / 1
+  GradViews grad_views[2];                         // views into gradient scratch 0 / 1
 };
 
 struct Engine::Impl {
@@ -129,8 +129,7 @@ struct Engine::Impl {
 // ---------------------------------------------------------------------------------------------
 // Construction
 
-Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config,
-               MemoryTracker* tracker)
+Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, MemoryTracker* tracker)
     : config_(config), tracker_(tracker ? tracker : &MemoryTracker::process()) {
   config_.validate();
   if (!config_.loss_scale_set) {
@@ -152,8 +151,7 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config,
     std::vector<int64_t> numels;
     for (const ParamSpec& p : specs[u]) {
       ZS_CHECK(p.numel() >= 1, ErrorCode::kInvalidArgument,
-               "unit {} ('{}') parameter '{}' has {} elements", u, unit.name(), p.name,
-               p.numel());
+               "unit {} ('{}') parameter '{}' has {} elements", u, unit.name(), p.name, p.numel());
       numels.push_back(p.numel());
     }
     layouts.push_back(compute_group_layout(numels, comm.size(), config_.align));
@@ -170,8 +168,12 @@ void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts) {
   XXH64_state_t* h = XXH64_createState();
   XXH64_reset(h, 0);
   auto add = [&](const void* p, size_t n) { XXH64_update(h, p, n); };
-  const int vals[] = {stage, static_cast<int>(P), static_cast<int>(G), config.micro_batches,
-                      config.prefetch, static_cast<int>(config.optimizer.kind),
+  const int vals[] = {stage,
+                      static_cast<int>(P),
+                      static_cast<int>(G),
+                      config.micro_batches,
+                      config.prefetch,
+                      static_cast<int>(config.optimizer.kind),
                       config.offload.optimizer ? 1 : 0};
   add(vals, sizeof(vals));
   add(&config.seed, sizeof(config.seed));
@@ -214,7 +216,9 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
     u.master_begin = up.master_begin;
     u.master_numel = up.master_numel;
     if (config.offload.optimizer) {
-      if (!arena) arena = std::make_unique<offload::HostArena>(plan.bytes(MemCategory::kHostOffload), tracker);
+      if (!arena)
+        arena =
+            std::make_unique<offload::HostArena>(plan.bytes(MemCategory::kHostOffload), tracker);
       u.master_ptr = arena->take(up.master_bytes / 4);
       u.m_ptr = up.exp_avg_bytes ? arena->take(up.exp_avg_bytes / 4) : nullptr;
       u.v_ptr = up.exp_avg_sq_bytes ? arena->take(up.exp_avg_sq_bytes / 4) : nullptr;
@@ -230,8 +234,8 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
     }
     if (stage == 0) {
       for (size_t p = 0; p < u.layout.params.size(); ++p) {
-        u.update_segments.push_back({static_cast<int>(p), u.layout.params[p].offset, 0,
-                                     u.layout.params[p].numel});
+        u.update_segments.push_back(
+            {static_cast<int>(p), u.layout.params[p].offset, 0, u.layout.params[p].numel});
       }
     } else {
       u.update_segments = u.layout.shard_segments(rank);
@@ -264,8 +268,8 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
     }
   }
   if (stage == 3) {
-    gathers = std::make_unique<GatherScheduler>(comm, P, plan.max_padded_numel, config.prefetch,
-                                                tracker);
+    gathers =
+        std::make_unique<GatherScheduler>(comm, P, plan.max_padded_numel, config.prefetch, tracker);
     for (UnitState& u : units) {
       gather_sources.push_back({u.params.data(), u.layout.shard_numel});
       u.slot_views.resize(gathers->num_slots());
@@ -362,8 +366,8 @@ void Engine::Impl::backward_unit(size_t ui, int micro, int scratch, const StepIn
   release_views(slot_pos);
   for (size_t p = 0; p < u.specs.size(); ++p) {
     ZS_CHECK(gv.produced(p), ErrorCode::kInvalidArgument,
-             "unit {} ('{}'): backward did not produce the gradient of parameter '{}'", ui,
-             u.name, u.specs[p].name);
+             "unit {} ('{}'): backward did not produce the gradient of parameter '{}'", ui, u.name,
+             u.specs[p].name);
   }
 }
 
@@ -404,8 +408,8 @@ StepStats Engine::Impl::step(int64_t t) {
         }
         // The first micro-batch's reduction lands in the shard; later ones are added to it.
         void* recv = m == 0 ? u.grads.data() : recv_bufs[b].data();
-        pending[b].work = comm.start_reduce_scatter(send, recv, static_cast<size_t>(S), G,
-                                                    ReduceOp::kSum);
+        pending[b].work =
+            comm.start_reduce_scatter(send, recv, static_cast<size_t>(S), G, ReduceOp::kSum);
         pending[b].unit = static_cast<int>(ui);
         pending[b].recv = m == 0 ? -1 : b;
       } else {
@@ -444,8 +448,8 @@ StepStats Engine::Impl::step(int64_t t) {
   double sum_squares = 0.0;
   for (size_t ui = 0; ui < U; ++ui) {
     UnitState& u = units[ui];
-    const void* base = stage >= 2 ? u.grads.data()
-                                  : at(u.grads.data(), u.layout.shard_begin(rank), G);
+    const void* base =
+        stage >= 2 ? u.grads.data() : at(u.grads.data(), u.layout.shard_begin(rank), G);
     bool finite = true;
     for (const ShardSegment& s : u.norm_segments) {
       const optim::SpanStats st = optim::span_stats(at(base, s.shard_offset, G), G, s.length);
@@ -507,7 +511,7 @@ void Engine::Impl::update_unit(UnitState& u, float lr, float grad_scale, int64_t
       // The SIMD CPU Adam gives the bits of optim::adamw_reference (tests/offload) at memory
       // bandwidth; on the CPU backend it serves the resident and the offloaded state alike.
       offload::cpu_adamw(u.master_ptr + o, at(grad_base, o, G), G, m + o, v + o, s.length,
-                             decay ? with_decay : without_decay, out, P);
+                         decay ? with_decay : without_decay, out, P);
     } else {
       optim::sgd_update(u.master_ptr + o, at(grad_base, o, G), G, m ? m + o : nullptr, s.length,
                         config.optimizer.sgd, lr, grad_scale, decay, out, P);

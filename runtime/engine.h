@@ -28,12 +28,12 @@
 namespace zs {
 
 struct StepStats {
-  int64_t step = 0;          // optimizer steps taken so far (skipped steps do not count)
-  double loss = 0.0;         // mean over micro-batches and ranks
+  int64_t step = 0;   // optimizer steps taken so far (skipped steps do not count)
+  double loss = 0.0;  // mean over micro-batches and ranks
   float lr = 0.0f;
-  float loss_scale = 1.0f;   // the scale used for this step
-  double grad_norm = 0.0;    // global norm of the averaged, unscaled gradient (before clipping)
-  bool skipped = false;      // non-finite gradient: no update
+  float loss_scale = 1.0f;     // the scale used for this step
+  double grad_norm = 0.0;      // global norm of the averaged, unscaled gradient (before clipping)
+  bool skipped = false;        // non-finite gradient: no update
   std::string nonfinite_unit;  // first unit (in model order) with a non-finite gradient
 };
 

@@ -15,14 +15,12 @@ void EngineConfig::validate() const {
   ZS_CHECK(s >= 0 && s <= 3, ErrorCode::kInvalidArgument, "ZeRO stage {} is not one of 0, 1, 2, 3",
            s);
   const DType p = precision.param_dtype;
-  ZS_CHECK(p == DType::kF32 || p == DType::kBF16 || p == DType::kF16,
-           ErrorCode::kInvalidArgument, "compute dtype {} is not one of fp32, bf16, fp16",
-           dtype_name(p));
+  ZS_CHECK(p == DType::kF32 || p == DType::kBF16 || p == DType::kF16, ErrorCode::kInvalidArgument,
+           "compute dtype {} is not one of fp32, bf16, fp16", dtype_name(p));
   const DType g = precision.grad_dtype;
   ZS_CHECK(g == DType::kF32 || g == p, ErrorCode::kInvalidArgument,
            "gradient dtype {} must be fp32 or the compute dtype {}", dtype_name(g), dtype_name(p));
-  ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "micro_batches {} < 1",
-           micro_batches);
+  ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "micro_batches {} < 1", micro_batches);
   ZS_CHECK(prefetch >= 0 && prefetch <= 64, ErrorCode::kInvalidArgument,
            "prefetch depth {} is outside 0..64", prefetch);
   ZS_CHECK(align >= 1 && align <= 4096, ErrorCode::kInvalidArgument,

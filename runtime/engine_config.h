@@ -54,7 +54,7 @@ struct EngineConfig {
   int prefetch = 1;        // how many units ahead to gather (stage 3); 0 = gather on demand
   uint64_t seed = 1234;    // parameter initialisation
   OffloadPolicy offload;
-  int64_t align = 32;      // elements; see [Note: padding] in sharding/layout.h
+  int64_t align = 32;         // elements; see [Note: padding] in sharding/layout.h
   int optimizer_threads = 0;  // CPU Adam threads per rank; 0 = the OpenMP default
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field.

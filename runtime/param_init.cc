@@ -26,11 +26,18 @@ void init_param_values(const Init& init, uint64_t seed, uint32_t unit, uint32_t 
     const uint64_t r = mix(key ^ mix(static_cast<uint64_t>(first + k)));
     float v = 0.0f;
     switch (init.kind) {
-      case Init::Kind::kZeros: v = 0.0f; break;
-      case Init::Kind::kOnes: v = 1.0f; break;
-      case Init::Kind::kConstant: v = init.a; break;
+      case Init::Kind::kZeros:
+        v = 0.0f;
+        break;
+      case Init::Kind::kOnes:
+        v = 1.0f;
+        break;
+      case Init::Kind::kConstant:
+        v = init.a;
+        break;
       case Init::Kind::kUniform:
-        v = static_cast<float>(init.a + (init.b - init.a) * (unit_interval(r >> 32) - 0.5 / 4294967296.0));
+        v = static_cast<float>(init.a +
+                               (init.b - init.a) * (unit_interval(r >> 32) - 0.5 / 4294967296.0));
         break;
       case Init::Kind::kNormal: {  // Box-Muller on two 32-bit halves
         const double u1 = unit_interval(static_cast<uint32_t>(r >> 32));

@@ -43,7 +43,7 @@ struct ParamSpec {
   std::string name;            // unique within its unit, e.g. "weight"
   std::vector<int64_t> shape;  // row-major; numel is the product
   Init init;
-  bool weight_decay = true;    // false for biases and norms, typically
+  bool weight_decay = true;  // false for biases and norms, typically
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -58,7 +58,9 @@ struct ParamView {
   int64_t numel = 0;
   const ParamSpec* spec = nullptr;
   template <typename T>
-  const T* as() const { return static_cast<const T*>(data); }
+  const T* as() const {
+    return static_cast<const T*>(data);
+  }
   float at(int64_t i) const { return load_as_fp32(data, dtype, static_cast<size_t>(i)); }
 };
 

@@ -13,8 +13,8 @@ GatherScheduler::GatherScheduler(Communicator& comm, DType dtype, int64_t max_pa
   }
 }
 
-void GatherScheduler::begin(const std::vector<Source>* sources, const int* schedule,
-                            int64_t period, int64_t length) {
+void GatherScheduler::begin(const std::vector<Source>* sources, const int* schedule, int64_t period,
+                            int64_t length) {
   for (const Slot& s : slots_) ZS_ASSERT(s.state == State::kFree);
   sources_ = sources;
   schedule_ = schedule;

@@ -20,14 +20,14 @@ struct TrainerState {
 };
 
 struct CheckpointFlags {
-  std::string save_dir;            // --save-dir DIR
-  int64_t save_every = 0;          // --save-every N (0: only at the end when --save-dir is set)
-  int keep = 3;                    // --keep K
-  bool resume = false;             // --resume: the latest complete checkpoint in --save-dir
-  std::string resume_from;         // --resume-from PATH
-  std::string export_safetensors;  // --export-safetensors FILE
+  std::string save_dir;               // --save-dir DIR
+  int64_t save_every = 0;             // --save-every N (0: only at the end when --save-dir is set)
+  int keep = 3;                       // --keep K
+  bool resume = false;                // --resume: the latest complete checkpoint in --save-dir
+  std::string resume_from;            // --resume-from PATH
+  std::string export_safetensors;     // --export-safetensors FILE
   std::string export_dtype = "fp32";  // --export-dtype fp32|bf16
-  std::string init_from;           // --init-safetensors FILE: initial weights
+  std::string init_from;              // --init-safetensors FILE: initial weights
 };
 
 void add_checkpoint_flags(boost::program_options::options_description& desc,

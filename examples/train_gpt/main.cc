@@ -46,8 +46,8 @@ bool agree(Communicator& comm, const std::string& error) {
 }
 
 std::string model_json(const nn::GptConfig& m) {
-  nlohmann::json j = {{"model", "gpt"},     {"layers", m.layers}, {"heads", m.heads},
-                      {"width", m.width},   {"context", m.context}, {"vocab", m.vocab},
+  nlohmann::json j = {{"model", "gpt"},        {"layers", m.layers},   {"heads", m.heads},
+                      {"width", m.width},      {"context", m.context}, {"vocab", m.vocab},
                       {"ffn_mult", m.ffn_mult}};
   return j.dump();
 }
@@ -156,22 +156,23 @@ int run(int argc, char** argv, Communicator& comm) {
   std::ofstream json;
   if (root && !o.json_log.empty()) {
     json.open(o.json_log, std::ios::app);
-    if (!json) std::fprintf(stderr, "train_gpt: warning: cannot write --json-log %s\n", o.json_log.c_str());
+    if (!json)
+      std::fprintf(stderr, "train_gpt: warning: cannot write --json-log %s\n", o.json_log.c_str());
   }
   const int W = comm.size();
   const int k = o.engine.micro_batches;
   const int64_t tokens_per_step = static_cast<int64_t>(W) * k * o.model.batch * o.model.context;
   if (root) {
-    std::printf("zeroshard train_gpt: %d ranks, ZeRO-%d, %s compute, %s grads, %lld params "
-                "(%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
-                "step, %d threads per rank, data %s (%lld train / %lld val bytes)\n",
-                W, static_cast<int>(o.engine.stage),
-                std::string(dtype_name(o.engine.precision.param_dtype)).c_str(),
-                std::string(dtype_name(o.engine.precision.grad_dtype)).c_str(),
-                static_cast<long long>(engine->num_params()), o.model.layers, o.model.width,
-                o.model.heads, o.model.context, k, o.model.batch, model->threads(),
-                o.data.c_str(), static_cast<long long>(data->train_bytes()),
-                static_cast<long long>(data->val_bytes()));
+    std::printf(
+        "zeroshard train_gpt: %d ranks, ZeRO-%d, %s compute, %s grads, %lld params "
+        "(%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
+        "step, %d threads per rank, data %s (%lld train / %lld val bytes)\n",
+        W, static_cast<int>(o.engine.stage),
+        std::string(dtype_name(o.engine.precision.param_dtype)).c_str(),
+        std::string(dtype_name(o.engine.precision.grad_dtype)).c_str(),
+        static_cast<long long>(engine->num_params()), o.model.layers, o.model.width, o.model.heads,
+        o.model.context, k, o.model.batch, model->threads(), o.data.c_str(),
+        static_cast<long long>(data->train_bytes()), static_cast<long long>(data->val_bytes()));
     std::fflush(stdout);
   }
 
@@ -202,22 +203,28 @@ int run(int argc, char** argv, Communicator& comm) {
     const bool eval_now = (o.eval_every > 0 && (s + 1) % o.eval_every == 0) || s + 1 == o.steps;
     if (eval_now) last_val = validation_loss(*engine, *model, *data, o, comm, val_tokens);
     if (root && ((s + 1) % o.log_every == 0 || s == first || s + 1 == o.steps)) {
-      std::printf("step %5lld/%lld | loss %.4f | lr %.3e | scale %g | gnorm %.3f | %7.1f ms | "
-                  "%8.0f tok/s%s%s\n",
-                  static_cast<long long>(s + 1), static_cast<long long>(o.steps), st.loss, st.lr,
-                  st.loss_scale, st.grad_norm, ms, tok_s,
-                  st.skipped ? fmt::format(" | SKIPPED: non-finite gradient in unit '{}', loss "
-                                           "scale now {}",
-                                           st.nonfinite_unit, engine->loss_scaler_state().scale)
-                                   .c_str()
-                             : "",
-                  eval_now ? fmt::format(" | val loss {:.4f}", last_val).c_str() : "");
+      std::printf(
+          "step %5lld/%lld | loss %.4f | lr %.3e | scale %g | gnorm %.3f | %7.1f ms | "
+          "%8.0f tok/s%s%s\n",
+          static_cast<long long>(s + 1), static_cast<long long>(o.steps), st.loss, st.lr,
+          st.loss_scale, st.grad_norm, ms, tok_s,
+          st.skipped ? fmt::format(" | SKIPPED: non-finite gradient in unit '{}', loss "
+                                   "scale now {}",
+                                   st.nonfinite_unit, engine->loss_scaler_state().scale)
+                           .c_str()
+                     : "",
+          eval_now ? fmt::format(" | val loss {:.4f}", last_val).c_str() : "");
       std::fflush(stdout);
     }
     if (json.is_open()) {
-      nlohmann::json j = {{"step", s + 1},      {"loss", st.loss},       {"lr", st.lr},
-                          {"loss_scale", st.loss_scale}, {"grad_norm", st.grad_norm},
-                          {"step_ms", ms},      {"tokens_per_s", tok_s}, {"skipped", st.skipped}};
+      nlohmann::json j = {{"step", s + 1},
+                          {"loss", st.loss},
+                          {"lr", st.lr},
+                          {"loss_scale", st.loss_scale},
+                          {"grad_norm", st.grad_norm},
+                          {"step_ms", ms},
+                          {"tokens_per_s", tok_s},
+                          {"skipped", st.skipped}};
       if (eval_now) j["val_loss"] = last_val;
       json << j.dump() << "\n";
     }
@@ -247,10 +254,11 @@ int run(int argc, char** argv, Communicator& comm) {
                     human_bytes(peaks[c]).c_str());
     }
     std::printf(" total %s\n", human_bytes(peaks.back()).c_str());
-    std::printf("bytes sent per rank per step: %s; mean over steps after the first: %.1f ms, "
-                "%.0f tok/s\n",
-                human_bytes(comm_max).c_str(), timed ? ms_sum / timed : 0.0,
-                timed ? tok_s_sum / timed : 0.0);
+    std::printf(
+        "bytes sent per rank per step: %s; mean over steps after the first: %.1f ms, "
+        "%.0f tok/s\n",
+        human_bytes(comm_max).c_str(), timed ? ms_sum / timed : 0.0,
+        timed ? tok_s_sum / timed : 0.0);
     // The model emits bytes, not necessarily UTF-8: invalid sequences print as U+FFFD.
     constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
     if (!sample.empty()) {
@@ -263,22 +271,23 @@ int run(int argc, char** argv, Communicator& comm) {
         mem[std::string(mem_category_name(static_cast<MemCategory>(c)))] = peaks[c];
       }
       mem["total"] = peaks.back();
-      nlohmann::json j = {{"final", true},
-                          {"params", engine->num_params()},
-                          {"world_size", W},
-                          {"stage", static_cast<int>(o.engine.stage)},
-                          {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
-                          {"steps", o.steps},
-                          {"loss", last_loss},
-                          {"val_loss", last_val},
-                          {"tokens_per_s", timed ? tok_s_sum / timed : 0.0},
-                          {"step_ms", timed ? ms_sum / timed : 0.0},
-                          {"median_step_ms", median_ms},
-                          {"median_tokens_per_s", median_ms > 0 ? tokens_per_step / (median_ms / 1e3) : 0.0},
-                          {"memory_bytes", mem},
-                          {"comm_bytes_per_step", comm_max},
-                          {"param_hash", hash},
-                          {"sample", sample}};
+      nlohmann::json j = {
+          {"final", true},
+          {"params", engine->num_params()},
+          {"world_size", W},
+          {"stage", static_cast<int>(o.engine.stage)},
+          {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
+          {"steps", o.steps},
+          {"loss", last_loss},
+          {"val_loss", last_val},
+          {"tokens_per_s", timed ? tok_s_sum / timed : 0.0},
+          {"step_ms", timed ? ms_sum / timed : 0.0},
+          {"median_step_ms", median_ms},
+          {"median_tokens_per_s", median_ms > 0 ? tokens_per_step / (median_ms / 1e3) : 0.0},
+          {"memory_bytes", mem},
+          {"comm_bytes_per_step", comm_max},
+          {"param_hash", hash},
+          {"sample", sample}};
       json << j.dump(-1, ' ', false, kReplace) << "\n";
     }
   }

@@ -13,11 +13,11 @@
 namespace zs::train {
 
 struct TrainOptions {
-  nn::GptConfig model;     // layers, heads, width, context, batch, checkpointing, dtype, threads
-  EngineConfig engine;     // stage, precision, optimizer, schedule, clipping, prefetch, seed
+  nn::GptConfig model;  // layers, heads, width, context, batch, checkpointing, dtype, threads
+  EngineConfig engine;  // stage, precision, optimizer, schedule, clipping, prefetch, seed
   CheckpointFlags checkpoint;
   int64_t steps = 600;
-  std::string data;        // file or directory of text
+  std::string data;  // file or directory of text
   double val_fraction = 0.1;
   int64_t eval_every = 100;
   int eval_batches = 4;

@@ -56,9 +56,13 @@ class Buffer {
   void* data() { return data_; }
   const void* data() const { return data_; }
   template <typename T>
-  T* as() { return static_cast<T*>(data_); }
+  T* as() {
+    return static_cast<T*>(data_);
+  }
   template <typename T>
-  const T* as() const { return static_cast<const T*>(data_); }
+  const T* as() const {
+    return static_cast<const T*>(data_);
+  }
   size_t size() const { return bytes_; }
   bool empty() const { return bytes_ == 0; }
   MemCategory category() const { return category_; }

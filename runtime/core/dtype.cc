@@ -8,37 +8,56 @@ namespace zs {
 
 const char* error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kCommunication: return "communication error";
-    case ErrorCode::kOutOfMemory: return "out of memory";
-    case ErrorCode::kCorruptData: return "corrupt data";
-    case ErrorCode::kNotFound: return "not found";
-    case ErrorCode::kUnsupported: return "unsupported";
-    case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kCommunication:
+      return "communication error";
+    case ErrorCode::kOutOfMemory:
+      return "out of memory";
+    case ErrorCode::kCorruptData:
+      return "corrupt data";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kInternal:
+      return "internal error";
   }
   return "unknown error";
 }
 
 size_t dtype_size(DType dt) {
   switch (dt) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-    case DType::kI8: return 1;
-    case DType::kU8: return 1;
-    case DType::kF64: return 8;
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kBF16:
+      return 2;
+    case DType::kI8:
+      return 1;
+    case DType::kU8:
+      return 1;
+    case DType::kF64:
+      return 8;
   }
   fail(ErrorCode::kInvalidArgument, "dtype_size: invalid dtype value {}", static_cast<int>(dt));
 }
 
 std::string_view dtype_name(DType dt) {
   switch (dt) {
-    case DType::kF32: return "fp32";
-    case DType::kF16: return "fp16";
-    case DType::kBF16: return "bf16";
-    case DType::kI8: return "int8";
-    case DType::kU8: return "uint8";
-    case DType::kF64: return "fp64";
+    case DType::kF32:
+      return "fp32";
+    case DType::kF16:
+      return "fp16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI8:
+      return "int8";
+    case DType::kU8:
+      return "uint8";
+    case DType::kF64:
+      return "fp64";
   }
   return "invalid";
 }

@@ -25,8 +25,7 @@ const char* error_code_name(ErrorCode code);
 // Thread-safety: immutable after construction.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ErrorCode code() const { return code_; }
 
  private:
@@ -42,15 +41,15 @@ template <typename... Args>
 }  // namespace zs
 
 // ZS_CHECK(cond, code, "format {}", args...): throws zs::Error when cond is false.
-#define ZS_CHECK(cond, code, ...)        \
-  do {                                   \
+#define ZS_CHECK(cond, code, ...)               \
+  do {                                          \
     if (!(cond)) ::zs::fail(code, __VA_ARGS__); \
   } while (0)
 
 // Internal invariant: failure is a bug in zeroshard, reported with file and line.
-#define ZS_ASSERT(cond)                                                                    \
-  do {                                                                                     \
-    if (!(cond))                                                                           \
+#define ZS_ASSERT(cond)                                                                   \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
       ::zs::fail(::zs::ErrorCode::kInternal, "internal error: {} failed at {}:{}", #cond, \
-                 __FILE__, __LINE__);                                                      \
+                 __FILE__, __LINE__);                                                     \
   } while (0)

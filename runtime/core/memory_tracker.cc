@@ -4,15 +4,24 @@ namespace zs {
 
 std::string_view mem_category_name(MemCategory c) {
   switch (c) {
-    case MemCategory::kParams: return "params";
-    case MemCategory::kGrads: return "grads";
-    case MemCategory::kMaster: return "master";
-    case MemCategory::kOptimizer: return "optimizer";
-    case MemCategory::kActivations: return "activations";
-    case MemCategory::kCommBuffers: return "comm_buffers";
-    case MemCategory::kHostOffload: return "host_offload";
-    case MemCategory::kOther: return "other";
-    case MemCategory::kCount: break;
+    case MemCategory::kParams:
+      return "params";
+    case MemCategory::kGrads:
+      return "grads";
+    case MemCategory::kMaster:
+      return "master";
+    case MemCategory::kOptimizer:
+      return "optimizer";
+    case MemCategory::kActivations:
+      return "activations";
+    case MemCategory::kCommBuffers:
+      return "comm_buffers";
+    case MemCategory::kHostOffload:
+      return "host_offload";
+    case MemCategory::kOther:
+      return "other";
+    case MemCategory::kCount:
+      break;
   }
   return "invalid";
 }

@@ -13,13 +13,13 @@
 namespace zs {
 
 enum class MemCategory : int {
-  kParams = 0,    // compute-dtype parameters (full replica or shard)
-  kGrads,         // accumulated gradients (full buffer or shard)
-  kMaster,        // fp32 master weights
-  kOptimizer,     // optimizer state (Adam m and v)
-  kActivations,   // activations kept for backward, the model's working buffers
-  kCommBuffers,   // transient gather/prefetch buffers, unit gradient buffers, collective scratch
-  kHostOffload,   // offloaded optimizer state in the host arena
+  kParams = 0,   // compute-dtype parameters (full replica or shard)
+  kGrads,        // accumulated gradients (full buffer or shard)
+  kMaster,       // fp32 master weights
+  kOptimizer,    // optimizer state (Adam m and v)
+  kActivations,  // activations kept for backward, the model's working buffers
+  kCommBuffers,  // transient gather/prefetch buffers, unit gradient buffers, collective scratch
+  kHostOffload,  // offloaded optimizer state in the host arena
   kOther,
   kCount
 };

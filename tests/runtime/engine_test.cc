@@ -50,7 +50,7 @@ struct TrainRun {
 };
 
 TrainRun train(Communicator& comm, const EngineConfig& cfg, int steps, MlpShape shape = {},
-          MemoryTracker* tracker = nullptr) {
+               MemoryTracker* tracker = nullptr) {
   MlpModel model(shape, comm.size(), comm.rank(), cfg.micro_batches);
   MemoryTracker local;
   Engine engine(model, comm, cfg, tracker ? tracker : &local);
@@ -75,8 +75,8 @@ bool bitwise_equal(const TrainRun& a, const TrainRun& b) {
 }
 
 // Max relative difference between the unpadded parameters of two runs with different layouts.
-double max_rel_diff(const TrainRun& a, const Engine* la, const TrainRun& b, const std::vector<GroupLayout>& lb,
-                    const std::vector<GroupLayout>& lla) {
+double max_rel_diff(const TrainRun& a, const Engine* la, const TrainRun& b,
+                    const std::vector<GroupLayout>& lb, const std::vector<GroupLayout>& lla) {
   (void)la;
   double worst = 0.0;
   for (size_t u = 0; u < a.groups.size(); ++u) {
@@ -155,7 +155,9 @@ TEST(Engine, GradientDtypeBf16StagesBitwiseIdentical) {
 // where Psi/N is this rank's share of parameter elements.
 TEST(Engine, ModelStateBytesMatchZeroFormula) {
   const int N = world().size();
-  struct Case { DType p, g; };
+  struct Case {
+    DType p, g;
+  };
   for (Case cs : {Case{DType::kF32, DType::kF32}, Case{DType::kBF16, DType::kF32},
                   Case{DType::kBF16, DType::kBF16}, Case{DType::kF16, DType::kF16}}) {
     for (int stage = 0; stage <= 3; ++stage) {
@@ -177,9 +179,9 @@ TEST(Engine, ModelStateBytesMatchZeroFormula) {
       const int64_t psi_p = stage == 3 ? mine : psi;
       const int64_t psi_g = stage >= 2 ? mine : psi;
       const int64_t psi_o = stage >= 1 ? mine : psi;
-      const int64_t model_states = t.current(MemCategory::kParams) + t.current(MemCategory::kGrads) +
-                                   t.current(MemCategory::kMaster) +
-                                   t.current(MemCategory::kOptimizer);
+      const int64_t model_states =
+          t.current(MemCategory::kParams) + t.current(MemCategory::kGrads) +
+          t.current(MemCategory::kMaster) + t.current(MemCategory::kOptimizer);
       EXPECT_EQ(model_states - e.padding_bytes(), P * psi_p + G * psi_g + K * psi_o)
           << "stage " << stage << " " << dtype_name(cs.p) << "/" << dtype_name(cs.g);
       for (MemCategory cat : {MemCategory::kParams, MemCategory::kGrads, MemCategory::kMaster,
@@ -256,12 +258,11 @@ TEST(Engine, GradNormMatchesUnshardedAndClips) {
   const TrainRun sharded = train(world(), c, 3);
   const TrainRun ref = train(self(), c, 3);
   for (size_t i = 0; i < ref.stats.size(); ++i) {
-    EXPECT_NEAR(sharded.stats[i].grad_norm, ref.stats[i].grad_norm,
-                1e-5 * ref.stats[i].grad_norm);
+    EXPECT_NEAR(sharded.stats[i].grad_norm, ref.stats[i].grad_norm, 1e-5 * ref.stats[i].grad_norm);
     EXPECT_GT(ref.stats[i].grad_norm, 0.05) << "clipping must be active in this test";
   }
-  const double diff = max_rel_diff(sharded, nullptr, ref, layouts_of(self(), c),
-                                   layouts_of(world(), c));
+  const double diff =
+      max_rel_diff(sharded, nullptr, ref, layouts_of(self(), c), layouts_of(world(), c));
   EXPECT_LT(diff, 1e-4);
 }
 
@@ -279,7 +280,8 @@ TEST(Engine, AccumulationEqualsOneLargeBatch) {
         worst = std::max(worst, static_cast<double>(std::abs(one.groups[u][i] - two.groups[u][i])));
     // Adam divides by sqrt(v): a rounding-level difference in a small gradient moves the
     // parameter by up to ~lr * 1e-3 after a few steps.
-    if (world().rank() == 0) std::printf("stage %d: 2 x b vs 1 x 2b max |diff| %.3g\n", stage, worst);
+    if (world().rank() == 0)
+      std::printf("stage %d: 2 x b vs 1 x 2b max |diff| %.3g\n", stage, worst);
     EXPECT_LT(worst, 1e-4) << "stage " << stage;
     for (size_t i = 0; i < one.stats.size(); ++i)
       EXPECT_NEAR(one.stats[i].loss, two.stats[i].loss, 1e-6);
@@ -295,8 +297,7 @@ TEST(Engine, OffloadedOptimizerBitwiseIdentical) {
       c.offload.optimizer = true;
       MemoryTracker t;
       const TrainRun offloaded = train(world(), c, 6, MlpShape{}, &t);
-      EXPECT_TRUE(bitwise_equal(resident, offloaded))
-          << "stage " << stage << " " << dtype_name(dt);
+      EXPECT_TRUE(bitwise_equal(resident, offloaded)) << "stage " << stage << " " << dtype_name(dt);
       EXPECT_EQ(resident.hash, offloaded.hash);
     }
   }

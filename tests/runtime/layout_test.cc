@@ -27,7 +27,8 @@ TEST(Layout, OffsetsAlignedAndShardsEqual) {
       EXPECT_EQ(g.shard_numel % align, 0);
       EXPECT_EQ(g.padded_numel, g.shard_numel * world);
       EXPECT_GE(g.padded_numel, end);
-      EXPECT_LT(g.padded_numel - end, world * align) << "padding is at most one aligned row per rank";
+      EXPECT_LT(g.padded_numel - end, world * align)
+          << "padding is at most one aligned row per rank";
       EXPECT_EQ(g.padding(), g.padded_numel - 703);
     }
   }

@@ -5,7 +5,8 @@ namespace zs::testing {
 namespace {
 
 float sample_value(int64_t sample, int j, uint64_t salt) {
-  uint64_t h = static_cast<uint64_t>(sample) * 0x9e3779b97f4a7c15ull + j * 0xbf58476d1ce4e5b9ull + salt;
+  uint64_t h =
+      static_cast<uint64_t>(sample) * 0x9e3779b97f4a7c15ull + j * 0xbf58476d1ce4e5b9ull + salt;
   h ^= h >> 29;
   h *= 0x94d049bb133111ebull;
   h ^= h >> 32;
@@ -17,9 +18,7 @@ class DenseUnit : public Unit {
  public:
   DenseUnit(MlpModel& m, int index, int in, int out, bool head)
       : m_(m), index_(index), in_(in), out_(out), head_(head) {}
-  std::string name() const override {
-    return head_ ? "head" : "hidden." + std::to_string(index_);
-  }
+  std::string name() const override { return head_ ? "head" : "hidden." + std::to_string(index_); }
   std::vector<ParamSpec> param_specs() const override {
     const float std = 1.0f / std::sqrt(static_cast<float>(in_));
     return {{"weight", {out_, in_}, Init::normal(0.0f, std), true},
@@ -64,7 +63,8 @@ class DenseUnit : public Unit {
       for (int s = 0; s < m_.b; ++s)
         for (int o = 0; o < out_; ++o) gb[o] += dz[s * out_ + o];
     }
-    if (head_ && m_.poison_ && info.micro_batch == 0) gw[0] = std::numeric_limits<float>::infinity();
+    if (head_ && m_.poison_ && info.micro_batch == 0)
+      gw[0] = std::numeric_limits<float>::infinity();
     auto& dxin = m_.dx[index_];
     for (int s = 0; s < m_.b; ++s)
       for (int i = 0; i < in_; ++i) {
@@ -92,7 +92,8 @@ MlpModel::MlpModel(const MlpShape& s, int world, int rank, int micro_batches)
   }
   units_.push_back(std::make_unique<DenseUnit>(*this, s.hidden_layers, in, s.out, true));
   x.push_back(std::vector<float>(static_cast<size_t>(b) * s.in));
-  for (int l = 0; l < s.hidden_layers; ++l) x.push_back(std::vector<float>(static_cast<size_t>(b) * s.width));
+  for (int l = 0; l < s.hidden_layers; ++l)
+    x.push_back(std::vector<float>(static_cast<size_t>(b) * s.width));
   x.push_back(std::vector<float>(static_cast<size_t>(b) * s.out));
   dx = x;
   target.resize(static_cast<size_t>(b) * s.out);
@@ -103,7 +104,8 @@ void MlpModel::load_micro_batch(int m) {
                         static_cast<int64_t>(rank_) * b;
   for (int s = 0; s < b; ++s) {
     for (int j = 0; j < shape.in; ++j) x[0][s * shape.in + j] = sample_value(first + s, j, 1);
-    for (int j = 0; j < shape.out; ++j) target[s * shape.out + j] = 0.5f * sample_value(first + s, j, 2);
+    for (int j = 0; j < shape.out; ++j)
+      target[s * shape.out + j] = 0.5f * sample_value(first + s, j, 2);
   }
 }
 

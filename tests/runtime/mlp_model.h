@@ -2,7 +2,8 @@
 // y = tanh(x W^T + b), a head z = x W^T + b with a mean-squared-error loss. Data is a pure
 // function of the global sample index, so any world size and micro-batch split sees the same
 // global batch: rank r's micro-batch m of step s holds samples
-//   s * global_batch + m * (world * b) + r * b + [0, b),  b = global_batch / (world * micro_batches).
+//   s * global_batch + m * (world * b) + r * b + [0, b),  b = global_batch / (world *
+//   micro_batches).
 #pragma once
 
 #include <cmath>
