@@ -55,7 +55,17 @@ struct ByteCounters {
   int64_t total_sent() const;
   int64_t total_received() const;
   void reset() { *this = ByteCounters{}; }
+  // Adds one call of `kind` with per-rank `count` elements of `dtype` by the rules above, as seen
+  // by `rank` of `size` ranks (root: the broadcast root). Backends call it once per collective.
+  void record(CollectiveKind kind, size_t count, DType dtype, int root, int rank, int size);
 };
+
+// The argument checks every backend runs before a collective (one path, one set of messages):
+// reductions only on float dtypes and valid ops, no size_t overflow of count x element size x
+// ranks, no null buffer with a non-zero count, a broadcast root in [0, size). Throws
+// zs::Error(kInvalidArgument) naming the operation, the rank and the sizes.
+void check_collective_args(CollectiveKind kind, const void* send, const void* recv, size_t count,
+                           DType dtype, ReduceOp op, int root, int rank, int size);
 
 // A pending asynchronous collective. wait() blocks until it is complete and its results are in
 // the receive buffer; it may be called once; test() polls without blocking. Destroying an

@@ -26,10 +26,6 @@ MPI_Datatype base_type(size_t elem) {
   }
 }
 
-bool is_reduction(CollectiveKind k) {
-  return k == CollectiveKind::kReduceScatter || k == CollectiveKind::kAllReduce;
-}
-
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 char* bytes(void* p) { return static_cast<char*>(p); }
@@ -181,38 +177,7 @@ void MpiCommunicator::check_mpi(int rc, const char* call, CollectiveKind op, siz
 
 void MpiCommunicator::validate(CollectiveKind kind, const void* send, const void* recv,
                                size_t count, DType dtype, ReduceOp op, int root) const {
-  const auto name = collective_kind_name(kind);
-  if (is_reduction(kind)) {
-    ZS_CHECK(dtype_is_float(dtype), ErrorCode::kInvalidArgument,
-             "{}: reduction ({}) on {} is not supported (rank {}, count {}); reductions are "
-             "defined for fp32, fp16, bf16 and fp64",
-             name, reduce_op_name(op), dtype_name(dtype), rank_, count);
-    ZS_CHECK(op == ReduceOp::kSum || op == ReduceOp::kAvg || op == ReduceOp::kMax,
-             ErrorCode::kInvalidArgument, "{}: invalid reduce op {} (rank {})", name,
-             static_cast<int>(op), rank_);
-  }
-  const size_t elem = dtype_size(dtype);
-  const size_t blocks =
-      (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter) ? size_ : 1;
-  size_t total = 0;
-  ZS_CHECK(!__builtin_mul_overflow(count, elem, &total) &&
-               !__builtin_mul_overflow(total, blocks, &total),
-           ErrorCode::kInvalidArgument,
-           "{}: count {} x {} ({} bytes each) x {} ranks overflows size_t (rank {})", name, count,
-           dtype_name(dtype), elem, blocks, rank_);
-  if (count > 0) {
-    ZS_CHECK(send != nullptr, ErrorCode::kInvalidArgument,
-             "{}: null send buffer with count {} x {} on rank {} of {}", name, count,
-             dtype_name(dtype), rank_, size_);
-    ZS_CHECK(recv != nullptr, ErrorCode::kInvalidArgument,
-             "{}: null receive buffer with count {} x {} on rank {} of {}", name, count,
-             dtype_name(dtype), rank_, size_);
-  }
-  if (kind == CollectiveKind::kBroadcast) {
-    ZS_CHECK(root >= 0 && root < size_, ErrorCode::kInvalidArgument,
-             "{}: root {} is outside [0, {}) (rank {}, count {} x {})", name, root, size_, rank_,
-             count, dtype_name(dtype));
-  }
+  check_collective_args(kind, send, recv, count, dtype, op, root, rank_, size_);
 }
 
 void MpiCommunicator::check_agreement(CollectiveKind kind, size_t count, DType dtype, ReduceOp op,
@@ -240,34 +205,7 @@ void MpiCommunicator::check_agreement(CollectiveKind kind, size_t count, DType d
 }
 
 void MpiCommunicator::count_bytes(CollectiveKind kind, size_t count, DType dtype, int root) {
-  const int k = static_cast<int>(kind);
-  counters_.calls[k] += 1;
-  if (size_ == 1) return;
-  const int64_t n = size_;
-  const int64_t c = static_cast<int64_t>(count) * static_cast<int64_t>(dtype_size(dtype));
-  switch (kind) {
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-      counters_.sent[k] += (n - 1) * c;
-      counters_.received[k] += (n - 1) * c;
-      break;
-    case CollectiveKind::kAllReduce: {
-      const int64_t piece = static_cast<int64_t>(ceil_div(count, static_cast<size_t>(n))) *
-                            static_cast<int64_t>(dtype_size(dtype));
-      counters_.sent[k] += 2 * (n - 1) * piece;
-      counters_.received[k] += 2 * (n - 1) * piece;
-      break;
-    }
-    case CollectiveKind::kBroadcast:
-      if (rank_ == root) {
-        counters_.sent[k] += c * (n - 1);
-      } else {
-        counters_.received[k] += c;
-      }
-      break;
-    default:
-      break;
-  }
+  counters_.record(kind, count, dtype, root, rank_, size_);
 }
 
 // ---------------------------------------------------------------------------------------------
