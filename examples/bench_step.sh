@@ -46,28 +46,38 @@ PY
   done
 done
 
-if [ "$torch" = 1 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f "$peers/torch_gpt_cpu.py" ]; then
+# Each Python in ZS_TORCH_PYTHONS (default: Debian's /usr/bin/python3) that imports torch runs
+# the peer; e.g. ZS_TORCH_PYTHONS="/usr/bin/python3 /path/to/venv/bin/python" adds a PyPI torch 2.x.
+if [ "$torch" = 1 ] && [ -f "$peers/torch_gpt_cpu.py" ]; then
   export LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+  [ -f "$LD_PRELOAD" ] || unset LD_PRELOAD
   autocast=none; [ "$dtype" = bf16 ] && autocast=bf16
   common=(--n_layer 4 --n_head 4 --n_embd 256 --vocab 256 --seq_len 128 --batch 8 --steps "$steps" --foreach)
-  run_torch() {  # label ranks args...
-    local label=$1 np=$2; shift 2
-    /usr/bin/python3 "$peers/torch_gpt_cpu.py" "${common[@]}" "$@" --json "$tmp/torch.jsonl" > "$tmp/tout" 2>&1 || { cat "$tmp/tout"; return; }
-    python3 - "$tmp/torch.jsonl" "$label" "$np" <<'PY'
+  for py in ${ZS_TORCH_PYTHONS:-/usr/bin/python3}; do
+    version=$("$py" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null) || continue
+    run_torch() {  # label ranks args...
+      local label=$1 np=$2; shift 2
+      rm -f "$tmp/torch.jsonl"
+      if ! "$py" "$peers/torch_gpt_cpu.py" "${common[@]}" "$@" --json "$tmp/torch.jsonl" > "$tmp/tout" 2>&1 ||
+         [ ! -s "$tmp/torch.jsonl" ]; then
+        printf '%-34s %6s %s\n' "$label" "$np" "failed: $(grep -m1 -E 'Error|error' "$tmp/tout" | cut -c1-60)"
+        return
+      fi
+      python3 - "$tmp/torch.jsonl" "$label" "$np" <<'PY'
 import json, sys
 r = [json.loads(l) for l in open(sys.argv[1])][-1]
-ms = r["median_step_ms"]
-tok = r["tokens_per_s"]
 mem = max(r["peak_rss_mib_per_rank"])  # whole-process RSS, not only model state
-print(f'{sys.argv[2]:<34} {sys.argv[3]:>6} {ms:>10.1f} {tok:>10.0f} {mem:>12.1f} {"":>14}')
+print(f'{sys.argv[2]:<34} {sys.argv[3]:>6} {r["median_step_ms"]:>10.1f} {r["tokens_per_s"]:>10.0f} {mem:>12.1f} {"":>14}')
 PY
-  }
-  for np in $ranks; do
-    if [ "$np" = 1 ]; then
-      run_torch "torch $(/usr/bin/python3 -c 'import torch;print(torch.__version__)') single autocast=$autocast" 1 --mode single --threads 2 --autocast "$autocast"
-    else
-      run_torch "torch DDP gloo autocast=$autocast" "$np" --mode ddp --world "$np" --autocast "$autocast"
-      run_torch "torch ZeRO-1 gloo autocast=$autocast" "$np" --mode zero1 --world "$np" --autocast "$autocast"
-    fi
+    }
+    for np in $ranks; do
+      if [ "$np" = 1 ]; then
+        run_torch "torch $version single" 1 --mode single --threads 2 --autocast "$autocast"
+      else
+        for mode in ddp zero1 fsdp; do
+          run_torch "torch $version $mode gloo" "$np" --mode "$mode" --world "$np" --autocast "$autocast"
+        done
+      fi
+    done
   done
 fi
