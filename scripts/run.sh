@@ -62,7 +62,8 @@ case "$mode" in
   train)
     exec mpirun "${mpirun_flags[@]}" -np "${ZS_NP:-2}" "$build_dir/examples/train_gpt" "$@" ;;
   test)
-    (cd "$build_dir" && ctest --output-on-failure -j "${ZS_TEST_JOBS:-2}" "$@")
-    if [ -x fuzz/run_fuzz.sh ]; then bash fuzz/run_fuzz.sh; fi ;;
+    # The parsers' short fuzz run first, so that ctest's summary closes the output.
+    if [ -x fuzz/run_fuzz.sh ]; then bash fuzz/run_fuzz.sh; fi
+    (cd "$build_dir" && ctest --output-on-failure -j "${ZS_TEST_JOBS:-2}" "$@") ;;
   *) echo "usage: bash scripts/run.sh train|test|build [args]" >&2; exit 2 ;;
 esac
