@@ -226,6 +226,11 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t count,
   validate(kind, send, recv, count, dtype, op, 0);
   check_agreement(kind, count, dtype, op, 0);
   count_bytes(kind, count, dtype, 0);
+  if (shm_on_) {
+    shm_drain(nullptr);  // earlier window operations first, in start order
+    shm_run(kind, send, recv, count, dtype, op);
+    return;
+  }
   SlotGuard g{this, acquire(scratch_bytes(kind, count, dtype))};
   // Why through scratch: the all-to-all lands every rank's piece of our shard side by side, then
   // one local pass reduces them in rank order (the determinism contract).
@@ -239,6 +244,11 @@ void MpiCommunicator::all_reduce(const void* send, void* recv, size_t count, DTy
   validate(kind, send, recv, count, dtype, op, 0);
   check_agreement(kind, count, dtype, op, 0);
   count_bytes(kind, count, dtype, 0);
+  if (shm_on_) {
+    shm_drain(nullptr);
+    shm_run(kind, send, recv, count, dtype, op);
+    return;
+  }
   const size_t n = static_cast<size_t>(size_);
   const size_t elem = dtype_size(dtype);
   const size_t chunk = ceil_div(count, n);
@@ -307,6 +317,7 @@ WorkHandle MpiCommunicator::start_reduce_scatter(const void* send, void* recv, s
   validate(kind, send, recv, count, dtype, op, 0);
   check_agreement(kind, count, dtype, op, 0);
   count_bytes(kind, count, dtype, 0);
+  if (shm_on_) return shm_start(kind, send, recv, count, dtype, op);
   auto w = std::make_unique<ReduceScatterWork>(this, acquire(scratch_bytes(kind, count, dtype)),
                                                recv, count, dtype, op);
   alltoall_raw(send, w->scratch(), count, dtype, &w->reqs, kind);
@@ -319,6 +330,7 @@ WorkHandle MpiCommunicator::start_all_reduce(const void* send, void* recv, size_
   validate(kind, send, recv, count, dtype, op, 0);
   check_agreement(kind, count, dtype, op, 0);
   count_bytes(kind, count, dtype, 0);
+  if (shm_on_) return shm_start(kind, send, recv, count, dtype, op);
   auto w = std::make_unique<AllReduceWork>(this, acquire(scratch_bytes(kind, count, dtype)), recv,
                                            count, dtype, op);
   const void* src = w->prepare(send);

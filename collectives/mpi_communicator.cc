@@ -66,12 +66,14 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
   MPI_Comm_size(comm_, &size_);
   const char* env = std::getenv("ZS_CHECK_COLLECTIVES");
   check_ = env != nullptr && std::strcmp(env, "1") == 0;
+  shm_init();
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  shm_free();
   if (phase2_comm_ != MPI_COMM_NULL) MPI_Comm_free(&phase2_comm_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
@@ -88,6 +90,8 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   auto c = std::make_unique<MpiCommunicator>(sub);
   MPI_Comm_free(&sub);
   c->chunk_limit_ = chunk_limit_;
+  c->shm_wanted_ = shm_wanted_;  // the parent's choice; on only where the child is one node
+  c->shm_on_ = shm_wanted_ && c->shm_comm_ != MPI_COMM_NULL;
   return c;
 }
 
@@ -98,6 +102,8 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split_shared() {
   auto c = std::make_unique<MpiCommunicator>(sub);
   MPI_Comm_free(&sub);
   c->chunk_limit_ = chunk_limit_;
+  c->shm_wanted_ = shm_wanted_;  // the parent's choice; on only where the child is one node
+  c->shm_on_ = shm_wanted_ && c->shm_comm_ != MPI_COMM_NULL;
   return c;
 }
 
@@ -158,6 +164,7 @@ size_t MpiCommunicator::scratch_bytes(CollectiveKind kind, size_t count, DType d
 size_t MpiCommunicator::scratch_allocated() const {
   size_t total = 0;
   for (const auto& s : slots_) total += s->buf.size();
+  total += shm_allocated();  // this rank's segment of the shared-memory window
   return total;
 }
 

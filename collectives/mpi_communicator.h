@@ -9,6 +9,20 @@
 // * all_reduce   = reduce_scatter + all_gather over ceil(count/n)-element pieces; counts that do
 //   not divide by n are padded into scratch. Same contract, same bits as reduce_scatter.
 // * broadcast    = MPI_Bcast; barrier = MPI_Barrier.
+// * Shared-memory path ([Note: shared-memory window] in mpi_shm.cc): when every rank of the
+//   communicator shares one node (MPI_COMM_TYPE_SHARED gives the same size) and
+//   ZS_COLLECTIVES_SHM is not "0" (read at construction), reduce_scatter and all_reduce (sync and
+//   async) run over an MPI-3 shared-memory window instead: each rank copies its input for the
+//   peers into its slot, a barrier over flags in the window, each rank reduces its piece reading
+//   every rank's contribution in rank order with the same kernel (same bits as the MPI path), and
+//   all_reduce copies every reduced piece out after the next barrier. Passes are bounded
+//   (512 KiB per rank by default, set_shm_pass_limit() or ZS_COLLECTIVES_SHM_PASS=bytes) and
+//   rotate over 3 slots per rank, so no pass waits for the readers of the previous one. The
+//   window is allocated on first use (collective over the communicator, inside a collective
+//   call), grown only when a call needs more, and tracked in MemCategory::kCommBuffers
+//   (scratch_allocated() includes it). Asynchronous forms on this path do their work when wait()
+//   or test() is first called (test() then blocks until done), earlier window operations first,
+//   in start order on every rank. set_shared_memory(false) selects the MPI algorithms above.
 // Per-rank counts above the chunk limit (default 2^30 elements, under MPI's int counts) are split
 // into several MPI calls over derived datatypes, so any size that fits in memory works.
 //
@@ -89,6 +103,16 @@ class MpiCommunicator final : public Communicator {
   // Splits MPI calls into pieces of at most `elements` per rank (default 2^30). Exposed so tests
   // can cover the chunked path with small counts; results do not depend on it.
   void set_chunk_limit(size_t elements);
+  // Whether reduce_scatter/all_reduce use the shared-memory window (see the header comment).
+  bool shared_memory() const { return shm_on_; }
+  // Collective (every rank alike): turns the shared path on or off; completes pending window
+  // operations first. Turning it on is a no-op where the ranks do not share one node.
+  void set_shared_memory(bool enable);
+  // Bytes one rank stages per pass on the shared path (default 512 KiB, at least 8 * size()).
+  // Exposed so tests can cover multi-pass calls; results do not depend on it. Collective.
+  void set_shm_pass_limit(size_t bytes);
+  size_t shm_pass_limit() const { return shm_slot_limit_; }
+
   // Whether the (min, max) argument check runs before each collective (ZS_CHECK_COLLECTIVES=1).
   bool checking() const { return check_; }
 
@@ -98,6 +122,7 @@ class MpiCommunicator final : public Communicator {
   class AllGatherWork;
   class ReduceScatterWork;
   class AllReduceWork;
+  class ShmWork;
   struct Slot {
     Buffer buf;
     bool in_use = false;
@@ -133,6 +158,21 @@ class MpiCommunicator final : public Communicator {
   void advance_phase2(AllReduceWork* upto, bool block);
   bool retire_phase1(AllReduceWork* w, bool block);
 
+  // Shared-memory path (mpi_shm.cc).
+  void shm_init();
+  void shm_free();
+  void shm_reserve(size_t slot_bytes);
+  void shm_run(CollectiveKind kind, const void* send, void* recv, size_t count, DType dtype,
+               ReduceOp op);
+  WorkHandle shm_start(CollectiveKind kind, const void* send, void* recv, size_t count, DType dtype,
+                       ReduceOp op);
+  void shm_drain(ShmWork* upto);  // runs queued window operations in start order, up to `upto`
+  size_t shm_allocated() const;   // bytes of this rank's window segment (0 without a window)
+  void shm_sync();                // a barrier over counters in the window (flag protocol)
+  char* shm_ctrl(int rank);       // rank's segment: its counter line, then its 3 slots
+  uint64_t* shm_counter(int rank);
+  char* shm_slot(int rank, int buffer);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm phase2_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
@@ -142,6 +182,17 @@ class MpiCommunicator final : public Communicator {
   ByteCounters counters_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::deque<AllReduceWork*> pending_phase2_;
+  MPI_Comm shm_comm_ = MPI_COMM_NULL;  // same ranks as comm_, when they share one node
+  bool shm_wanted_ = true;             // ZS_COLLECTIVES_SHM / set_shared_memory()
+  bool shm_on_ = false;                // wanted and one node
+  MPI_Win shm_win_ = MPI_WIN_NULL;
+  char* shm_base_ = nullptr;  // rank 0's segment; rank r's segment follows r-1's
+  size_t shm_slot_ = 0;       // bytes of one slot (one rank, one of 3 buffers)
+  size_t shm_slot_limit_ = 0;
+  uint64_t shm_epoch_ = 0;  // shm_sync() calls since the window was allocated
+  uint64_t shm_pass_ = 0;   // passes run so far; pass p uses buffer p % 3
+  std::deque<ShmWork*> shm_pending_;
+  std::vector<const void*> shm_srcs_;  // per-call source pointers, kept to avoid reallocating
 };
 
 }  // namespace zs

@@ -34,31 +34,31 @@ inline void finish(Acc* acc, size_t m, ReduceOp op, int n) {
   for (size_t j = 0; j < m; ++j) acc[j] /= d;
 }
 
-// fp32 and fp64: the accumulator is the element type.
-template <typename T>
-void reduce_same(const T* in, size_t stride, int n, T* out, size_t count, ReduceOp op) {
+// fp32 and fp64: the accumulator is the element type. src(r) is rank r's first element.
+template <typename T, typename Src>
+void reduce_same(Src src, int n, T* out, size_t count, ReduceOp op) {
   alignas(64) T acc[kBlock];
   for (size_t b = 0; b < count; b += kBlock) {
     const size_t m = std::min(kBlock, count - b);
-    std::copy(in + b, in + b + m, acc);
-    for (int r = 1; r < n; ++r) combine(acc, in + static_cast<size_t>(r) * stride + b, m, op);
+    std::copy(src(0) + b, src(0) + b + m, acc);
+    for (int r = 1; r < n; ++r) combine(acc, src(r) + b, m, op);
     finish(acc, m, op, n);
     std::copy(acc, acc + m, out + b);
   }
 }
 
 // fp16 and bf16: widen each block to fp32 with the bulk converters, narrow once at the end.
-void reduce_half(const uint16_t* in, size_t stride, int n, uint16_t* out, size_t count, DType dtype,
-                 ReduceOp op) {
+template <typename Src>
+void reduce_half(Src src, int n, uint16_t* out, size_t count, DType dtype, ReduceOp op) {
   auto widen = dtype == DType::kBF16 ? &bf16_to_fp32 : &fp16_to_fp32;
   auto narrow = dtype == DType::kBF16 ? &fp32_to_bf16 : &fp32_to_fp16;
   alignas(64) float acc[kBlock];
   alignas(64) float tmp[kBlock];
   for (size_t b = 0; b < count; b += kBlock) {
     const size_t m = std::min(kBlock, count - b);
-    widen(in + b, acc, m);
+    widen(src(0) + b, acc, m);
     for (int r = 1; r < n; ++r) {
-      widen(in + static_cast<size_t>(r) * stride + b, tmp, m);
+      widen(src(r) + b, tmp, m);
       combine(acc, tmp, m, op);
     }
     finish(acc, m, op, n);
@@ -66,29 +66,42 @@ void reduce_half(const uint16_t* in, size_t stride, int n, uint16_t* out, size_t
   }
 }
 
-}  // namespace
-
-void reduce_pieces(const void* pieces, size_t stride, int n, void* out, size_t count, DType dtype,
-                   ReduceOp op) {
+template <typename Src>
+void reduce_any(Src src, int n, void* out, size_t count, DType dtype, ReduceOp op) {
   if (count == 0) return;
   ZS_ASSERT(n >= 1);
   switch (dtype) {
     case DType::kF32:
-      reduce_same(static_cast<const float*>(pieces), stride, n, static_cast<float*>(out), count,
-                  op);
+      reduce_same([&](int r) { return static_cast<const float*>(src(r)); }, n,
+                  static_cast<float*>(out), count, op);
       return;
     case DType::kF64:
-      reduce_same(static_cast<const double*>(pieces), stride, n, static_cast<double*>(out), count,
-                  op);
+      reduce_same([&](int r) { return static_cast<const double*>(src(r)); }, n,
+                  static_cast<double*>(out), count, op);
       return;
     case DType::kF16:
     case DType::kBF16:
-      reduce_half(static_cast<const uint16_t*>(pieces), stride, n, static_cast<uint16_t*>(out),
-                  count, dtype, op);
+      reduce_half([&](int r) { return static_cast<const uint16_t*>(src(r)); }, n,
+                  static_cast<uint16_t*>(out), count, dtype, op);
       return;
     default:
       fail(ErrorCode::kInvalidArgument, "reduction on {} is not supported", dtype_name(dtype));
   }
+}
+
+}  // namespace
+
+void reduce_pieces(const void* pieces, size_t stride, int n, void* out, size_t count, DType dtype,
+                   ReduceOp op) {
+  const size_t step = stride * (count == 0 ? 0 : dtype_size(dtype));
+  const char* base = static_cast<const char*>(pieces);
+  reduce_any([&](int r) { return static_cast<const void*>(base + static_cast<size_t>(r) * step); },
+             n, out, count, dtype, op);
+}
+
+void reduce_sources(const void* const* sources, int n, void* out, size_t count, DType dtype,
+                    ReduceOp op) {
+  reduce_any([&](int r) { return sources[r]; }, n, out, count, dtype, op);
 }
 
 }  // namespace zs

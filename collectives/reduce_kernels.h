@@ -16,4 +16,9 @@ namespace zs {
 void reduce_pieces(const void* pieces, size_t stride, int n, void* out, size_t count, DType dtype,
                    ReduceOp op);
 
+// The same reduction with rank r's input at sources[r] (any addresses): out[i] = op over
+// r = 0..n-1 of sources[r][i]. Same bits as reduce_pieces; `out` may alias one source exactly.
+void reduce_sources(const void* const* sources, int n, void* out, size_t count, DType dtype,
+                    ReduceOp op);
+
 }  // namespace zs

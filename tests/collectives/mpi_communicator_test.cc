@@ -292,6 +292,98 @@ TEST(MpiCommunicator, ByteCountersMatchTheRingFormulas) {
   EXPECT_EQ(c->counters().total_sent(), 0);
 }
 
+// The shared-memory window path and the MPI path give the same bits, whatever the pass size.
+TEST(MpiCommunicator, SharedPathMatchesMpiPathBitwise) {
+  auto shm = MpiCommunicator::world();
+  auto mpi = MpiCommunicator::world();
+  mpi->set_shared_memory(false);
+  EXPECT_FALSE(mpi->shared_memory());
+  // The tests run on one node: the window path is available wherever there is a peer.
+  shm->set_shared_memory(true);
+  EXPECT_EQ(shm->shared_memory(), shm->size() > 1);
+  const int n = shm->size(), me = shm->rank();
+  for (size_t limit : {size_t{0}, size_t{8} * n, size_t{200}, size_t{4096}}) {
+    if (limit != 0) shm->set_shm_pass_limit(limit);
+    for (DType dt : kFloatTypes)
+      for (ReduceOp op : kOps)
+        for (size_t count : {size_t{1}, static_cast<size_t>(n) + 1, size_t{1001}, size_t{20'000}}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::string(reduce_op_name(op)) +
+                       " count=" + std::to_string(count) + " limit=" + std::to_string(limit));
+          const size_t e = dtype_size(dt);
+          std::vector<uint8_t> send(n * count * e), a(n * count * e), b(n * count * e);
+          fill(send.data(), dt, me, 0, n * count, 71);
+          shm->all_reduce(send.data(), a.data(), count, dt, op);
+          mpi->all_reduce(send.data(), b.data(), count, dt, op);
+          EXPECT_EQ(first_mismatch(a.data(), b.data(), count, dt), -1);
+          shm->start_reduce_scatter(send.data(), a.data(), count, dt, op)->wait();
+          mpi->reduce_scatter(send.data(), b.data(), count, dt, op);
+          EXPECT_EQ(first_mismatch(a.data(), b.data(), count, dt), -1);
+        }
+  }
+}
+
+// Multi-pass window operations, sync and async, in and out of place, against the reference.
+TEST(MpiCommunicator, SharedPathSmallPasses) {
+  auto c = MpiCommunicator::world();
+  c->set_shared_memory(true);
+  c->set_shm_pass_limit(8 * c->size() + 8);
+  for (bool async : {false, true})
+    for (bool in_place : {false, true}) {
+      check_reduce_scatter(*c, DType::kBF16, ReduceOp::kSum, 100, async, in_place, 4);
+      check_reduce_scatter(*c, DType::kF64, ReduceOp::kMax, 33, async, in_place, 7);
+      check_all_reduce(*c, DType::kF32, ReduceOp::kAvg, 103, async, in_place, 5);
+      check_all_reduce(*c, DType::kF16, ReduceOp::kSum, 1, async, in_place, 8);
+    }
+}
+
+// Window operations started before a synchronous one, waited in another order: they still run in
+// start order on every rank, and the window is not clobbered by the later calls.
+TEST(MpiCommunicator, SharedPathAsyncThenSync) {
+  auto c = MpiCommunicator::world();
+  const int n = c->size(), me = c->rank();
+  const size_t ca = 30'001;
+  std::vector<float> a1(ca), a2(ca), rs(n * ca), out(ca), want(ca);
+  fill(a1.data(), DType::kF32, me, 0, ca, 1);
+  fill(a2.data(), DType::kF32, me, 0, ca, 2);
+  fill(rs.data(), DType::kF32, me, 0, n * ca, 3);
+  auto w1 = c->start_all_reduce(a1.data(), a1.data(), ca, DType::kF32, ReduceOp::kSum);
+  auto w2 = c->start_all_reduce(a2.data(), a2.data(), ca, DType::kF32, ReduceOp::kMax);
+  c->reduce_scatter(rs.data(), out.data(), ca, DType::kF32, ReduceOp::kSum);  // runs w1, w2 first
+  if (me % 2 == 0) {
+    w2->wait();
+    w1->wait();
+  } else {
+    w1.reset();
+    while (!w2->test()) {
+    }
+  }
+  reference(want.data(), DType::kF32, ReduceOp::kSum, n, 0, ca, 1);
+  EXPECT_EQ(first_mismatch(a1.data(), want.data(), ca, DType::kF32), -1);
+  reference(want.data(), DType::kF32, ReduceOp::kMax, n, 0, ca, 2);
+  EXPECT_EQ(first_mismatch(a2.data(), want.data(), ca, DType::kF32), -1);
+  reference(want.data(), DType::kF32, ReduceOp::kSum, n, me * ca, ca, 3);
+  EXPECT_EQ(first_mismatch(out.data(), want.data(), ca, DType::kF32), -1);
+}
+
+// ZS_COLLECTIVES_SHM=0 (read at construction) keeps the MPI path.
+TEST(MpiCommunicator, SharedPathDisabledByEnvironment) {
+  const char* old = std::getenv("ZS_COLLECTIVES_SHM");
+  const std::string saved = old ? old : "";
+  setenv("ZS_COLLECTIVES_SHM", "0", 1);
+  auto off = MpiCommunicator::world();
+  EXPECT_FALSE(off->shared_memory());
+  setenv("ZS_COLLECTIVES_SHM", "1", 1);
+  auto on = MpiCommunicator::world();
+  EXPECT_EQ(on->shared_memory(), on->size() > 1);
+  if (old) {
+    setenv("ZS_COLLECTIVES_SHM", saved.c_str(), 1);
+  } else {
+    unsetenv("ZS_COLLECTIVES_SHM");
+  }
+  check_all_reduce(*off, DType::kBF16, ReduceOp::kSum, 1001, false, false, 9);
+  check_reduce_scatter(*off, DType::kF32, ReduceOp::kAvg, 1001, true, true, 10);
+}
+
 TEST(MpiCommunicator, SplitEvenOdd) {
   auto c = MpiCommunicator::world();
   const int n = c->size(), me = c->rank();
