@@ -5,7 +5,7 @@
 namespace zs {
 
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const EngineConfig& cfg,
-                               int rank) {
+                               int rank, bool device_staging) {
   BufferPlan plan;
   const int stage = static_cast<int>(cfg.stage);
   const int64_t P = static_cast<int64_t>(dtype_size(cfg.precision.param_dtype));
@@ -44,6 +44,10 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const En
     const int64_t pad_o = stage == 0 ? pad_full : pad_shard;
     plan.padding_bytes_ += P * pad_p + G * pad_g + (u.master_bytes ? 4 : 0) * pad_o +
                            (momentum ? 4 : 0) * pad_o + (adam ? 4 : 0) * pad_o;
+    if (offload && device_staging) {
+      auto round64 = [](int64_t b) { return (b + 63) / 64 * 64; };
+      plan.host_staging_bytes += round64(G * shard) + round64(P * shard);
+    }
     plan.units.push_back(u);
     plan.max_padded_numel = std::max(plan.max_padded_numel, full);
     plan.max_shard_numel = std::max(plan.max_shard_numel, shard);
@@ -68,6 +72,7 @@ int64_t BufferPlan::bytes(MemCategory c) const {
     if (c == u.master_category) b += u.master_bytes;
     if (c == u.optimizer_category) b += u.exp_avg_bytes + u.exp_avg_sq_bytes;
   }
+  if (c == MemCategory::kHostOffload) b += host_staging_bytes;
   if (c == MemCategory::kCommBuffers) {
     b += grad_scratch_count * grad_scratch_bytes + send_count * send_bytes +
          recv_count * recv_bytes + gather_count * gather_bytes;

@@ -17,6 +17,10 @@
 //   receive buffers: 2 x G * max S_u in stages 2-3 with micro_batches > 1 (reduced micro-batch
 //     gradient before it is added to the shard)
 //   gather slots: (prefetch + 1) x P * max Psi_u in stage 3
+// Device engines (CUDA) with an offloaded optimizer also stage each unit's gradient shard and
+// updated parameter shard in page-locked host memory: (G + P) * S_u per unit, 64-byte aligned
+// spans, under kHostOffload (host_staging_bytes). The CPU backend reads and writes the shards in
+// place and stages nothing.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +56,7 @@ struct BufferPlan {
   int64_t recv_bytes = 0;
   int gather_count = 0;
   int64_t gather_bytes = 0;
+  int64_t host_staging_bytes = 0;  // device engines with offload only (see above)
 
   // Bytes per category of everything above.
   int64_t bytes(MemCategory c) const;
@@ -61,7 +66,8 @@ struct BufferPlan {
 };
 
 // `rank` selects which shard the master covers (its begin); sizes do not depend on it.
+// `device_staging`: the engine runs on a device the host cannot address (CUDA).
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const EngineConfig& cfg,
-                               int rank = 0);
+                               int rank = 0, bool device_staging = false);
 
 }  // namespace zs

@@ -16,6 +16,7 @@
 #include "runtime/core/buffer.h"
 #include "runtime/core/convert.h"
 #include "runtime/core/error.h"
+#include "runtime/device_ops.h"
 #include "runtime/param_init.h"
 #include "sharding/gather_scheduler.h"
 
@@ -28,29 +29,6 @@ const void* at(const void* p, int64_t elems, DType dt) {
 }
 void* at(void* p, int64_t elems, DType dt) {
   return static_cast<char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-
-// dst = round_G(dst + src) over n elements, both of dtype dt, arithmetic in fp32.
-void accumulate(void* dst, const void* src, DType dt, int64_t n) {
-  if (dt == DType::kF32) {
-    float* d = static_cast<float*>(dst);
-    const float* s = static_cast<const float*>(src);
-    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    store_from_fp32(dst, dt, i, load_as_fp32(dst, dt, i) + load_as_fp32(src, dt, i));
-  }
-}
-
-// dst = round_G(dst + src) with src fp32 (accumulating a micro-batch's gradient).
-void accumulate_fp32(void* dst, DType dt, const float* src, int64_t n) {
-  if (dt == DType::kF32) {
-    float* d = static_cast<float*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] += src[i];
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) store_from_fp32(dst, dt, i, load_as_fp32(dst, dt, i) + src[i]);
 }
 
 }  // namespace
@@ -75,17 +53,27 @@ struct UnitState {
   std::vector<ParamView> resident_views;      // stages 0-2: views into params
   std::vector<std::vector<ParamView>> slot_views;  // stage 3: views into each gather slot
   GradViews grad_views[2];                         // views into gradient scratch 0 / 1
+  // Device engines with offload: this unit's gradient shard and updated parameter shard in the
+  // page-locked staging arena ([Note: offload on a device]).
+  void* host_grad = nullptr;
+  void* host_out = nullptr;
+  // Device engines without offload: host copies of master, m, v for shard_state().
+  std::vector<float> mirror;
+  bool mirror_written = false;
 };
 
 struct Engine::Impl {
-  Impl(Model& m, Communicator& c, const EngineConfig& cfg, MemoryTracker* t)
-      : model(m), comm(c), config(cfg), scaler(cfg.loss_scale), tracker(t) {}
+  Impl(Model& m, Communicator& c, const EngineConfig& cfg, MemoryTracker* t, DeviceOps& o)
+      : model(m), comm(c), config(cfg), scaler(cfg.loss_scale), tracker(t), ops(o) {}
 
   Model& model;
   Communicator& comm;
   const EngineConfig& config;
   optim::LossScaler scaler;
   MemoryTracker* tracker;
+  DeviceOps& ops;
+  bool on_host = true;         // ops.host_accessible(): buffers are host memory
+  bool master_on_host = true;  // the fp32 master / optimizer state is host memory
   int rank = 0;
   int world = 1;
   int stage = 3;
@@ -93,7 +81,9 @@ struct Engine::Impl {
   DType G = DType::kF32;
 
   BufferPlan plan;
-  std::unique_ptr<offload::HostArena> arena;  // offloaded master and optimizer state
+  std::unique_ptr<offload::HostArena> arena;    // offloaded master and optimizer state
+  std::unique_ptr<offload::HostArena> staging;  // device engines with offload: shard staging
+  Buffer ctrl;  // device engines: staging for host-side control collectives
   std::vector<UnitState> units;
   std::vector<Buffer> grad_scratch, send_bufs, recv_bufs;
   std::unique_ptr<GatherScheduler> gathers;
@@ -103,15 +93,21 @@ struct Engine::Impl {
   struct PendingReduce {
     WorkHandle work;
     int unit = -1;
-    int recv = -1;  // >= 0: add recv_bufs[recv] into the shard once complete
+    int recv = -1;      // >= 0: add recv_bufs[recv] into the shard once complete
+    bool last = false;  // the step's last reduction of this unit: its shard is final
   };
   PendingReduce pending[2];
   std::vector<WorkHandle> works;
   std::vector<double> reduce_vec;  // [loss sum, sum of squares, non-finite flag per unit]
+  std::vector<DeviceOps::StatsSpan> stats_spans;
+  std::vector<uint8_t> finite_flags;
 
   void build(const std::vector<GroupLayout>& layouts, std::vector<std::vector<ParamSpec>> specs);
   void check_agreement(const std::vector<GroupLayout>& layouts);
   void init_parameters();
+  void host_collective(void* data, size_t count, DType dt, bool gather);
+  Allocator* device_alloc() { return &ops.allocator(); }
+  void stage_grad_to_host(UnitState& u);
   void cast_master_to_params(UnitState& u);
   bool params_are_master(const UnitState& u) const {
     return u.master.empty() && !config.offload.optimizer;
@@ -129,7 +125,8 @@ struct Engine::Impl {
 // ---------------------------------------------------------------------------------------------
 // Construction
 
-Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, MemoryTracker* tracker)
+Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, MemoryTracker* tracker,
+               DeviceOps* ops)
     : config_(config), tracker_(tracker ? tracker : &MemoryTracker::process()) {
   config_.validate();
   if (!config_.loss_scale_set) {
@@ -137,7 +134,7 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
     config_.loss_scale.dynamic = config_.precision.param_dtype == DType::kF16;
     if (!config_.loss_scale.dynamic) config_.loss_scale.initial = 1.0f;
   }
-  impl_ = std::make_unique<Impl>(model, comm, config_, tracker_);
+  impl_ = std::make_unique<Impl>(model, comm, config_, tracker_, ops ? *ops : cpu_device_ops());
   const size_t U = model.num_units();
   ZS_CHECK(U > 0, ErrorCode::kInvalidArgument, "the model has no units");
   std::vector<std::vector<ParamSpec>> specs(U);
@@ -181,16 +178,45 @@ void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts) {
   for (const GroupLayout& l : layouts) {
     for (const ParamSlot& s : l.params) add(&s.numel, sizeof(s.numel));
   }
-  uint64_t mine = XXH64_digest(h);
-  XXH64_freeState(h);
   std::vector<uint64_t> all(static_cast<size_t>(world));
-  comm.all_gather(&mine, all.data(), sizeof(mine), DType::kU8);
+  all[static_cast<size_t>(rank)] = XXH64_digest(h);
+  XXH64_freeState(h);
+  host_collective(all.data(), sizeof(uint64_t), DType::kU8, /*gather=*/true);
   for (int r = 0; r < world; ++r) {
     ZS_CHECK(all[r] == all[0], ErrorCode::kInvalidArgument,
              "rank {} has a different model or engine configuration than rank 0 (stage, dtypes, "
              "micro-batches, prefetch, optimizer, seed or parameter shapes differ)",
              r);
   }
+}
+
+// A small collective over host memory: all-gather (this rank's `count` elements at its own place
+// in `data`, world * count in all) or sum all-reduce in place. Device communicators work on
+// device memory only, so a device engine stages the bytes through `ctrl`.
+void Engine::Impl::host_collective(void* data, size_t count, DType dt, bool gather) {
+  const size_t total = gather ? count * static_cast<size_t>(world) : count;
+  const size_t bytes = total * dtype_size(dt);
+  void* own = static_cast<char*>(data) + (gather ? count * dtype_size(dt) * rank : 0);
+  if (on_host) {
+    if (gather) {
+      comm.all_gather(own, data, count, dt);
+    } else {
+      comm.all_reduce(data, data, count, dt, ReduceOp::kSum);
+    }
+    return;
+  }
+  if (ctrl.size() < bytes) {
+    ctrl =
+        Buffer(std::max<size_t>(bytes, 4096), MemCategory::kCommBuffers, tracker, device_alloc());
+  }
+  ops.copy_from_host(ctrl.data(), data, bytes);
+  if (gather) {
+    void* dev_own = static_cast<char*>(ctrl.data()) + count * dtype_size(dt) * rank;
+    comm.all_gather(dev_own, ctrl.data(), count, dt);
+  } else {
+    comm.all_reduce(ctrl.data(), ctrl.data(), count, dt, ReduceOp::kSum);
+  }
+  ops.copy_to_host(data, ctrl.data(), bytes);
 }
 
 void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
@@ -200,9 +226,12 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   stage = static_cast<int>(config.stage);
   P = config.precision.param_dtype;
   G = config.precision.grad_dtype;
+  on_host = ops.host_accessible();
+  master_on_host = on_host || config.offload.optimizer;
   check_agreement(layouts);
   if (config.optimizer_threads > 0) offload::set_cpu_adam_threads(config.optimizer_threads);
-  plan = plan_engine_buffers(layouts, config, rank);
+  plan = plan_engine_buffers(layouts, config, rank, /*device_staging=*/!on_host);
+  Allocator* dev = device_alloc();
   const size_t U = layouts.size();
   units.resize(U);
   for (size_t i = 0; i < U; ++i) {
@@ -211,8 +240,8 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
     u.name = model.unit(i).name();
     u.specs = std::move(specs[i]);
     u.layout = layouts[i];
-    u.params = Buffer(up.params_bytes, MemCategory::kParams, tracker);
-    u.grads = Buffer(up.grads_bytes, MemCategory::kGrads, tracker);
+    u.params = Buffer(up.params_bytes, MemCategory::kParams, tracker, dev);
+    u.grads = Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev);
     u.master_begin = up.master_begin;
     u.master_numel = up.master_numel;
     if (config.offload.optimizer) {
@@ -222,10 +251,18 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
       u.master_ptr = arena->take(up.master_bytes / 4);
       u.m_ptr = up.exp_avg_bytes ? arena->take(up.exp_avg_bytes / 4) : nullptr;
       u.v_ptr = up.exp_avg_sq_bytes ? arena->take(up.exp_avg_sq_bytes / 4) : nullptr;
+      if (!on_host) {
+        if (!staging)
+          staging = std::make_unique<offload::HostArena>(plan.host_staging_bytes, tracker);
+        u.host_grad =
+            staging->take_bytes(static_cast<int64_t>(dtype_size(G)) * layouts[i].shard_numel);
+        u.host_out =
+            staging->take_bytes(static_cast<int64_t>(dtype_size(P)) * layouts[i].shard_numel);
+      }
     } else {
-      u.master = Buffer(up.master_bytes, up.master_category, tracker);
-      u.exp_avg = Buffer(up.exp_avg_bytes, up.optimizer_category, tracker);
-      u.exp_avg_sq = Buffer(up.exp_avg_sq_bytes, up.optimizer_category, tracker);
+      u.master = Buffer(up.master_bytes, up.master_category, tracker, dev);
+      u.exp_avg = Buffer(up.exp_avg_bytes, up.optimizer_category, tracker, dev);
+      u.exp_avg_sq = Buffer(up.exp_avg_sq_bytes, up.optimizer_category, tracker, dev);
       u.m_ptr = u.exp_avg.empty() ? nullptr : u.exp_avg.as<float>();
       u.v_ptr = u.exp_avg_sq.empty() ? nullptr : u.exp_avg_sq.as<float>();
       // fp32 compute: the parameters are the master (full in stages 0-2, shard in 3).
@@ -250,12 +287,12 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   }
   grad_scratch.resize(plan.grad_scratch_count);
   for (Buffer& b : grad_scratch) {
-    b = Buffer(plan.grad_scratch_bytes, MemCategory::kCommBuffers, tracker);
+    b = Buffer(plan.grad_scratch_bytes, MemCategory::kCommBuffers, tracker, dev);
   }
   send_bufs.resize(plan.send_count);
-  for (Buffer& b : send_bufs) b = Buffer(plan.send_bytes, MemCategory::kCommBuffers, tracker);
+  for (Buffer& b : send_bufs) b = Buffer(plan.send_bytes, MemCategory::kCommBuffers, tracker, dev);
   recv_bufs.resize(plan.recv_count);
-  for (Buffer& b : recv_bufs) b = Buffer(plan.recv_bytes, MemCategory::kCommBuffers, tracker);
+  for (Buffer& b : recv_bufs) b = Buffer(plan.recv_bytes, MemCategory::kCommBuffers, tracker, dev);
   for (UnitState& u : units) {
     for (size_t s = 0; s < grad_scratch.size(); ++s) {
       std::vector<float*> spans;
@@ -268,8 +305,8 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
     }
   }
   if (stage == 3) {
-    gathers =
-        std::make_unique<GatherScheduler>(comm, P, plan.max_padded_numel, config.prefetch, tracker);
+    gathers = std::make_unique<GatherScheduler>(comm, P, plan.max_padded_numel, config.prefetch,
+                                                tracker, dev);
     for (UnitState& u : units) {
       gather_sources.push_back({u.params.data(), u.layout.shard_numel});
       u.slot_views.resize(gathers->num_slots());
@@ -285,33 +322,60 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   for (size_t u = U; u-- > 0;) schedule.push_back(static_cast<int>(u));
   works.reserve(2 * U);
   reduce_vec.assign(2 + U, 0.0);
+  finite_flags.assign(U, 1);
+  for (size_t i = 0; i < U; ++i) {
+    UnitState& u = units[i];
+    const int64_t begin = stage >= 2 ? 0 : u.layout.shard_begin(rank);
+    for (const ShardSegment& seg : u.norm_segments) {
+      stats_spans.push_back(
+          {at(u.grads.data(), begin + seg.shard_offset, G), G, seg.length, static_cast<int>(i)});
+    }
+  }
   init_parameters();
 }
 
 void Engine::Impl::init_parameters() {
+  std::vector<float> host_master, tmp;
+  std::vector<char> host_param;
   for (size_t i = 0; i < units.size(); ++i) {
     UnitState& u = units[i];
-    // The fp32 master: the elements [master_begin, master_begin + master_numel) of the group.
+    // The fp32 master: the elements [master_begin, master_begin + master_numel) of the group,
+    // drawn on the host (into a staging copy when the master lives on a device).
+    float* master = u.master_ptr;
+    if (!master_on_host) {
+      host_master.assign(static_cast<size_t>(u.master_numel), 0.0f);
+      master = host_master.data();
+    }
     for (const ShardSegment& s : u.update_segments) {
       init_param_values(u.specs[s.param].init, config.seed, static_cast<uint32_t>(i),
                         static_cast<uint32_t>(s.param), s.param_offset, s.length,
-                        u.master_ptr + (stage == 0 ? s.shard_offset : s.shard_offset));
+                        master + s.shard_offset);
+    }
+    if (!master_on_host) {
+      ops.copy_from_host(u.master_ptr, master, static_cast<size_t>(u.master_numel) * sizeof(float));
     }
     if (stage == 1 || stage == 2) {
       // The full compute-dtype replica: every rank computes all of it (no communication).
-      std::vector<float> tmp;
       for (size_t p = 0; p < u.specs.size(); ++p) {
         const ParamSlot& slot = u.layout.params[p];
-        tmp.resize(static_cast<size_t>(slot.numel));
+        const size_t n = static_cast<size_t>(slot.numel);
+        tmp.resize(n);
         init_param_values(u.specs[p].init, config.seed, static_cast<uint32_t>(i),
                           static_cast<uint32_t>(p), 0, slot.numel, tmp.data());
-        convert(tmp.data(), DType::kF32, at(u.params.data(), slot.offset, P), P,
-                static_cast<size_t>(slot.numel));
+        void* dst = at(u.params.data(), slot.offset, P);
+        if (on_host) {
+          convert(tmp.data(), DType::kF32, dst, P, n);
+        } else {
+          host_param.resize(n * dtype_size(P));
+          convert(tmp.data(), DType::kF32, host_param.data(), P, n);
+          ops.copy_from_host(dst, host_param.data(), host_param.size());
+        }
       }
     } else {
       cast_master_to_params(u);
     }
   }
+  ops.synchronize();
 }
 
 // Stage 0: full master -> full params; stage 3: master shard -> param shard; stages 1-2: master
@@ -319,7 +383,12 @@ void Engine::Impl::init_parameters() {
 void Engine::Impl::cast_master_to_params(UnitState& u) {
   if (params_are_master(u)) return;
   void* dst = stage == 3 ? u.params.data() : at(u.params.data(), u.master_begin, P);
-  convert(u.master_ptr, DType::kF32, dst, P, static_cast<size_t>(u.master_numel));
+  if (master_on_host && !on_host) {  // offloaded master of a device engine: cast, then upload
+    convert(u.master_ptr, DType::kF32, u.host_out, P, static_cast<size_t>(u.master_numel));
+    ops.copy_from_host_async(dst, u.host_out, static_cast<size_t>(u.master_numel) * dtype_size(P));
+    return;
+  }
+  ops.convert(u.master_ptr, DType::kF32, dst, P, u.master_numel);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -344,18 +413,20 @@ void Engine::Impl::finish_reduce(int b) {
   if (!pr.work) return;
   pr.work->wait();
   pr.work.reset();
+  UnitState& u = units[pr.unit];
   if (pr.recv >= 0) {
-    UnitState& u = units[pr.unit];
-    accumulate(u.grads.data(), recv_bufs[pr.recv].data(), G, u.layout.shard_numel);
+    ops.accumulate(u.grads.data(), G, recv_bufs[pr.recv].data(), G, u.layout.shard_numel);
   }
+  if (pr.last) stage_grad_to_host(u);
   pr.unit = -1;
   pr.recv = -1;
+  pr.last = false;
 }
 
 void Engine::Impl::backward_unit(size_t ui, int micro, int scratch, const StepInfo& info) {
   UnitState& u = units[ui];
   Buffer& buf = grad_scratch[scratch];
-  std::memset(buf.data(), 0, static_cast<size_t>(u.layout.padded_numel) * sizeof(float));
+  ops.zero(buf.data(), static_cast<size_t>(u.layout.padded_numel) * sizeof(float));
   GradViews& gv = u.grad_views[scratch];
   gv.clear_produced();
   int64_t slot_pos = 0;
@@ -402,8 +473,7 @@ StepStats Engine::Impl::step(int64_t t) {
         backward_unit(ui, m, scratch, info);
         const void* send = grad_scratch[scratch].data();
         if (!fp32_grads) {
-          convert(send, DType::kF32, send_bufs[b].data(), G,
-                  static_cast<size_t>(u.layout.padded_numel));
+          ops.convert(send, DType::kF32, send_bufs[b].data(), G, u.layout.padded_numel);
           send = send_bufs[b].data();
         }
         // The first micro-batch's reduction lands in the shard; later ones are added to it.
@@ -412,13 +482,14 @@ StepStats Engine::Impl::step(int64_t t) {
             comm.start_reduce_scatter(send, recv, static_cast<size_t>(S), G, ReduceOp::kSum);
         pending[b].unit = static_cast<int>(ui);
         pending[b].recv = m == 0 ? -1 : b;
+        pending[b].last = m == k - 1;
       } else {
         backward_unit(ui, m, 0, info);
         const float* g = grad_scratch[0].as<float>();
         if (m == 0) {
-          convert(g, DType::kF32, u.grads.data(), G, static_cast<size_t>(u.layout.padded_numel));
+          ops.convert(g, DType::kF32, u.grads.data(), G, u.layout.padded_numel);
         } else {
-          accumulate_fp32(u.grads.data(), G, g, u.layout.padded_numel);
+          ops.accumulate(u.grads.data(), G, g, DType::kF32, u.layout.padded_numel);
         }
         if (m == k - 1) {  // reduce once per step, in place into this rank's region
           works.push_back(comm.start_reduce_scatter(
@@ -432,6 +503,9 @@ StepStats Engine::Impl::step(int64_t t) {
   finish_reduce(1);
   for (WorkHandle& w : works) w->wait();
   works.clear();
+  if (stage < 2) {
+    for (UnitState& u : units) stage_grad_to_host(u);
+  }
   if (stage == 3) gathers->finish();
   if (stage == 0) {  // every rank needs the whole reduced gradient: all-gather it in place
     for (UnitState& u : units) {
@@ -445,22 +519,9 @@ StepStats Engine::Impl::step(int64_t t) {
 
   // One all-reduce: loss, sum of squares of this rank's shard, non-finite flags per unit.
   reduce_vec[0] = loss_sum;
-  double sum_squares = 0.0;
-  for (size_t ui = 0; ui < U; ++ui) {
-    UnitState& u = units[ui];
-    const void* base =
-        stage >= 2 ? u.grads.data() : at(u.grads.data(), u.layout.shard_begin(rank), G);
-    bool finite = true;
-    for (const ShardSegment& s : u.norm_segments) {
-      const optim::SpanStats st = optim::span_stats(at(base, s.shard_offset, G), G, s.length);
-      sum_squares += st.sum_squares;
-      finite = finite && st.finite;
-    }
-    reduce_vec[2 + ui] = finite ? 0.0 : 1.0;
-  }
-  reduce_vec[1] = sum_squares;
-  comm.all_reduce(reduce_vec.data(), reduce_vec.data(), reduce_vec.size(), DType::kF64,
-                  ReduceOp::kSum);
+  reduce_vec[1] = ops.grad_stats(stats_spans, finite_flags);
+  for (size_t ui = 0; ui < U; ++ui) reduce_vec[2 + ui] = finite_flags[ui] ? 0.0 : 1.0;
+  host_collective(reduce_vec.data(), reduce_vec.size(), DType::kF64, /*gather=*/false);
 
   StepStats stats;
   stats.loss = reduce_vec[0] / (static_cast<double>(k) * world);
@@ -482,10 +543,26 @@ StepStats Engine::Impl::step(int64_t t) {
   }
   const float clip = optim::clip_factor(stats.grad_norm, config.clip_norm);
   const float grad_scale = static_cast<float>(inv) * clip;
+  if (master_on_host && !on_host) ops.wait_host_copies();
   for (UnitState& u : units) update_unit(u, stats.lr, grad_scale, t);
   gather_updated_params();
   stats.step = t;
   return stats;
+}
+
+// [Note: offload on a device] A device engine with an offloaded optimizer keeps master, m and v
+// in the host arena. Each unit's final gradient shard is copied to the page-locked staging arena
+// on the copy stream as soon as its last reduction completes (stages 2-3: during the backward of
+// the remaining units; stages 0-1: after the step's reductions). The CPU Adam then updates the
+// master from the staged gradient and writes the compute-dtype shard into staging, which is
+// uploaded on the compute stream ahead of the next all-gather or forward. On the CPU backend
+// the shards are host memory and nothing is staged.
+void Engine::Impl::stage_grad_to_host(UnitState& u) {
+  if (on_host || !config.offload.optimizer) return;
+  const void* shard =
+      stage >= 2 ? u.grads.data() : at(u.grads.data(), u.layout.shard_begin(rank), G);
+  ops.copy_to_host_async(u.host_grad, shard,
+                         static_cast<size_t>(u.layout.shard_numel) * dtype_size(G));
 }
 
 void Engine::Impl::update_unit(UnitState& u, float lr, float grad_scale, int64_t t) {
@@ -494,6 +571,12 @@ void Engine::Impl::update_unit(UnitState& u, float lr, float grad_scale, int64_t
   void* out_base = nullptr;
   if (!params_are_master(u)) {
     out_base = stage == 1 || stage == 2 ? at(u.params.data(), shard_begin, P) : u.params.data();
+  }
+  void* device_out = nullptr;  // device engines with offload: upload host_out to here
+  if (master_on_host && !on_host) {
+    grad_base = u.host_grad;
+    device_out = out_base;
+    out_base = u.host_out;
   }
   const bool adam = config.optimizer.kind == OptimizerKind::kAdamW;
   optim::AdamWStep with_decay, without_decay;
@@ -507,15 +590,20 @@ void Engine::Impl::update_unit(UnitState& u, float lr, float grad_scale, int64_t
     const bool decay = u.specs[s.param].weight_decay;
     const int64_t o = s.shard_offset;
     void* out = out_base ? at(out_base, o, P) : nullptr;
-    if (adam) {
-      // The SIMD CPU Adam gives the bits of optim::adamw_reference (tests/offload) at memory
-      // bandwidth; on the CPU backend it serves the resident and the offloaded state alike.
-      offload::cpu_adamw(u.master_ptr + o, at(grad_base, o, G), G, m + o, v + o, s.length,
-                         decay ? with_decay : without_decay, out, P);
+    const optim::AdamWStep& st = decay ? with_decay : without_decay;
+    if (master_on_host && !on_host) {  // offloaded: the CPU Adam on the staged shard
+      offload::cpu_adamw(u.master_ptr + o, at(grad_base, o, G), G, m + o, v + o, s.length, st, out,
+                         P);
+    } else if (adam) {
+      ops.adamw(u.master_ptr + o, at(grad_base, o, G), G, m + o, v + o, s.length, st, out, P);
     } else {
-      optim::sgd_update(u.master_ptr + o, at(grad_base, o, G), G, m ? m + o : nullptr, s.length,
-                        config.optimizer.sgd, lr, grad_scale, decay, out, P);
+      ops.sgd(u.master_ptr + o, at(grad_base, o, G), G, m ? m + o : nullptr, s.length,
+              config.optimizer.sgd, lr, grad_scale, decay, out, P);
     }
+  }
+  if (device_out) {
+    ops.copy_from_host_async(device_out, u.host_out,
+                             static_cast<size_t>(u.layout.shard_numel) * dtype_size(P));
   }
 }
 
@@ -582,31 +670,68 @@ optim::LossScalerState Engine::loss_scaler_state() const { return impl_->scaler.
 void Engine::restore_loss_scaler(const optim::LossScalerState& st) { impl_->scaler.restore(st); }
 
 UnitShardState Engine::shard_state(size_t ui) {
-  UnitState& u = impl_->units.at(ui);
+  Impl& s = *impl_;
+  UnitState& u = s.units.at(ui);
   UnitShardState st;
   st.master = u.master_ptr;
   st.exp_avg = u.m_ptr;
   st.exp_avg_sq = u.v_ptr;
   st.begin = u.master_begin;
   st.numel = u.master_numel;
+  if (!s.master_on_host) {  // host copies of the device state (see the header)
+    const size_t n = static_cast<size_t>(u.master_numel);
+    u.mirror.assign(3 * n, 0.0f);
+    float* dst[3] = {u.mirror.data(), u.mirror.data() + n, u.mirror.data() + 2 * n};
+    float* src[3] = {u.master_ptr, u.m_ptr, u.v_ptr};
+    for (int k = 0; k < 3; ++k) {
+      if (src[k]) s.ops.copy_to_host(dst[k], src[k], n * sizeof(float));
+    }
+    st.master = dst[0];
+    st.exp_avg = u.m_ptr ? dst[1] : nullptr;
+    st.exp_avg_sq = u.v_ptr ? dst[2] : nullptr;
+    u.mirror_written = true;
+  }
   return st;
 }
 
 void Engine::refresh_params_from_master() {
   Impl& s = *impl_;
-  for (UnitState& u : s.units) s.cast_master_to_params(u);
+  for (UnitState& u : s.units) {
+    if (u.mirror_written) {  // upload what was written through shard_state()'s host copies
+      const size_t n = static_cast<size_t>(u.master_numel);
+      float* dst[3] = {u.master_ptr, u.m_ptr, u.v_ptr};
+      for (int k = 0; k < 3; ++k) {
+        if (dst[k]) s.ops.copy_from_host(dst[k], u.mirror.data() + k * n, n * sizeof(float));
+      }
+      u.mirror_written = false;
+    }
+    s.cast_master_to_params(u);
+  }
   s.gather_updated_params();
+  s.ops.synchronize();
 }
 
 std::vector<float> Engine::gather_master_group(size_t ui) {
   Impl& s = *impl_;
   UnitState& u = s.units.at(ui);
   std::vector<float> full(static_cast<size_t>(u.layout.padded_numel));
+  const size_t shard_bytes = static_cast<size_t>(u.layout.shard_numel) * sizeof(float);
   if (s.stage == 0) {
-    std::memcpy(full.data(), u.master_ptr, full.size() * sizeof(float));
-  } else {
+    s.ops.copy_to_host(full.data(), u.master_ptr, full.size() * sizeof(float));
+  } else if (s.on_host) {
     s.comm.all_gather(u.master_ptr, full.data(), static_cast<size_t>(u.layout.shard_numel),
                       DType::kF32);
+  } else {  // a device communicator gathers device memory: stage through two temporaries
+    Buffer shard(shard_bytes, MemCategory::kOther, s.tracker, s.device_alloc());
+    Buffer all(full.size() * sizeof(float), MemCategory::kOther, s.tracker, s.device_alloc());
+    if (s.master_on_host) {
+      s.ops.copy_from_host(shard.data(), u.master_ptr, shard_bytes);
+    } else {
+      s.ops.convert(u.master_ptr, DType::kF32, shard.data(), DType::kF32, u.layout.shard_numel);
+    }
+    s.comm.all_gather(shard.data(), all.data(), static_cast<size_t>(u.layout.shard_numel),
+                      DType::kF32);
+    s.ops.copy_to_host(full.data(), all.data(), full.size() * sizeof(float));
   }
   return full;
 }

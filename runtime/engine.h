@@ -47,14 +47,22 @@ struct UnitShardState {
   int64_t numel = 0;
 };
 
+class DeviceOps;
+
 class Engine {
  public:
   // Builds layouts, allocates every buffer, initialises parameters from their Init (identical for
   // every world size and stage). `tracker` receives the byte accounting (the process tracker when
   // null). Throws zs::Error for an invalid config, a model without units, a unit without
   // parameters, or a configuration that differs between ranks.
+  //
+  // `ops` is the device the engine's buffers live on and its element-wise work runs on
+  // (runtime/device_ops.h); null means the CPU (cpu_device_ops()). `comm` must work on that
+  // device's memory (MpiCommunicator for the CPU, NcclCommunicator ordered on the same stream as
+  // the ops for CUDA), and the model's units must take parameter and gradient views in it
+  // ([Note: device views] in runtime/unit.h).
   Engine(Model& model, Communicator& comm, const EngineConfig& config,
-         MemoryTracker* tracker = nullptr);
+         MemoryTracker* tracker = nullptr, DeviceOps* ops = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -74,6 +82,9 @@ class Engine {
   size_t num_units() const;
   const GroupLayout& layout(size_t unit) const;
   const std::vector<ParamSpec>& param_specs(size_t unit) const;
+  // On the CPU, and for an offloaded optimizer, the pointers address the state itself. On a device
+  // engine without offload they address host copies made by this call; writes to them take
+  // effect at the next refresh_params_from_master().
   UnitShardState shard_state(size_t unit);
   // After master weights were changed from outside (checkpoint load, import): recompute the
   // compute-dtype parameters from them on every rank. Collective.

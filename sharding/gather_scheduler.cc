@@ -5,11 +5,11 @@
 namespace zs {
 
 GatherScheduler::GatherScheduler(Communicator& comm, DType dtype, int64_t max_padded_numel,
-                                 int depth, MemoryTracker* tracker)
+                                 int depth, MemoryTracker* tracker, Allocator* alloc)
     : comm_(comm), dtype_(dtype), depth_(depth), slots_(static_cast<size_t>(depth) + 1) {
   for (Slot& s : slots_) {
     s.buffer = Buffer(static_cast<size_t>(max_padded_numel) * dtype_size(dtype),
-                      MemCategory::kCommBuffers, tracker);
+                      MemCategory::kCommBuffers, tracker, alloc);
   }
 }
 

@@ -27,8 +27,9 @@ class GatherScheduler {
     int64_t shard_numel = 0;
   };
 
+  // Slots come from `alloc` (the CPU allocator when null): the memory `comm` works on.
   GatherScheduler(Communicator& comm, DType dtype, int64_t max_padded_numel, int depth,
-                  MemoryTracker* tracker);
+                  MemoryTracker* tracker, Allocator* alloc = nullptr);
 
   int num_slots() const { return static_cast<int>(slots_.size()); }
   void* slot_data(int slot) { return slots_[slot].buffer.data(); }
