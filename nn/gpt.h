@@ -38,40 +38,19 @@
 #include <span>
 #include <vector>
 
+#include "nn/gpt_config.h"
+#include "nn/gpt_model_base.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/memory_tracker.h"
 #include "runtime/unit.h"
 
 namespace zs::nn {
 
-struct GptConfig {
-  int layers = 4;
-  int heads = 4;
-  int width = 256;    // C; must divide by heads
-  int context = 128;  // T: sequence length of training and the largest inference length
-  int vocab = 256;
-  int batch = 8;     // B: sequences per micro-batch
-  int ffn_mult = 4;  // F = ffn_mult * width
-  // Keep only each block's input in forward and recompute the block in backward. Gradients are
-  // bitwise identical to the non-checkpointed model; activation memory drops.
-  bool checkpoint_activations = false;
-  // The dtype the engine hands parameters in (MixedPrecisionPolicy::param_dtype): fp32, bf16 or
-  // fp16. Must match the engine's.
-  DType compute_dtype = DType::kF32;
-  // OpenMP/oneDNN/Eigen threads for this model's compute; 0 = default_threads().
-  int threads = 0;
-
-  // Throws zs::Error(kInvalidArgument) naming the first bad field.
-  void validate() const;
-  // Parameter elements of the model (embeddings, blocks, head), no padding.
-  int64_t num_params() const;
-};
-
 // Cores available to this process divided by the ranks on this node (OMPI_COMM_WORLD_LOCAL_SIZE,
 // 1 when unset), at least 1.
 int default_threads();
 
-class GptModel : public Model {
+class GptModel : public GptModelBase {
  public:
   // Allocates every activation buffer for (batch, context) and every matmul primitive; `tracker`
   // receives the bytes under kActivations (the process tracker when null). Throws zs::Error for
@@ -98,9 +77,9 @@ class GptModel : public Model {
   // and unchanged until the step (or validation forward) is done. Ids must be in [0, vocab):
   // checked here, throws zs::Error(kInvalidArgument) naming the first bad one or a size that is
   // not a whole number of micro-batches.
-  void set_tokens(std::span<const int32_t> tokens);
+  void set_tokens(std::span<const int32_t> tokens) override;
   // Number of micro-batches in the tokens last given to set_tokens() (0 before).
-  int num_token_micro_batches() const { return num_token_mb_; }
+  int num_token_micro_batches() const override { return num_token_mb_; }
 
   // Generation: the next forward (engine.forward(), StepInfo::training = false) runs one
   // sequence of `length` (1..context) ids (copied) and keeps the logits of its last position.
@@ -108,16 +87,15 @@ class GptModel : public Model {
   // causal attention keeps from influencing it.
   // Throws zs::Error(kInvalidArgument) for a bad length or id. A later load_micro_batch() returns
   // to training/validation mode.
-  void set_inference_input(const int32_t* tokens, int length);
+  void set_inference_input(const int32_t* tokens, int length) override;
   // The vocab logits (fp32) of the last position of the last inference forward; valid until the
   // next forward.
-  std::span<const float> last_logits() const;
+  std::span<const float> last_logits() const override;
 
-  const GptConfig& config() const { return config_; }
-  int threads() const { return threads_; }
-  int64_t num_params() const { return config_.num_params(); }
+  const GptConfig& config() const override { return config_; }
+  int threads() const override { return threads_; }
   // Bytes of activation buffers this model allocated (also registered with the tracker).
-  int64_t activation_bytes() const;
+  int64_t activation_bytes() const override;
 
   struct State;  // shared by the units (nn/gpt.cc)
 

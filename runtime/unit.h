@@ -51,6 +51,12 @@ struct ParamSpec {
   }
 };
 
+// [Note: device views] The views point into the memory of the engine's device (DeviceOps in
+// runtime/device_ops.h): host memory on the CPU backend; device memory of the rank's GPU on the
+// CUDA backend, where a unit enqueues its kernels on the stream the engine's DeviceOps and
+// communicator are ordered on, and must not assume the host can read the views. A model is
+// written for one device (nn::GptModel for the CPU, nn::CudaGptModel for CUDA).
+//
 // A parameter's full values in the compute dtype (fp32, bf16 or fp16), valid during the call.
 struct ParamView {
   const void* data = nullptr;

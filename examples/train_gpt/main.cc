@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backend.h"
 #include "collectives/mpi_communicator.h"
 #include "dataset.h"
 #include "nn/gpt.h"
@@ -69,7 +70,7 @@ std::string human_bytes(double b) {
   return fmt::format("{:.0f} B", b);
 }
 
-double validation_loss(Engine& engine, nn::GptModel& model, const TextDataset& data,
+double validation_loss(Engine& engine, nn::GptModelBase& model, const TextDataset& data,
                        const TrainOptions& o, Communicator& comm, std::vector<int32_t>& tokens) {
   data.fill_val(o.eval_batches, comm.size(), comm.rank(), o.model.batch, tokens);
   model.set_tokens(tokens);
@@ -86,7 +87,8 @@ double validation_loss(Engine& engine, nn::GptModel& model, const TextDataset& d
 
 // Sampling with temperature 0.8 from a generator seeded identically on every rank: all ranks
 // draw the same bytes and take part in every (collective) forward.
-std::string generate(Engine& engine, nn::GptModel& model, const TrainOptions& o, uint64_t& rng) {
+std::string generate(Engine& engine, nn::GptModelBase& model, const TrainOptions& o,
+                     uint64_t& rng) {
   std::vector<int32_t> ctx;
   for (unsigned char c : o.sample_prompt) ctx.push_back(c);
   std::string out = o.sample_prompt;
@@ -111,7 +113,7 @@ std::string generate(Engine& engine, nn::GptModel& model, const TrainOptions& o,
   return out;
 }
 
-int run(int argc, char** argv, Communicator& comm) {
+int run(int argc, char** argv, MpiCommunicator& comm) {
   const bool root = comm.rank() == 0;
   std::string error;
   std::optional<TrainOptions> parsed;
@@ -124,20 +126,26 @@ int run(int argc, char** argv, Communicator& comm) {
   if (!parsed) return 0;  // --help
   TrainOptions& o = *parsed;
 
-  std::unique_ptr<TextDataset> data;
-  std::unique_ptr<nn::GptModel> model;
-  std::unique_ptr<Engine> engine;
+  // Declared before the engine: the engine's buffers come from the backend's allocator and go
+  // first.
   MemoryTracker tracker;
+  std::unique_ptr<TextDataset> data;
+  std::unique_ptr<Backend> backend;
+  nn::GptModelBase* model = nullptr;
+  std::unique_ptr<Engine> engine;
   try {
     data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.context);
-    model = std::make_unique<nn::GptModel>(o.model, &tracker);
-    o.engine.optimizer_threads = model->threads();  // the same core budget as the model
+    backend = make_backend(o.device, o.model, comm, tracker);
+    model = &backend->model();
+    // CPU: the same core budget as the model; CUDA: the host cores of this rank.
+    o.engine.optimizer_threads = o.device == "cpu" ? model->threads() : nn::default_threads();
   } catch (const std::exception& e) {
     error = e.what();
   }
   if (!agree(comm, error)) return 1;
+  Communicator& ecomm = backend->engine_comm();
   try {
-    engine = std::make_unique<Engine>(*model, comm, o.engine, &tracker);
+    engine = std::make_unique<Engine>(*model, ecomm, o.engine, &tracker, backend->ops());
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -164,10 +172,10 @@ int run(int argc, char** argv, Communicator& comm) {
   const int64_t tokens_per_step = static_cast<int64_t>(W) * k * o.model.batch * o.model.context;
   if (root) {
     std::printf(
-        "zeroshard train_gpt: %d ranks, ZeRO-%d, %s compute, %s grads, %lld params "
+        "zeroshard train_gpt: %d ranks on %s, ZeRO-%d, %s compute, %s grads, %lld params "
         "(%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
         "step, %d threads per rank, data %s (%lld train / %lld val bytes)\n",
-        W, static_cast<int>(o.engine.stage),
+        W, backend->device_name().c_str(), static_cast<int>(o.engine.stage),
         std::string(dtype_name(o.engine.precision.param_dtype)).c_str(),
         std::string(dtype_name(o.engine.precision.grad_dtype)).c_str(),
         static_cast<long long>(engine->num_params()), o.model.layers, o.model.width, o.model.heads,
@@ -185,11 +193,12 @@ int run(int argc, char** argv, Communicator& comm) {
   for (int64_t s = first; s < o.steps; ++s) {
     data->fill_train(s, k, W, comm.rank(), o.model.batch, o.engine.seed, tokens);
     model->set_tokens(tokens);
-    const ByteCounters before = comm.counters();
+    const ByteCounters before = ecomm.counters();
     const auto t0 = Clock::now();
     const StepStats st = engine->step();
+    backend->synchronize();  // a device step ends when its last kernel does
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    comm_bytes_step = comm.counters().total_sent() - before.total_sent();
+    comm_bytes_step = ecomm.counters().total_sent() - before.total_sent();
     state.step = s + 1;
     state.data_cursor = s + 1;
     const double tok_s = tokens_per_step / (ms / 1e3);
@@ -241,6 +250,14 @@ int run(int argc, char** argv, Communicator& comm) {
   comm.all_reduce(&median_ms, &median_ms, 1, DType::kF64, ReduceOp::kMax);
   double comm_max = static_cast<double>(comm_bytes_step);
   comm.all_reduce(&comm_max, &comm_max, 1, DType::kF64, ReduceOp::kMax);
+  // Model FLOPs per token, PaLM's count: 6 per parameter (forward + backward) plus attention's
+  // 12 * layers * context * width; activation recomputation is not counted.
+  const double flops_per_token =
+      6.0 * static_cast<double>(engine->num_params()) +
+      12.0 * o.model.layers * static_cast<double>(o.model.context) * o.model.width;
+  const double median_tok_s = median_ms > 0 ? tokens_per_step / (median_ms / 1e3) : 0.0;
+  const double model_tflops = flops_per_token * median_tok_s / 1e12;
+  const double peak = o.peak_tflops > 0 ? o.peak_tflops : backend->peak_tflops();
   std::string sample;
   if (o.sample_tokens > 0) sample = generate(*engine, *model, o, state.rng);
   export_if_asked(*engine, comm, o.checkpoint);
@@ -259,6 +276,12 @@ int run(int argc, char** argv, Communicator& comm) {
         "%.0f tok/s\n",
         human_bytes(comm_max).c_str(), timed ? ms_sum / timed : 0.0,
         timed ? tok_s_sum / timed : 0.0);
+    std::printf("model FLOP/s (median step): %.3f TFLOP/s in all, %.3f per rank%s\n", model_tflops,
+                model_tflops / W,
+                peak > 0 ? fmt::format(", MFU {:.1f}% of {:.1f} TFLOP/s per rank",
+                                       100.0 * model_tflops / W / peak, peak)
+                               .c_str()
+                         : "");
     // The model emits bytes, not necessarily UTF-8: invalid sequences print as U+FFFD.
     constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
     if (!sample.empty()) {
@@ -271,23 +294,25 @@ int run(int argc, char** argv, Communicator& comm) {
         mem[std::string(mem_category_name(static_cast<MemCategory>(c)))] = peaks[c];
       }
       mem["total"] = peaks.back();
-      nlohmann::json j = {
-          {"final", true},
-          {"params", engine->num_params()},
-          {"world_size", W},
-          {"stage", static_cast<int>(o.engine.stage)},
-          {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
-          {"steps", o.steps},
-          {"loss", last_loss},
-          {"val_loss", last_val},
-          {"tokens_per_s", timed ? tok_s_sum / timed : 0.0},
-          {"step_ms", timed ? ms_sum / timed : 0.0},
-          {"median_step_ms", median_ms},
-          {"median_tokens_per_s", median_ms > 0 ? tokens_per_step / (median_ms / 1e3) : 0.0},
-          {"memory_bytes", mem},
-          {"comm_bytes_per_step", comm_max},
-          {"param_hash", hash},
-          {"sample", sample}};
+      nlohmann::json j = {{"final", true},
+                          {"params", engine->num_params()},
+                          {"world_size", W},
+                          {"stage", static_cast<int>(o.engine.stage)},
+                          {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
+                          {"steps", o.steps},
+                          {"loss", last_loss},
+                          {"val_loss", last_val},
+                          {"tokens_per_s", timed ? tok_s_sum / timed : 0.0},
+                          {"step_ms", timed ? ms_sum / timed : 0.0},
+                          {"median_step_ms", median_ms},
+                          {"median_tokens_per_s", median_tok_s},
+                          {"device", backend->device_name()},
+                          {"model_tflops", model_tflops},
+                          {"mfu", peak > 0 ? model_tflops / W / peak : 0.0},
+                          {"memory_bytes", mem},
+                          {"comm_bytes_per_step", comm_max},
+                          {"param_hash", hash},
+                          {"sample", sample}};
       json << j.dump(-1, ' ', false, kReplace) << "\n";
     }
   }

@@ -62,7 +62,11 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
       "prefetch", po::value(&o.engine.prefetch)->default_value(1),
       "units gathered ahead of use in stage 3 (0: none)")(
       "offload-optimizer", po::bool_switch(&offload),
-      "keep the fp32 master and Adam state in host memory and update them with the CPU Adam");
+      "keep the fp32 master and Adam state in host memory and update them with the CPU Adam")(
+      "device", po::value(&o.device)->default_value(o.device),
+      "cpu, or cuda (one GPU per rank, NCCL; needs a CUDA build, docs/gpu.md)")(
+      "peak-tflops", po::value(&o.peak_tflops)->default_value(0.0),
+      "per-rank peak TFLOP/s for the MFU figure (0: known GPUs only)");
 
   po::options_description optim("Optimizer");
   optim.add_options()("optimizer", po::value(&optimizer)->default_value(optimizer), "adamw or sgd")(

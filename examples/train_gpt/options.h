@@ -25,6 +25,8 @@ struct TrainOptions {
   std::string sample_prompt = "The ";
   std::string json_log;
   int64_t log_every = 1;
+  std::string device = "cpu";  // --device: cpu or cuda (examples/train_gpt/backend.h)
+  double peak_tflops = 0.0;    // --peak-tflops: for MFU; 0 = the device's known peak, if any
 };
 
 // Parses argv. Returns std::nullopt after printing --help (exit 0). Throws zs::Error
