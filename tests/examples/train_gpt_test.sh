@@ -107,6 +107,10 @@ PY
     printf 'short' > "$work/short.txt"
     expect "data too short" "too short" --data "$work/short.txt"
     expect "config file" "cannot be read" --config "$work/missing.cfg"
+    expect "bad device" "--device must be cpu or cuda" --device tpu
+    if [ ! -e /dev/nvidia0 ]; then  # no GPU: a CPU build or a CUDA build must refuse cleanly
+      expect "cuda without a GPU" "no CUDA" --device cuda
+    fi
     ;;
   *) fail "unknown case $case_name" ;;
 esac
