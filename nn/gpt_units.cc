@@ -1,9 +1,9 @@
 // The units of GptModel: embeddings, transformer blocks, head. Each forward/backward runs on the
 // buffers of GptModel::State (see [Note: block activations] in gpt_state.h).
-#include <cmath>
 #include <cstring>
 #include <string>
 
+#include "nn/gpt_specs.h"
 #include "nn/gpt_state.h"
 #include "nn/kernels.h"
 #include "nn/threads.h"
@@ -13,30 +13,15 @@ namespace zs::nn {
 
 namespace {
 
-constexpr float kInitStd = 0.02f;
-
-ParamSpec spec(std::string name, std::vector<int64_t> shape, Init init, bool decay) {
-  ParamSpec p;
-  p.name = std::move(name);
-  p.shape = std::move(shape);
-  p.init = init;
-  p.weight_decay = decay;
-  return p;
-}
-
 void check_params(std::span<const ParamView> params, size_t n, const std::string& unit) {
-  ZS_CHECK(params.size() == n, ErrorCode::kInvalidArgument, "{}: {} parameters given, {} expected",
-           unit, params.size(), n);
+  check_gpt_params(params.size(), n, unit);
 }
 
 class EmbedUnit : public Unit {
  public:
   explicit EmbedUnit(GptModel::State& s) : s_(s) {}
   std::string name() const override { return "embed"; }
-  std::vector<ParamSpec> param_specs() const override {
-    return {spec("wte", {s_.V, s_.C}, Init::normal(0.0f, kInitStd), true),
-            spec("wpe", {s_.T, s_.C}, Init::normal(0.0f, kInitStd), true)};
-  }
+  std::vector<ParamSpec> param_specs() const override { return gpt_embed_specs(s_.cfg); }
   void forward(std::span<const ParamView> p, const StepInfo&) override {
     check_params(p, 2, name());
     ThreadScope scope(s_.threads);
@@ -53,44 +38,11 @@ class EmbedUnit : public Unit {
   GptModel::State& s_;
 };
 
-// Parameter order of a block.
-enum BlockParam {
-  kLn1W,
-  kLn1B,
-  kQkvW,
-  kQkvB,
-  kProjW,
-  kProjB,
-  kLn2W,
-  kLn2B,
-  kFcW,
-  kFcB,
-  kFcProjW,
-  kFcProjB,
-  kNumBlockParams
-};
-
 class BlockUnit : public Unit {
  public:
   BlockUnit(GptModel::State& s, int layer) : s_(s), l_(layer) {}
   std::string name() const override { return "block." + std::to_string(l_); }
-  std::vector<ParamSpec> param_specs() const override {
-    const int64_t C = s_.C, F = s_.F;
-    const Init w = Init::normal(0.0f, kInitStd);
-    const Init wres = Init::normal(0.0f, kInitStd / std::sqrt(2.0f * s_.L));
-    return {spec("ln1.weight", {C}, Init::ones(), false),
-            spec("ln1.bias", {C}, Init::zeros(), false),
-            spec("qkv.weight", {3 * C, C}, w, true),
-            spec("qkv.bias", {3 * C}, Init::zeros(), false),
-            spec("proj.weight", {C, C}, wres, true),
-            spec("proj.bias", {C}, Init::zeros(), false),
-            spec("ln2.weight", {C}, Init::ones(), false),
-            spec("ln2.bias", {C}, Init::zeros(), false),
-            spec("fc.weight", {F, C}, w, true),
-            spec("fc.bias", {F}, Init::zeros(), false),
-            spec("fc_proj.weight", {C, F}, wres, true),
-            spec("fc_proj.bias", {C}, Init::zeros(), false)};
-  }
+  std::vector<ParamSpec> param_specs() const override { return gpt_block_specs(s_.cfg); }
   void forward(std::span<const ParamView> p, const StepInfo&) override {
     check_params(p, kNumBlockParams, name());
     ThreadScope scope(s_.threads);
@@ -172,11 +124,7 @@ class HeadUnit : public Unit {
  public:
   explicit HeadUnit(GptModel::State& s) : s_(s) {}
   std::string name() const override { return "head"; }
-  std::vector<ParamSpec> param_specs() const override {
-    return {spec("ln_f.weight", {s_.C}, Init::ones(), false),
-            spec("ln_f.bias", {s_.C}, Init::zeros(), false),
-            spec("lm_head.weight", {s_.V, s_.C}, Init::normal(0.0f, kInitStd), true)};
-  }
+  std::vector<ParamSpec> param_specs() const override { return gpt_head_specs(s_.cfg); }
   void forward(std::span<const ParamView> p, const StepInfo&) override {
     check_params(p, 3, name());
     ThreadScope scope(s_.threads);

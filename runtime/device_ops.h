@@ -13,8 +13,10 @@
 // Bitwise contract, on every device: convert() rounds as runtime/core/convert.h; accumulate()
 // computes dst + src in fp32 and rounds once to dst's dtype; adamw() gives the bits of
 // optim::adamw_reference ([Note: AdamW operation order] in optim/adamw.h); sgd() those of
-// optim::sgd_update. grad_stats() is deterministic for a device and sizes, but its fp64
-// summation order is the device's own (the CPU sums span by span, element by element).
+// optim::sgd_update. One exception: a NaN produced by arithmetic may carry the device's canonical
+// NaN bits rather than the input's sign and payload (convert() keeps them on every device).
+// grad_stats() is deterministic for a device and sizes, but its fp64 summation order is the
+// device's own (the CPU sums span by span, element by element).
 //
 // Thread-safety: one thread at a time (the engine's).
 #pragma once
@@ -77,7 +79,8 @@ class DeviceOps {
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   // Asynchronous device -> host copy, ordered after every earlier call and overlapping later
   // ones (on CUDA: a copy stream that waits for the compute stream's event; host_dst should be
-  // page-locked). host_dst holds the bytes once wait_host_copies() returns.
+  // page-locked). host_dst holds the bytes once wait_host_copies() returns; until then later
+  // calls must not write or free src.
   virtual void copy_to_host_async(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void wait_host_copies() = 0;
   // Asynchronous host -> device copy, ordered before every later call. host_src must stay

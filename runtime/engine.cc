@@ -520,6 +520,8 @@ StepStats Engine::Impl::step(int64_t t) {
   // One all-reduce: loss, sum of squares of this rank's shard, non-finite flags per unit.
   reduce_vec[0] = loss_sum;
   reduce_vec[1] = ops.grad_stats(stats_spans, finite_flags);
+  // The staged gradient shards are complete (and the next step may write the device shards).
+  if (master_on_host && !on_host) ops.wait_host_copies();
   for (size_t ui = 0; ui < U; ++ui) reduce_vec[2 + ui] = finite_flags[ui] ? 0.0 : 1.0;
   host_collective(reduce_vec.data(), reduce_vec.size(), DType::kF64, /*gather=*/false);
 
@@ -543,7 +545,6 @@ StepStats Engine::Impl::step(int64_t t) {
   }
   const float clip = optim::clip_factor(stats.grad_norm, config.clip_norm);
   const float grad_scale = static_cast<float>(inv) * clip;
-  if (master_on_host && !on_host) ops.wait_host_copies();
   for (UnitState& u : units) update_unit(u, stats.lr, grad_scale, t);
   gather_updated_params();
   stats.step = t;

@@ -1,5 +1,6 @@
 #include "nn/cuda/gemm.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "runtime/core/error.h"
@@ -116,6 +117,15 @@ CudaGemm::CudaGemm(CublasContext& ctx, const CudaGemmDesc& d, int max_algos)
   const uint64_t ws = ctx.workspace_bytes();
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof(ws));
+  // The heuristic otherwise assumes 256-byte aligned operands (its default), and the engine hands
+  // parameters at 64-byte offsets inside flat groups: ask only for algorithms that work with
+  // kGemmAlignment-byte aligned pointers (run() checks them).
+  const uint32_t align = kGemmAlignment;
+  for (auto attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+  }
   algos_.resize(static_cast<size_t>(max_algos));
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), op_, la_, lb_, lc_, lc_, pref,
@@ -179,6 +189,10 @@ void CudaGemm::run(const void* a, const void* b, void* c, cudaStream_t stream, c
   ZS_CHECK(desc_.bias == (bias != nullptr), ErrorCode::kInvalidArgument,
            "cuda gemm: bias pointer {} but the descriptor says bias={}", bias ? "given" : "missing",
            desc_.bias);
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kGemmAlignment == 0; };
+  ZS_CHECK(aligned(a) && aligned(b) && aligned(c) && (bias == nullptr || aligned(bias)),
+           ErrorCode::kInvalidArgument, "cuda gemm: operands must be {}-byte aligned",
+           kGemmAlignment);
   if (bias != nullptr) {
     check_blas(
         cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),

@@ -26,6 +26,10 @@
 
 namespace zs::nn::gpu {
 
+// Every pointer handed to CudaGemm::run() (A, B, C and the bias) must be aligned to this many
+// bytes; the algorithms are chosen for it (cuBLASLt's heuristic assumes 256 unless told).
+constexpr unsigned kGemmAlignment = 16;
+
 // cuBLAS and cuBLASLt handles and one GEMM workspace on the current device.
 class CublasContext {
  public:

@@ -1,5 +1,5 @@
-// Host launchers of the CUDA kernels that mirror the CPU layers (nn/kernels.h) and the optimizer
-// (optim/adamw.h, optim/clip.h). C++17: included by the .cu files (nvcc) and by C++20 callers.
+// Host launchers of the CUDA kernels that mirror the CPU layers (nn/kernels.h). C++17: included by
+// the .cu files (nvcc) and by C++20 callers.
 //
 // Every launcher takes the stream it enqueues on, launches asynchronously (no host
 // synchronization) and returns the launch's cudaError_t (cudaGetLastError after the launch, or
@@ -12,8 +12,8 @@
 
 #include <cstdint>
 
-#include "optim/adamw.h"
 #include "runtime/core/dtype.h"
+#include "runtime/cuda/kernels/ops_kernels.h"
 
 namespace zs::nn::gpu {
 
@@ -55,29 +55,14 @@ cudaError_t cross_entropy_forward(const float* logits, const int32_t* targets, i
 cudaError_t cross_entropy_backward(const float* probs, const int32_t* targets, int64_t M, int V,
                                    float scale, float* dlogits, cudaStream_t stream);
 
-// ---- cast.cu -------------------------------------------------------------------------------
-// dst[i] = src[i] converted (fp32, bf16, fp16 either way; round to nearest even, the CPU's
-// convert.h rounding). src and dst must not overlap unless the dtypes are equal and src == dst.
-cudaError_t cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n,
-                 cudaStream_t stream);
-
-// ---- adamw.cu ------------------------------------------------------------------------------
-// optim::adamw_reference on a device shard, in [Note: AdamW operation order], bit for bit the CPU
-// result (no FMA contraction: __fmul_rn/__fadd_rn/__fdiv_rn/__fsqrt_rn). Same arguments and
-// aliasing rules as adamw_reference; grad in fp32/bf16/fp16, out (may be null) in fp32/bf16/fp16.
-cudaError_t adamw(float* p, const void* grad, DType grad_dtype, float* m, float* v, int64_t n,
-                  const optim::AdamWStep& s, void* out, DType out_dtype, cudaStream_t stream);
-
-// ---- grad_stats.cu -------------------------------------------------------------------------
-// The device side of optim::span_stats: sum of squares in fp64 and a non-finite flag.
-// Deterministic for a given n (fixed grid, partials summed in block order) but not in the CPU's
-// element order, so it matches span_stats within fp64 rounding, not bitwise.
-// scratch: kGradStatsBlocks doubles of device memory (block partials and a flag). With accumulate,
-// *sum_squares += and *nonfinite |=; else they are overwritten. sum_squares [1] fp64, nonfinite [1]
-// int (0 or 1).
-constexpr int kGradStatsBlocks = 256;
-cudaError_t grad_stats(const void* data, DType dtype, int64_t n, double* scratch,
-                       double* sum_squares, int* nonfinite, bool accumulate, cudaStream_t stream);
+// ---- runtime/cuda/kernels -------------------------------------------------------------------
+// The casts, fused AdamW and gradient statistics moved to the runtime side (the engine uses them
+// through CudaDeviceOps, and the runtime does not depend on nn/); declared in
+// runtime/cuda/kernels/ops_kernels.h and kept callable under their old names here.
+using zs::gpu::adamw;
+using zs::gpu::cast;
+using zs::gpu::grad_stats;
+using zs::gpu::kGradStatsBlocks;
 
 // ---- attention.cu --------------------------------------------------------------------------
 // qkv [B*T, 3C] fp32 (q | k | v, head h at columns h*hd) -> q, k, v [B, H, T, hd] in mm.
@@ -92,5 +77,44 @@ cudaError_t attention_split_grad(const float* dout, void* dom, DType mm, int B, 
 // dq, dk, dv [B, H, T, hd] fp32 -> dqkv [B*T, 3C] fp32 (overwrites).
 cudaError_t attention_merge_grads(const float* dq, const float* dk, const float* dv, float* dqkv,
                                   int B, int T, int C, int H, cudaStream_t stream);
+
+// ---- embedding.cu --------------------------------------------------------------------------
+// out[b*T + t, :] = wte[tokens[b*T + t], :] + wpe[t, :]; tokens [B*T] int32 in [0, vocab), wte
+// [vocab, C] and wpe [T, C] in dt (fp32, bf16, fp16), out [B*T, C] fp32. Bitwise the CPU's.
+cudaError_t embedding_forward(const int32_t* tokens, int B, int T, int C, const void* wte,
+                              const void* wpe, DType dt, float* out, cudaStream_t stream);
+// Host side of the deterministic embedding backward, run once per micro-batch on the host tokens:
+// a stable counting sort of the M positions by token id. order [M]: positions grouped by id,
+// ascending within an id; rows [<= M]: the distinct ids, ascending; offsets [rows + 1]: row r's
+// positions are order[offsets[r] .. offsets[r+1]). counts: V + 1 ints of host scratch. Returns
+// the number of distinct ids, or -1 for an id outside [0, V) or a bad size. O(M + V).
+int embedding_grad_index(const int32_t* tokens, int64_t M, int V, int32_t* counts, int32_t* order,
+                         int32_t* rows, int32_t* offsets);
+// dwte[rows[r], :] += sum of dout[order[j], :] over row r's positions, in position order (the
+// CPU's order: bitwise nn::embedding_backward); dwpe[t, :] += sum_b dout[b*T + t, :] in b order.
+// order, rows, offsets: embedding_grad_index's output copied to the device, num_rows its return
+// value. No atomics: deterministic. dout [B*T, C], dwte [vocab, C], dwpe [T, C] fp32.
+cudaError_t embedding_backward(const int32_t* order, const int32_t* rows, const int32_t* offsets,
+                               int num_rows, int B, int T, int C, const float* dout, float* dwte,
+                               float* dwpe, cudaStream_t stream);
+
+// ---- residual.cu ---------------------------------------------------------------------------
+// out = a + b (fp32, n elements); out may alias either.
+cudaError_t residual_add(const float* a, const float* b, float* out, int64_t n,
+                         cudaStream_t stream);
+
+// ---- bias_grad.cu --------------------------------------------------------------------------
+// db[j] += sum_i dy[i, j], dy [M, N] fp32. Deterministic (no atomics): fixed row chunks whose
+// partial sums are added in chunk order; the bits depend only on (M, N). scratch: device memory
+// of bias_backward_scratch_floats(M, N) floats, reused by every call on the stream.
+inline int bias_backward_chunks(int64_t M) {
+  const int64_t c = (M + 255) / 256;  // at least 256 rows per chunk, at most 64 chunks
+  return c < 1 ? 1 : (c > 64 ? 64 : static_cast<int>(c));
+}
+inline int64_t bias_backward_scratch_floats(int64_t M, int N) {
+  return static_cast<int64_t>(bias_backward_chunks(M)) * N;
+}
+cudaError_t bias_backward(const float* dy, int64_t M, int N, float* db, float* scratch,
+                          cudaStream_t stream);
 
 }  // namespace zs::nn::gpu

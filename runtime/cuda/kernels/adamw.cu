@@ -1,18 +1,17 @@
 // Fused AdamW on a device shard, in [Note: AdamW operation order] (optim/adamw.h). Every product,
 // sum, quotient and square root is an explicitly rounded intrinsic, so nvcc cannot contract them
 // into FMAs and the result is the CPU reference's, bit for bit.
-#include "nn/cuda/device_util.cuh"
-#include "nn/cuda/kernels.h"
+#include "runtime/cuda/kernels/device_access.cuh"
+#include "runtime/cuda/kernels/ops_kernels.h"
 
-namespace zs::nn::gpu {
+namespace zs::gpu {
 namespace {
 
 constexpr int kBlock = 256;
 
 __global__ void adamw_kernel(float* p, const void* grad, DType grad_dtype, float* m, float* v,
                              int64_t n, optim::AdamWStep s, void* out, DType out_dtype) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = detail::grid_thread(); i < n; i += detail::grid_stride()) {
     const float g = __fmul_rn(detail::load(grad, grad_dtype, i), s.grad_scale);
     float pi = __fmul_rn(p[i], s.decay);
     const float mi = __fadd_rn(__fmul_rn(m[i], s.beta1), __fmul_rn(g, s.one_minus_beta1));
@@ -41,4 +40,4 @@ cudaError_t adamw(float* p, const void* grad, DType grad_dtype, float* m, float*
   return cudaGetLastError();
 }
 
-}  // namespace zs::nn::gpu
+}  // namespace zs::gpu

@@ -1,15 +1,14 @@
-// Dtype casts between fp32, bf16 and fp16 (round to nearest even).
-#include "nn/cuda/device_util.cuh"
-#include "nn/cuda/kernels.h"
+// Dtype casts between fp32, bf16 and fp16 (round to nearest even, NaNs as convert.h).
+#include "runtime/cuda/kernels/device_access.cuh"
+#include "runtime/cuda/kernels/ops_kernels.h"
 
-namespace zs::nn::gpu {
+namespace zs::gpu {
 namespace {
 
 constexpr int kBlock = 256;
 
 __global__ void cast_kernel(const void* src, DType sdt, void* dst, DType ddt, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = detail::grid_thread(); i < n; i += detail::grid_stride()) {
     detail::store(dst, ddt, i, detail::load(src, sdt, i));
   }
 }
@@ -23,7 +22,7 @@ cudaError_t cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, i
   }
   if (n == 0 || (src == dst && src_dtype == dst_dtype)) return cudaSuccess;
   if (src_dtype == dst_dtype) {
-    return cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * (src_dtype == DType::kF32 ? 4u : 2u),
+    return cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * detail::compute_dtype_size(src_dtype),
                            cudaMemcpyDeviceToDevice, stream);
   }
   cast_kernel<<<detail::grid_for(n, kBlock), kBlock, 0, stream>>>(src, src_dtype, dst, dst_dtype,
@@ -31,4 +30,4 @@ cudaError_t cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, i
   return cudaGetLastError();
 }
 
-}  // namespace zs::nn::gpu
+}  // namespace zs::gpu

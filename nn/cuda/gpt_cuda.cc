@@ -1,0 +1,263 @@
+// CudaGptModel: buffers, token upload, loss and logits read-back. The units are in
+// gpt_cuda_units.cc.
+#include <algorithm>
+#include <cstring>
+
+#include "nn/cuda/gpt_cuda_state.h"
+#include "nn/cuda/kernels.h"
+#include "runtime/core/error.h"
+#include "runtime/cuda/cuda_error.h"
+#include "runtime/cuda/cuda_probe.h"
+#include "runtime/cuda/kernels/ops_kernels.h"
+
+namespace zs::nn {
+
+std::vector<std::unique_ptr<Unit>> make_cuda_gpt_units(CudaGptModel::State& s);  // units.cc
+
+CudaGptModel::State::State(const GptConfig& c, cudaStream_t s, MemoryTracker* t,
+                           Allocator* device_alloc)
+    : cfg(c), tracker(t), stream(s) {
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  if (device_alloc == nullptr) {
+    own_alloc = std::make_unique<CudaCachingAllocator>(device);
+    device_alloc = own_alloc.get();
+  }
+  ZS_CHECK(device_alloc->device() == Device::cuda(device), ErrorCode::kUnsupported,
+           "cuda gpt: the allocator serves {}, the current device is cuda:{}",
+           device_alloc->device().to_string(), device);
+  alloc = device_alloc;
+
+  B = c.batch;
+  T = c.context;
+  C = c.width;
+  H = c.heads;
+  F = c.ffn_mult * c.width;
+  V = c.vocab;
+  L = c.layers;
+  M = static_cast<int64_t>(B) * T;
+  mm = c.compute_dtype;
+  ZS_CHECK(M * kIdsPerToken + 1 <= std::numeric_limits<int32_t>::max(), ErrorCode::kInvalidArgument,
+           "cuda gpt: batch x context = {} tokens is too many", M);
+  const int64_t e = static_cast<int64_t>(dtype_size(mm));
+  const bool lowp = mm != DType::kF32;
+  const int64_t bhtt = static_cast<int64_t>(B) * H * T * T;
+  const int64_t f4 = sizeof(float);
+  const int64_t i4 = sizeof(int32_t);
+
+  // Inputs, device and pinned staging; events for the staging slots and the read-backs.
+  const int64_t nids = kIdsPerToken * M + 1;
+  ids = act(nids * i4);
+  for (Buffer& st : staging) {
+    st = Buffer(static_cast<size_t>(nids * i4), MemCategory::kOther, tracker,
+                &pinned_host_allocator());
+  }
+  counts.assign(static_cast<size_t>(V) + 1, 0);
+  row_loss_host =
+      Buffer(static_cast<size_t>(M * f4), MemCategory::kOther, tracker, &pinned_host_allocator());
+  logits_host =
+      Buffer(static_cast<size_t>(V * f4), MemCategory::kOther, tracker, &pinned_host_allocator());
+
+  xs = act((L + 1) * M * C * f4);
+  acts.resize(c.checkpoint_activations ? 1 : static_cast<size_t>(L));
+  for (CudaBlockActs& a : acts) {
+    a.h1 = act(M * C * e);
+    a.mean1 = act(M * f4);
+    a.rstd1 = act(M * f4);
+    a.q = act(M * C * e);
+    a.k = act(M * C * e);
+    a.v = act(M * C * e);
+    a.p = act(bhtt * f4);
+    if (lowp) a.pm = act(bhtt * e);
+    a.a = act(M * C * e);
+    a.x2 = act(M * C * f4);
+    a.h2 = act(M * C * e);
+    a.mean2 = act(M * f4);
+    a.rstd2 = act(M * f4);
+    a.f = act(M * F * f4);
+    a.g = act(M * F * e);
+  }
+  hf = act(M * C * e);
+  meanf = act(M * f4);
+  rstdf = act(M * f4);
+  logits = act(M * V * f4);
+  row_loss = act(M * f4);
+
+  const int64_t wide = std::max<int64_t>(F, 3 * C);
+  qkv = act(M * 3 * C * f4);
+  att_s = act(bhtt * f4);
+  att_o = act(M * C * f4);
+  att_dom = act(M * C * e);
+  if (lowp) att_dsm = act(bhtt * e);
+  att_dq = act(M * C * f4);
+  att_dk = act(M * C * f4);
+  att_dv = act(M * C * f4);
+  dres = act(M * C * f4);
+  dwide = act(M * wide * f4);
+  if (lowp) dwide_mm = act(M * std::max<int64_t>(wide, V) * e);
+  dnarrow = act(M * C * f4);
+  if (lowp) dnarrow_mm = act(M * C * e);
+  pscratch = act(4 * wide * f4);
+  bias_scratch = act(gpu::bias_backward_scratch_floats(M, static_cast<int>(wide)) * f4);
+
+  blas = std::make_unique<gpu::CublasContext>(*alloc, tracker);
+  act_bytes += static_cast<int64_t>(blas->workspace_bytes());
+  qkv_lin = gpu::CudaLinear(*blas, M, C, 3 * C, true, mm);
+  proj_lin = gpu::CudaLinear(*blas, M, C, C, true, mm);
+  fc_lin = gpu::CudaLinear(*blas, M, C, F, true, mm);
+  fcproj_lin = gpu::CudaLinear(*blas, M, F, C, true, mm);
+  head_lin = gpu::CudaLinear(*blas, M, C, V, false, mm);
+  attn = gpu::CudaAttention(*blas, B, T, C, H, mm);
+}
+
+CudaGptModel::State::~State() {
+  // Nothing may still run on the buffers when they go back to the (caching) allocator, which
+  // hands blocks out again at once. Errors are ignored: a destructor does not throw.
+  cudaStreamSynchronize(stream);
+}
+
+Buffer CudaGptModel::State::act(int64_t bytes) {
+  act_bytes += bytes;
+  return Buffer(static_cast<size_t>(bytes), MemCategory::kActivations, tracker, alloc);
+}
+
+gpu::AttentionWork CudaGptModel::State::attn_work() {
+  gpu::AttentionWork w;
+  w.s = att_s.as<float>();
+  w.o = att_o.as<float>();
+  w.dom = att_dom.data();
+  w.dsm = att_dsm.empty() ? att_s.data() : att_dsm.data();
+  w.dq = att_dq.as<float>();
+  w.dk = att_dk.as<float>();
+  w.dv = att_dv.as<float>();
+  return w;
+}
+
+const float* CudaGptModel::State::small_f32(const ParamView& p, int slot) {
+  if (p.dtype == DType::kF32) return p.as<float>();
+  float* dst = pscratch.as<float>() + slot * std::max<int64_t>(F, 3 * C);
+  cuda_check(zs::gpu::cast(p.data, p.dtype, dst, DType::kF32, p.numel, stream), "cast parameter");
+  return dst;
+}
+
+const void* CudaGptModel::State::to_mm(const float* src, Buffer& dst, int64_t n) {
+  if (mm == DType::kF32) return src;
+  cuda_check(zs::gpu::cast(src, DType::kF32, dst.data(), mm, n, stream),
+             "cast to the matmul dtype");
+  return dst.data();
+}
+
+void CudaGptModel::State::upload_ids(int slot, int64_t count) {
+  cuda_check(cudaMemcpyAsync(ids.data(), staging[slot].data(), static_cast<size_t>(count) * 4,
+                             cudaMemcpyHostToDevice, stream),
+             "token upload");
+  cuda_check(cudaEventRecord(staging_done[slot].get(), stream), "cudaEventRecord");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CudaGptModel::CudaGptModel(const GptConfig& config, cudaStream_t stream, MemoryTracker* tracker,
+                           Allocator* device_alloc)
+    : config_(config) {
+  config_.validate();
+  ZS_CHECK(cuda_device_count() > 0, ErrorCode::kUnsupported, "cuda gpt: no CUDA device");
+  ZS_CHECK(config_.width <= gpu::kMaxRow && config_.vocab <= gpu::kMaxRow,
+           ErrorCode::kInvalidArgument, "cuda gpt: width {} and vocab {} must be at most {}",
+           config_.width, config_.vocab, gpu::kMaxRow);
+  state_ = std::make_unique<State>(config_, stream, tracker ? tracker : &MemoryTracker::process(),
+                                   device_alloc);
+  units_ = make_cuda_gpt_units(*state_);
+}
+
+CudaGptModel::~CudaGptModel() = default;
+
+size_t CudaGptModel::num_units() const { return units_.size(); }
+
+Unit& CudaGptModel::unit(size_t i) {
+  ZS_CHECK(i < units_.size(), ErrorCode::kInvalidArgument, "cuda gpt: unit {} of {}", i,
+           units_.size());
+  return *units_[i];
+}
+
+cudaStream_t CudaGptModel::stream() const { return state_->stream; }
+
+int CudaGptModel::device() const { return state_->device; }
+
+int64_t CudaGptModel::activation_bytes() const { return state_->act_bytes; }
+
+double CudaGptModel::loss() const {
+  State& s = *state_;
+  if (!s.have_loss) return std::numeric_limits<double>::quiet_NaN();
+  cuda_check(cudaEventSynchronize(s.loss_ready.get()), "wait for the loss");
+  // The CPU model's order: rows summed in double, in row order.
+  const float* rl = s.row_loss_host.as<float>();
+  double sum = 0.0;
+  for (int64_t i = 0; i < s.M; ++i) sum += rl[i];
+  return sum / static_cast<double>(s.M);
+}
+
+void CudaGptModel::set_tokens(std::span<const int32_t> tokens) {
+  const int64_t per_mb = static_cast<int64_t>(config_.batch) * (config_.context + 1);
+  ZS_CHECK(!tokens.empty() && static_cast<int64_t>(tokens.size()) % per_mb == 0,
+           ErrorCode::kInvalidArgument,
+           "cuda gpt: {} tokens is not a whole number of micro-batches of {} x {}", tokens.size(),
+           config_.batch, config_.context + 1);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    ZS_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab, ErrorCode::kInvalidArgument,
+             "cuda gpt: token {} at index {} outside [0, {})", tokens[i], i, config_.vocab);
+  state_->tokens = tokens;
+  num_token_mb_ = static_cast<int>(static_cast<int64_t>(tokens.size()) / per_mb);
+}
+
+void CudaGptModel::load_micro_batch(int index) {
+  ZS_CHECK(index >= 0 && index < num_token_mb_, ErrorCode::kInvalidArgument,
+           "cuda gpt: micro-batch {} requested, {} set by set_tokens()", index, num_token_mb_);
+  State& s = *state_;
+  const int T = s.T;
+  const int slot = s.next_staging;
+  s.next_staging ^= 1;
+  // See [Note: token upload]: blocks only while the copy from this slot two loads ago is pending.
+  cuda_check(cudaEventSynchronize(s.staging_done[slot].get()), "wait for the staging slot");
+  int32_t* st = s.staging[slot].as<int32_t>();
+  int32_t* in = st;
+  int32_t* tg = st + s.M;
+  const int32_t* src = s.tokens.data() + static_cast<int64_t>(index) * s.B * (T + 1);
+  for (int b = 0; b < s.B; ++b) {
+    std::memcpy(in + static_cast<int64_t>(b) * T, src + static_cast<int64_t>(b) * (T + 1),
+                sizeof(int32_t) * T);
+    std::memcpy(tg + static_cast<int64_t>(b) * T, src + static_cast<int64_t>(b) * (T + 1) + 1,
+                sizeof(int32_t) * T);
+  }
+  const int rows = gpu::embedding_grad_index(in, s.M, s.V, s.counts.data(), st + 2 * s.M,
+                                             st + 3 * s.M, st + 4 * s.M);
+  ZS_ASSERT(rows >= 0);  // ids were checked by set_tokens()
+  s.emb_rows = rows;
+  s.upload_ids(slot, State::kIdsPerToken * s.M + 1);
+  s.inference = false;
+}
+
+void CudaGptModel::set_inference_input(const int32_t* tokens, int length) {
+  State& s = *state_;
+  ZS_CHECK(length >= 1 && length <= s.T, ErrorCode::kInvalidArgument,
+           "cuda gpt: inference length {} outside [1, {}]", length, s.T);
+  for (int i = 0; i < length; ++i)
+    ZS_CHECK(tokens[i] >= 0 && tokens[i] < s.V, ErrorCode::kInvalidArgument,
+             "cuda gpt: token {} at index {} outside [0, {})", tokens[i], i, s.V);
+  const int slot = s.next_staging;
+  s.next_staging ^= 1;
+  cuda_check(cudaEventSynchronize(s.staging_done[slot].get()), "wait for the staging slot");
+  // [Note: inference shape] of nn/gpt.cc: row 0 holds the prompt padded with zeros.
+  int32_t* st = s.staging[slot].as<int32_t>();
+  std::fill(st, st + 2 * s.M, 0);
+  std::memcpy(st, tokens, sizeof(int32_t) * length);
+  s.upload_ids(slot, 2 * s.M);  // inputs and targets; no backward follows
+  s.inference = true;
+  s.inference_length = length;
+}
+
+std::span<const float> CudaGptModel::last_logits() const {
+  State& s = *state_;
+  cuda_check(cudaEventSynchronize(s.logits_ready.get()), "wait for the logits");
+  return {s.logits_host.as<float>(), static_cast<size_t>(s.V)};
+}
+
+}  // namespace zs::nn

@@ -1,0 +1,151 @@
+// Internal to nn/cuda: the device buffers and shared layers of a CudaGptModel, used by its units
+// (gpt_cuda_units.cc). The layout follows GptModel::State (nn/gpt_state.h) and its
+// [Note: block activations]: without checkpointing each block keeps its own CudaBlockActs; with
+// checkpointing one set is shared and a block's backward first recomputes its forward into it.
+// Every kernel is deterministic, so the recomputed values, and the gradients, are bitwise those of
+// the non-checkpointed model.
+//
+// Differences from the CPU state: the fc output `f` is kept as the GELU *input* (the GPU GELU
+// backward recomputes tanh, the CPU saves gelu'), the matmul dtype is the compute dtype itself
+// (fp16 products run in fp16), and the residual adds go through `dnarrow` as a forward temporary.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "nn/cuda/attention.h"
+#include "nn/cuda/gemm.h"
+#include "nn/cuda/gpt_cuda.h"
+#include "nn/cuda/linear.h"
+#include "runtime/core/buffer.h"
+#include "runtime/cuda/cuda_allocator.h"
+#include "runtime/cuda/cuda_error.h"
+
+namespace zs::nn {
+
+// A cudaEvent_t without timing, destroyed with its owner.
+class CudaEvent {
+ public:
+  CudaEvent() {
+    cuda_check(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  ~CudaEvent() {
+    if (ev_ != nullptr) cudaEventDestroy(ev_);
+  }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  cudaEvent_t get() const { return ev_; }
+
+ private:
+  cudaEvent_t ev_ = nullptr;
+};
+
+// Device buffers kept from a block's forward for its backward (mm = the compute dtype).
+struct CudaBlockActs {
+  Buffer h1;            // [M, C] ln1 output, mm
+  Buffer mean1, rstd1;  // [M] fp32
+  Buffer q, k, v;       // [B, H, T, hd] mm
+  Buffer p;             // [B, H, T, T] fp32 probabilities
+  Buffer pm;            // [B, H, T, T] mm (empty when mm is fp32)
+  Buffer a;             // [M, C] attention output, mm
+  Buffer x2;            // [M, C] residual after attention, fp32
+  Buffer h2;            // [M, C] ln2 output, mm
+  Buffer mean2, rstd2;  // [M] fp32
+  Buffer f;             // [M, F] fc output (the GELU input), fp32
+  Buffer g;             // [M, F] GELU output, mm
+  gpu::AttentionActs attn() {
+    return {q.data(), k.data(), v.data(), p.as<float>(), pm.empty() ? p.data() : pm.data()};
+  }
+};
+
+struct CudaGptModel::State {
+  State(const GptConfig& c, cudaStream_t s, MemoryTracker* t, Allocator* device_alloc);
+  ~State();  // waits for the stream before the buffers go back to the allocator
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+
+  GptConfig cfg;
+  MemoryTracker* tracker = nullptr;
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  // Declared before every Buffer: destroyed after them.
+  std::unique_ptr<CudaCachingAllocator> own_alloc;
+  Allocator* alloc = nullptr;
+  int B = 0, T = 0, C = 0, H = 0, F = 0, V = 0, L = 0;
+  int64_t M = 0;  // B * T
+  DType mm = DType::kF32;
+  int64_t act_bytes = 0;
+
+  // ---- inputs ----
+  std::span<const int32_t> tokens;  // set_tokens(), not owned
+  // [Note: token upload] One device int32 array of kIdsPerToken * M + 1 ids: inputs [M], targets
+  // [M], then the embedding-gradient index of the inputs (embedding_grad_index: order [M], rows
+  // [M], offsets [M + 1]). The host fills one of two pinned staging slots of the same layout and
+  // copies it with one cudaMemcpyAsync on the stream; staging_done[s] is recorded after the copy
+  // from slot s, and the host waits for it before refilling that slot.
+  static constexpr int64_t kIdsPerToken = 5;
+  Buffer ids;  // device
+  Buffer staging[2];
+  CudaEvent staging_done[2];
+  int next_staging = 0;
+  std::vector<int32_t> counts;  // [V + 1] host scratch of embedding_grad_index
+  int emb_rows = 0;             // distinct ids of the loaded micro-batch
+  bool inference = false;
+  int inference_length = 0;
+  int32_t* inputs() { return ids.as<int32_t>(); }
+  int32_t* targets() { return ids.as<int32_t>() + M; }
+  int32_t* emb_order() { return ids.as<int32_t>() + 2 * M; }
+  int32_t* emb_row_ids() { return ids.as<int32_t>() + 3 * M; }
+  int32_t* emb_offsets() { return ids.as<int32_t>() + 4 * M; }
+
+  // ---- kept activations (device) ----
+  Buffer xs;                        // [L + 1][M, C] block inputs, fp32; xs[L] is the head's input
+  std::vector<CudaBlockActs> acts;  // L, or 1 when checkpointing
+  Buffer hf, meanf, rstdf;          // head: ln_f output [M, C] mm, [M], [M]
+  Buffer logits;                    // [M, V] fp32; probabilities after a training forward
+  Buffer row_loss;                  // [M] fp32
+
+  // ---- results on the host (pinned) ----
+  Buffer row_loss_host;  // [M] fp32
+  Buffer logits_host;    // [V] fp32
+  CudaEvent loss_ready, logits_ready;
+  bool have_loss = false;
+
+  // ---- temporaries shared by all units (device) ----
+  Buffer qkv;                     // [M, 3C] fp32
+  Buffer att_s, att_o;            // [B, H, T, T], [M, C] fp32
+  Buffer att_dom, att_dsm;        // [M, C], [B, H, T, T] mm (att_dsm empty when mm is fp32)
+  Buffer att_dq, att_dk, att_dv;  // [M, C] fp32 each
+  Buffer dres;                    // [M, C] gradient of the residual stream
+  Buffer dwide;                   // [M, max(F, 3C)] fp32 gradient temporaries
+  Buffer dwide_mm;                // [M, max(F, 3C, V)] mm copy (empty when mm is fp32)
+  Buffer dnarrow;                 // [M, C] fp32; also the forward's pre-residual GEMM output
+  Buffer dnarrow_mm;              // [M, C] mm copy of dres (empty when mm is fp32)
+  Buffer pscratch;                // [4][max(F, 3C)] fp32: small parameters converted
+  Buffer bias_scratch;            // bias_backward_scratch_floats(M, max(F, 3C)) fp32
+
+  // ---- shared layers (one per shape) ----
+  std::unique_ptr<gpu::CublasContext> blas;
+  gpu::CudaLinear qkv_lin, proj_lin, fc_lin, fcproj_lin, head_lin;
+  gpu::CudaAttention attn;
+
+  Buffer act(int64_t bytes);  // a device kActivations buffer, counted in act_bytes
+  CudaBlockActs& block_acts(int l) { return acts[cfg.checkpoint_activations ? 0 : l]; }
+  float* x(int l) { return xs.as<float>() + static_cast<int64_t>(l) * M * C; }
+  gpu::AttentionWork attn_work();
+  // The parameter as fp32: its data when fp32, else converted into scratch slot `slot` (0..3) on
+  // the stream. Slots are reused: a converted value is valid until the next conversion into it
+  // is enqueued (stream order makes the reuse safe).
+  const float* small_f32(const ParamView& p, int slot);
+  // src in mm: src itself when mm is fp32, else converted into dst (n elements) on the stream.
+  const void* to_mm(const float* src, Buffer& dst, int64_t n);
+  // Copies a staging slot filled by the host to `ids` on the stream (the first `count` ids).
+  void upload_ids(int slot, int64_t count);
+};
+
+}  // namespace zs::nn

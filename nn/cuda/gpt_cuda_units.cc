@@ -1,0 +1,216 @@
+// The units of CudaGptModel: embeddings, transformer blocks, head, in the order and with the
+// parameters of nn/gpt_units.cc (nn/gpt_specs.h). Each forward/backward only enqueues work on the
+// model's stream over the buffers of CudaGptModel::State (nn/cuda/gpt_cuda_state.h).
+#include <string>
+
+#include "nn/cuda/gpt_cuda_state.h"
+#include "nn/cuda/kernels.h"
+#include "nn/gpt_specs.h"
+#include "runtime/core/error.h"
+#include "runtime/cuda/cuda_error.h"
+
+namespace zs::nn {
+
+namespace {
+
+using State = CudaGptModel::State;
+
+// Parameter count and dtype: the engine hands every view in the compute dtype.
+void check_params(std::span<const ParamView> params, size_t n, const std::string& unit, DType mm) {
+  check_gpt_params(params.size(), n, unit);
+  for (const ParamView& p : params) {
+    ZS_CHECK(p.dtype == mm, ErrorCode::kInvalidArgument,
+             "{}: parameter '{}' given in {}, the model computes in {}", unit,
+             p.spec ? p.spec->name : std::string("?"), dtype_name(p.dtype), dtype_name(mm));
+  }
+}
+
+class EmbedUnit : public Unit {
+ public:
+  explicit EmbedUnit(State& s) : s_(s) {}
+  std::string name() const override { return "embed"; }
+  std::vector<ParamSpec> param_specs() const override { return gpt_embed_specs(s_.cfg); }
+  void forward(std::span<const ParamView> p, const StepInfo&) override {
+    check_params(p, 2, name(), s_.mm);
+    cuda_check(gpu::embedding_forward(s_.inputs(), s_.B, s_.T, s_.C, p[0].data, p[1].data, s_.mm,
+                                      s_.x(0), s_.stream),
+               "embedding_forward");
+  }
+  void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
+    check_params(p, 2, name(), s_.mm);
+    ZS_CHECK(!s_.inference, ErrorCode::kInvalidArgument,
+             "cuda gpt embed: backward after an inference forward");
+    cuda_check(gpu::embedding_backward(s_.emb_order(), s_.emb_row_ids(), s_.emb_offsets(),
+                                       s_.emb_rows, s_.B, s_.T, s_.C, s_.dres.as<float>(),
+                                       g.grad(0), g.grad(1), s_.stream),
+               "embedding_backward");
+  }
+
+ private:
+  State& s_;
+};
+
+class BlockUnit : public Unit {
+ public:
+  BlockUnit(State& s, int layer) : s_(s), l_(layer) {}
+  std::string name() const override { return "block." + std::to_string(l_); }
+  std::vector<ParamSpec> param_specs() const override { return gpt_block_specs(s_.cfg); }
+  void forward(std::span<const ParamView> p, const StepInfo&) override {
+    check_params(p, kNumBlockParams, name(), s_.mm);
+    run_forward(p);
+  }
+  void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
+    check_params(p, kNumBlockParams, name(), s_.mm);
+    if (s_.cfg.checkpoint_activations) run_forward(p);  // recompute into the shared set
+    run_backward(p, g);
+  }
+
+ private:
+  void run_forward(std::span<const ParamView> p) {
+    State& s = s_;
+    CudaBlockActs& a = s.block_acts(l_);
+    const int64_t M = s.M, C = s.C, F = s.F;
+    cudaStream_t st = s.stream;
+    const float* x = s.x(l_);
+    float* y = s.x(l_ + 1);
+    float* tmp = s.dnarrow.as<float>();  // free during forward (and before a block's backward)
+    cuda_check(
+        gpu::layernorm_forward(x, s.small_f32(p[kLn1W], 0), s.small_f32(p[kLn1B], 1), M, s.C,
+                               a.h1.data(), s.mm, a.mean1.as<float>(), a.rstd1.as<float>(), st),
+        "layernorm_forward");
+    s.qkv_lin.forward(a.h1.data(), p[kQkvW].data, s.small_f32(p[kQkvB], 2), s.qkv.as<float>(), st);
+    s.attn.forward(s.qkv.as<float>(), a.attn(), s.attn_work(), a.a.data(), st);
+    // Residual: x2 = x + (a proj^T + b).
+    s.proj_lin.forward(a.a.data(), p[kProjW].data, s.small_f32(p[kProjB], 3), tmp, st);
+    cuda_check(gpu::residual_add(x, tmp, a.x2.as<float>(), M * C, st), "residual_add");
+    cuda_check(gpu::layernorm_forward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0),
+                                      s.small_f32(p[kLn2B], 1), M, s.C, a.h2.data(), s.mm,
+                                      a.mean2.as<float>(), a.rstd2.as<float>(), st),
+               "layernorm_forward");
+    s.fc_lin.forward(a.h2.data(), p[kFcW].data, s.small_f32(p[kFcB], 2), a.f.as<float>(), st);
+    cuda_check(gpu::gelu_forward(a.f.as<float>(), a.g.data(), s.mm, M * F, st), "gelu_forward");
+    // Residual: y = x2 + (g fc_proj^T + b).
+    s.fcproj_lin.forward(a.g.data(), p[kFcProjW].data, s.small_f32(p[kFcProjB], 3), tmp, st);
+    cuda_check(gpu::residual_add(a.x2.as<float>(), tmp, y, M * C, st), "residual_add");
+  }
+
+  // On entry s.dres = dL/d(block output); on exit dL/d(block input).
+  void run_backward(std::span<const ParamView> p, GradViews& g) {
+    State& s = s_;
+    CudaBlockActs& a = s.block_acts(l_);
+    const int64_t M = s.M;
+    const int C = s.C, F = s.F;
+    cudaStream_t st = s.stream;
+    float* dres = s.dres.as<float>();
+    float* dwide = s.dwide.as<float>();
+    float* dnarrow = s.dnarrow.as<float>();
+    float* bscratch = s.bias_scratch.as<float>();
+
+    // MLP: y = x2 + fc_proj(gelu(fc(ln2(x2)))).
+    const void* dy = s.to_mm(dres, s.dnarrow_mm, M * C);
+    s.fcproj_lin.backward_data(dy, p[kFcProjW].data, dwide, st);  // dg [M, F]
+    s.fcproj_lin.backward_weight(dy, a.g.data(), g.grad(kFcProjW), st);
+    cuda_check(gpu::bias_backward(dres, M, C, g.grad(kFcProjB), bscratch, st), "bias_backward");
+    cuda_check(gpu::gelu_backward(a.f.as<float>(), dwide, dwide, M * F, st), "gelu_backward");
+    const void* df = s.to_mm(dwide, s.dwide_mm, M * F);
+    s.fc_lin.backward_data(df, p[kFcW].data, dnarrow, st);  // dh2
+    s.fc_lin.backward_weight(df, a.h2.data(), g.grad(kFcW), st);
+    cuda_check(gpu::bias_backward(dwide, M, F, g.grad(kFcB), bscratch, st), "bias_backward");
+    cuda_check(gpu::layernorm_backward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0),
+                                       a.mean2.as<float>(), a.rstd2.as<float>(), dnarrow, M, C,
+                                       dres, g.grad(kLn2W), g.grad(kLn2B), st),
+               "layernorm_backward");
+
+    // Attention: x2 = x + proj(attn(qkv(ln1(x)))).
+    const void* dx2 = s.to_mm(dres, s.dnarrow_mm, M * C);
+    s.proj_lin.backward_data(dx2, p[kProjW].data, dnarrow, st);  // da
+    s.proj_lin.backward_weight(dx2, a.a.data(), g.grad(kProjW), st);
+    cuda_check(gpu::bias_backward(dres, M, C, g.grad(kProjB), bscratch, st), "bias_backward");
+    s.attn.backward(dnarrow, a.attn(), s.attn_work(), dwide, st);  // dqkv [M, 3C]
+    const void* dqkv = s.to_mm(dwide, s.dwide_mm, M * 3 * C);
+    s.qkv_lin.backward_data(dqkv, p[kQkvW].data, dnarrow, st);  // dh1
+    s.qkv_lin.backward_weight(dqkv, a.h1.data(), g.grad(kQkvW), st);
+    cuda_check(gpu::bias_backward(dwide, M, 3 * C, g.grad(kQkvB), bscratch, st), "bias_backward");
+    cuda_check(gpu::layernorm_backward(s.x(l_), s.small_f32(p[kLn1W], 0), a.mean1.as<float>(),
+                                       a.rstd1.as<float>(), dnarrow, M, C, dres, g.grad(kLn1W),
+                                       g.grad(kLn1B), st),
+               "layernorm_backward");
+  }
+
+  State& s_;
+  int l_;
+};
+
+class HeadUnit : public Unit {
+ public:
+  explicit HeadUnit(State& s) : s_(s) {}
+  std::string name() const override { return "head"; }
+  std::vector<ParamSpec> param_specs() const override { return gpt_head_specs(s_.cfg); }
+  void forward(std::span<const ParamView> p, const StepInfo&) override {
+    check_params(p, 3, name(), s_.mm);
+    State& s = s_;
+    cudaStream_t st = s.stream;
+    cuda_check(
+        gpu::layernorm_forward(s.x(s.L), s.small_f32(p[0], 0), s.small_f32(p[1], 1), s.M, s.C,
+                               s.hf.data(), s.mm, s.meanf.as<float>(), s.rstdf.as<float>(), st),
+        "layernorm_forward");
+    float* logits = s.logits.as<float>();
+    s.head_lin.forward(s.hf.data(), p[2].data, nullptr, logits, st);
+    if (s.inference) {
+      cuda_check(cudaMemcpyAsync(s.logits_host.data(),
+                                 logits + static_cast<int64_t>(s.inference_length - 1) * s.V,
+                                 sizeof(float) * s.V, cudaMemcpyDeviceToHost, st),
+                 "logits read-back");
+      cuda_check(cudaEventRecord(s.logits_ready.get(), st), "cudaEventRecord");
+      return;
+    }
+    // The logits become probabilities in place; backward turns them into dlogits. The per-row
+    // losses go to the host now; loss() waits for them.
+    cuda_check(gpu::cross_entropy_forward(logits, s.targets(), s.M, s.V, logits,
+                                          s.row_loss.as<float>(), st),
+               "cross_entropy_forward");
+    cuda_check(cudaMemcpyAsync(s.row_loss_host.data(), s.row_loss.data(), sizeof(float) * s.M,
+                               cudaMemcpyDeviceToHost, st),
+               "loss read-back");
+    cuda_check(cudaEventRecord(s.loss_ready.get(), st), "cudaEventRecord");
+    s.have_loss = true;
+  }
+  // Seeds the gradient with info.loss_scale; must follow this micro-batch's training forward
+  // (it consumes the probabilities in place).
+  void backward(std::span<const ParamView> p, GradViews& g, const StepInfo& info) override {
+    check_params(p, 3, name(), s_.mm);
+    ZS_CHECK(!s_.inference, ErrorCode::kInvalidArgument,
+             "cuda gpt head: backward after an inference forward");
+    State& s = s_;
+    cudaStream_t st = s.stream;
+    float* dlogits = s.logits.as<float>();
+    cuda_check(
+        gpu::cross_entropy_backward(dlogits, s.targets(), s.M, s.V, info.loss_scale, dlogits, st),
+        "cross_entropy_backward");
+    const void* dl = s.to_mm(dlogits, s.dwide_mm, s.M * s.V);
+    float* dh = s.dnarrow.as<float>();
+    s.head_lin.backward_data(dl, p[2].data, dh, st);
+    s.head_lin.backward_weight(dl, s.hf.data(), g.grad(2), st);
+    float* dres = s.dres.as<float>();
+    cuda_check(cudaMemsetAsync(dres, 0, sizeof(float) * s.M * s.C, st), "cudaMemsetAsync");
+    cuda_check(
+        gpu::layernorm_backward(s.x(s.L), s.small_f32(p[0], 0), s.meanf.as<float>(),
+                                s.rstdf.as<float>(), dh, s.M, s.C, dres, g.grad(0), g.grad(1), st),
+        "layernorm_backward");
+  }
+
+ private:
+  State& s_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Unit>> make_cuda_gpt_units(CudaGptModel::State& s) {
+  std::vector<std::unique_ptr<Unit>> units;
+  units.push_back(std::make_unique<EmbedUnit>(s));
+  for (int l = 0; l < s.L; ++l) units.push_back(std::make_unique<BlockUnit>(s, l));
+  units.push_back(std::make_unique<HeadUnit>(s));
+  return units;
+}
+
+}  // namespace zs::nn

@@ -1,0 +1,44 @@
+// The parameters of the GPT units, shared by the CPU model (nn::GptModel) and the GPU model
+// (nn::CudaGptModel): names, shapes, order, initialisers and weight-decay flags are declared here
+// once, so checkpoints, param_hash and safetensors exports are interchangeable between the two.
+// See nn/gpt.h for the units and the GPT-2 initialisation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/gpt.h"
+#include "runtime/unit.h"
+
+namespace zs::nn {
+
+// Parameter order of a block (index into gpt_block_specs()).
+enum GptBlockParam {
+  kLn1W,
+  kLn1B,
+  kQkvW,
+  kQkvB,
+  kProjW,
+  kProjB,
+  kLn2W,
+  kLn2B,
+  kFcW,
+  kFcB,
+  kFcProjW,
+  kFcProjB,
+  kNumBlockParams
+};
+
+// Unit 0 "embed": wte [vocab, width], wpe [context, width].
+std::vector<ParamSpec> gpt_embed_specs(const GptConfig& c);
+// Units 1..layers "block.i": the kNumBlockParams parameters above, in that order.
+std::vector<ParamSpec> gpt_block_specs(const GptConfig& c);
+// Unit layers + 1 "head": ln_f.weight, ln_f.bias, lm_head.weight.
+std::vector<ParamSpec> gpt_head_specs(const GptConfig& c);
+// "embed", "block.<l>" or "head" for unit `unit` of a model with c.layers blocks.
+std::string gpt_unit_name(const GptConfig& c, size_t unit);
+
+// Throws zs::Error(kInvalidArgument) naming `unit` when params.size() != n.
+void check_gpt_params(size_t given, size_t n, const std::string& unit);
+
+}  // namespace zs::nn
