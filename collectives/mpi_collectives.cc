@@ -2,6 +2,7 @@
 // the chunked MPI primitives are in mpi_communicator.cc.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "collectives/mpi_communicator.h"
 #include "collectives/reduce_kernels.h"
@@ -238,12 +239,29 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t count,
   reduce_pieces(g.slot->buf.data(), count, size_, recv, count, dtype, op);
 }
 
+bool MpiCommunicator::pair_sum_direct(size_t count, DType dtype, ReduceOp op) const {
+  return size_ == 2 && op == ReduceOp::kSum && (dtype == DType::kF32 || dtype == DType::kF64) &&
+         count * dtype_size(dtype) <= kPairDirectBytes &&
+         count <= static_cast<size_t>(std::numeric_limits<int>::max());
+}
+
 void MpiCommunicator::all_reduce(const void* send, void* recv, size_t count, DType dtype,
                                  ReduceOp op) {
   const auto kind = CollectiveKind::kAllReduce;
   validate(kind, send, recv, count, dtype, op, 0);
   check_agreement(kind, count, dtype, op, 0);
   count_bytes(kind, count, dtype, 0);
+  if (pair_sum_direct(count, dtype, op)) {
+    // [Note: two-rank sums] With two ranks, x0 + x1 is the only sum there is: IEEE addition is
+    // commutative, so MPI's own all-reduce gives the rank-order bits, with fewer copies and
+    // synchronisations than the staged paths for messages up to kPairDirectBytes.
+    shm_drain(nullptr);  // earlier window operations first, in call order
+    const bool in_place = send == recv;
+    check_mpi(MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, static_cast<int>(count),
+                            dtype == DType::kF32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, comm_),
+              "MPI_Allreduce", kind, count, dtype);
+    return;
+  }
   if (shm_on_) {
     shm_drain(nullptr);
     shm_run(kind, send, recv, count, dtype, op);

@@ -132,6 +132,10 @@ class MpiCommunicator final : public Communicator {
   void validate(CollectiveKind kind, const void* send, const void* recv, size_t count, DType dtype,
                 ReduceOp op, int root) const;
   void check_agreement(CollectiveKind kind, size_t count, DType dtype, ReduceOp op, int root);
+  // [Note: two-rank sums] in mpi_collectives.cc: the synchronous all-reduce of fp32/fp64 sums on
+  // two ranks, up to kPairDirectBytes, is MPI_Allreduce itself.
+  static constexpr size_t kPairDirectBytes = size_t{4} << 20;
+  bool pair_sum_direct(size_t count, DType dtype, ReduceOp op) const;
   void count_bytes(CollectiveKind kind, size_t count, DType dtype, int root);
 
   Slot* acquire(size_t bytes);

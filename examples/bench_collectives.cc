@@ -7,14 +7,17 @@
 // Method (nccl-tests style): fp32 sum; `size` is the bytes of the full buffer (all-gather's
 // output, reduce-scatter's input, all-reduce's buffer) and `count` its elements. Each iteration is
 // preceded by MPI_Barrier and timed with MPI_Wtime; an iteration's time is the max over ranks;
-// warm-up iterations are excluded; the reported time is the median. algbw = size / time;
-// busbw = algbw * (n-1)/n for all-gather and reduce-scatter, * 2(n-1)/n for all-reduce. #wrong
-// counts the elements of the last iteration's result that differ from the expected values (data
-// are small integers, so sums are exact in any order), summed over ranks.
+// warm-up iterations are excluded; the reported time is the median. The two implementations'
+// iterations alternate (zeroshard, raw MPI, zeroshard, ...), so that a noisy neighbour or a
+// frequency change hits both alike. algbw = size / time; busbw = algbw * (n-1)/n for all-gather
+// and reduce-scatter, * 2(n-1)/n for all-reduce. #wrong counts the elements of one further call
+// of each implementation, run alone on a zeroed output, that differ from the expected values
+// (data are small integers, so sums are exact in any order), summed over ranks.
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <iostream>
@@ -54,20 +57,35 @@ float value(int rank, size_t global_index) {
   return static_cast<float>((rank + global_index) % 13);
 }
 
-// Times `op` as described at the top; returns the median of the per-iteration max over ranks.
-double time_op(const std::function<void()>& op, const Options& o) {
-  std::vector<double> times;
-  for (int it = 0; it < o.warmup + o.iters; ++it) {
+// Times the two implementations of one row as described at the top, their iterations
+// interleaved (zeroshard, raw, zeroshard, raw, ...) so that both see the same machine state;
+// returns the median of the per-iteration max over ranks of each.
+std::pair<double, double> time_pair(const std::function<void()>& a, const std::function<void()>& b,
+                                    const Options& o) {
+  std::vector<double> times[2];
+  auto once = [](const std::function<void()>& op) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     op();
     double t = MPI_Wtime() - t0, tmax = 0;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (it >= o.warmup) times.push_back(tmax);
+    return tmax;
+  };
+  for (int it = 0; it < o.warmup + o.iters; ++it) {
+    const double ta = once(a);
+    const double tb = once(b);
+    if (it >= o.warmup) {
+      times[0].push_back(ta);
+      times[1].push_back(tb);
+    }
   }
-  std::sort(times.begin(), times.end());
-  const size_t m = times.size();
-  return m % 2 ? times[m / 2] : 0.5 * (times[m / 2 - 1] + times[m / 2]);
+  double med[2];
+  for (int k = 0; k < 2; ++k) {
+    std::sort(times[k].begin(), times[k].end());
+    const size_t m = times[k].size();
+    med[k] = m % 2 ? times[k][m / 2] : 0.5 * (times[k][m / 2 - 1] + times[k][m / 2]);
+  }
+  return {med[0], med[1]};
 }
 
 class Bench {
@@ -89,45 +107,49 @@ class Bench {
     return std::max<size_t>(bytes / sizeof(float) / n_, 1) * n_;
   }
 
-  Result run(const std::string& op, size_t total, bool use_zs) {
+  // Both implementations of one row: {zeroshard, raw MPI}.
+  std::pair<Result, Result> run(const std::string& op, size_t total) {
     float* s = send_.as<float>();
     float* r = recv_.as<float>();
     const size_t per_rank = total / n_;
-    std::function<void()> f;
+    std::function<void()> fz, fm;
     double factor = static_cast<double>(n_ - 1) / n_;
     if (op == "all_gather") {
       for (size_t i = 0; i < per_rank; ++i) s[i] = value(rank_, rank_ * per_rank + i);
-      f = use_zs ? std::function<void()>([&] { zs_->all_gather(s, r, per_rank, DType::kF32); })
-                 : [&] {
-                     MPI_Allgather(s, static_cast<int>(per_rank), MPI_FLOAT, r,
-                                   static_cast<int>(per_rank), MPI_FLOAT, raw_);
-                   };
+      fz = [&] { zs_->all_gather(s, r, per_rank, DType::kF32); };
+      fm = [&] {
+        MPI_Allgather(s, static_cast<int>(per_rank), MPI_FLOAT, r, static_cast<int>(per_rank),
+                      MPI_FLOAT, raw_);
+      };
     } else if (op == "reduce_scatter") {
       for (size_t i = 0; i < total; ++i) s[i] = value(rank_, i);
-      f = use_zs ? std::function<void()>(
-                       [&] { zs_->reduce_scatter(s, r, per_rank, DType::kF32, ReduceOp::kSum); })
-                 : [&] {
-                     MPI_Reduce_scatter_block(s, r, static_cast<int>(per_rank), MPI_FLOAT, MPI_SUM,
-                                              raw_);
-                   };
+      fz = [&] { zs_->reduce_scatter(s, r, per_rank, DType::kF32, ReduceOp::kSum); };
+      fm = [&] {
+        MPI_Reduce_scatter_block(s, r, static_cast<int>(per_rank), MPI_FLOAT, MPI_SUM, raw_);
+      };
     } else if (op == "all_reduce") {
       for (size_t i = 0; i < total; ++i) s[i] = value(rank_, i);
       factor *= 2;
-      f = use_zs ? std::function<void()>(
-                       [&] { zs_->all_reduce(s, r, total, DType::kF32, ReduceOp::kSum); })
-                 : [&] { MPI_Allreduce(s, r, static_cast<int>(total), MPI_FLOAT, MPI_SUM, raw_); };
+      fz = [&] { zs_->all_reduce(s, r, total, DType::kF32, ReduceOp::kSum); };
+      fm = [&] { MPI_Allreduce(s, r, static_cast<int>(total), MPI_FLOAT, MPI_SUM, raw_); };
     } else {
       zs::fail(zs::ErrorCode::kInvalidArgument,
                "bench_collectives: unknown op '{}' (all_gather, reduce_scatter, all_reduce)", op);
     }
-    Result res;
-    const double t = time_op(f, o_);
-    res.time_us = t * 1e6;
-    res.algbw = total * sizeof(float) / t / 1e9;
-    res.busbw = res.algbw * factor;
-    long wrong = check(op, total);
-    MPI_Allreduce(&wrong, &res.wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    return res;
+    const auto [tz, tm] = time_pair(fz, fm, o_);
+    Result res[2];
+    const double t[2] = {tz, tm};
+    const std::function<void()>* f[2] = {&fz, &fm};
+    for (int k = 0; k < 2; ++k) {
+      res[k].time_us = t[k] * 1e6;
+      res[k].algbw = total * sizeof(float) / t[k] / 1e9;
+      res[k].busbw = res[k].algbw * factor;
+      std::memset(r, 0, total * sizeof(float));
+      (*f[k])();  // once more, alone, to check its result
+      long wrong = check(op, total);
+      MPI_Allreduce(&wrong, &res[k].wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    }
+    return {res[0], res[1]};
   }
 
   int rank() const { return rank_; }
@@ -220,8 +242,7 @@ void run(int argc, char** argv) {
   for (const auto& op : o.ops) {
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step) {
       const size_t total = b.total_count(bytes);
-      const Result z = b.run(op, total, true);
-      const Result m = b.run(op, total, false);
+      const auto [z, m] = b.run(op, total);
       if (rank != 0) continue;
       const size_t sz = total * sizeof(float);
       if (o.json) {
