@@ -246,8 +246,8 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
     u.master_numel = up.master_numel;
     if (config.offload.optimizer) {
       if (!arena)
-        arena =
-            std::make_unique<offload::HostArena>(plan.bytes(MemCategory::kHostOffload), tracker);
+        arena = std::make_unique<offload::HostArena>(
+            plan.bytes(MemCategory::kHostOffload) - plan.host_staging_bytes, tracker);
       u.master_ptr = arena->take(up.master_bytes / 4);
       u.m_ptr = up.exp_avg_bytes ? arena->take(up.exp_avg_bytes / 4) : nullptr;
       u.v_ptr = up.exp_avg_sq_bytes ? arena->take(up.exp_avg_sq_bytes / 4) : nullptr;
