@@ -18,59 +18,17 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/core/convert_bits.h"
 #include "runtime/core/cpu_features.h"
 #include "runtime/core/dtype.h"
 
 namespace zs {
 
-inline uint16_t fp32_to_bf16_bits(float f) {
-  uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
-
-inline float bf16_bits_to_fp32(uint16_t h) {
-  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
-}
-
-inline uint16_t fp32_to_fp16_bits(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) {  // inf or NaN
-    return static_cast<uint16_t>(sign |
-                                 (ax > 0x7f800000u ? 0x7e00u | ((ax >> 13) & 0x3ffu) : 0x7c00u));
-  }
-  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520
-  if (ax >= 0x38800000u) {  // normal fp16: rebias exponent by 112, round 23 -> 10 mantissa bits
-    uint32_t r = ax - 0x38000000u;
-    r += 0xfffu + ((r >> 13) & 1u);
-    return static_cast<uint16_t>(sign | (r >> 13));
-  }
-  if (ax <= 0x33000000u) return sign;  // <= 2^-25: zero (the tie 2^-25 goes to even, zero)
-  // Subnormal fp16: count units of 2^-24, round to nearest even.
-  const uint32_t e = ax >> 23;
-  const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-  const uint32_t shift = 126u - e;
-  uint32_t q = m >> shift;
-  const uint32_t rem = m & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1u);
-  if (rem > half || (rem == half && (q & 1u))) ++q;
-  return static_cast<uint16_t>(sign | q);
-}
-
-inline float fp16_bits_to_fp32(uint16_t h) {
-  const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
-  const uint32_t e = (h >> 10) & 0x1fu;
-  const uint32_t m = h & 0x3ffu;
-  if (e == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
-  if (e == 0) {
-    const float v = static_cast<float>(m) * 5.9604644775390625e-08f;  // m * 2^-24, exact
-    return sign ? -v : v;
-  }
-  return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
-}
+// The scalar conversions (runtime/core/convert_bits.h, shared with the CUDA kernels).
+inline uint16_t fp32_to_bf16_bits(float f) { return bits::fp32_to_bf16(f); }
+inline float bf16_bits_to_fp32(uint16_t h) { return bits::bf16_to_fp32(h); }
+inline uint16_t fp32_to_fp16_bits(float f) { return bits::fp32_to_fp16(f); }
+inline float fp16_bits_to_fp32(uint16_t h) { return bits::fp16_to_fp32(h); }
 
 // Bulk conversions over n elements at active_simd_level(); src and dst must not overlap.
 // Single-threaded; safe to call concurrently on disjoint buffers.

@@ -23,14 +23,6 @@
 namespace zs {
 namespace {
 
-#define ZS_REQUIRE_GPU_PER_RANK()                                                     \
-  do {                                                                                \
-    ZS_REQUIRE_CUDA();                                                                \
-    int world_ = 1;                                                                   \
-    MPI_Comm_size(MPI_COMM_WORLD, &world_);                                           \
-    if (::zs::cuda_device_count() < world_) GTEST_SKIP() << "needs one GPU per rank"; \
-  } while (0)
-
 nn::GptConfig small_model(DType dtype) {
   nn::GptConfig c;
   c.layers = 2;

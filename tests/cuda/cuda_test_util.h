@@ -24,6 +24,16 @@
     if (::zs::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
+// Multi-rank GPU tests: skips without one device per rank. Every rank decides alike (same node,
+// same device count), so no rank is left waiting in a collective.
+#define ZS_REQUIRE_GPU_PER_RANK()                                                     \
+  do {                                                                                \
+    ZS_REQUIRE_CUDA();                                                                \
+    int world_ = 1;                                                                   \
+    MPI_Comm_size(MPI_COMM_WORLD, &world_);                                           \
+    if (::zs::cuda_device_count() < world_) GTEST_SKIP() << "needs one GPU per rank"; \
+  } while (0)
+
 namespace zs::test {
 
 // A caching allocator for the calling thread's current device (one per device, kept for the

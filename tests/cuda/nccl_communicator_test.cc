@@ -30,15 +30,6 @@ const DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16,
                            DType::kF64, DType::kI8,  DType::kU8};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax};
 
-// Every rank decides alike (same node, same device count), so no rank is left in a collective.
-#define ZS_REQUIRE_GPU_PER_RANK()                                                     \
-  do {                                                                                \
-    ZS_REQUIRE_CUDA();                                                                \
-    int world_ = 1;                                                                   \
-    MPI_Comm_size(MPI_COMM_WORLD, &world_);                                           \
-    if (::zs::cuda_device_count() < world_) GTEST_SKIP() << "needs one GPU per rank"; \
-  } while (0)
-
 class Fixture : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -125,7 +125,9 @@ TEST_P(StageParity, StagesBitwiseIdenticalAndMatchUnshardedReference) {
   // fp32: the only difference is the order of the cross-rank sum (fp32 rounding, amplified a
   // little by 10 Adam steps). bf16: the parameters are rounded to bf16 (2^-8) before use.
   EXPECT_LT(diff, dt == DType::kF32 ? 1e-4 : 5e-2);
-  if (world().size() == 1) EXPECT_TRUE(bitwise_equal(s0, ref));
+  if (world().size() == 1) {
+    EXPECT_TRUE(bitwise_equal(s0, ref));
+  }
   EXPECT_LT(s0.stats.back().loss, s0.stats.front().loss);
 }
 
@@ -210,9 +212,15 @@ TEST(Engine, CommunicationVolumeMatchesFormula) {
     const int64_t G = 4, P = 2;
     const int64_t per = psi * (N - 1) / N;  // elements one collective pass moves per rank
     EXPECT_EQ(rs, G * per) << "stage " << stage;
-    if (stage == 0) EXPECT_EQ(ag, G * per);
-    if (stage == 1 || stage == 2) EXPECT_EQ(ag, P * per);
-    if (stage == 3) EXPECT_EQ(ag, 2 * P * per);
+    if (stage == 0) {
+      EXPECT_EQ(ag, G * per);
+    }
+    if (stage == 1 || stage == 2) {
+      EXPECT_EQ(ag, P * per);
+    }
+    if (stage == 3) {
+      EXPECT_EQ(ag, 2 * P * per);
+    }
     if (world().rank() == 0) {
       std::printf("stage %d, N=%d: Psi(padded)=%lld, reduce-scatter %lld B, all-gather %lld B\n",
                   stage, N, static_cast<long long>(psi), static_cast<long long>(rs),

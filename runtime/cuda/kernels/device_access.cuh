@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
+#include "runtime/core/convert_bits.h"
 #include "runtime/core/dtype.h"
-#include "runtime/cuda/kernels/convert_bits.h"
 
 namespace zs::gpu::detail {
 

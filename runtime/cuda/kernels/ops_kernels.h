@@ -8,7 +8,7 @@
 // cudaErrorInvalidValue for an argument it rejects, before enqueuing anything). C++ callers turn
 // it into zs::Error with zs::cuda_check (runtime/cuda/cuda_error.h). All pointers are device
 // memory. Float dtypes are fp32, bf16 and fp16; 16-bit values are read exactly and written with
-// the rounding of runtime/core/convert.h, NaNs included (kernels/convert_bits.h).
+// the rounding of runtime/core/convert.h, NaNs included (runtime/core/convert_bits.h).
 //
 // Bits: cast, accumulate, adamw and sgd compute every element independently with explicitly
 // rounded fp32 operations (__fadd_rn, __fmul_rn, ...: no FMA contraction), so their results do

@@ -1,14 +1,11 @@
-// The scalar conversions of runtime/core/convert.h (fp32 <-> bf16/fp16, round to nearest even, the
-// same NaN, infinity, overflow and subnormal results bit for bit), written so nvcc compiles them
-// for the device and any C++17 compiler for the host. The device kernels use these rather than the
-// cvt instructions behind __float2half_rn/__float2bfloat16_rn/__half2float, which give the same
-// result for every non-NaN input but are not specified to keep a NaN's sign and payload (convert.h
-// keeps the sign and the payload bits that fit; the hardware may return its canonical NaN). Integer
-// operations only, apart from one exact float product (__fmul_rn).
-//
-// Host builds of this header are what tests/cuda checks against convert.h for every input, so a
-// difference between the two is caught without a GPU.
-// C++17; no CUDA header needed on the host side. Stateless.
+// The scalar conversions between fp32 and bf16/fp16 (round to nearest even; the NaN, infinity,
+// overflow and subnormal results documented in runtime/core/convert.h), in one place for the host
+// and the device: convert.h's scalar functions are these, and the CUDA kernels
+// (runtime/cuda/kernels) use them rather than the cvt instructions behind
+// __float2half_rn/__float2bfloat16_rn/__half2float, which give the same result for every non-NaN
+// input but are not specified to keep a NaN's sign and payload. Integer operations only, apart
+// from one exact float product (__fmul_rn on the device). C++17, no CUDA header needed on the
+// host. Stateless.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +17,7 @@
 #define ZS_HD inline
 #endif
 
-namespace zs::gpu::bits {
+namespace zs::bits {
 
 ZS_HD uint32_t float_to_u32(float f) {
 #if defined(__CUDA_ARCH__)
@@ -99,6 +96,6 @@ ZS_HD float fp16_to_fp32(uint16_t h) {
   return u32_to_float(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-}  // namespace zs::gpu::bits
+}  // namespace zs::bits
 
 #undef ZS_HD
