@@ -204,21 +204,47 @@ ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64
 int64_t gpt_eigen_gemm_workspace_bytes(const TransformerShape& shape, int64_t micro_batch,
                                        DType compute_dtype) {
   const bool bf16 = compute_dtype == DType::kBF16;
-  // nn/gemm.cc (Eigen): r [m, n] fp32; bf16 inputs: a32 [batch, m, k], b32 [batch, k, n] fp32.
-  auto gemm = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
-    return kF4 * m * n + (bf16 ? kF4 * batch * (m * k + k * n) : 0);
+  // nn/gemm.cc (Eigen): r [m, n] fp32; with bf16 inputs also fp32 copies of the A and B extents
+  // (nn::GemmDesc::a_extent/b_extent: the elements the strided operands span).
+  struct Desc {
+    int64_t batch, m, n, k;
+    bool ta, tb;
+    int64_t lda = 0, sa = 0, ldb = 0, sb = 0;  // 0: dense
   };
-  // nn/linear.cc: forward [M, in] x [in, out], backward data [M, out] x [out, in], backward
-  // weight [out, M] x [M, in].
+  auto extent = [](int64_t batch, int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+    if (ld == 0) ld = cols;
+    if (stride == 0) stride = rows * ld;
+    return (batch - 1) * stride + (rows - 1) * ld + cols;
+  };
+  auto gemm = [&](const Desc& d) {
+    int64_t b = kF4 * d.m * d.n;
+    if (bf16) {
+      b += kF4 * extent(d.batch, d.ta ? d.k : d.m, d.ta ? d.m : d.k, d.lda, d.sa);
+      b += kF4 * extent(d.batch, d.tb ? d.n : d.k, d.tb ? d.k : d.n, d.ldb, d.sb);
+    }
+    return b;
+  };
+  // nn/linear.cc: forward y = x W^T, backward data dx = dy W, backward weight dW = dy^T x.
   const int64_t M = micro_batch * shape.context;
   auto linear = [&](int64_t in, int64_t out) {
-    return gemm(1, M, out, in) + gemm(1, M, in, out) + gemm(1, out, in, M);
+    return gemm({1, M, out, in, false, true}) + gemm({1, M, in, out, false, false}) +
+           gemm({1, out, in, M, true, false});
   };
   const int64_t C = shape.width, F = shape.ffn_width(), V = shape.vocab, T = shape.context;
-  const int64_t bh = micro_batch * shape.heads, hd = C / shape.heads;
   int64_t b = linear(C, 3 * C) + linear(C, C) + linear(C, F) + linear(F, C) + linear(C, V);
-  // nn/attention.cc: qk, pv, dp, dv, dq, dk.
-  b += gemm(bh, T, T, hd) + gemm(bh, T, hd, T) + gemm(bh, T, T, hd) + 3 * gemm(bh, T, hd, T);
+  // nn/attention.cc: per (sequence, head) products, causal rows split at h = T/2 (T >= 16) into
+  // a top part over keys [0, h) and a bottom part; qk and dp, pv and dq, dv and dk share shapes.
+  const int64_t bh = micro_batch * shape.heads, D = C / shape.heads;
+  const int64_t h = T >= 16 ? T / 2 : 0, tt = T * T, td = T * D;
+  auto split = [&](const Desc& top, const Desc& bottom) {
+    return (h > 0 ? gemm(top) : 0) + gemm(bottom);
+  };
+  b += 2 * split({bh, h, h, D, false, true, D, td, D, td},
+                 {bh, T - h, T, D, false, true, D, td, D, td});
+  b += 2 * split({bh, h, D, h, false, false, T, tt, D, td},
+                 {bh, T - h, D, T, false, false, T, tt, D, td});
+  b += 2 * split({bh, h, D, T, true, false, T, tt, D, td},
+                 {bh, T - h, D, T - h, true, false, T, tt, D, td});
   return b;
 }
 
