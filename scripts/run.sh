@@ -64,6 +64,16 @@ case "$mode" in
   test)
     # The parsers' short fuzz run first, so that ctest's summary closes the output.
     if [ -x fuzz/run_fuzz.sh ]; then bash fuzz/run_fuzz.sh; fi
+    # The Eigen GEMM path (builds without oneDNN): the layers, the GPT and the memory plan's
+    # exactness against it.
+    if [ "${ZS_SKIP_EIGEN:-0}" != 1 ]; then
+      cmake -S . -B "$build_dir-eigen" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZS_CUDA=OFF \
+        -DZS_NN_USE_DNNL=OFF >/dev/null
+      cmake --build "$build_dir-eigen" -j "${ZS_JOBS:-$(nproc)}" --target test_nn_layers \
+        test_nn_gpt test_nn_gpt_grad plan_engine_test
+      (cd "$build_dir-eigen" && ctest --output-on-failure -j "${ZS_TEST_JOBS:-2}" \
+        -R '^(test_nn_|plan_engine_test)')
+    fi
     (cd "$build_dir" && ctest --output-on-failure -j "${ZS_TEST_JOBS:-2}" "$@") ;;
   *) echo "usage: bash scripts/run.sh train|test|build [args]" >&2; exit 2 ;;
 esac
