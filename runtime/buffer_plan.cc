@@ -5,7 +5,7 @@
 namespace zs {
 
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const EngineConfig& cfg,
-                               int rank, bool device_staging) {
+                               int rank, bool on_device) {
   BufferPlan plan;
   const int stage = static_cast<int>(cfg.stage);
   const int64_t P = static_cast<int64_t>(dtype_size(cfg.precision.param_dtype));
@@ -44,7 +44,7 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const En
     const int64_t pad_o = stage == 0 ? pad_full : pad_shard;
     plan.padding_bytes_ += P * pad_p + G * pad_g + (u.master_bytes ? 4 : 0) * pad_o +
                            (momentum ? 4 : 0) * pad_o + (adam ? 4 : 0) * pad_o;
-    if (offload && device_staging) {
+    if (offload && on_device) {
       auto round64 = [](int64_t b) { return (b + 63) / 64 * 64; };
       plan.host_staging_bytes += round64(G * shard) + round64(P * shard);
     }
@@ -61,6 +61,10 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const En
   plan.recv_bytes = G * plan.max_shard_numel;
   plan.gather_count = stage == 3 ? cfg.prefetch + 1 : 0;
   plan.gather_bytes = P * plan.max_padded_numel;
+  if (on_device && !layouts.empty()) {
+    const int64_t world = layouts.front().world;
+    plan.ctrl_bytes = 8 * std::max<int64_t>(world, 2 + static_cast<int64_t>(layouts.size()));
+  }
   return plan;
 }
 
@@ -75,7 +79,7 @@ int64_t BufferPlan::bytes(MemCategory c) const {
   if (c == MemCategory::kHostOffload) b += host_staging_bytes;
   if (c == MemCategory::kCommBuffers) {
     b += grad_scratch_count * grad_scratch_bytes + send_count * send_bytes +
-         recv_count * recv_bytes + gather_count * gather_bytes;
+         recv_count * recv_bytes + gather_count * gather_bytes + ctrl_bytes;
   }
   return b;
 }

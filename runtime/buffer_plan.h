@@ -20,7 +20,9 @@
 // Device engines (CUDA) with an offloaded optimizer also stage each unit's gradient shard and
 // updated parameter shard in page-locked host memory: (G + P) * S_u per unit, 64-byte aligned
 // spans, under kHostOffload (host_staging_bytes). The CPU backend reads and writes the shards in
-// place and stages nothing.
+// place and stages nothing. Device engines also hold one control buffer in device memory for the
+// host-side collectives (the set-up agreement all-gather, 8 * world bytes; the step's loss, norm
+// and flags all-reduce, 8 * (2 + units) bytes): the larger of the two, under kCommBuffers.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +59,7 @@ struct BufferPlan {
   int gather_count = 0;
   int64_t gather_bytes = 0;
   int64_t host_staging_bytes = 0;  // device engines with offload only (see above)
+  int64_t ctrl_bytes = 0;          // device engines only (see above)
 
   // Bytes per category of everything above.
   int64_t bytes(MemCategory c) const;
@@ -66,8 +69,8 @@ struct BufferPlan {
 };
 
 // `rank` selects which shard the master covers (its begin); sizes do not depend on it.
-// `device_staging`: the engine runs on a device the host cannot address (CUDA).
+// `on_device`: the engine runs on a device the host cannot address (CUDA).
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const EngineConfig& cfg,
-                               int rank = 0, bool device_staging = false);
+                               int rank = 0, bool on_device = false);
 
 }  // namespace zs

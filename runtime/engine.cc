@@ -205,10 +205,7 @@ void Engine::Impl::host_collective(void* data, size_t count, DType dt, bool gath
     }
     return;
   }
-  if (ctrl.size() < bytes) {
-    ctrl =
-        Buffer(std::max<size_t>(bytes, 4096), MemCategory::kCommBuffers, tracker, device_alloc());
-  }
+  ZS_ASSERT(ctrl.size() >= bytes);  // sized by the plan (ctrl_bytes)
   ops.copy_from_host(ctrl.data(), data, bytes);
   if (gather) {
     void* dev_own = static_cast<char*>(ctrl.data()) + count * dtype_size(dt) * rank;
@@ -228,10 +225,13 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   G = config.precision.grad_dtype;
   on_host = ops.host_accessible();
   master_on_host = on_host || config.offload.optimizer;
-  check_agreement(layouts);
   if (config.optimizer_threads > 0) offload::set_cpu_adam_threads(config.optimizer_threads);
-  plan = plan_engine_buffers(layouts, config, rank, /*device_staging=*/!on_host);
+  plan = plan_engine_buffers(layouts, config, rank, /*on_device=*/!on_host);
   Allocator* dev = device_alloc();
+  if (plan.ctrl_bytes > 0) {
+    ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker, dev);
+  }
+  check_agreement(layouts);  // before the large allocations
   const size_t U = layouts.size();
   units.resize(U);
   for (size_t i = 0; i < U; ++i) {

@@ -10,6 +10,7 @@
 // compare bits against the CPU backend at 1, 2 and 4 ranks.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -297,8 +298,16 @@ TEST(DevicePath, StagingIsPlannedAndTracked) {
     EXPECT_EQ(engine.planned_bytes(MemCategory::kHostOffload),
               cpu_engine.planned_bytes(MemCategory::kHostOffload) + staging)
         << "stage " << stage;
-    EXPECT_EQ(tracker.current(MemCategory::kHostOffload),
-              engine.planned_bytes(MemCategory::kHostOffload))
+    // Every category the engine allocates is tracked as planned, the control buffer included.
+    for (MemCategory c :
+         {MemCategory::kParams, MemCategory::kGrads, MemCategory::kMaster, MemCategory::kOptimizer,
+          MemCategory::kCommBuffers, MemCategory::kHostOffload}) {
+      EXPECT_EQ(tracker.current(c), engine.planned_bytes(c))
+          << "stage " << stage << " " << mem_category_name(c);
+    }
+    EXPECT_EQ(engine.planned_bytes(MemCategory::kCommBuffers),
+              cpu_engine.planned_bytes(MemCategory::kCommBuffers) +
+                  8 * std::max<int64_t>(world().size(), 2 + engine.num_units()))
         << "stage " << stage;
   }
 }
