@@ -444,6 +444,10 @@ void Engine::Impl::backward_unit(size_t ui, int micro, int scratch, const StepIn
 
 StepStats Engine::Impl::step(int64_t t) {
   const size_t U = units.size();
+  // shard_state() host copies taken before this step are stale from here on.
+  if (!master_on_host) {
+    for (UnitState& u : units) u.mirror_written = false;
+  }
   const int k = config.micro_batches;
   const int64_t period = static_cast<int64_t>(schedule.size());
   const bool fp32_grads = G == DType::kF32;

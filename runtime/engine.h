@@ -84,7 +84,8 @@ class Engine {
   const std::vector<ParamSpec>& param_specs(size_t unit) const;
   // On the CPU, and for an offloaded optimizer, the pointers address the state itself. On a device
   // engine without offload they address host copies made by this call; writes to them take
-  // effect at the next refresh_params_from_master().
+  // effect at the next refresh_params_from_master(), unless a step() came in between (the copies
+  // are stale then, and are not uploaded).
   UnitShardState shard_state(size_t unit);
   // After master weights were changed from outside (checkpoint load, import): recompute the
   // compute-dtype parameters from them on every rank. Collective.
