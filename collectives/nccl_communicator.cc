@@ -73,8 +73,12 @@ class NcclCommunicator::NcclWork final : public Work {
  public:
   NcclWork(NcclCommunicator* c, std::shared_ptr<Event> done) : c_(c), done_(std::move(done)) {}
   ~NcclWork() override {
-    // Destroying an unfinished Work waits for it (stream-ordered, as wait()).
-    if (done_ != nullptr && done_->recorded) c_->compute_waits(*done_);
+    // Destroying an unfinished Work waits for it (stream-ordered, as wait()). A destructor cannot
+    // report: after a CUDA error the wait is dropped rather than terminating the process.
+    try {
+      if (done_ != nullptr && done_->recorded) c_->compute_waits(*done_);
+    } catch (...) {
+    }
   }
   void wait() override {
     ZS_CHECK(done_ != nullptr, ErrorCode::kInvalidArgument,

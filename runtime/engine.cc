@@ -157,7 +157,15 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
 }
 
 Engine::~Engine() {
-  if (impl_ && impl_->gathers) impl_->gathers->finish();
+  if (!impl_) return;
+  // A destructor cannot report: errors are dropped. Device work still in flight (the last
+  // step's update, uploads and collectives) must finish before the buffers go back to their
+  // allocator and the staging arena is freed.
+  try {
+    if (impl_->gathers) impl_->gathers->finish();
+    impl_->ops.synchronize();
+  } catch (...) {
+  }
 }
 
 void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts) {
@@ -701,6 +709,7 @@ UnitShardState Engine::shard_state(size_t ui) {
 
 void Engine::refresh_params_from_master() {
   Impl& s = *impl_;
+  s.ops.synchronize();  // offload staging (host_out) may still feed the last step's uploads
   for (UnitState& u : s.units) {
     if (u.mirror_written) {  // upload what was written through shard_state()'s host copies
       const size_t n = static_cast<size_t>(u.master_numel);

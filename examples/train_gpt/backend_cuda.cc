@@ -35,16 +35,16 @@ class CudaBackend final : public Backend {
     name_ = fmt::format("cuda:{} ({})", device_, prop.name);
     peak_ = known_peak_tflops(prop);
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    comm_ = std::make_unique<NcclCommunicator>(world.handle(), stream_);
-    ops_ = std::make_unique<CudaDeviceOps>(stream_);
-    model_ = std::make_unique<nn::CudaGptModel>(cfg, stream_, &tracker, &ops_->allocator());
+    try {
+      comm_ = std::make_unique<NcclCommunicator>(world.handle(), stream_);
+      ops_ = std::make_unique<CudaDeviceOps>(stream_);
+      model_ = std::make_unique<nn::CudaGptModel>(cfg, stream_, &tracker, &ops_->allocator());
+    } catch (...) {
+      release();  // the destructor does not run when the constructor throws
+      throw;
+    }
   }
-  ~CudaBackend() override {
-    model_.reset();
-    ops_.reset();
-    comm_.reset();
-    if (stream_) cudaStreamDestroy(stream_);
-  }
+  ~CudaBackend() override { release(); }
   std::string device_name() const override { return name_; }
   Communicator& engine_comm() override { return *comm_; }
   DeviceOps* ops() override { return ops_.get(); }
@@ -53,6 +53,14 @@ class CudaBackend final : public Backend {
   double peak_tflops() const override { return peak_; }
 
  private:
+  void release() {
+    model_.reset();
+    ops_.reset();
+    comm_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+  }
+
   int device_ = 0;
   std::string name_;
   double peak_ = 0.0;

@@ -96,7 +96,8 @@ CudaGptModel::State::State(const GptConfig& c, cudaStream_t s, MemoryTracker* t,
   if (lowp) dwide_mm = act(M * std::max<int64_t>(wide, V) * e);
   dnarrow = act(M * C * f4);
   if (lowp) dnarrow_mm = act(M * C * e);
-  pscratch = act(4 * wide * f4);
+  pscratch_stride = (wide + 63) / 64 * 64;  // aligned slots: see the member's comment
+  pscratch = act(4 * pscratch_stride * f4);
   bias_scratch = act(gpu::bias_backward_scratch_floats(M, static_cast<int>(wide)) * f4);
 
   blas = std::make_unique<gpu::CublasContext>(*alloc, tracker);
@@ -134,7 +135,7 @@ gpu::AttentionWork CudaGptModel::State::attn_work() {
 
 const float* CudaGptModel::State::small_f32(const ParamView& p, int slot) {
   if (p.dtype == DType::kF32) return p.as<float>();
-  float* dst = pscratch.as<float>() + slot * std::max<int64_t>(F, 3 * C);
+  float* dst = pscratch.as<float>() + slot * pscratch_stride;
   cuda_check(zs::gpu::cast(p.data, p.dtype, dst, DType::kF32, p.numel, stream), "cast parameter");
   return dst;
 }
