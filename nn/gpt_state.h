@@ -14,23 +14,13 @@
 
 #include "nn/attention.h"
 #include "nn/gpt.h"
+#include "nn/gpt_block_buffers.h"
 #include "nn/linear.h"
 #include "runtime/core/buffer.h"
 
 namespace zs::nn {
 
-struct BlockActs {
-  Buffer h1;            // [M, C] ln1 output, mm
-  Buffer mean1, rstd1;  // [M]
-  Buffer q, k, v;       // [B, H, T, hd] mm
-  Buffer p;             // [B, H, T, T] fp32
-  Buffer pm;            // [B, H, T, T] mm (empty when mm is fp32)
-  Buffer a;             // [M, C] attention output, mm
-  Buffer x2;            // [M, C] residual after attention, fp32
-  Buffer h2;            // [M, C] ln2 output, mm
-  Buffer mean2, rstd2;  // [M]
-  Buffer f;             // [M, F] gelu'(fc output), fp32 (the GELU's saved derivative)
-  Buffer g;             // [M, F] GELU output, mm
+struct BlockActs : GptBlockBuffers {
   AttentionActs attn() {
     return {q.data(), k.data(), v.data(), p.as<float>(), pm.empty() ? p.data() : pm.data()};
   }

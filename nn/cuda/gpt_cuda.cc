@@ -59,23 +59,8 @@ CudaGptModel::State::State(const GptConfig& c, cudaStream_t s, MemoryTracker* t,
 
   xs = act((L + 1) * M * C * f4);
   acts.resize(c.checkpoint_activations ? 1 : static_cast<size_t>(L));
-  for (CudaBlockActs& a : acts) {
-    a.h1 = act(M * C * e);
-    a.mean1 = act(M * f4);
-    a.rstd1 = act(M * f4);
-    a.q = act(M * C * e);
-    a.k = act(M * C * e);
-    a.v = act(M * C * e);
-    a.p = act(bhtt * f4);
-    if (lowp) a.pm = act(bhtt * e);
-    a.a = act(M * C * e);
-    a.x2 = act(M * C * f4);
-    a.h2 = act(M * C * e);
-    a.mean2 = act(M * f4);
-    a.rstd2 = act(M * f4);
-    a.f = act(M * F * f4);
-    a.g = act(M * F * e);
-  }
+  for (CudaBlockActs& a : acts)
+    a.allocate(M, C, F, bhtt, e, lowp, [&](int64_t b) { return act(b); });
   hf = act(M * C * e);
   meanf = act(M * f4);
   rstdf = act(M * f4);

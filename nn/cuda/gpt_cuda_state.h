@@ -22,6 +22,7 @@
 #include "nn/cuda/gemm.h"
 #include "nn/cuda/gpt_cuda.h"
 #include "nn/cuda/linear.h"
+#include "nn/gpt_block_buffers.h"
 #include "runtime/core/buffer.h"
 #include "runtime/cuda/cuda_allocator.h"
 #include "runtime/cuda/cuda_error.h"
@@ -46,18 +47,7 @@ class CudaEvent {
 };
 
 // Device buffers kept from a block's forward for its backward (mm = the compute dtype).
-struct CudaBlockActs {
-  Buffer h1;            // [M, C] ln1 output, mm
-  Buffer mean1, rstd1;  // [M] fp32
-  Buffer q, k, v;       // [B, H, T, hd] mm
-  Buffer p;             // [B, H, T, T] fp32 probabilities
-  Buffer pm;            // [B, H, T, T] mm (empty when mm is fp32)
-  Buffer a;             // [M, C] attention output, mm
-  Buffer x2;            // [M, C] residual after attention, fp32
-  Buffer h2;            // [M, C] ln2 output, mm
-  Buffer mean2, rstd2;  // [M] fp32
-  Buffer f;             // [M, F] fc output (the GELU input), fp32
-  Buffer g;             // [M, F] GELU output, mm
+struct CudaBlockActs : GptBlockBuffers {
   gpu::AttentionActs attn() {
     return {q.data(), k.data(), v.data(), p.as<float>(), pm.empty() ? p.data() : pm.data()};
   }
