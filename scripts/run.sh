@@ -11,9 +11,10 @@ cd "$(dirname "$0")/.."
 mode=${1:-train}
 [ $# -gt 0 ] && shift
 
+# ocl-icd-opencl-dev: libdnnl-dev only recommends it, but its CMake config requires OpenCL.
 packages=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-dev libeigen3-dev
           libboost-program-options-dev libgtest-dev libfmt-dev nlohmann-json3-dev libxxhash-dev
-          libdnnl-dev clang libclang-rt-14-dev clang-format python3 python3-venv)
+          libdnnl-dev ocl-icd-opencl-dev clang libclang-rt-14-dev clang-format python3 python3-venv)
 
 # For `test`: Debian's PyTorch, the reference the gradient parity check compares against.
 [ "$mode" = test ] && packages+=(python3-torch)
