@@ -472,7 +472,6 @@ StepStats Engine::Impl::step(int64_t t) {
       model.unit(ui).forward(views, info);
       release_views(slot_pos);
     }
-    loss_sum += model.loss();
     for (size_t j = 0; j < U; ++j) {
       const size_t ui = U - 1 - j;
       UnitState& u = units[ui];
@@ -510,6 +509,9 @@ StepStats Engine::Impl::step(int64_t t) {
         }
       }
     }
+    // Read after the backward was issued: a device model's loss() waits for the forward only,
+    // while the backward already queued keeps the device busy.
+    loss_sum += model.loss();
   }
   finish_reduce(0);
   finish_reduce(1);

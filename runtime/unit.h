@@ -121,7 +121,9 @@ class Model {
   virtual Unit& unit(size_t i) = 0;
   // Called before each micro-batch's forward: load the inputs of micro-batch `index`.
   virtual void load_micro_batch(int index) = 0;
-  // The loss of the last forward (unscaled mean over its micro-batch), for reporting.
+  // The loss of the last forward (unscaled mean over its micro-batch), for reporting. The engine
+  // reads it once per micro-batch, after issuing that micro-batch's backward (so a device model
+  // may wait for its forward there without idling the device): backward must not change it.
   virtual double loss() const = 0;
 };
 
