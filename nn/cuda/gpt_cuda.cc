@@ -83,7 +83,9 @@ CudaGptModel::State::State(const GptConfig& c, cudaStream_t s, MemoryTracker* t,
   if (lowp) dnarrow_mm = act(M * C * e);
   pscratch_stride = (wide + 63) / 64 * 64;  // aligned slots: see the member's comment
   pscratch = act(4 * pscratch_stride * f4);
-  bias_scratch = act(gpu::bias_backward_scratch_floats(M, static_cast<int>(wide)) * f4);
+  bias_scratch = act(std::max(gpu::bias_backward_scratch_floats(M, static_cast<int>(wide)),
+                              gpu::layernorm_backward_scratch_floats(M, C)) *
+                     f4);
 
   blas = std::make_unique<gpu::CublasContext>(*alloc, tracker);
   act_bytes += static_cast<int64_t>(blas->workspace_bytes());

@@ -117,7 +117,7 @@ struct CudaGptModel::State {
   Buffer dnarrow;                 // [M, C] fp32; also the forward's pre-residual GEMM output
   Buffer dnarrow_mm;              // [M, C] mm copy of dres (empty when mm is fp32)
   Buffer pscratch;                // [4][pscratch_stride] fp32: small parameters converted
-  Buffer bias_scratch;            // bias_backward_scratch_floats(M, max(F, 3C)) fp32
+  Buffer bias_scratch;            // column-sum scratch of bias_backward and layernorm_backward
   // Floats between two pscratch slots: max(F, 3C) rounded up to 64, so every slot starts 256-byte
   // aligned (slots 2 and 3 hold biases, which CudaGemm::run() requires kGemmAlignment-aligned;
   // an unpadded stride misaligns them when max(F, 3C) is not a multiple of 4).

@@ -118,7 +118,7 @@ class BlockUnit : public Unit {
     cuda_check(gpu::bias_backward(dwide, M, F, g.grad(kFcB), bscratch, st), "bias_backward");
     cuda_check(gpu::layernorm_backward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0),
                                        a.mean2.as<float>(), a.rstd2.as<float>(), dnarrow, M, C,
-                                       dres, g.grad(kLn2W), g.grad(kLn2B), st),
+                                       dres, g.grad(kLn2W), g.grad(kLn2B), bscratch, st),
                "layernorm_backward");
 
     // Attention: x2 = x + proj(attn(qkv(ln1(x)))).
@@ -133,7 +133,7 @@ class BlockUnit : public Unit {
     cuda_check(gpu::bias_backward(dwide, M, 3 * C, g.grad(kQkvB), bscratch, st), "bias_backward");
     cuda_check(gpu::layernorm_backward(s.x(l_), s.small_f32(p[kLn1W], 0), a.mean1.as<float>(),
                                        a.rstd1.as<float>(), dnarrow, M, C, dres, g.grad(kLn1W),
-                                       g.grad(kLn1B), st),
+                                       g.grad(kLn1B), bscratch, st),
                "layernorm_backward");
   }
 
@@ -193,10 +193,10 @@ class HeadUnit : public Unit {
     s.head_lin.backward_weight(dl, s.hf.data(), g.grad(2), st);
     float* dres = s.dres.as<float>();
     cuda_check(cudaMemsetAsync(dres, 0, sizeof(float) * s.M * s.C, st), "cudaMemsetAsync");
-    cuda_check(
-        gpu::layernorm_backward(s.x(s.L), s.small_f32(p[0], 0), s.meanf.as<float>(),
-                                s.rstdf.as<float>(), dh, s.M, s.C, dres, g.grad(0), g.grad(1), st),
-        "layernorm_backward");
+    cuda_check(gpu::layernorm_backward(s.x(s.L), s.small_f32(p[0], 0), s.meanf.as<float>(),
+                                       s.rstdf.as<float>(), dh, s.M, s.C, dres, g.grad(0),
+                                       g.grad(1), s.bias_scratch.as<float>(), st),
+               "layernorm_backward");
   }
 
  private:

@@ -24,11 +24,13 @@ constexpr int kMaxRow = 16384;  // the widest row (width, vocab) the row kernels
 // mean, rstd [M] fp32 kept for backward. x [M, C] fp32.
 cudaError_t layernorm_forward(const float* x, const float* w, const float* b, int64_t M, int C,
                               void* out, DType dt, float* mean, float* rstd, cudaStream_t stream);
-// dx += dLN/dx; dw += sum_rows dy * xhat; db += sum_rows dy (column sums in row order: the
-// result does not depend on the launch configuration).
+// dx += dLN/dx; dw += sum_rows dy * xhat; db += sum_rows dy. The column sums are deterministic
+// without atomics, as bias_backward's (fixed row chunks added in chunk order: the bits depend
+// only on (M, C)); scratch: device memory of layernorm_backward_scratch_floats(M, C) floats,
+// reused by every call on the stream.
 cudaError_t layernorm_backward(const float* x, const float* w, const float* mean, const float* rstd,
                                const float* dy, int64_t M, int C, float* dx, float* dw, float* db,
-                               cudaStream_t stream);
+                               float* scratch, cudaStream_t stream);
 
 // ---- gelu.cu -------------------------------------------------------------------------------
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in dt; x fp32 [n].
@@ -116,5 +118,9 @@ inline int64_t bias_backward_scratch_floats(int64_t M, int N) {
 }
 cudaError_t bias_backward(const float* dy, int64_t M, int N, float* db, float* scratch,
                           cudaStream_t stream);
+// Scratch of layernorm_backward: a dw and a db partial per chunk.
+inline int64_t layernorm_backward_scratch_floats(int64_t M, int C) {
+  return 2 * bias_backward_scratch_floats(M, C);
+}
 
 }  // namespace zs::nn::gpu

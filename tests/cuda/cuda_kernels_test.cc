@@ -59,12 +59,54 @@ TEST(CudaKernels, LayerNormForwardBackward) {
   // One bf16 ulp (2^-8 relative) where the fp32 values straddle a rounding boundary.
   check_close("layernorm fwd bf16", widen(gout_bf.download(), DType::kBF16),
               widen(out_bf, DType::kBF16), 1e-6, 8e-3);
-  cuda_check(nn::gpu::layernorm_backward(gx.get(), gw.get(), gmean.get(), grstd.get(), gdy.get(), M,
-                                         C, gdx.get(), gdw.get(), gdb.get(), nullptr),
-             "layernorm_backward");
+  DeviceArray<float> scratch(nn::gpu::layernorm_backward_scratch_floats(M, C));
+  cuda_check(
+      nn::gpu::layernorm_backward(gx.get(), gw.get(), gmean.get(), grstd.get(), gdy.get(), M, C,
+                                  gdx.get(), gdw.get(), gdb.get(), scratch.get(), nullptr),
+      "layernorm_backward");
   check_close("layernorm dx", gdx.download(), dx, 1e-5, 1e-4);
   check_close("layernorm dw", gdw.download(), dw, 1e-4, 1e-4);
   check_close("layernorm db", gdb.download(), db, 1e-4, 1e-4);
+  EXPECT_EQ(nn::gpu::layernorm_backward(gx.get(), gw.get(), gmean.get(), grstd.get(), gdy.get(), M,
+                                        C, gdx.get(), gdw.get(), gdb.get(), nullptr, nullptr),
+            cudaErrorInvalidValue);
+}
+
+// The parameter gradients' column sums over row chunks: one chunk, a short last chunk, and the
+// 64-chunk cap with columns off the 32-wide tile; twice, for the same bits.
+TEST(CudaKernels, LayerNormParamGradChunks) {
+  ZS_REQUIRE_CUDA();
+  for (const auto& [M, C] : {std::pair<int64_t, int>{255, 40}, {1000, 100}, {20'000, 771}}) {
+    auto x = random_floats(M * C, 21, -2.0f, 3.0f), w = random_floats(C, 22);
+    auto dy = random_floats(M * C, 23), dw0 = random_floats(C, 24), db0 = random_floats(C, 25);
+    std::vector<float> mean(M), rstd(M), out(M * C), dx(M * C, 0.0f);
+    nn::layernorm_forward(x.data(), w.data(), w.data(), M, C, out.data(), DType::kF32, mean.data(),
+                          rstd.data());
+    auto dw = dw0, db = db0;
+    nn::layernorm_backward(x.data(), w.data(), mean.data(), rstd.data(), dy.data(), M, C, dx.data(),
+                           dw.data(), db.data());
+    DeviceArray<float> gx(x), gw(w), gmean(mean), grstd(rstd), gdy(dy),
+        scratch(nn::gpu::layernorm_backward_scratch_floats(M, C));
+    std::vector<float> first_w, first_b;
+    for (int run = 0; run < 2; ++run) {
+      DeviceArray<float> gdx(std::vector<float>(M * C, 0.0f)), gdw(dw0), gdb(db0);
+      cuda_check(
+          nn::gpu::layernorm_backward(gx.get(), gw.get(), gmean.get(), grstd.get(), gdy.get(), M, C,
+                                      gdx.get(), gdw.get(), gdb.get(), scratch.get(), nullptr),
+          "layernorm_backward");
+      const auto got_w = gdw.download(), got_b = gdb.download();
+      // Sums of up to 20k terms of magnitude ~1 (~140 in all): both orders round in fp32.
+      check_close("layernorm dw (chunked)", got_w, dw, 1e-2, 1e-4);
+      check_close("layernorm db (chunked)", got_b, db, 1e-2, 1e-4);
+      if (run == 0) {
+        first_w = got_w;
+        first_b = got_b;
+      } else {
+        EXPECT_EQ(0, std::memcmp(first_w.data(), got_w.data(), got_w.size() * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(first_b.data(), got_b.data(), got_b.size() * sizeof(float)));
+      }
+    }
+  }
 }
 
 TEST(CudaKernels, GeluForwardBackward) {
