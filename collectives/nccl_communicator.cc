@@ -1,5 +1,9 @@
 #include "collectives/nccl_communicator.h"
 
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -73,10 +77,15 @@ class NcclCommunicator::NcclWork final : public Work {
  public:
   NcclWork(NcclCommunicator* c, std::shared_ptr<Event> done) : c_(c), done_(std::move(done)) {}
   ~NcclWork() override {
-    // Destroying an unfinished Work waits for it (stream-ordered, as wait()). A destructor cannot
-    // report: after a CUDA error the wait is dropped rather than terminating the process.
+    // Destroying an unfinished Work waits for it (stream-ordered, as wait()). Inside an open
+    // group its event is recorded only at group_end(): the compute stream waits there instead.
+    // A destructor cannot report: after a CUDA error the wait is dropped rather than terminating.
     try {
-      if (done_ != nullptr && done_->recorded) c_->compute_waits(*done_);
+      if (done_ != nullptr && done_->recorded) {
+        c_->compute_waits(*done_);
+      } else if (done_ != nullptr && c_->group_ != nullptr && done_ == c_->group_->done) {
+        c_->group_->compute_waits_at_end = true;
+      }
     } catch (...) {
     }
   }
@@ -113,28 +122,100 @@ class NcclCommunicator::NcclWork final : public Work {
 // ---------------------------------------------------------------------------------------------
 // Construction
 
+std::pair<int, int> find_shared_device(std::span<const DeviceUuid> uuid_by_rank) {
+  for (size_t j = 1; j < uuid_by_rank.size(); ++j) {
+    for (size_t i = 0; i < j; ++i) {
+      if (uuid_by_rank[i] == uuid_by_rank[j]) return {static_cast<int>(i), static_cast<int>(j)};
+    }
+  }
+  return {-1, -1};
+}
+
+namespace {
+
+std::string uuid_text(const DeviceUuid& u) {
+  std::string s = "GPU-";
+  for (size_t i = 0; i < u.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += fmt::format("{:02x}", u[i]);
+  }
+  return s;
+}
+
+// [Note: one GPU per rank] The check select_local_device() leaves to whoever sees every rank:
+// all ranks gather the same table and so throw, or not, together (no rank is left waiting).
+void refuse_shared_devices(MPI_Comm comm, int rank, int size, int device) {
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", rank);
+  DeviceUuid mine{};
+  std::memcpy(mine.data(), prop.uuid.bytes, mine.size());
+  std::vector<DeviceUuid> all(static_cast<size_t>(size));
+  const int rc = MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                               static_cast<int>(mine.size()), MPI_BYTE, comm);
+  ZS_CHECK(rc == MPI_SUCCESS, ErrorCode::kCommunication,
+           "nccl communicator: MPI_Allgather of the device UUIDs failed on rank {} of {}", rank,
+           size);
+  const auto [a, b] = find_shared_device(all);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  ZS_CHECK(
+      a < 0, ErrorCode::kUnsupported,
+      "ranks {} and {} are both on GPU {} (this is rank {}, cuda:{}, CUDA_VISIBLE_DEVICES={}): "
+      "two ranks on one GPU are not supported; launch one rank per GPU",
+      a, b, uuid_text(all[static_cast<size_t>(a < 0 ? 0 : a)]), rank, device,
+      visible ? visible : "(unset)");
+}
+
+}  // namespace
+
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, cudaStream_t compute) : compute_(compute) {
   MPI_Comm_rank(comm, &rank_);
   MPI_Comm_size(comm, &size_);
   check_cuda(cudaGetDevice(&device_), "cudaGetDevice", rank_);
-  ncclUniqueId id{};
-  if (rank_ == 0)
-    check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", CollectiveKind::kBarrier, 0, DType::kU8);
-  const int rc = MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm);
+  refuse_shared_devices(comm, rank_, size_, device_);
+  // Rank 0 broadcasts whether it got an id with the id: on failure every rank throws instead of
+  // the others waiting in MPI_Bcast for an id that never comes.
+  struct {
+    ncclUniqueId id;
+    int ok;
+  } msg{};
+  ncclResult_t id_rc = ncclSuccess;
+  if (rank_ == 0) {
+    id_rc = ncclGetUniqueId(&msg.id);
+    msg.ok = id_rc == ncclSuccess ? 1 : 0;
+  }
+  const int rc = MPI_Bcast(&msg, sizeof(msg), MPI_BYTE, 0, comm);
   ZS_CHECK(rc == MPI_SUCCESS, ErrorCode::kCommunication,
            "nccl communicator: MPI_Bcast of the unique id failed on rank {} of {}", rank_, size_);
-  check_nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank",
-             CollectiveKind::kBarrier, 0, DType::kU8);
-  init_streams();
+  check_nccl(id_rc, "ncclGetUniqueId", CollectiveKind::kBarrier, 0, DType::kU8);
+  ZS_CHECK(msg.ok == 1, ErrorCode::kCommunication,
+           "nccl communicator: rank 0 could not create the NCCL unique id (rank {} of {})", rank_,
+           size_);
+  // Blocking: every call returns once NCCL has enqueued its work, which the event ordering of
+  // [Note: NCCL streams and events] relies on (NCCL_COMM_BLOCKING=0 is refused in check_nccl).
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  check_nccl(ncclCommInitRankConfig(&comm_, size_, msg.id, rank_, &config),
+             "ncclCommInitRankConfig", CollectiveKind::kBarrier, 0, DType::kU8);
+  try {
+    init_streams();
+  } catch (...) {
+    release();
+    throw;
+  }
 }
 
 NcclCommunicator::NcclCommunicator(ncclComm_t comm, int device, cudaStream_t compute)
     : comm_(comm), device_(device), compute_(compute) {
-  check_nccl(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank", CollectiveKind::kBarrier, 0,
-             DType::kU8);
-  check_nccl(ncclCommCount(comm_, &size_), "ncclCommCount", CollectiveKind::kBarrier, 0,
-             DType::kU8);
-  init_streams();
+  try {  // this object owns `comm` from here: a failure destroys it
+    check_nccl(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank", CollectiveKind::kBarrier, 0,
+               DType::kU8);
+    check_nccl(ncclCommCount(comm_, &size_), "ncclCommCount", CollectiveKind::kBarrier, 0,
+               DType::kU8);
+    init_streams();
+  } catch (...) {
+    release();
+    throw;
+  }
 }
 
 void NcclCommunicator::init_streams() {
@@ -149,12 +230,17 @@ void NcclCommunicator::init_streams() {
   barrier_scratch_ = static_cast<float*>(p);
 }
 
-NcclCommunicator::~NcclCommunicator() {
+NcclCommunicator::~NcclCommunicator() { release(); }
+
+void NcclCommunicator::release() noexcept {
   if (comm_stream_ != nullptr) cudaStreamSynchronize(comm_stream_);
   events_.clear();
   if (comm_ != nullptr) ncclCommDestroy(comm_);
   if (barrier_scratch_ != nullptr) cudaFree(barrier_scratch_);
   if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
+  comm_ = nullptr;
+  barrier_scratch_ = nullptr;
+  comm_stream_ = nullptr;
 }
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::world(cudaStream_t compute) {
@@ -176,7 +262,11 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
 
 void NcclCommunicator::check_nccl(ncclResult_t rc, const char* call, CollectiveKind op,
                                   size_t count, DType dtype) const {
-  if (rc == ncclSuccess || rc == ncclInProgress) return;
+  if (rc == ncclSuccess) return;
+  ZS_CHECK(rc != ncclInProgress, ErrorCode::kUnsupported,
+           "{}: {} returned ncclInProgress on rank {} of {}: non-blocking NCCL communicators "
+           "(NCCL_COMM_BLOCKING=0) are not supported; unset it",
+           collective_kind_name(op), call, rank_, size_);
   const char* last = comm_ != nullptr ? ncclGetLastError(comm_) : nullptr;
   fail(ErrorCode::kCommunication,
        "{}: {} failed on rank {} of {} (cuda:{}, count {} x {}, {} bytes): {}{}{}",

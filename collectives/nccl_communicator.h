@@ -57,18 +57,31 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <array>
 #include <cstddef>
+#include <exception>
 #include <memory>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "collectives/communicator.h"
 
 namespace zs {
 
+// A CUDA device's UUID (cudaDeviceProp::uuid), which names one physical GPU across processes.
+using DeviceUuid = std::array<unsigned char, 16>;
+
+// The first pair of ranks (i < j) whose devices are the same GPU, or {-1, -1}. Pure: the
+// constructor's "two ranks on one GPU" check over the all-gathered UUIDs.
+std::pair<int, int> find_shared_device(std::span<const DeviceUuid> uuid_by_rank);
+
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `comm`. Uses the calling thread's current CUDA device; `compute` is the stream
-  // collectives are ordered against (nullptr: the legacy default stream).
+  // collectives are ordered against (nullptr: the legacy default stream). Throws
+  // zs::Error(kUnsupported) on every rank when two ranks are on one GPU (their device UUIDs are
+  // all-gathered over `comm` first), naming both ranks.
   NcclCommunicator(MPI_Comm comm, cudaStream_t compute);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
@@ -138,6 +151,7 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<Event> enqueue(CollectiveKind kind, size_t count, DType dtype, F&& issue);
   std::shared_ptr<Event> acquire_event();
   void compute_waits(const Event& done);
+  void release() noexcept;  // the destructor's work; also undoes a constructor that throws
   void finish_sync(Work& w);
 
   ncclComm_t comm_ = nullptr;
@@ -152,16 +166,30 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Group> group_;
 };
 
-// RAII group: NcclGroup g(comm); ...collectives...; (group_end at scope exit).
+// RAII group: NcclGroup g(comm); ...collectives...; (group_end at scope exit). group_end()'s
+// errors propagate, except while another exception unwinds the scope (then they are dropped:
+// the first error is the one reported).
 class NcclGroup {
  public:
-  explicit NcclGroup(NcclCommunicator& c) : c_(c) { c_.group_start(); }
-  ~NcclGroup() noexcept(false) { c_.group_end(); }
+  explicit NcclGroup(NcclCommunicator& c) : c_(c), uncaught_(std::uncaught_exceptions()) {
+    c_.group_start();
+  }
+  ~NcclGroup() noexcept(false) {
+    if (std::uncaught_exceptions() > uncaught_) {
+      try {
+        c_.group_end();
+      } catch (...) {
+      }
+      return;
+    }
+    c_.group_end();
+  }
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
 
  private:
   NcclCommunicator& c_;
+  int uncaught_;
 };
 
 }  // namespace zs

@@ -115,8 +115,10 @@ void* CudaCachingAllocator::allocate(size_t bytes) {
     live_[p] = rounded;
     stats_.in_use_bytes += static_cast<int64_t>(rounded);
   }
-  // Why a synchronization: Allocator promises zero-filled memory usable from any stream. Buffers
-  // are made at set-up, never inside a step (see the header).
+  // Why synchronizations: Allocator promises zero-filled memory usable from any stream. A cached
+  // block may have been freed while work on another (non-blocking) stream still used it: wait for
+  // that first, then for the fill. Buffers are made at set-up, never inside a step (the header).
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before zero-fill)");
   cuda_check(cudaMemset(p, 0, bytes), "cudaMemset (zero-fill)");
   cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (zero-fill)");
   return p;
@@ -201,11 +203,9 @@ int choose_local_device(int local_rank, int local_size, int device_count) {
   ZS_CHECK(local_rank >= 0 && local_size >= 1 && local_rank < local_size,
            ErrorCode::kInvalidArgument, "local rank {} outside a local size of {}", local_rank,
            local_size);
-  ZS_CHECK(local_size <= device_count, ErrorCode::kUnsupported,
-           "{} ranks on this node but only {} CUDA device(s) visible (CUDA_VISIBLE_DEVICES={}): "
-           "two ranks on one GPU are not supported; launch at most {} rank(s) per node",
-           local_size, device_count, vis, device_count);
-  return local_rank;
+  // Fewer devices than local ranks: per-rank visibility, or sharing that the NCCL communicator's
+  // device-UUID check refuses (this process cannot tell the two apart).
+  return local_size <= device_count ? local_rank : local_rank % device_count;
 }
 
 int select_local_device() {

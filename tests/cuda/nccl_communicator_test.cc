@@ -30,6 +30,23 @@ const DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16,
                            DType::kF64, DType::kI8,  DType::kU8};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax};
 
+// Pure (runs without a device): the UUID table the constructor checks for two ranks on one GPU.
+TEST(NcclDevices, FindSharedDevice) {
+  auto uuid = [](unsigned char b) {
+    DeviceUuid u{};
+    u.fill(7);
+    u[15] = b;
+    return u;
+  };
+  const std::vector<DeviceUuid> distinct = {uuid(0), uuid(1), uuid(2), uuid(3)};
+  EXPECT_EQ(find_shared_device(distinct), std::make_pair(-1, -1));
+  EXPECT_EQ(find_shared_device(std::vector<DeviceUuid>{uuid(5)}), std::make_pair(-1, -1));
+  const std::vector<DeviceUuid> shared = {uuid(0), uuid(1), uuid(2), uuid(1), uuid(0)};
+  EXPECT_EQ(find_shared_device(shared), std::make_pair(1, 3));  // the first j, then the first i
+  const std::vector<DeviceUuid> two = {uuid(9), uuid(9)};
+  EXPECT_EQ(find_shared_device(two), std::make_pair(0, 1));
+}
+
 class Fixture : public ::testing::Test {
  protected:
   void SetUp() override {
