@@ -8,7 +8,8 @@
 //
 // Ordering: every call is ordered after the previous calls on the same object (stream order on
 // CUDA; plain program order on the CPU). Calls that hand a value to the host (grad_stats,
-// copy_to_host) wait for everything before them. synchronize() waits for all of it.
+// copy_to_host) wait for every earlier call except pending copy_to_host_async copies, which only
+// wait_host_copies() and synchronize() wait for. synchronize() waits for all of it.
 //
 // Bitwise contract, on every device: convert() rounds as runtime/core/convert.h; accumulate()
 // computes dst + src in fp32 and rounds once to dst's dtype; adamw() gives the bits of

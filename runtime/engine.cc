@@ -135,6 +135,17 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
     if (!config_.loss_scale.dynamic) config_.loss_scale.initial = 1.0f;
   }
   impl_ = std::make_unique<Impl>(model, comm, config_, tracker_, ops ? *ops : cpu_device_ops());
+  if (!impl_->ops.host_accessible()) {
+    // Device libraries (cuBLASLt, vectorized kernels) want 16-byte aligned operands: every view
+    // starts at a multiple of `align` elements of the parameter and the gradient dtypes.
+    const DType p = config_.precision.param_dtype, g = config_.precision.grad_dtype;
+    const DType narrow = dtype_size(p) <= dtype_size(g) ? p : g;
+    const int64_t need = 16 / static_cast<int64_t>(dtype_size(narrow));
+    ZS_CHECK(config_.align % need == 0, ErrorCode::kInvalidArgument,
+             "alignment of {} elements puts {} views off 16-byte boundaries on {}: use a multiple "
+             "of {} elements",
+             config_.align, dtype_name(narrow), impl_->ops.device().to_string(), need);
+  }
   const size_t U = model.num_units();
   ZS_CHECK(U > 0, ErrorCode::kInvalidArgument, "the model has no units");
   std::vector<std::vector<ParamSpec>> specs(U);

@@ -19,12 +19,19 @@ __global__ void cross_entropy_forward_kernel(const float* logits, const int32_t*
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, lr[j]);
   mx = block_max(mx, smem);
-  const float lt = lr[targets[row]];  // read before probs (which may alias logits) is written
+  const float lt = lr[targets[row]];
+  __syncthreads();  // every thread has read lt before probs (which may alias logits) is written
+  // One exp per logit: the exponentials go to probs (each thread rewrites only its own columns,
+  // which it has just read) and are scaled in place once the sum is known.
   float sum = 0.0f;
-  for (int j = threadIdx.x; j < V; j += blockDim.x) sum += expf(lr[j] - mx);
-  sum = block_sum(sum, smem);  // also orders every read of the row before the writes below
+  for (int j = threadIdx.x; j < V; j += blockDim.x) {
+    const float e = expf(lr[j] - mx);
+    pr[j] = e;
+    sum += e;
+  }
+  sum = block_sum(sum, smem);
   const float inv = 1.0f / sum;
-  for (int j = threadIdx.x; j < V; j += blockDim.x) pr[j] = expf(lr[j] - mx) * inv;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) pr[j] *= inv;
   if (threadIdx.x == 0) row_loss[row] = logf(sum) + mx - lt;
 }
 

@@ -13,12 +13,14 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "collectives/mpi_communicator.h"
 #include "mlp_model.h"
+#include "runtime/core/error.h"
 #include "runtime/device_ops.h"
 #include "runtime/engine.h"
 
@@ -391,6 +393,33 @@ TEST(DevicePath, StaleHostCopiesAreNotUploaded) {
   engine.refresh_params_from_master();
   cpu_engine.refresh_params_from_master();
   EXPECT_EQ(engine.param_hash(), cpu_engine.param_hash());
+}
+
+TEST(DevicePath, UnalignedViewsAreRefused) {
+  // bf16 views need a multiple of 8 elements to start on 16-byte boundaries; the CPU takes any.
+  EngineConfig cfg = make_config(3, DType::kBF16, false, 1);
+  cfg.align = 4;
+  MlpModel inner(MlpShape{}, world().size(), world().rank(), 1);
+  FakeDeviceOps ops;
+  FakeDeviceModel model(inner, ops);
+  FakeDeviceComm comm(world(), ops);
+  MemoryTracker tracker;
+  try {
+    Engine engine(model, comm, cfg, &tracker, &ops);
+    ADD_FAILURE() << "align 4 with bf16 accepted on a device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("alignment of 4 elements puts bf16 views off 16-byte "
+                                         "boundaries"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("multiple of 8 elements"), std::string::npos) << e.what();
+  }
+  cfg.align = 8;
+  EXPECT_NO_THROW(Engine(model, comm, cfg, &tracker, &ops));
+  MlpModel cpu_model(MlpShape{}, world().size(), world().rank(), 1);
+  cfg.align = 4;
+  EXPECT_NO_THROW(Engine(cpu_model, world(), cfg, &tracker));
 }
 
 }  // namespace
