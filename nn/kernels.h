@@ -10,7 +10,7 @@
 
 namespace zs::nn {
 
-constexpr int kMaxRow = 16384;  // the widest row (width, vocab) the row kernels accept
+constexpr int kMaxRow = 16384;  // the widest layer-norm row (model width) the kernels accept
 
 // dst[off .. off+n) = src converted to dt (fp32 or bf16, round to nearest even).
 void store_as(const float* src, void* dst, DType dt, int64_t off, int64_t n);

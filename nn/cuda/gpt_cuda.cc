@@ -148,9 +148,8 @@ CudaGptModel::CudaGptModel(const GptConfig& config, cudaStream_t stream, MemoryT
     : config_(config) {
   config_.validate();
   ZS_CHECK(cuda_device_count() > 0, ErrorCode::kUnsupported, "cuda gpt: no CUDA device");
-  ZS_CHECK(config_.width <= gpu::kMaxRow && config_.vocab <= gpu::kMaxRow,
-           ErrorCode::kInvalidArgument, "cuda gpt: width {} and vocab {} must be at most {}",
-           config_.width, config_.vocab, gpu::kMaxRow);
+  ZS_CHECK(config_.width <= gpu::kMaxRow, ErrorCode::kInvalidArgument,
+           "cuda gpt: width {} must be at most {}", config_.width, gpu::kMaxRow);
   state_ = std::make_unique<State>(config_, stream, tracker ? tracker : &MemoryTracker::process(),
                                    device_alloc);
   units_ = make_cuda_gpt_units(*state_);

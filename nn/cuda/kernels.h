@@ -17,7 +17,7 @@
 
 namespace zs::nn::gpu {
 
-constexpr int kMaxRow = 16384;  // the widest row (width, vocab) the row kernels accept
+constexpr int kMaxRow = 16384;  // the widest layer-norm row (model width) the kernels accept
 
 // ---- layernorm.cu --------------------------------------------------------------------------
 // out = (x - mean) * rstd * w + b per row (eps 1e-5), written in dt (fp32, bf16, fp16);

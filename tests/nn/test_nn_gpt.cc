@@ -10,6 +10,7 @@
 #include <string>
 
 #include "nn/gpt.h"
+#include "nn/kernels.h"
 #include "runtime/core/error.h"
 #include "runtime/core/memory_tracker.h"
 #include "tests/nn/unit_harness.h"
@@ -61,6 +62,35 @@ TEST(NnGpt, LossAtInitIsLogVocab) {
   h.forward();
   std::printf("loss at init %.5f, ln(256) = %.5f\n", m.loss(), std::log(256.0));
   EXPECT_NEAR(m.loss(), std::log(256.0), 0.05);
+}
+
+// GPT-2's vocabulary, past the layer norm's row limit (which bounds the width only).
+TEST(NnGpt, LargeVocabulary) {
+  GptConfig c = small_config();
+  c.layers = 1;
+  c.vocab = 50257;
+  c.batch = 2;
+  c.context = 8;
+  GptModel m(c);
+  UnitHarness h(m, DType::kF32, 7);
+  auto tokens = random_tokens(c, 1, 3);
+  m.set_tokens(tokens);
+  m.load_micro_batch(0);
+  h.forward();
+  std::printf("vocab 50257: loss at init %.5f, ln(50257) = %.5f\n", m.loss(), std::log(50257.0));
+  EXPECT_NEAR(m.loss(), std::log(50257.0), 0.15);  // 16 tokens: the logits spread adds ~0.07
+  h.backward(1.0f);
+  EXPECT_TRUE(h.produced_all());
+  GptConfig wide = small_config();
+  wide.width = kMaxRow + 64;
+  wide.heads = 1;
+  try {
+    wide.validate();
+    ADD_FAILURE() << "width past kMaxRow accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("width 16448 must be at most 16384"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(NnGpt, SgdOnRepeatedBatchReducesLoss) {
