@@ -117,6 +117,7 @@ struct Engine::Impl {
   void backward_unit(size_t u, int micro, int scratch, const StepInfo& info);
   void finish_reduce(int b);
   void update_unit(UnitState& u, float lr, float grad_scale, int64_t t);
+  void start_gather_updated_params(UnitState& u);
   void gather_updated_params();
   StepStats step(int64_t step_index);
   void forward_eval();
@@ -570,8 +571,14 @@ StepStats Engine::Impl::step(int64_t t) {
   }
   const float clip = optim::clip_factor(stats.grad_norm, config.clip_norm);
   const float grad_scale = static_cast<float>(inv) * clip;
-  for (UnitState& u : units) update_unit(u, stats.lr, grad_scale, t);
-  gather_updated_params();
+  // Stages 1-2: each unit's all-gather starts as soon as its update is issued, so it overlaps
+  // the updates of the units after it (the buffers are disjoint); waited for once, at the end.
+  for (UnitState& u : units) {
+    update_unit(u, stats.lr, grad_scale, t);
+    start_gather_updated_params(u);
+  }
+  for (WorkHandle& w : works) w->wait();
+  works.clear();
   stats.step = t;
   return stats;
 }
@@ -634,13 +641,15 @@ void Engine::Impl::update_unit(UnitState& u, float lr, float grad_scale, int64_t
 }
 
 // Stages 1-2 keep full parameters: each rank updated its region, an all-gather completes them.
-void Engine::Impl::gather_updated_params() {
+void Engine::Impl::start_gather_updated_params(UnitState& u) {
   if (stage != 1 && stage != 2) return;
-  for (UnitState& u : units) {
-    works.push_back(comm.start_all_gather(at(u.params.data(), u.layout.shard_begin(rank), P),
-                                          u.params.data(),
-                                          static_cast<size_t>(u.layout.shard_numel), P));
-  }
+  works.push_back(comm.start_all_gather(at(u.params.data(), u.layout.shard_begin(rank), P),
+                                        u.params.data(), static_cast<size_t>(u.layout.shard_numel),
+                                        P));
+}
+
+void Engine::Impl::gather_updated_params() {
+  for (UnitState& u : units) start_gather_updated_params(u);
   for (WorkHandle& w : works) w->wait();
   works.clear();
 }
