@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "runtime/core/error.h"
 #include "sharding/layout.h"
@@ -11,6 +12,76 @@ namespace zs {
 namespace {
 
 constexpr int64_t kF4 = 4;  // sizeof(float): GptModel's activations and temporaries are fp32
+
+// [Note: CUDA GPT activations] Mirrors CudaGptModel::State's constructor (nn/cuda/gpt_cuda.cc)
+// buffer by buffer; every buffer below goes through its act(), i.e. is registered under
+// kActivations and counted in CudaGptModel::activation_bytes(), except the cuBLASLt workspace,
+// which CublasContext (nn/cuda/gemm.cc) registers itself and the model adds to act_bytes.
+// M = B T, e = the size of the compute dtype (the matmul dtype on the GPU: 2 for bf16 *and*
+// fp16, else 4), lowp = 16-bit compute.
+//   ids      (5 M + 1) int32: inputs, targets, and the embedding-gradient index (order, rows,
+//            offsets [M + 1]): [Note: token upload] in nn/cuda/gpt_cuda_state.h
+//   xs       (L + 1) [M, C] fp32 (xs[L] is the head's input)
+//   blocks   GptBlockBuffers::allocate (nn/gpt_block_buffers.h), L sets or 1 when checkpointing:
+//            h1, q, k, v, a, h2 [M, C] e; mean/rstd x2 [M] fp32; p [B, H, T, T] fp32 (+ pm e
+//            when lowp); x2 [M, C] fp32; f [M, F] fp32; g [M, F] e
+//   head     hf [M, C] e; meanf, rstdf [M] fp32; logits [M, V] fp32 (their gradient in place);
+//            row_loss [M] fp32
+//   temps    qkv [M, 3C] fp32; att_s [B, H, T, T] fp32; att_o [M, C] fp32; att_dom [M, C] e;
+//            att_dsm [B, H, T, T] e (lowp); att_dq, dk, dv [M, C] fp32; dres [M, C] fp32;
+//            dwide [M, max(F, 3C)] fp32; dwide_mm [M, max(F, 3C, V)] e (lowp); dnarrow [M, C]
+//            fp32; dnarrow_mm [M, C] e (lowp); pscratch 4 slots of max(F, 3C) rounded up to 64
+//            floats; bias_scratch max(chunks F', 2 chunks C) floats, F' = max(F, 3C), chunks =
+//            clamp(ceil(M / 256), 1, 64) (bias_backward_scratch_floats and
+//            layernorm_backward_scratch_floats in nn/cuda/kernels.h)
+//   cuBLASLt workspace: 32 MiB (CublasContext's default, nn/cuda/gemm.h)
+// Not device memory, not counted: two pinned staging slots of the ids' layout, row_loss_host
+// [M] and logits_host [V] fp32 (pinned host, registered under kOther: pinned_host), the host
+// counts vector [V + 1] (untracked). CudaLinear, CudaAttention and CudaGemm allocate nothing.
+// Keep this in step with nn/cuda/gpt_cuda.cc: tests/cuda/cuda_gpt_test.cc compares it with
+// CudaGptModel::activation_bytes() and the tracker on a GPU; tests/plan/plan_arith_test.cc
+// with a hand-written list of the buffers.
+constexpr int64_t kCudaIdsPerToken = 5;                // CudaGptModel::State::kIdsPerToken
+constexpr int64_t kCublasWorkspaceBytes = 32ll << 20;  // CublasContext's workspace_bytes
+
+int64_t cuda_column_sum_chunks(int64_t M) {  // nn::gpu::bias_backward_chunks
+  return std::clamp<int64_t>((M + 255) / 256, 1, 64);
+}
+
+ActivationPlan cuda_gpt_activations(ActivationPlan a, int64_t B, int64_t T, int64_t C, int64_t H,
+                                    int64_t F, int64_t V, int64_t L, DType dtype, bool checkpoint) {
+  const int64_t M = B * T, bhtt = B * H * T * T;
+  const bool lowp = dtype != DType::kF32;
+  const int64_t e = static_cast<int64_t>(dtype_size(dtype));
+  const int64_t block_set = 6 * M * C * e + 4 * M * kF4 + bhtt * kF4 + (lowp ? bhtt * e : 0) +
+                            M * C * kF4 + M * F * kF4 + M * F * e;
+  const int64_t x = M * C * kF4;  // one block input xs[l]
+  a.exact = true;
+  a.per_layer = x + block_set;
+  a.per_layer_checkpointed = x;
+  const int64_t nids = kCudaIdsPerToken * M + 1;
+  ZS_CHECK(nids <= std::numeric_limits<int32_t>::max(), ErrorCode::kInvalidArgument,
+           "cuda gpt: batch x context = {} tokens is too many", M);  // as CudaGptModel's check
+  a.inputs = nids * 4;
+  a.blocks = L * x + (checkpoint ? 0 : L * block_set);
+  a.recompute = checkpoint ? block_set : 0;
+  a.head = x + M * C * e + 2 * M * kF4 + M * V * kF4 + M * kF4;
+  const int64_t wide = std::max(F, 3 * C);
+  const int64_t chunks = cuda_column_sum_chunks(M);
+  a.workspace = M * 3 * C * kF4                                   // qkv
+                + bhtt * kF4 + M * C * kF4                        // att_s, att_o
+                + M * C * e + (lowp ? bhtt * e : 0)               // att_dom, att_dsm
+                + 3 * M * C * kF4                                 // att_dq, dk, dv
+                + M * C * kF4                                     // dres
+                + M * wide * kF4                                  // dwide
+                + (lowp ? M * std::max(wide, V) * e : 0)          // dwide_mm
+                + M * C * kF4 + (lowp ? M * C * e : 0)            // dnarrow, dnarrow_mm
+                + 4 * ((wide + 63) / 64 * 64) * kF4               // pscratch
+                + std::max(chunks * wide, 2 * chunks * C) * kF4;  // bias_scratch
+  a.gemm_workspace = kCublasWorkspaceBytes;
+  a.pinned_host = 2 * nids * 4 + M * kF4 + V * kF4;  // staging[2], row_loss_host, logits_host
+  return a;
+}
 
 }  // namespace
 
@@ -135,7 +206,9 @@ void PlanConfig::validate() const {
            per_step);
 }
 
-// [Note: GPT activations] Mirrors GptModel::State's constructor (nn/gpt.cc) buffer by buffer:
+// [Note: GPT activations] The CPU model (device kCpu; the CUDA model's is
+// [Note: CUDA GPT activations] above). Mirrors GptModel::State's constructor (nn/gpt.cc) buffer
+// by buffer:
 // M = B T tokens, e = bytes of the matmul dtype (2 for bf16 compute, else 4), lowp = bf16.
 // Kept per block (BlockActs): h1, q, k, v, a, h2 [M, C] e; mean/rstd x2 [M] fp32; p [B, H, T, T]
 // fp32 (+ pm in e when lowp); x2 [M, C] fp32; f [M, F] fp32; g [M, F] e; plus its input
@@ -143,7 +216,8 @@ void PlanConfig::validate() const {
 // shared (the recompute set). Keep this in step with nn/gpt.cc: tests/plan compares it with
 // GptModel::activation_bytes() for several configurations.
 ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64_t micro_batch,
-                                            DType compute_dtype, bool checkpoint) {
+                                            DType compute_dtype, bool checkpoint,
+                                            DeviceKind device) {
   shape.validate();
   ZS_CHECK(micro_batch >= 1, ErrorCode::kInvalidArgument, "micro-batch of {} sequences < 1",
            micro_batch);
@@ -155,6 +229,8 @@ ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64
   const int64_t M = B * T;
   a.tokens = M;
   const int64_t bhtt = B * H * T * T;
+  if (shape.family == TransformerFamily::kGpt && device == DeviceKind::kCuda)
+    return cuda_gpt_activations(a, B, T, C, H, F, V, L, compute_dtype, checkpoint);
   if (shape.family == TransformerFamily::kGpt) {
     a.exact = true;
     const bool lowp = compute_dtype == DType::kBF16;
@@ -250,7 +326,7 @@ int64_t gpt_eigen_gemm_workspace_bytes(const TransformerShape& shape, int64_t mi
 
 int64_t MemoryPlan::bytes(MemCategory c) const {
   if (c == MemCategory::kActivations) return activations.total();
-  if (c == MemCategory::kOther) return 0;
+  if (c == MemCategory::kOther) return activations.pinned_host;
   return buffers.bytes(c);
 }
 
@@ -276,7 +352,8 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
     layouts.push_back(compute_group_layout(u, config.world, config.engine.align));
 
   MemoryPlan p;
-  p.buffers = plan_engine_buffers(layouts, config.engine, config.rank);
+  p.buffers = plan_engine_buffers(layouts, config.engine, config.rank,
+                                  /*on_device=*/config.device == DeviceKind::kCuda);
   p.world = config.world;
   p.ranks_per_node = config.ranks_per_node;
   p.stage = static_cast<int>(config.engine.stage);
@@ -293,7 +370,7 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
     const int64_t batch = config.global_batch > 0 ? config.global_batch : per_step;
     p.activations = plan_transformer_activations(*model.transformer, batch / per_step,
                                                  config.engine.precision.param_dtype,
-                                                 config.checkpoint_activations);
+                                                 config.checkpoint_activations, config.device);
   }
   return p;
 }

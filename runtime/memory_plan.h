@@ -2,9 +2,11 @@
 // configuration, without allocating anything. Model states and communication buffers come from
 // plan_engine_buffers() (runtime/buffer_plan.h), the function the engine allocates from, over
 // the same compute_group_layout() the engine builds: for any configuration the engine's tracker
-// shows exactly these bytes. Activations of zeroshard's own GPT (nn/gpt.h) mirror the buffers
-// GptModel allocates in its constructor (see [Note: GPT activations] in memory_plan.cc); other
-// transformer families get an estimate, flagged as such. docs/memory.md explains the arithmetic.
+// shows exactly these bytes. Activations of zeroshard's own GPT mirror the buffers its model
+// allocates in its constructor: nn::GptModel (nn/gpt.h) on the CPU, nn::CudaGptModel
+// (nn/cuda/gpt_cuda.h) on CUDA (see [Note: GPT activations] and [Note: CUDA GPT activations] in
+// memory_plan.cc); other transformer families get an estimate, flagged as such. docs/memory.md
+// explains the arithmetic.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "runtime/buffer_plan.h"
+#include "runtime/core/buffer.h"
 #include "runtime/core/memory_tracker.h"
 #include "runtime/engine_config.h"
 
@@ -78,6 +81,10 @@ struct PlanConfig {
   bool checkpoint_activations = false;
   int64_t reserve_bytes = 0;  // per-device framework reserve (CUDA context, library workspaces)
   int rank = 0;               // which shard; sizes do not depend on it
+  // Where the engine and the model run. kCpu: the CPU engine and nn::GptModel's activations.
+  // kCuda: the engine on a GPU (plan_engine_buffers' on_device: a device control buffer, and
+  // pinned host staging with offload) and nn::CudaGptModel's activations.
+  DeviceKind device = DeviceKind::kCpu;
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field.
   void validate() const;
@@ -85,18 +92,26 @@ struct PlanConfig {
 
 // Activations of one rank for one micro-batch (they are reused across micro-batches).
 struct ActivationPlan {
-  bool counted = false;     // false when the model description has no transformer shape
-  bool exact = false;       // true for kGpt: the bytes GptModel allocates; false: an estimate
-  int64_t micro_batch = 0;  // sequences per rank per micro-batch (B)
-  int64_t tokens = 0;       // B * T
-  int64_t per_layer = 0;    // one block's kept activations without checkpointing
+  bool counted = false;  // false when the model description has no transformer shape
+  // true for kGpt: the bytes GptModel (kCpu) or CudaGptModel (kCuda) allocates; false: an
+  // estimate.
+  bool exact = false;
+  int64_t micro_batch = 0;             // sequences per rank per micro-batch (B)
+  int64_t tokens = 0;                  // B * T
+  int64_t per_layer = 0;               // one block's kept activations without checkpointing
   int64_t per_layer_checkpointed = 0;  // one block's kept input with checkpointing
-  int64_t inputs = 0;                  // token ids and targets
-  int64_t blocks = 0;                  // all blocks' kept activations (checkpointing as configured)
+  int64_t inputs = 0;     // token ids and targets (CUDA: and the embedding-gradient index)
+  int64_t blocks = 0;     // all blocks' kept activations (checkpointing as configured)
   int64_t recompute = 0;  // checkpointing: the one shared block set a backward recomputes into
   int64_t head = 0;       // final norm, logits, losses
   int64_t workspace = 0;  // temporaries shared by all layers (attention scratch, gradients)
-  int64_t total() const { return inputs + blocks + recompute + head + workspace; }
+  // kCuda: the cuBLASLt workspace CudaGptModel's CublasContext registers under kActivations
+  // (32 MiB). 0 on the CPU, whose GEMM scratch is not counted (gpt_eigen_gemm_workspace_bytes).
+  int64_t gemm_workspace = 0;
+  // kCuda: pinned host buffers of the model (token staging, loss and logits read-back), which
+  // it registers under kOther. Host memory: not in total() nor in the device total.
+  int64_t pinned_host = 0;
+  int64_t total() const { return inputs + blocks + recompute + head + workspace + gemm_workspace; }
 };
 
 struct MemoryPlan {
@@ -112,7 +127,8 @@ struct MemoryPlan {
   int64_t reserve_bytes = 0;
 
   // The tracker's categories: kParams, kGrads, kMaster, kOptimizer (device-resident),
-  // kActivations, kCommBuffers, kHostOffload (host), kOther (0).
+  // kActivations, kCommBuffers, kHostOffload (host), kOther (activations.pinned_host: 0 but for
+  // the CUDA GPT).
   int64_t bytes(MemCategory c) const;
   // Parameters, gradients, master weights, optimizer states, wherever they live (host included).
   int64_t model_states_bytes() const;
@@ -126,12 +142,15 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config);
 
 // Activations of one rank for a transformer at `micro_batch` sequences per micro-batch.
-// kGpt: the bytes nn::GptModel registers (GptModel::activation_bytes()) for GptConfig{layers,
-// heads, width, context, vocab, batch = micro_batch, ffn_mult = ffn / width, checkpoint,
-// compute_dtype}; matrix-product workspaces of the GEMM backend are not included (see
-// gpt_eigen_gemm_workspace_bytes). kLlama: an estimate (docs/memory.md).
+// kGpt on kCpu: the bytes nn::GptModel registers (GptModel::activation_bytes()) for
+// GptConfig{layers, heads, width, context, vocab, batch = micro_batch, ffn_mult = ffn / width,
+// checkpoint, compute_dtype}; matrix-product workspaces of the GEMM backend are not included (see
+// gpt_eigen_gemm_workspace_bytes). kGpt on kCuda: the bytes nn::CudaGptModel registers under
+// kActivations (CudaGptModel::activation_bytes(), its cuBLASLt workspace included) for the same
+// GptConfig, and its pinned host bytes. kLlama: an estimate (docs/memory.md), the same on both.
 ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64_t micro_batch,
-                                            DType compute_dtype, bool checkpoint_activations);
+                                            DType compute_dtype, bool checkpoint_activations,
+                                            DeviceKind device = DeviceKind::kCpu);
 
 // The scratch GptModel's matrix products register under kActivations when nn is built without
 // oneDNN (Eigen: an fp32 product buffer per GEMM, fp32 input copies for bf16). With oneDNN the
