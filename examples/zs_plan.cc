@@ -4,6 +4,7 @@
 //
 //   zs_plan --params 7.5e9 --ranks 64 --zero-stage 1 --dtype fp16
 //   zs_plan --model llama-7b --ranks 8 --zero-stage 3 --dtype bf16 --batch 16 --fit 80
+//   zs_plan --model gpt2-medium --ranks 8 --zero-stage 3 --dtype bf16 --device cuda --fit 80
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -46,6 +47,14 @@ std::string grouped(int64_t v) {
   return v < 0 ? "-" + out : out;
 }
 
+zs::DeviceKind parse_device(const std::string& s) {
+  if (s == "cpu") return zs::DeviceKind::kCpu;
+  if (s == "cuda") return zs::DeviceKind::kCuda;
+  throw BadFlag(fmt::format("--device '{}' is not one of cpu, cuda", s));
+}
+
+const char* device_name(zs::DeviceKind d) { return d == zs::DeviceKind::kCuda ? "cuda" : "cpu"; }
+
 const char* family_name(zs::TransformerFamily f) {
   return f == zs::TransformerFamily::kGpt ? "gpt" : "llama";
 }
@@ -62,10 +71,11 @@ struct Options {
 std::string describe_config(const Options& o) {
   const zs::EngineConfig& e = o.config.engine;
   return fmt::format(
-      "{} ranks ({} per node), ZeRO stage {}, {} params, {} grads, {}, offload {}, "
+      "{} ranks ({} per node) on {}, ZeRO stage {}, {} params, {} grads, {}, offload {}, "
       "activation checkpointing {}, {} micro-batch(es)",
-      o.config.world, o.config.ranks_per_node, static_cast<int>(e.stage),
-      zs::dtype_name(e.precision.param_dtype), zs::dtype_name(e.precision.grad_dtype),
+      o.config.world, o.config.ranks_per_node, device_name(o.config.device),
+      static_cast<int>(e.stage), zs::dtype_name(e.precision.param_dtype),
+      zs::dtype_name(e.precision.grad_dtype),
       e.optimizer.kind == zs::OptimizerKind::kAdamW ? "AdamW" : "SGD",
       e.offload.optimizer ? "on" : "off", o.config.checkpoint_activations ? "on" : "off",
       e.micro_batches);
@@ -97,7 +107,9 @@ nlohmann::json plan_json(const zs::MemoryPlan& p) {
                       {"blocks_bytes", a.blocks},
                       {"recompute_bytes", a.recompute},
                       {"head_bytes", a.head},
-                      {"workspace_bytes", a.workspace}};
+                      {"workspace_bytes", a.workspace},
+                      {"gemm_workspace_bytes", a.gemm_workspace},
+                      {"pinned_host_bytes", a.pinned_host}};
   return j;
 }
 
@@ -135,9 +147,12 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
   const zs::ActivationPlan& a = p.activations;
   std::string anote = "not counted: give a transformer shape (--model or --layers ...)";
   if (a.counted) {
-    anote = fmt::format("{}, {} seq x {} tokens per micro-batch",
-                        a.exact ? "exact (our GPT)" : "estimate", a.micro_batch,
-                        a.tokens / a.micro_batch);
+    anote =
+        fmt::format("{}, {} seq x {} tokens per micro-batch",
+                    a.exact ? (o.config.device == zs::DeviceKind::kCuda ? "exact (our GPT on CUDA)"
+                                                                        : "exact (our GPT)")
+                            : "estimate",
+                    a.micro_batch, a.tokens / a.micro_batch);
   }
   row("activations", p.bytes(MemCategory::kActivations), anote);
   if (a.counted) {
@@ -145,9 +160,10 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
                 human(a.per_layer).c_str(), human(a.per_layer_checkpointed).c_str());
     std::printf(
         "  %-24s %18s %10s   blocks %s + recompute %s + head %s + workspace %s + "
-        "inputs %s GB\n",
+        "inputs %s%s GB\n",
         "", "", "", human(a.blocks).c_str(), human(a.recompute).c_str(), human(a.head).c_str(),
-        human(a.workspace).c_str(), human(a.inputs).c_str());
+        human(a.workspace).c_str(), human(a.inputs).c_str(),
+        a.gemm_workspace > 0 ? (" + cuBLASLt workspace " + human(a.gemm_workspace)).c_str() : "");
   }
   const zs::BufferPlan& b = p.buffers;
   std::string parts;
@@ -159,12 +175,20 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
   part(b.send_count, b.send_bytes, "reduce-scatter send");
   part(b.recv_count, b.recv_bytes, "reduce-scatter receive");
   part(b.gather_count, b.gather_bytes, "gather/prefetch");
+  if (b.ctrl_bytes > 0) parts += fmt::format(", {} bytes device control", b.ctrl_bytes);
   row("comm/prefetch buffers", p.bytes(MemCategory::kCommBuffers), parts);
   row("framework reserve", p.reserve_bytes, "--reserve-gb (CUDA context, library workspaces)");
   std::printf("  %s\n", std::string(100, '-').c_str());
   row("device total", p.device_bytes(), "per GPU");
   row("host (offloaded)", p.host_bytes(),
-      off ? "fp32 master + Adam m, v in pinned host memory" : "");
+      off ? (b.host_staging_bytes > 0
+                 ? fmt::format("fp32 master + Adam m, v, and {} GB gradient/parameter staging, in "
+                               "pinned host memory",
+                               human(b.host_staging_bytes))
+                 : std::string("fp32 master + Adam m, v in pinned host memory"))
+          : "");
+  if (a.pinned_host > 0)
+    row("host (model, pinned)", a.pinned_host, "the GPT's token staging and loss/logits read-back");
   row("model states", p.model_states_bytes(),
       fmt::format("params + grads + master + optimizer, {:.2f} bytes/param",
                   static_cast<double>(p.model_states_bytes()) / psi));
@@ -204,6 +228,9 @@ int run(int argc, char** argv) {
       ("prefetch", po::value<int>()->default_value(1), "stage 3 gather prefetch depth")
       ("reserve-gb", po::value<double>()->default_value(0.0),
        "per-device framework reserve in GB (e.g. 0.5-1 for the CUDA context)")
+      ("device", po::value<std::string>()->default_value("cpu"),
+       "cpu | cuda: plan the CPU engine and GptModel, or the engine on a GPU and CudaGptModel "
+       "(its activations, cuBLASLt workspace and device control buffer)")
       ("fit", po::value<double>(), "list the cheapest configurations whose device total fits "
        "in this many GB per device")
       ("json", "print one JSON object instead of the table");
@@ -284,6 +311,7 @@ int run(int argc, char** argv) {
   e.micro_batches = vm["micro-batches"].as<int>();
   e.prefetch = vm["prefetch"].as<int>();
   c.checkpoint_activations = vm.count("checkpoint-activations") > 0;
+  c.device = parse_device(vm["device"].as<std::string>());
   c.global_batch = vm.count("batch") ? vm["batch"].as<int64_t>() : 0;
   if (vm.count("batch") && c.global_batch < 1)
     throw BadFlag(fmt::format("--batch {} < 1", c.global_batch));
@@ -307,6 +335,7 @@ int run(int argc, char** argv) {
     j["units"] = o.model.units.size();
     j["ranks"] = c.world;
     j["ranks_per_node"] = c.ranks_per_node;
+    j["device"] = device_name(c.device);
     j["zero_stage"] = static_cast<int>(e.stage);
     j["dtype"] = zs::dtype_name(e.precision.param_dtype);
     j["grad_dtype"] = zs::dtype_name(e.precision.grad_dtype);
