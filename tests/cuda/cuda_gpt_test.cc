@@ -2,9 +2,11 @@
 // tests/nn/test_nn_gpt.cc does: the same parameter values on both, then the loss and every
 // parameter gradient compared (fp32 at fp32 tolerance, bf16/fp16 at theirs); checkpointed vs
 // non-checkpointed gradients bitwise on the GPU; two runs give the same bits; inference logits;
-// no device allocation inside steps; and the kernels the GPT added (embedding forward/backward,
+// no device allocation inside steps; the memory planner's CUDA activation figure against the
+// model's allocations; and the kernels the GPT added (embedding forward/backward,
 // residual add, bias gradient) against plain CPU loops. Skips without a device, except the pure
 // host test of the embedding-gradient index.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +24,7 @@
 #include "runtime/core/convert.h"
 #include "runtime/core/error.h"
 #include "runtime/cuda/cuda_allocator.h"
+#include "runtime/memory_plan.h"
 #include "tests/nn/unit_harness.h"
 
 namespace zs {
@@ -457,6 +460,63 @@ TEST(CudaGpt, StepsAllocateNothing) {
   EXPECT_EQ(after.hits, before.hits);
   EXPECT_EQ(after.in_use_bytes, before.in_use_bytes);
   EXPECT_EQ(tracker.peak(MemCategory::kActivations), acts);
+}
+
+// The memory planner's CUDA figure ([Note: CUDA GPT activations] in runtime/memory_plan.cc) is
+// what the model allocates: activation_bytes(), the tracker's kActivations (the cuBLASLt workspace
+// included) and its kOther (the pinned host buffers), for every compute dtype, with and without
+// checkpointing, one and three sequences, and a shape whose FFN width is no multiple of 64 (the
+// padded pscratch stride) with two column-sum chunks (M = 384).
+TEST(CudaGpt, ActivationsMatchPlan) {
+  ZS_REQUIRE_CUDA();
+  auto shape_of = [](const GptConfig& g) {
+    TransformerShape s;
+    s.family = TransformerFamily::kGpt;
+    s.layers = g.layers;
+    s.width = g.width;
+    s.heads = g.heads;
+    s.ffn = g.ffn_mult * g.width;
+    s.vocab = g.vocab;
+    s.context = g.context;
+    return s;
+  };
+  std::vector<GptConfig> configs;
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
+    for (bool ckpt : {false, true})
+      for (int batch : {1, 3}) {
+        GptConfig c = small_config(dt);
+        c.checkpoint_activations = ckpt;
+        c.batch = batch;
+        configs.push_back(c);
+      }
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    GptConfig c = small_config(dt);
+    c.width = 72;  // F = 288: pscratch stride 320
+    c.heads = 3;
+    c.context = 128;
+    c.batch = 3;  // M = 384: two column-sum chunks
+    c.vocab = 96;
+    configs.push_back(c);
+  }
+  Stream stream;
+  for (const GptConfig& c : configs) {
+    SCOPED_TRACE(fmt::format("{} ckpt {} B {} C {} T {}", dtype_name(c.compute_dtype),
+                             c.checkpoint_activations, c.batch, c.width, c.context));
+    MemoryTracker t;
+    CudaGptModel gpu(c, stream.get(), &t);
+    const ActivationPlan a = plan_transformer_activations(
+        shape_of(c), c.batch, c.compute_dtype, c.checkpoint_activations, DeviceKind::kCuda);
+    EXPECT_TRUE(a.exact);
+    EXPECT_EQ(a.total(), gpu.activation_bytes());
+    EXPECT_EQ(a.total(), t.current(MemCategory::kActivations));
+    EXPECT_EQ(a.pinned_host, t.current(MemCategory::kOther));
+    // One more block adds exactly per_layer (per_layer_checkpointed when checkpointing).
+    GptConfig c1 = c;
+    c1.layers += 1;
+    CudaGptModel gpu1(c1, stream.get());
+    EXPECT_EQ(gpu1.activation_bytes() - gpu.activation_bytes(),
+              c.checkpoint_activations ? a.per_layer_checkpointed : a.per_layer);
+  }
 }
 
 TEST(CudaGpt, RejectsBadInputs) {
