@@ -26,6 +26,7 @@
 #include "runtime/cuda/cuda_allocator.h"
 #include "runtime/memory_plan.h"
 #include "tests/nn/unit_harness.h"
+#include "tests/plan/gpt_plan_shape.h"
 
 namespace zs {
 namespace {
@@ -469,17 +470,7 @@ TEST(CudaGpt, StepsAllocateNothing) {
 // padded pscratch stride) with two column-sum chunks (M = 384).
 TEST(CudaGpt, ActivationsMatchPlan) {
   ZS_REQUIRE_CUDA();
-  auto shape_of = [](const GptConfig& g) {
-    TransformerShape s;
-    s.family = TransformerFamily::kGpt;
-    s.layers = g.layers;
-    s.width = g.width;
-    s.heads = g.heads;
-    s.ffn = g.ffn_mult * g.width;
-    s.vocab = g.vocab;
-    s.context = g.context;
-    return s;
-  };
+  auto shape_of = [](const GptConfig& g) { return test::gpt_plan_shape(g); };
   std::vector<GptConfig> configs;
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
     for (bool ckpt : {false, true})

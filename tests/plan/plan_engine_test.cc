@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/mpi_communicator.h"
+#include "gpt_plan_shape.h"
 #include "mlp_model.h"
 #include "nn/attention.h"
 #include "nn/gemm.h"
@@ -154,17 +155,7 @@ nn::GptConfig gpt_config(bool ckpt, DType dtype, int batch) {
   return g;
 }
 
-TransformerShape shape_of(const nn::GptConfig& g) {
-  TransformerShape s;
-  s.family = TransformerFamily::kGpt;
-  s.layers = g.layers;
-  s.width = g.width;
-  s.heads = g.heads;
-  s.ffn = g.ffn_mult * g.width;
-  s.vocab = g.vocab;
-  s.context = g.context;
-  return s;
-}
+TransformerShape shape_of(const nn::GptConfig& g) { return test::gpt_plan_shape(g); }
 
 // The GEMM backend's scratch for the model's matrix products, measured by building the same
 // layers nn builds (nn/gpt.cc): oneDNN chooses its scratchpad sizes, Eigen's are planned.
