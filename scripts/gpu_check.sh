@@ -18,7 +18,8 @@
 #
 # The .deb files are unpacked with dpkg-deb -x (or ar + tar) into a private prefix, never into /:
 # CMake finds them through CMAKE_PREFIX_PATH, Open MPI (relocated) through OPAL_PREFIX,
-# PMIX_INSTALL_PREFIX and LD_LIBRARY_PATH; mpirun runs with --allow-run-as-root --oversubscribe.
+# PMIX_INSTALL_PREFIX/PMIX_PKGLIBDIR/PMIX_PKGDATADIR and LD_LIBRARY_PATH; mpirun runs with
+# --allow-run-as-root --oversubscribe (and OMPI_MCA_plm=isolated where there is no ssh).
 # NCCL: ZS_NCCL_ROOT if set, else the CUDA toolkit, else the pip wheel nvidia-nccl-cu* in
 # python3's site-packages (nvidia/nccl), else the system.
 #
@@ -29,8 +30,9 @@
 # (/opt/zsdeps), ZS_NCCL_ROOT, ZS_CUDA_ARCH (default: the GPU's compute capability, else 90),
 # ZS_JOBS (nproc), ZS_GPU_TARGETS (all: every target; default only what the checks run),
 # ZS_GPU_BUDGET (seconds this call may take, default 570: each step's timeout is what is left),
-# ZS_LOSS_STEPS (100), ZS_Z3_STEPS (30), ZS_GPU_PRUNE (1 after `build` alone: delete object files
-# and static libraries so the build folder is small enough to carry), ZS_FORCE_GPU_STEPS.
+# ZS_LOSS_STEPS (100), ZS_Z3_STEPS (30), ZS_GPU_PRUNE (1: after building, delete object files and
+# static libraries, for a build folder too big to carry; it then cannot be rebuilt incrementally),
+# ZS_FORCE_GPU_STEPS.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
@@ -60,6 +62,12 @@ budget=${ZS_GPU_BUDGET:-570}
 summary=$out/summary.txt
 : >"$summary"
 
+on_path() {  # an executable file NAME on PATH (bash's `command -v` also reports non-executables)
+  local d
+  local IFS=:
+  for d in $PATH; do [ -f "$d/$1" ] && [ -x "$d/$1" ] && return 0; done
+  return 1
+}
 say() { echo "== $*" | tee -a "$summary"; }
 note() { echo "$*" | tee -a "$summary"; }
 
@@ -105,9 +113,9 @@ finish() {
   {
     echo
     echo "== summary ($(date -u +%Y-%m-%dT%H:%MZ), ${SECONDS}s; logs in $out)"
-    printf '%-24s %-22s %s\n' step status figure
+    printf '%-22s %-28s %s\n' step status figure
     for i in "${!step_names[@]}"; do
-      printf '%-24s %-22s %s\n' "${step_names[$i]}" "${step_status[$i]}" "${step_figures[$i]}"
+      printf '%-22s %-28s %s\n' "${step_names[$i]}" "${step_status[$i]}" "${step_figures[$i]}"
     done
   } | tee -a "$summary"
   if compgen -G "$out/*.jsonl" >/dev/null; then
@@ -158,7 +166,7 @@ note "CUDA architectures: $arch"
 # ---- unpack the .deb files into the prefix ---------------------------------------------------
 # Re-extracted when the set changes (MANIFEST.txt differs); fast otherwise.
 unpack_deb() {  # unpack_deb DEB DIR
-  if command -v dpkg-deb >/dev/null; then
+  if on_path dpkg-deb; then
     dpkg-deb -x "$1" "$2"
   else
     local member
@@ -216,7 +224,9 @@ unpack() {
 ml=$prefix/usr/lib/x86_64-linux-gnu
 if unpack; then
   export OPAL_PREFIX=$prefix/usr
-  export PMIX_INSTALL_PREFIX=$ml/pmix2
+  # PMIx (Debian's sits in its own folder): its components and help files, relocated.
+  export PMIX_INSTALL_PREFIX=$ml/pmix2 PMIX_PKGLIBDIR=$ml/pmix2/lib/pmix
+  export PMIX_PKGDATADIR=$ml/pmix2/share/pmix
   export PATH=$prefix/bin:$PATH
   export LD_LIBRARY_PATH=$ml:$ml/openmpi/lib:$prefix/fallback-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export CMAKE_PREFIX_PATH=$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
@@ -228,8 +238,13 @@ else
   mpi_hints=()
   deps_ok=0
 fi
-# Containers: no ptrace-based single copy; root allowed.
+# Containers: no ptrace-based single copy; root allowed; without ssh/rsh, Open MPI's rsh launcher
+# refuses to start even on one node ("plm_rsh_agent ... could not be found"): launch locally.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+if ! on_path ssh && ! on_path rsh; then
+  export OMPI_MCA_plm=isolated
+  note "no ssh/rsh: OMPI_MCA_plm=isolated (mpirun launches on this node only)"
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun_flags=(--oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpirun_flags+=(--allow-run-as-root)
@@ -336,8 +351,8 @@ if [ "$want_build" = 1 ]; then
       run_logged "$blog" "$(step_timeout "$budget")" cmake --build "$bdir" -j "$jobs" --target "${targets[@]}"
       rc=$?
       record build "$(status_of $rc)" "${#targets[@]} targets, $((SECONDS - t0))s at -j$jobs"
-      if [ $rc = 0 ] && { [ "${ZS_GPU_PRUNE:-}" = 1 ] ||
-        { [ -z "${ZS_GPU_PRUNE:-}" ] && [ "$want_test$want_bench" = 00 ]; }; }; then
+      note "build: $build_dir is $(du -sh "$bdir" | cut -f1)"
+      if [ $rc = 0 ] && [ "${ZS_GPU_PRUNE:-0}" = 1 ]; then
         find "$bdir" \( -name '*.o' -o -name '*.a' -o -name '*.o.d' \) -delete
         touch "$bdir/.pruned"
         note "build: pruned object files and static libraries; $build_dir is $(du -sh "$bdir" |
@@ -357,10 +372,15 @@ if [ "$run_gpu_steps" != 1 ]; then
   finish
 fi
 
-# A build folder carried from another checkout path: ctest files name the old path.
+# A build folder carried from another checkout path (or renamed): ctest files name the old paths.
 old_root=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$bdir/CMakeCache.txt" 2>/dev/null)
+old_bdir=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$bdir/CMakeCache.txt" 2>/dev/null)
+if [ -n "$old_bdir" ] && [ "$old_bdir" != "$bdir" ]; then
+  note "build folder configured as $old_bdir, now $bdir: rewriting CTestTestfile paths"
+  find "$bdir" -name CTestTestfile.cmake -exec sed -i "s#$old_bdir#$bdir#g" {} +
+fi
 if [ -n "$old_root" ] && [ "$old_root" != "$root" ]; then
-  note "build folder configured at $old_root, repository now at $root: rewriting CTestTestfile paths"
+  note "repository configured at $old_root, now $root: rewriting CTestTestfile paths"
   find "$bdir" -name CTestTestfile.cmake -exec sed -i "s#$old_root#$root#g" {} +
 fi
 
@@ -392,8 +412,11 @@ if [ "$want_bench" = 1 ]; then
         if (pmin==""||p[2]+0<pmin) pmin=p[2]+0 }
       END { if (n) printf "ours %.0f-%.0f TFLOP/s (mean %.0f), >= %d%% of best", min, max, s/n, pmin }' \
       <(sed -n "/--dtype $dt/,/\[exit/p" "$glog"))
-    grep -q 'no CUDA device' "$glog" && [ -z "$fig" ] && fig="no CUDA device"
-    record "b. gemm $dt w$w" "$(status_of $rc)" "$fig"
+    st=$(status_of $rc)
+    if [ -z "$fig" ] && grep -q 'no CUDA device' "$glog"; then
+      st="skipped" fig="no CUDA device"
+    fi
+    record "b. gemm $dt w$w" "$st" "$fig"
   done
 
   # ---- c. loss curve: GPU vs CPU, same seed and flags -----------------------------------------

@@ -51,8 +51,8 @@ skip_pkgs=(adduser cdebconf debconf dpkg install-info passwd tar readline-common
 # Runtime libraries taken, but used on the GPU machine only where its system lacks them.
 fallback_pkgs=(libudev1 libuuid1 libatomic1)
 if [ "${ZS_GPU_DEPS_DNNL:-0}" = 1 ]; then
+  # The OpenCL ICD loader is then needed (libdnnl.so links it, its CMake config finds it).
   skip_pkgs=("${skip_pkgs[@]/ocl-icd-libopencl1/}")
-  fallback_pkgs+=(ocl-icd-libopencl1)
 fi
 
 # shellcheck disable=SC1091
@@ -119,7 +119,7 @@ missing=$(find "$tmp/root" -type f \( -name '*.so*' -o -perm -u+x \) -print0 |
   done)
 if [ -n "$missing" ]; then
   echo "gpu_deps.sh: shared libraries needed but neither fetched nor expected of the system:" >&2
-  sed 's/^/  /' <<<"$missing" >&2
+  while read -r so; do echo "  $so" >&2; done <<<"$missing"
   exit 1
 fi
 
