@@ -32,7 +32,7 @@
 # ZS_GPU_BUDGET (seconds this call may take, default 570: each step's timeout is what is left),
 # ZS_LOSS_STEPS (100), ZS_Z3_STEPS (30), ZS_GPU_PRUNE (1: after building, delete object files and
 # static libraries, for a build folder too big to carry; it then cannot be rebuilt incrementally),
-# ZS_FORCE_GPU_STEPS.
+# ZS_FORCE_GPU_STEPS, ZS_REV (the revision to record where there is no .git).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
@@ -127,8 +127,14 @@ finish() {
 
 # ---- environment -----------------------------------------------------------------------------
 say "zeroshard gpu_check: modes ${modes[*]}, repo $root, out $out, budget ${budget}s"
-note "git: $(git -C "$root" log -1 --format='%h %s' 2>/dev/null || echo '?')" \
-  "$(git -C "$root" status --porcelain 2>/dev/null | grep -qv '^??' && echo '(+ local changes)')"
+# A copy of the working tree may come without .git: ZS_REV (the commit, written into the command)
+# records the revision there.
+if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+  note "git: $(git -C "$root" log -1 --format='%h %s')" \
+    "$(git -C "$root" status --porcelain 2>/dev/null | grep -qv '^??' && echo '(+ local changes)')"
+else
+  note "git: no .git here; revision ${ZS_REV:-not given (ZS_REV=<commit> records it)}"
+fi
 # shellcheck disable=SC1091
 note "host: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME"), $(nproc) cores, uid $(id -u)"
 
