@@ -79,6 +79,7 @@ class FakeDeviceOps final : public DeviceOps {
   }
   void copy_to_host_async(void* dst, const void* src, size_t bytes) override {
     flush();
+    trace.push_back("D");
     downloads_.push_back({dst, src, bytes});
     ++async_downloads;
   }
@@ -88,6 +89,7 @@ class FakeDeviceOps final : public DeviceOps {
   }
   void copy_from_host_async(void* dst, const void* src, size_t bytes) override {
     flush();
+    trace.push_back("U");
     uploads_.push_back({dst, src, bytes});  // reads `src` when it runs, not now
     ++async_uploads;
   }
@@ -99,6 +101,9 @@ class FakeDeviceOps final : public DeviceOps {
   int device_updates = 0;
   int async_downloads = 0;
   int async_uploads = 0;
+  // The order of device work: "B<unit>" backward, "D" device->host copy, "U" host->device copy,
+  // "G" all-gather started (the tests of the offload overlap read it).
+  std::vector<std::string> trace;
 
  private:
   struct Copy {
@@ -136,6 +141,7 @@ class FakeDeviceComm final : public Communicator {
   void barrier() override { c_.barrier(); }
   WorkHandle start_all_gather(const void* s, void* r, size_t n, DType dt) override {
     ops_.flush();
+    ops_.trace.push_back("G");
     return c_.start_all_gather(s, r, n, dt);
   }
   WorkHandle start_reduce_scatter(const void* s, void* r, size_t n, DType dt,
@@ -160,7 +166,7 @@ class FakeDeviceComm final : public Communicator {
 class FakeDeviceModel final : public Model {
  public:
   FakeDeviceModel(MlpModel& m, FakeDeviceOps& ops) : m_(m), ops_(ops) {
-    for (size_t i = 0; i < m.num_units(); ++i) units_.push_back(UnitWrap(m.unit(i), ops));
+    for (size_t i = 0; i < m.num_units(); ++i) units_.push_back(UnitWrap(m.unit(i), ops, i));
   }
   size_t num_units() const override { return units_.size(); }
   Unit& unit(size_t i) override { return units_[i]; }
@@ -170,7 +176,7 @@ class FakeDeviceModel final : public Model {
  private:
   class UnitWrap final : public Unit {
    public:
-    UnitWrap(Unit& u, FakeDeviceOps& ops) : u_(&u), ops_(&ops) {}
+    UnitWrap(Unit& u, FakeDeviceOps& ops, size_t index) : u_(&u), ops_(&ops), index_(index) {}
     std::string name() const override { return u_->name(); }
     std::vector<ParamSpec> param_specs() const override { return u_->param_specs(); }
     void forward(std::span<const ParamView> p, const StepInfo& info) override {
@@ -179,12 +185,14 @@ class FakeDeviceModel final : public Model {
     }
     void backward(std::span<const ParamView> p, GradViews& g, const StepInfo& info) override {
       ops_->flush();
+      ops_->trace.push_back("B" + std::to_string(index_));
       u_->backward(p, g, info);
     }
 
    private:
     Unit* u_;
     FakeDeviceOps* ops_;
+    size_t index_;
   };
   MlpModel& m_;
   FakeDeviceOps& ops_;
@@ -393,6 +401,47 @@ TEST(DevicePath, StaleHostCopiesAreNotUploaded) {
   engine.refresh_params_from_master();
   cpu_engine.refresh_params_from_master();
   EXPECT_EQ(engine.param_hash(), cpu_engine.param_hash());
+}
+
+// [Note: offload on a device]: stages 2-3 copy each unit's gradient shard down as soon as its
+// reduction is done, while later units' backward still runs; stages 1-2 start each unit's
+// parameter all-gather right after its upload, before the next unit's upload.
+TEST(DevicePath, OffloadCopiesOverlapTheStep) {
+  for (int stage = 1; stage <= 3; ++stage) {
+    SCOPED_TRACE(::testing::Message() << "stage " << stage);
+    const EngineConfig cfg = make_config(stage, DType::kBF16, true, 1);
+    MlpModel inner(MlpShape{}, world().size(), world().rank(), 1);
+    FakeDeviceOps ops;
+    FakeDeviceModel model(inner, ops);
+    FakeDeviceComm comm(world(), ops);
+    MemoryTracker tracker;
+    Engine engine(model, comm, cfg, &tracker, &ops);
+    ops.trace.clear();
+    inner.set_step(0);
+    engine.step();
+    const std::vector<std::string>& t = ops.trace;
+    auto first = [&](const std::string& e) { return std::find(t.begin(), t.end(), e) - t.begin(); };
+    auto last = [&](const std::string& e) {
+      return t.rend() - std::find(t.rbegin(), t.rend(), e) - 1;
+    };
+    const auto units = static_cast<int64_t>(engine.num_units());
+    EXPECT_EQ(std::count(t.begin(), t.end(), "D"), units);
+    EXPECT_EQ(std::count(t.begin(), t.end(), "U"), units);
+    if (stage >= 2) {  // the first download precedes the last unit's backward (unit 0)
+      EXPECT_LT(first("D"), last("B0"));
+    } else {
+      EXPECT_GT(first("D"), last("B0"));
+    }
+    if (stage <= 2) {  // upload, gather, upload, gather, ...
+      const auto u0 = first("U");
+      for (int64_t i = 0; i < 2 * units; ++i) {
+        ASSERT_LT(u0 + i, static_cast<int64_t>(t.size()));
+        EXPECT_EQ(t[static_cast<size_t>(u0 + i)], i % 2 == 0 ? "U" : "G") << "at " << i;
+      }
+    } else {
+      EXPECT_EQ(std::count(t.begin() + first("U"), t.end(), "G"), 0);  // gathered next forward
+    }
+  }
 }
 
 TEST(DevicePath, UnalignedViewsAreRefused) {
