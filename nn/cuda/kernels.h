@@ -4,8 +4,10 @@
 // Every launcher takes the stream it enqueues on, launches asynchronously (no host
 // synchronization) and returns the launch's cudaError_t (cudaGetLastError after the launch, or
 // cudaErrorInvalidValue for an argument it rejects). C++ callers turn it into zs::Error with
-// zs::cuda_check (runtime/cuda/cuda_error.h). All pointers are device memory. Shapes as in
-// nn/kernels.h: M rows (B*T tokens), C/V columns.
+// zs::cuda_check (runtime/cuda/cuda_error.h). A sticky error left by an earlier asynchronous
+// kernel (an illegal address, say) surfaces at the next launch and carries that launch's name:
+// run with CUDA_LAUNCH_BLOCKING=1 to find the kernel that caused it. All pointers are device
+// memory. Shapes as in nn/kernels.h: M rows (B*T tokens), C/V columns.
 #pragma once
 
 #include <cuda_runtime_api.h>
