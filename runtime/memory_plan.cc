@@ -13,6 +13,14 @@ namespace {
 
 constexpr int64_t kF4 = 4;  // sizeof(float): GptModel's activations and temporaries are fp32
 
+// One block's kept activations, GptBlockBuffers (nn/gpt_block_buffers.h), shared by both GPT
+// models: h1, q, k, v, a, h2 [M, C] e; mean/rstd x2 [M] fp32; p [B, H, T, T] fp32 (+ pm e when
+// lowp); x2 [M, C] fp32; f [M, F] fp32; g [M, F] e.
+int64_t gpt_block_set(int64_t M, int64_t C, int64_t F, int64_t bhtt, int64_t e, bool lowp) {
+  return 6 * M * C * e + 4 * M * kF4 + bhtt * kF4 + (lowp ? bhtt * e : 0) + M * C * kF4 +
+         M * F * kF4 + M * F * e;
+}
+
 // [Note: CUDA GPT activations] Mirrors CudaGptModel::State's constructor (nn/cuda/gpt_cuda.cc)
 // buffer by buffer; every buffer below goes through its act(), i.e. is registered under
 // kActivations and counted in CudaGptModel::activation_bytes(), except the cuBLASLt workspace,
@@ -53,8 +61,7 @@ ActivationPlan cuda_gpt_activations(ActivationPlan a, int64_t B, int64_t T, int6
   const int64_t M = B * T, bhtt = B * H * T * T;
   const bool lowp = dtype != DType::kF32;
   const int64_t e = static_cast<int64_t>(dtype_size(dtype));
-  const int64_t block_set = 6 * M * C * e + 4 * M * kF4 + bhtt * kF4 + (lowp ? bhtt * e : 0) +
-                            M * C * kF4 + M * F * kF4 + M * F * e;
+  const int64_t block_set = gpt_block_set(M, C, F, bhtt, e, lowp);
   const int64_t x = M * C * kF4;  // one block input xs[l]
   a.exact = true;
   a.per_layer = x + block_set;
@@ -235,8 +242,7 @@ ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64
     a.exact = true;
     const bool lowp = compute_dtype == DType::kBF16;
     const int64_t e = lowp ? 2 : 4;
-    const int64_t block_set = 6 * M * C * e + 4 * M * kF4 + bhtt * kF4 + (lowp ? bhtt * e : 0) +
-                              M * C * kF4 + M * F * kF4 + M * F * e;
+    const int64_t block_set = gpt_block_set(M, C, F, bhtt, e, lowp);
     const int64_t x = M * C * kF4;  // one block input xs[l]
     a.per_layer = x + block_set;
     a.per_layer_checkpointed = x;
