@@ -204,6 +204,15 @@ Communicator& world() {
   return *w;
 }
 
+// One engine's worth of fake-device pieces over a one-micro-batch MlpModel.
+struct FakeRig {
+  MlpModel inner{MlpShape{}, world().size(), world().rank(), 1};
+  FakeDeviceOps ops;
+  FakeDeviceModel model{inner, ops};
+  FakeDeviceComm comm{world(), ops};
+  MemoryTracker tracker;
+};
+
 EngineConfig make_config(int stage, DType dtype, bool offload, int micro) {
   EngineConfig c;
   c.stage = zero_stage_from_int(stage);
@@ -290,11 +299,8 @@ TEST(DevicePath, BitwiseEqualToTheCpuBackend) {
 TEST(DevicePath, StagingIsPlannedAndTracked) {
   for (int stage = 1; stage <= 3; ++stage) {
     const EngineConfig cfg = make_config(stage, DType::kBF16, true, 1);
-    MlpModel inner(MlpShape{}, world().size(), world().rank(), 1);
-    FakeDeviceOps ops;
-    FakeDeviceModel model(inner, ops);
-    FakeDeviceComm comm(world(), ops);
-    MemoryTracker tracker;
+    FakeRig rig;
+    auto& [inner, ops, model, comm, tracker] = rig;
     Engine engine(model, comm, cfg, &tracker, &ops);
     // Staging: (G + P) bytes per shard element per unit, 64-byte aligned spans.
     int64_t staging = 0;
@@ -326,11 +332,8 @@ TEST(DevicePath, ShardStateCopiesRoundTrip) {
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE(::testing::Message() << "stage " << stage);
     const EngineConfig cfg = make_config(stage, DType::kBF16, false, 1);
-    MlpModel inner(MlpShape{}, world().size(), world().rank(), 1);
-    FakeDeviceOps ops;
-    FakeDeviceModel model(inner, ops);
-    FakeDeviceComm comm(world(), ops);
-    MemoryTracker tracker;
+    FakeRig rig;
+    auto& [inner, ops, model, comm, tracker] = rig;
     Engine engine(model, comm, cfg, &tracker, &ops);
     inner.set_step(0);
     engine.step();
@@ -377,11 +380,8 @@ TEST(DevicePath, StaleHostCopiesAreNotUploaded) {
   // Host copies taken before a step are not written back by a later refresh: the result equals
   // the CPU backend's, where shard_state() addresses the state itself.
   const EngineConfig cfg = make_config(3, DType::kBF16, false, 1);
-  MlpModel inner(MlpShape{}, world().size(), world().rank(), 1);
-  FakeDeviceOps ops;
-  FakeDeviceModel model(inner, ops);
-  FakeDeviceComm comm(world(), ops);
-  MemoryTracker tracker;
+  FakeRig rig;
+  auto& [inner, ops, model, comm, tracker] = rig;
   Engine engine(model, comm, cfg, &tracker, &ops);
   MlpModel cpu_model(MlpShape{}, world().size(), world().rank(), 1);
   MemoryTracker cpu_tracker;
@@ -410,11 +410,8 @@ TEST(DevicePath, OffloadCopiesOverlapTheStep) {
   for (int stage = 1; stage <= 3; ++stage) {
     SCOPED_TRACE(::testing::Message() << "stage " << stage);
     const EngineConfig cfg = make_config(stage, DType::kBF16, true, 1);
-    MlpModel inner(MlpShape{}, world().size(), world().rank(), 1);
-    FakeDeviceOps ops;
-    FakeDeviceModel model(inner, ops);
-    FakeDeviceComm comm(world(), ops);
-    MemoryTracker tracker;
+    FakeRig rig;
+    auto& [inner, ops, model, comm, tracker] = rig;
     Engine engine(model, comm, cfg, &tracker, &ops);
     ops.trace.clear();
     inner.set_step(0);
@@ -448,11 +445,8 @@ TEST(DevicePath, UnalignedViewsAreRefused) {
   // bf16 views need a multiple of 8 elements to start on 16-byte boundaries; the CPU takes any.
   EngineConfig cfg = make_config(3, DType::kBF16, false, 1);
   cfg.align = 4;
-  MlpModel inner(MlpShape{}, world().size(), world().rank(), 1);
-  FakeDeviceOps ops;
-  FakeDeviceModel model(inner, ops);
-  FakeDeviceComm comm(world(), ops);
-  MemoryTracker tracker;
+  FakeRig rig;
+  auto& [inner, ops, model, comm, tracker] = rig;
   try {
     Engine engine(model, comm, cfg, &tracker, &ops);
     ADD_FAILURE() << "align 4 with bf16 accepted on a device";
