@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/core/convert.h"
 #include "runtime/core/error.h"
+#include "runtime/core/simd_dispatch.h"
 
 namespace zs {
 namespace {
@@ -17,8 +19,18 @@ namespace {
 // compiler from contracting the adds into FMAs (-ffp-contract=off) or reassociating them.
 constexpr size_t kBlock = 1024;
 
+// The fp32 sum, the gradients' reduction, at the dispatched SIMD level: one add per element, so
+// every level gives the same bits.
+ZS_SIMD_BODY(void, add_f32, (float* acc, const float* x, size_t m)) {
+  for (size_t j = 0; j < m; ++j) acc[j] += x[j];
+}
+ZS_SIMD_DISPATCH(void, add_f32, (float* acc, const float* x, size_t m), (acc, x, m))
+
 template <typename Acc>
 inline void combine(Acc* acc, const Acc* x, size_t m, ReduceOp op) {
+  if constexpr (std::is_same_v<Acc, float>) {
+    if (op != ReduceOp::kMax) return add_f32(acc, x, m);
+  }
   if (op == ReduceOp::kMax) {
     // NaN wins: once acc is NaN, x > acc is false and acc stays NaN.
     for (size_t j = 0; j < m; ++j) acc[j] = (x[j] > acc[j] || x[j] != x[j]) ? x[j] : acc[j];
@@ -98,6 +110,8 @@ void reduce_pieces(const void* pieces, size_t stride, int n, void* out, size_t c
   reduce_any([&](int r) { return static_cast<const void*>(base + static_cast<size_t>(r) * step); },
              n, out, count, dtype, op);
 }
+
+std::string_view reduce_path_name() { return simd_level_name(active_simd_level()); }
 
 void reduce_sources(const void* const* sources, int n, void* out, size_t count, DType dtype,
                     ReduceOp op) {

@@ -9,7 +9,8 @@
 
 namespace zs::nn {
 
-Attention::Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker)
+Attention::Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker,
+                     GemmWorkspace* ws)
     : B_(B), T_(T), C_(C), H_(H), hd_(C / H), h_(T >= 16 ? T / 2 : 0), mm_(mm) {
   ZS_CHECK(C % H == 0, ErrorCode::kInvalidArgument, "attention: width {} not divisible by heads {}",
            C, H);
@@ -34,7 +35,7 @@ Attention::Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracke
     d.stride_b = sb;
     d.ldc = ldc;
     d.stride_c = sc;
-    return Gemm(d, tracker);
+    return Gemm(d, tracker, ws);
   };
   auto both = [&](Split& s, auto make) {
     if (h > 0) s.top = make(true);

@@ -34,7 +34,9 @@ struct AttentionWork {
 class Attention {
  public:
   Attention() = default;
-  Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker);
+  // `ws`: the model's shared GEMM workspace (nn/gemm.h), or null for one of its own per GEMM.
+  Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker,
+            GemmWorkspace* ws = nullptr);
 
   // qkv [B*T, 3C] fp32 (q | k | v, head h at columns h*hd) -> out [B*T, C] in mm.
   void forward(const float* qkv, const AttentionActs& acts, const AttentionWork& work, void* out);

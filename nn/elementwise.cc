@@ -86,15 +86,16 @@ namespace {
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
 
-ZS_SIMD_CLONES void gelu_chunk(const float* x, float* y, int n) {
+ZS_SIMD_BODY(void, gelu_chunk, (const float* x, float* y, int n)) {
   for (int i = 0; i < n; ++i) {
     const float v = x[i];
     const float u = kGeluK * (v + kGeluA * v * v * v);
     y[i] = 0.5f * v * (1.0f + simd::tanh_approx(u));
   }
 }
+ZS_SIMD_DISPATCH(void, gelu_chunk, (const float* x, float* y, int n), (x, y, n))
 
-ZS_SIMD_CLONES void gelu_grad_chunk(const float* x, const float* dy, float* dx, int n) {
+ZS_SIMD_BODY(void, gelu_grad_chunk, (const float* x, const float* dy, float* dx, int n)) {
   for (int i = 0; i < n; ++i) {
     const float v = x[i];
     const float u = kGeluK * (v + kGeluA * v * v * v);
@@ -103,9 +104,11 @@ ZS_SIMD_CLONES void gelu_grad_chunk(const float* x, const float* dy, float* dx, 
     dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
   }
 }
+ZS_SIMD_DISPATCH(void, gelu_grad_chunk, (const float* x, const float* dy, float* dx, int n),
+                 (x, dy, dx, n))
 
 // y = gelu(x), x = gelu'(x), with the expressions of gelu_chunk and gelu_grad_chunk.
-ZS_SIMD_CLONES void gelu_both_chunk(float* x, float* y, int n) {
+ZS_SIMD_BODY(void, gelu_both_chunk, (float* x, float* y, int n)) {
   for (int i = 0; i < n; ++i) {
     const float v = x[i];
     const float u = kGeluK * (v + kGeluA * v * v * v);
@@ -115,16 +118,21 @@ ZS_SIMD_CLONES void gelu_both_chunk(float* x, float* y, int n) {
     x[i] = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
   }
 }
+ZS_SIMD_DISPATCH(void, gelu_both_chunk, (float* x, float* y, int n), (x, y, n))
 
-ZS_SIMD_CLONES void mul_chunk(const float* a, const float* b, float* o, int64_t n) {
+ZS_SIMD_BODY(void, mul_chunk, (const float* a, const float* b, float* o, int64_t n)) {
   for (int64_t i = 0; i < n; ++i) o[i] = b[i] * a[i];
 }
+ZS_SIMD_DISPATCH(void, mul_chunk, (const float* a, const float* b, float* o, int64_t n),
+                 (a, b, o, n))
 
-ZS_SIMD_CLONES void add_chunk(const float* a, const float* b, float* o, int64_t n) {
+ZS_SIMD_BODY(void, add_chunk, (const float* a, const float* b, float* o, int64_t n)) {
   for (int64_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
 }
+ZS_SIMD_DISPATCH(void, add_chunk, (const float* a, const float* b, float* o, int64_t n),
+                 (a, b, o, n))
 
-ZS_SIMD_CLONES void colsum_block(const float* dy, int64_t M, int N, int j0, int j1, float* db) {
+ZS_SIMD_BODY(void, colsum_block, (const float* dy, int64_t M, int N, int j0, int j1, float* db)) {
   float acc[64];
   const int w = j1 - j0;
   for (int j = 0; j < w; ++j) acc[j] = 0.0f;
@@ -134,6 +142,8 @@ ZS_SIMD_CLONES void colsum_block(const float* dy, int64_t M, int N, int j0, int 
   }
   for (int j = 0; j < w; ++j) db[j0 + j] += acc[j];
 }
+ZS_SIMD_DISPATCH(void, colsum_block, (const float* dy, int64_t M, int N, int j0, int j1, float* db),
+                 (dy, M, N, j0, j1, db))
 }  // namespace
 
 void gelu_forward(const float* x, void* out, DType dt, int64_t n) {

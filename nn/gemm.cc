@@ -1,9 +1,9 @@
 #include "nn/gemm.h"
 
-#include <vector>
+#include <unordered_map>
 
-#include "runtime/core/buffer.h"
 #include "runtime/core/convert.h"
+#include "runtime/core/cpu_features.h"
 #include "runtime/core/error.h"
 
 #ifdef ZS_NN_HAVE_DNNL
@@ -13,6 +13,45 @@
 #endif
 
 namespace zs::nn {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+
+void check_desc(const GemmDesc& d) {
+  ZS_CHECK(d.batch >= 1 && d.m >= 1 && d.n >= 1 && d.k >= 1, ErrorCode::kInvalidArgument,
+           "gemm: bad shape batch {} m {} n {} k {}", d.batch, d.m, d.n, d.k);
+  ZS_CHECK(d.dtype == DType::kF32 || d.dtype == DType::kBF16, ErrorCode::kInvalidArgument,
+           "gemm: inputs must be fp32 or bf16, got {}", dtype_name(d.dtype));
+}
+
+// Where the widened operands sit in the workspace: A at 0, B after it, Eigen's product after B.
+struct WsLayout {
+  size_t b_off = 0, r_off = 0, total = 0;
+};
+WsLayout ws_layout(const GemmDesc& d, bool widen, bool product) {
+  WsLayout l;
+  const size_t a = widen ? align_up(sizeof(float) * d.a_extent()) : 0;
+  const size_t b = widen ? align_up(sizeof(float) * d.b_extent()) : 0;
+  const size_t r = product ? align_up(sizeof(float) * d.m * d.n) : 0;
+  l.b_off = a;
+  l.r_off = a + b;
+  l.total = a + b + r;
+  return l;
+}
+
+}  // namespace
+
+void GemmWorkspace::reserve(size_t bytes) {
+  if (bytes <= buf_.size()) return;
+  buf_.reset();  // free first: the tracker never holds both
+  buf_ = Buffer(bytes, MemCategory::kActivations, tracker_);
+}
+
+Gemm::Gemm() = default;
+Gemm::~Gemm() = default;
+Gemm::Gemm(Gemm&&) noexcept = default;
+Gemm& Gemm::operator=(Gemm&&) noexcept = default;
 
 #ifdef ZS_NN_HAVE_DNNL
 
@@ -27,23 +66,74 @@ dnnl::stream& cpu_stream() {
   static dnnl::stream s(cpu_engine());
   return s;
 }
+
+// A primitive descriptor for the product, or an empty one when oneDNN has no kernel for it.
+dnnl::matmul::primitive_desc try_matmul(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                                        const dnnl::memory::desc* bias, const dnnl::memory::desc& c,
+                                        const dnnl::primitive_attr& attr) {
+  try {
+    return bias ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, *bias, c), attr,
+                                               cpu_engine())
+                : dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+  } catch (const dnnl::error&) {
+    return {};
+  }
+}
+
+// The kernel oneDNN picks for a small product of this input type ("" when it has none).
+std::string probe(dnnl::memory::data_type in) {
+  using dims = dnnl::memory::dims;
+  const dims ab{64, 64};
+  const dnnl::memory::desc a(ab, in, dims{64, 1}), c(ab, dnnl::memory::data_type::f32, dims{64, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const auto pd = try_matmul(a, a, nullptr, c, attr);
+  return pd ? pd.impl_info_str() : std::string();
+}
+
+GemmPath decide(DType dtype) {
+  const std::string f32 = probe(dnnl::memory::data_type::f32);
+  ZS_CHECK(!f32.empty(), ErrorCode::kUnsupported,
+           "gemm: oneDNN offers no fp32 matmul on this CPU ({})", cpu_features_string());
+  if (dtype == DType::kF32) return {false, "onednn f32 [" + f32 + "]"};
+  // A reference kernel is oneDNN's scalar fallback: slower than widening by far.
+  const std::string bf = probe(dnnl::memory::data_type::bf16);
+  if (!bf.empty() && bf.find("ref") == std::string::npos)
+    return {false, "onednn bf16 [" + bf + "]"};
+  return {true, "onednn f32 on widened bf16 [" + f32 + "]"};
+}
 }  // namespace
+
+const GemmPath& gemm_path(DType dtype) {
+  ZS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, ErrorCode::kInvalidArgument,
+           "gemm: inputs must be fp32 or bf16, got {}", dtype_name(dtype));
+  static const GemmPath f32 = decide(DType::kF32);
+  if (dtype == DType::kF32) return f32;
+  static const GemmPath bf16 = decide(DType::kBF16);
+  return bf16;
+}
+
+size_t gemm_workspace_need(const GemmDesc& d) {
+  check_desc(d);
+  return ws_layout(d, gemm_path(d.dtype).widened, false).total;
+}
 
 struct Gemm::Impl {
   dnnl::matmul prim;
   dnnl::memory a, b, c, bias, scratch_mem;
   Buffer scratch;
   std::unordered_map<int, dnnl::memory> args;
+  bool widen = false;
+  WsLayout ws;
 };
 
-Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker) : desc_(d), impl_(std::make_unique<Impl>()) {
-  ZS_CHECK(d.batch >= 1 && d.m >= 1 && d.n >= 1 && d.k >= 1, ErrorCode::kInvalidArgument,
-           "gemm: bad shape batch {} m {} n {} k {}", d.batch, d.m, d.n, d.k);
-  ZS_CHECK(d.dtype == DType::kF32 || d.dtype == DType::kBF16, ErrorCode::kInvalidArgument,
-           "gemm: inputs must be fp32 or bf16, got {}", dtype_name(d.dtype));
+Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker, GemmWorkspace* ws)
+    : desc_(d), impl_(std::make_unique<Impl>()) {
+  check_desc(d);
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
-  const dt in = d.dtype == DType::kBF16 ? dt::bf16 : dt::f32;
+  impl_->widen = gemm_path(d.dtype).widened;
+  const dt in = d.dtype == DType::kBF16 && !impl_->widen ? dt::bf16 : dt::f32;
   const bool b3 = d.batch > 1;
   // Logical (rows, cols) with strides (row stride rs, col stride cs, batch stride bs).
   auto mk = [&](int64_t r, int64_t c, int64_t rs, int64_t cs, int64_t bs, dt t) {
@@ -67,10 +157,12 @@ Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker) : desc_(d), impl_(std::mak
     attr.set_post_ops(po);
   }
   auto& eng = cpu_engine();
-  dnnl::matmul::primitive_desc pd =
-      d.bias
-          ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, eng)
-          : dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
+  const dnnl::matmul::primitive_desc pd =
+      try_matmul(a_md, b_md, d.bias ? &bias_md : nullptr, c_md, attr);
+  ZS_CHECK(pd, ErrorCode::kUnsupported,
+           "gemm: oneDNN has no {} matmul for batch {} m {} n {} k {} on this CPU ({}; path {})",
+           in == dt::bf16 ? "bf16" : "fp32", d.batch, d.m, d.n, d.k, cpu_features_string(),
+           gemm_path(d.dtype).name);
   impl_->prim = dnnl::matmul(pd);
   const size_t sbytes = pd.scratchpad_desc().get_size();
   if (sbytes > 0) impl_->scratch = Buffer(sbytes, MemCategory::kActivations, tracker);
@@ -85,10 +177,26 @@ Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker) : desc_(d), impl_(std::mak
   impl_->scratch_mem = dnnl::memory(pd.scratchpad_desc(), eng,
                                     sbytes > 0 ? impl_->scratch.data() : DNNL_MEMORY_NONE);
   impl_->args[DNNL_ARG_SCRATCHPAD] = impl_->scratch_mem;
+  impl_->ws = ws_layout(d, impl_->widen, false);
+  if (impl_->ws.total > 0) {
+    if (ws == nullptr) ws = (own_ws_ = std::make_unique<GemmWorkspace>(tracker)).get();
+    ws->reserve(impl_->ws.total);
+    ws_ = ws;
+  }
 }
 
 void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
   ZS_ASSERT(impl_ != nullptr);
+  if (impl_->widen) {
+    // [Note: GEMM paths] widened: exact bf16 -> fp32 copies of the spans the operands cover.
+    auto* w = static_cast<char*>(ws_->data());
+    float* a32 = reinterpret_cast<float*>(w);
+    float* b32 = reinterpret_cast<float*>(w + impl_->ws.b_off);
+    bf16_to_fp32(static_cast<const uint16_t*>(a), a32, desc_.a_extent());
+    bf16_to_fp32(static_cast<const uint16_t*>(b), b32, desc_.b_extent());
+    a = a32;
+    b = b32;
+  }
   impl_->a.set_data_handle(const_cast<void*>(a));
   impl_->b.set_data_handle(const_cast<void*>(b));
   impl_->c.set_data_handle(c);
@@ -104,34 +212,46 @@ void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
 
 bool gemm_uses_onednn() { return false; }
 
+const GemmPath& gemm_path(DType dtype) {
+  ZS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, ErrorCode::kInvalidArgument,
+           "gemm: inputs must be fp32 or bf16, got {}", dtype_name(dtype));
+  static const GemmPath f32{false, "eigen f32"};
+  static const GemmPath bf16{true, "eigen f32 on widened bf16"};
+  return dtype == DType::kF32 ? f32 : bf16;
+}
+
+size_t gemm_workspace_need(const GemmDesc& d) {
+  check_desc(d);
+  return ws_layout(d, d.dtype == DType::kBF16, true).total;
+}
+
 struct Gemm::Impl {
-  Buffer a32, b32;  // fp32 copies of bf16 inputs
-  Buffer r;         // [m][n] product of one batch entry
+  WsLayout ws;
 };
 
-Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker) : desc_(d), impl_(std::make_unique<Impl>()) {
-  ZS_CHECK(d.batch >= 1 && d.m >= 1 && d.n >= 1 && d.k >= 1, ErrorCode::kInvalidArgument,
-           "gemm: bad shape batch {} m {} n {} k {}", d.batch, d.m, d.n, d.k);
-  ZS_CHECK(d.dtype == DType::kF32 || d.dtype == DType::kBF16, ErrorCode::kInvalidArgument,
-           "gemm: inputs must be fp32 or bf16, got {}", dtype_name(d.dtype));
-  if (d.dtype == DType::kBF16) {
-    impl_->a32 = Buffer(sizeof(float) * d.a_extent(), MemCategory::kActivations, tracker);
-    impl_->b32 = Buffer(sizeof(float) * d.b_extent(), MemCategory::kActivations, tracker);
-  }
-  impl_->r = Buffer(sizeof(float) * d.m * d.n, MemCategory::kActivations, tracker);
+Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker, GemmWorkspace* ws)
+    : desc_(d), impl_(std::make_unique<Impl>()) {
+  check_desc(d);
+  impl_->ws = ws_layout(d, d.dtype == DType::kBF16, true);
+  if (ws == nullptr) ws = (own_ws_ = std::make_unique<GemmWorkspace>(tracker)).get();
+  ws->reserve(impl_->ws.total);
+  ws_ = ws;
 }
 
 void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<> >;
   const GemmDesc& d = desc_;
+  auto* w = static_cast<char*>(ws_->data());
   const float* af = static_cast<const float*>(a);
   const float* bf = static_cast<const float*>(b);
   if (d.dtype == DType::kBF16) {
-    bf16_to_fp32(static_cast<const uint16_t*>(a), impl_->a32.as<float>(), d.a_extent());
-    bf16_to_fp32(static_cast<const uint16_t*>(b), impl_->b32.as<float>(), d.b_extent());
-    af = impl_->a32.as<float>();
-    bf = impl_->b32.as<float>();
+    float* a32 = reinterpret_cast<float*>(w);
+    float* b32 = reinterpret_cast<float*>(w + impl_->ws.b_off);
+    bf16_to_fp32(static_cast<const uint16_t*>(a), a32, d.a_extent());
+    bf16_to_fp32(static_cast<const uint16_t*>(b), b32, d.b_extent());
+    af = a32;
+    bf = b32;
   }
   for (int64_t i = 0; i < d.batch; ++i) {
     const CMap A(af + i * d.batch_stride_a(), d.a_rows(), d.a_cols(),
@@ -140,7 +260,7 @@ void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
                   Eigen::OuterStride<>(d.ld_b()));
     Eigen::Map<Mat, 0, Eigen::OuterStride<> > ci(c + i * d.batch_stride_c(), d.m, d.n,
                                                  Eigen::OuterStride<>(d.ld_c()));
-    Eigen::Map<Mat> r(impl_->r.as<float>(), d.m, d.n);
+    Eigen::Map<Mat> r(reinterpret_cast<float*>(w + impl_->ws.r_off), d.m, d.n);
     if (!d.trans_a && !d.trans_b) r.noalias() = A * Bm;
     if (d.trans_a && !d.trans_b) r.noalias() = A.transpose() * Bm;
     if (!d.trans_a && d.trans_b) r.noalias() = A * Bm.transpose();
@@ -155,10 +275,5 @@ void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
 }
 
 #endif
-
-Gemm::Gemm() = default;
-Gemm::~Gemm() = default;
-Gemm::Gemm(Gemm&&) noexcept = default;
-Gemm& Gemm::operator=(Gemm&&) noexcept = default;
 
 }  // namespace zs::nn

@@ -2,11 +2,22 @@
 // inputs, fp32 accumulation and output. One Gemm object per shape, created once (oneDNN
 // primitive + preallocated scratchpad when built with oneDNN, Eigen otherwise); run() allocates
 // nothing.
+//
+// [Note: GEMM paths] The path for each input dtype is decided once per process, at the first
+// Gemm or gemm_path() call, by asking the library for a kernel rather than reading CPU flags:
+//   fp32  oneDNN's fp32 matmul (Eigen in builds without oneDNN)
+//   bf16  native: oneDNN's bf16 matmul, when oneDNN offers a non-reference kernel for it on this
+//         CPU (AVX-512 BF16, AMX); widened: otherwise (AVX2 CPUs, ONEDNN_MAX_CPU_ISA=AVX2, Eigen
+//         builds) the bf16 operands are widened to fp32 (exact) into a planned workspace and the
+//         fp32 matmul runs. Both keep the contract (16-bit inputs, fp32 accumulation and output);
+//         only the summation order inside the library differs.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "runtime/core/buffer.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/memory_tracker.h"
 
@@ -45,16 +56,47 @@ struct GemmDesc {
   }
 };
 
-// True when this build calls oneDNN (bf16 inputs then run on the AVX-512 BF16 kernels).
+// True when this build calls oneDNN (else Eigen).
 bool gemm_uses_onednn();
 
+// How products with `dtype` inputs run in this process ([Note: GEMM paths]).
+struct GemmPath {
+  bool widened = false;  // 16-bit operands widened to fp32 before an fp32 product
+  // e.g. "onednn bf16 [brg:avx512_core_amx]", "onednn f32 on widened bf16 [brg:avx2]",
+  // "eigen f32".
+  std::string name;
+};
+// dtype: fp32 or bf16 (else zs::Error(kInvalidArgument)). Decided once; thread-safe.
+const GemmPath& gemm_path(DType dtype);
+
+// Scratch shared by the GEMMs of one model, which run one at a time: the widened operands (and,
+// in the Eigen build, the product before it is added to C). Each Gemm reserves its need when it
+// is constructed, the buffer grows then (never inside a step) to the largest need, registered
+// under kActivations. gemm_workspace_need() is that need, for planners.
+class GemmWorkspace {
+ public:
+  explicit GemmWorkspace(MemoryTracker* tracker = nullptr) : tracker_(tracker) {}
+  void reserve(size_t bytes);
+  void* data() { return buf_.data(); }
+  size_t size() const { return buf_.size(); }
+
+ private:
+  MemoryTracker* tracker_;
+  Buffer buf_;
+};
+
 // Thread-safety: run() may not be called concurrently on one object.
+// The workspace bytes a product of `desc` needs on this process's path: the widened A and B
+// extents (64-byte aligned) when its inputs are widened, plus Eigen's m x n product.
+size_t gemm_workspace_need(const GemmDesc& desc);
+
 class Gemm {
  public:
   Gemm();
-  // Throws zs::Error(kInvalidArgument) for a bad shape or dtype. Scratch bytes go to `tracker`
-  // under kActivations.
-  Gemm(const GemmDesc& desc, MemoryTracker* tracker);
+  // Throws zs::Error(kInvalidArgument) for a bad shape or dtype. The library's scratchpad goes to
+  // `tracker` under kActivations; widened operands (and Eigen's product) live in `ws`, which must
+  // outlive the Gemm, or in a workspace of the Gemm's own when `ws` is null.
+  Gemm(const GemmDesc& desc, MemoryTracker* tracker, GemmWorkspace* ws = nullptr);
   ~Gemm();
   Gemm(Gemm&&) noexcept;
   Gemm& operator=(Gemm&&) noexcept;
@@ -67,6 +109,8 @@ class Gemm {
   struct Impl;
   GemmDesc desc_;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<GemmWorkspace> own_ws_;  // when the constructor got none
+  GemmWorkspace* ws_ = nullptr;
 };
 
 }  // namespace zs::nn

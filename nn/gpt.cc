@@ -92,12 +92,15 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : cfg(c), tracker(t
   }
   pscratch = act(4 * std::max<int64_t>(F, 3 * C) * f4);
 
-  qkv_lin = Linear(M, C, 3 * C, true, false, mm, tracker);
-  proj_lin = Linear(M, C, C, true, true, mm, tracker);
-  fc_lin = Linear(M, C, F, true, false, mm, tracker);
-  fcproj_lin = Linear(M, F, C, true, true, mm, tracker);
-  head_lin = Linear(M, C, V, false, false, mm, tracker);
-  attn = Attention(B, T, C, H, mm, tracker);
+  gemm_ws = std::make_unique<GemmWorkspace>(tracker);
+  GemmWorkspace* ws = gemm_ws.get();
+  qkv_lin = Linear(M, C, 3 * C, true, false, mm, tracker, ws);
+  proj_lin = Linear(M, C, C, true, true, mm, tracker, ws);
+  fc_lin = Linear(M, C, F, true, false, mm, tracker, ws);
+  fcproj_lin = Linear(M, F, C, true, true, mm, tracker, ws);
+  head_lin = Linear(M, C, V, false, false, mm, tracker, ws);
+  attn = Attention(B, T, C, H, mm, tracker, ws);
+  act_bytes += static_cast<int64_t>(gemm_ws->size());
 }
 
 Buffer GptModel::State::act(int64_t bytes) {

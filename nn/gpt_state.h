@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct GptModel::State {
   Buffer dnarrow_mm;              // [M, C] mm copy of dres / dnarrow (empty when mm is fp32)
   Buffer wscratch;                // [max weight numel] fp32 (fp16 compute: weights converted)
   Buffer pscratch;                // [4][max(F, 3C)] fp32 small parameters converted
+
+  // Widened GEMM operands (nn/gemm.h [Note: GEMM paths]); counted in act_bytes. Declared before
+  // the layers that reserve in it.
+  std::unique_ptr<GemmWorkspace> gemm_ws;
 
   // Shared layers (one per shape).
   Linear qkv_lin, proj_lin, fc_lin, fcproj_lin, head_lin;

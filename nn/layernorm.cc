@@ -10,8 +10,9 @@ namespace zs::nn {
 namespace {
 constexpr float kEps = 1e-5f;
 
-ZS_SIMD_CLONES void ln_row(const float* x, const float* w, const float* b, int C, float* y,
-                           float* mean_out, float* rstd_out) {
+ZS_SIMD_BODY(void, ln_row,
+             (const float* x, const float* w, const float* b, int C, float* y, float* mean_out,
+              float* rstd_out)) {
   const float mean = simd::row_sum(x, C) / static_cast<float>(C);
   alignas(64) float d[kMaxRow];
   for (int c = 0; c < C; ++c) d[c] = x[c] - mean;
@@ -21,10 +22,15 @@ ZS_SIMD_CLONES void ln_row(const float* x, const float* w, const float* b, int C
   *mean_out = mean;
   *rstd_out = rstd;
 }
+ZS_SIMD_DISPATCH(void, ln_row,
+                 (const float* x, const float* w, const float* b, int C, float* y, float* mean_out,
+                  float* rstd_out),
+                 (x, w, b, C, y, mean_out, rstd_out))
 
 // dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w.
-ZS_SIMD_CLONES void ln_row_grad(const float* x, const float* w, float mean, float rstd,
-                                const float* dy, int C, float* dx) {
+ZS_SIMD_BODY(void, ln_row_grad,
+             (const float* x, const float* w, float mean, float rstd, const float* dy, int C,
+              float* dx)) {
   alignas(64) float xhat[kMaxRow];
   alignas(64) float dxhat[kMaxRow];
   for (int c = 0; c < C; ++c) {
@@ -35,11 +41,15 @@ ZS_SIMD_CLONES void ln_row_grad(const float* x, const float* w, float mean, floa
   const float m2 = simd::row_dot(dxhat, xhat, C) / static_cast<float>(C);
   for (int c = 0; c < C; ++c) dx[c] += rstd * (dxhat[c] - m1 - xhat[c] * m2);
 }
+ZS_SIMD_DISPATCH(void, ln_row_grad,
+                 (const float* x, const float* w, float mean, float rstd, const float* dy, int C,
+                  float* dx),
+                 (x, w, mean, rstd, dy, C, dx))
 
 // dw[j0..j1) += sum_i dy * xhat, db += sum_i dy, columns split across threads.
-ZS_SIMD_CLONES void ln_param_grad(const float* x, const float* mean, const float* rstd,
-                                  const float* dy, int64_t M, int C, int j0, int j1, float* dw,
-                                  float* db) {
+ZS_SIMD_BODY(void, ln_param_grad,
+             (const float* x, const float* mean, const float* rstd, const float* dy, int64_t M,
+              int C, int j0, int j1, float* dw, float* db)) {
   float aw[64], ab[64];
   const int n = j1 - j0;
   for (int j = 0; j < n; ++j) aw[j] = ab[j] = 0.0f;
@@ -57,6 +67,10 @@ ZS_SIMD_CLONES void ln_param_grad(const float* x, const float* mean, const float
     db[j0 + j] += ab[j];
   }
 }
+ZS_SIMD_DISPATCH(void, ln_param_grad,
+                 (const float* x, const float* mean, const float* rstd, const float* dy, int64_t M,
+                  int C, int j0, int j1, float* dw, float* db),
+                 (x, mean, rstd, dy, M, C, j0, j1, dw, db))
 }  // namespace
 
 void layernorm_forward(const float* x, const float* w, const float* b, int64_t M, int C, void* out,

@@ -3,7 +3,7 @@
 namespace zs::nn {
 
 Linear::Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm,
-               MemoryTracker* tracker)
+               MemoryTracker* tracker, GemmWorkspace* ws)
     : M_(M), in_(in), out_(out) {
   GemmDesc f;  // y[M, out] = x[M, in] * W^T, W stored [out][in] = [n][k]
   f.m = M;
@@ -13,13 +13,13 @@ Linear::Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm,
   f.dtype = mm;
   f.bias = bias;
   f.accumulate = residual;
-  fwd_ = Gemm(f, tracker);
+  fwd_ = Gemm(f, tracker, ws);
   GemmDesc d;  // dx[M, in] = dy[M, out] * W[out, in]
   d.m = M;
   d.n = in;
   d.k = out;
   d.dtype = mm;
-  bwd_data_ = Gemm(d, tracker);
+  bwd_data_ = Gemm(d, tracker, ws);
   GemmDesc w;  // dW[out, in] += dy^T x, dy stored [M][out] = [k][m]
   w.m = out;
   w.n = in;
@@ -27,7 +27,7 @@ Linear::Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm,
   w.trans_a = true;
   w.dtype = mm;
   w.accumulate = true;
-  bwd_weight_ = Gemm(w, tracker);
+  bwd_weight_ = Gemm(w, tracker, ws);
 }
 
 void Linear::forward(const void* x, const void* w, const float* b, float* y) {

@@ -16,7 +16,9 @@ class Linear {
  public:
   Linear() = default;
   // `residual`: forward adds into y (y += x W^T + b), the fused residual connection.
-  Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm, MemoryTracker* tracker);
+  // `ws`: the model's shared GEMM workspace (nn/gemm.h), or null for one of its own.
+  Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm, MemoryTracker* tracker,
+         GemmWorkspace* ws = nullptr);
 
   // y = x W^T + b (or y += ... when residual). x [M, in] and w [out, in] in mm; b fp32 or null.
   void forward(const void* x, const void* w, const float* b, float* y);

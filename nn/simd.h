@@ -1,7 +1,8 @@
-// Helpers for the elementwise kernels: function multi-versioning (the CPU picks the AVX-512,
-// AVX2 or baseline clone at load time; no global -march), a vectorizable exp and tanh, and row
-// reductions written with 16 independent partial sums so the compiler vectorizes them without
-// reassociating (the result is the same on every clone: the order is fixed in the source).
+// Helpers for the elementwise kernels: run-time dispatch of a kernel body compiled for AVX-512,
+// AVX2 and the baseline (no global -march), a vectorizable exp and tanh, and row reductions
+// written with 16 independent partial sums so the compiler vectorizes them without reassociating
+// (the result is the same at every level: the order is fixed in the source, and -ffp-contract=off
+// keeps FMAs out).
 #pragma once
 
 #include <algorithm>
@@ -9,11 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ZS_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#else
-#define ZS_SIMD_CLONES
-#endif
+#include "runtime/core/simd_dispatch.h"
 
 namespace zs::nn::simd {
 

@@ -9,22 +9,25 @@ namespace zs::nn {
 
 namespace {
 // p[0..n) = softmax(s[0..n)), p[n..T) = 0.
-ZS_SIMD_CLONES void softmax_row(const float* s, float* p, int n, int T) {
+ZS_SIMD_BODY(void, softmax_row, (const float* s, float* p, int n, int T)) {
   const float mx = simd::row_max(s, n);
   for (int j = 0; j < n; ++j) p[j] = simd::exp_approx(s[j] - mx);
   const float inv = 1.0f / simd::row_sum(p, n);
   for (int j = 0; j < n; ++j) p[j] *= inv;
   for (int j = n; j < T; ++j) p[j] = 0.0f;
 }
+ZS_SIMD_DISPATCH(void, softmax_row, (const float* s, float* p, int n, int T), (s, p, n, T))
 
-ZS_SIMD_CLONES void softmax_row_grad(const float* p, const float* dp, float* ds, int n, int T) {
+ZS_SIMD_BODY(void, softmax_row_grad, (const float* p, const float* dp, float* ds, int n, int T)) {
   const float dot = simd::row_dot(p, dp, n);
   for (int j = 0; j < n; ++j) ds[j] = p[j] * (dp[j] - dot);
   for (int j = n; j < T; ++j) ds[j] = 0.0f;
 }
+ZS_SIMD_DISPATCH(void, softmax_row_grad, (const float* p, const float* dp, float* ds, int n, int T),
+                 (p, dp, ds, n, T))
 
 // probs = softmax(logits); returns logsumexp - logits[target].
-ZS_SIMD_CLONES float ce_row(const float* logits, int target, int V, float* probs) {
+ZS_SIMD_BODY(float, ce_row, (const float* logits, int target, int V, float* probs)) {
   const float mx = simd::row_max(logits, V);
   const float lt = logits[target];
   for (int j = 0; j < V; ++j) probs[j] = simd::exp_approx(logits[j] - mx);
@@ -33,13 +36,17 @@ ZS_SIMD_CLONES float ce_row(const float* logits, int target, int V, float* probs
   for (int j = 0; j < V; ++j) probs[j] *= inv;
   return std::log(sum) + mx - lt;
 }
+ZS_SIMD_DISPATCH(float, ce_row, (const float* logits, int target, int V, float* probs),
+                 (logits, target, V, probs))
 
 // d may alias probs (the GPT head computes the gradient in place): read probs[target] first.
-ZS_SIMD_CLONES void ce_row_grad(const float* probs, int target, int V, float k, float* d) {
+ZS_SIMD_BODY(void, ce_row_grad, (const float* probs, int target, int V, float k, float* d)) {
   const float pt = probs[target];
   for (int j = 0; j < V; ++j) d[j] = probs[j] * k;
   d[target] = (pt - 1.0f) * k;
 }
+ZS_SIMD_DISPATCH(void, ce_row_grad, (const float* probs, int target, int V, float k, float* d),
+                 (probs, target, V, k, d))
 }  // namespace
 
 void causal_softmax_forward(const float* s, float* p, int64_t BH, int T) {

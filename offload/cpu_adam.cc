@@ -17,6 +17,7 @@
 
 #include "offload/cpu_adam_internal.h"
 #include "runtime/core/convert.h"
+#include "runtime/core/cpu_features.h"
 #include "runtime/core/error.h"
 
 namespace zs::offload {
@@ -282,11 +283,6 @@ Kernel pick_kernel(AdamIsa isa, DType grad_dtype, const void* out, DType out_dty
   }
 }
 
-bool env_force_scalar() {
-  const char* e = std::getenv("ZS_FORCE_SCALAR");
-  return e != nullptr && e[0] != '\0' && std::strcmp(e, "0") != 0;
-}
-
 std::atomic<int> g_threads{0};  // 0: omp_get_max_threads()
 
 void run(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype, float* m, float* v,
@@ -342,40 +338,16 @@ const char* adam_isa_name(AdamIsa isa) {
   return "invalid";
 }
 
+static_assert(static_cast<int>(SimdLevel::kScalar) == static_cast<int>(AdamIsa::kScalar) &&
+              static_cast<int>(SimdLevel::kAvx2) == static_cast<int>(AdamIsa::kAvx2) &&
+              static_cast<int>(SimdLevel::kAvx512) == static_cast<int>(AdamIsa::kAvx512));
+
+// The levels are the core's (runtime/core/cpu_features.h): one detection, one cap (ZS_MAX_ISA).
 bool adam_isa_supported(AdamIsa isa) {
-#if defined(__x86_64__)
-  // libgcc's detection checks (xgetbv) that the OS saves the YMM/ZMM state too.
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  }();
-  static const bool avx512 = [] {
-    __builtin_cpu_init();
-    return avx2 && __builtin_cpu_supports("avx512f");
-  }();
-  switch (isa) {
-    case AdamIsa::kScalar:
-      return true;
-    case AdamIsa::kAvx2:
-      return avx2;
-    case AdamIsa::kAvx512:
-      return avx512;
-  }
-  return false;
-#else
-  return isa == AdamIsa::kScalar;
-#endif
+  return simd_level_supported(static_cast<SimdLevel>(static_cast<int>(isa)));
 }
 
-AdamIsa active_adam_isa() {
-  static const AdamIsa isa = [] {
-    if (env_force_scalar()) return AdamIsa::kScalar;
-    if (adam_isa_supported(AdamIsa::kAvx512)) return AdamIsa::kAvx512;
-    if (adam_isa_supported(AdamIsa::kAvx2)) return AdamIsa::kAvx2;
-    return AdamIsa::kScalar;
-  }();
-  return isa;
-}
+AdamIsa active_adam_isa() { return static_cast<AdamIsa>(static_cast<int>(active_simd_level())); }
 
 void cpu_adamw_with(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
                     float* m, float* v, int64_t n, const optim::AdamWStep& s, void* out,

@@ -10,7 +10,8 @@
 // Paths, chosen once at run time from the CPU's features (no -march at build time):
 //   "avx512"  AVX-512F (+AVX2/F16C for the 16-bit loads and stores), 16 lanes
 //   "avx2"    AVX2 + F16C, 8 lanes
-//   "scalar"  plain C++; also what ZS_FORCE_SCALAR=1 selects
+//   "scalar"  plain C++
+// The level is runtime/core's active_simd_level(): ZS_MAX_ISA=scalar|avx2 caps it.
 // Threads: OpenMP, up to set_cpu_adam_threads() threads (default omp_get_max_threads()). Each
 // thread takes one contiguous range whose start is a multiple of 64 elements; since every element
 // is computed independently with the same operations on every path, the result never depends on

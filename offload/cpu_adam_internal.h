@@ -13,9 +13,9 @@ enum class AdamIsa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 // "scalar", "avx2", "avx512".
 const char* adam_isa_name(AdamIsa isa);
-// True when this CPU can run `isa` (ignores ZS_FORCE_SCALAR).
+// True when this CPU can run `isa` (ignores the ISA cap).
 bool adam_isa_supported(AdamIsa isa);
-// The path cpu_adamw() takes: the best supported one, or kScalar under ZS_FORCE_SCALAR=1.
+// The path cpu_adamw() takes: active_simd_level() (the best supported level under ZS_MAX_ISA).
 AdamIsa active_adam_isa();
 
 // cpu_adamw() on `isa` (must be supported: else zs::Error(kUnsupported)) with `threads` threads

@@ -223,8 +223,8 @@ void PlanConfig::validate() const {
 // shared (the recompute set). Keep this in step with nn/gpt.cc: tests/plan compares it with
 // GptModel::activation_bytes() for several configurations.
 ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64_t micro_batch,
-                                            DType compute_dtype, bool checkpoint,
-                                            DeviceKind device) {
+                                            DType compute_dtype, bool checkpoint, DeviceKind device,
+                                            CpuGemm cpu_gemm) {
   shape.validate();
   ZS_CHECK(micro_batch >= 1, ErrorCode::kInvalidArgument, "micro-batch of {} sequences < 1",
            micro_batch);
@@ -262,6 +262,7 @@ ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64
     if (compute_dtype == DType::kF16) w += std::max<int64_t>({3 * C * C, F * C, V * C}) * kF4;
     w += 4 * std::max<int64_t>(F, 3 * C) * kF4;  // pscratch
     a.workspace = w;
+    a.gemm_workspace = gpt_cpu_gemm_workspace_bytes(shape, B, compute_dtype, cpu_gemm);
   } else {
     // Estimate in the manner of Korthikanti et al. 2022 (no dropout, no sequence parallelism,
     // attention probabilities materialised), activations in the compute dtype (e bytes), per
@@ -283,11 +284,12 @@ ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64
   return a;
 }
 
-int64_t gpt_eigen_gemm_workspace_bytes(const TransformerShape& shape, int64_t micro_batch,
-                                       DType compute_dtype) {
-  const bool bf16 = compute_dtype == DType::kBF16;
-  // nn/gemm.cc (Eigen): r [m, n] fp32; with bf16 inputs also fp32 copies of the A and B extents
-  // (nn::GemmDesc::a_extent/b_extent: the elements the strided operands span).
+int64_t gpt_cpu_gemm_workspace_bytes(const TransformerShape& shape, int64_t micro_batch,
+                                     DType compute_dtype, CpuGemm cpu_gemm) {
+  const bool widen = compute_dtype == DType::kBF16 && cpu_gemm != CpuGemm::kOnednn;
+  const bool product = cpu_gemm == CpuGemm::kEigen;
+  if (!widen && !product) return 0;
+  // nn/gemm.cc's layout: widened A, widened B, the product, each 64-byte aligned.
   struct Desc {
     int64_t batch, m, n, k;
     bool ta, tb;
@@ -298,35 +300,36 @@ int64_t gpt_eigen_gemm_workspace_bytes(const TransformerShape& shape, int64_t mi
     if (stride == 0) stride = rows * ld;
     return (batch - 1) * stride + (rows - 1) * ld + cols;
   };
+  auto aligned = [](int64_t b) { return (b + 63) / 64 * 64; };
   auto gemm = [&](const Desc& d) {
-    int64_t b = kF4 * d.m * d.n;
-    if (bf16) {
-      b += kF4 * extent(d.batch, d.ta ? d.k : d.m, d.ta ? d.m : d.k, d.lda, d.sa);
-      b += kF4 * extent(d.batch, d.tb ? d.n : d.k, d.tb ? d.k : d.n, d.ldb, d.sb);
+    int64_t b = product ? aligned(kF4 * d.m * d.n) : 0;
+    if (widen) {
+      b += aligned(kF4 * extent(d.batch, d.ta ? d.k : d.m, d.ta ? d.m : d.k, d.lda, d.sa));
+      b += aligned(kF4 * extent(d.batch, d.tb ? d.n : d.k, d.tb ? d.k : d.n, d.ldb, d.sb));
     }
     return b;
   };
   // nn/linear.cc: forward y = x W^T, backward data dx = dy W, backward weight dW = dy^T x.
   const int64_t M = micro_batch * shape.context;
   auto linear = [&](int64_t in, int64_t out) {
-    return gemm({1, M, out, in, false, true}) + gemm({1, M, in, out, false, false}) +
-           gemm({1, out, in, M, true, false});
+    return std::max({gemm({1, M, out, in, false, true}), gemm({1, M, in, out, false, false}),
+                     gemm({1, out, in, M, true, false})});
   };
   const int64_t C = shape.width, F = shape.ffn_width(), V = shape.vocab, T = shape.context;
-  int64_t b = linear(C, 3 * C) + linear(C, C) + linear(C, F) + linear(F, C) + linear(C, V);
+  int64_t b = std::max({linear(C, 3 * C), linear(C, C), linear(C, F), linear(F, C), linear(C, V)});
   // nn/attention.cc: per (sequence, head) products, causal rows split at h = T/2 (T >= 16) into
   // a top part over keys [0, h) and a bottom part; qk and dp, pv and dq, dv and dk share shapes.
   const int64_t bh = micro_batch * shape.heads, D = C / shape.heads;
   const int64_t h = T >= 16 ? T / 2 : 0, tt = T * T, td = T * D;
   auto split = [&](const Desc& top, const Desc& bottom) {
-    return (h > 0 ? gemm(top) : 0) + gemm(bottom);
+    return std::max(h > 0 ? gemm(top) : 0, gemm(bottom));
   };
-  b += 2 * split({bh, h, h, D, false, true, D, td, D, td},
-                 {bh, T - h, T, D, false, true, D, td, D, td});
-  b += 2 * split({bh, h, D, h, false, false, T, tt, D, td},
-                 {bh, T - h, D, T, false, false, T, tt, D, td});
-  b += 2 * split({bh, h, D, T, true, false, T, tt, D, td},
-                 {bh, T - h, D, T - h, true, false, T, tt, D, td});
+  b = std::max(b, split({bh, h, h, D, false, true, D, td, D, td},
+                        {bh, T - h, T, D, false, true, D, td, D, td}));
+  b = std::max(b, split({bh, h, D, h, false, false, T, tt, D, td},
+                        {bh, T - h, D, T, false, false, T, tt, D, td}));
+  b = std::max(b, split({bh, h, D, T, true, false, T, tt, D, td},
+                        {bh, T - h, D, T - h, true, false, T, tt, D, td}));
   return b;
 }
 
@@ -374,9 +377,9 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
   if (model.transformer) {
     const int64_t per_step = static_cast<int64_t>(config.world) * config.engine.micro_batches;
     const int64_t batch = config.global_batch > 0 ? config.global_batch : per_step;
-    p.activations = plan_transformer_activations(*model.transformer, batch / per_step,
-                                                 config.engine.precision.param_dtype,
-                                                 config.checkpoint_activations, config.device);
+    p.activations = plan_transformer_activations(
+        *model.transformer, batch / per_step, config.engine.precision.param_dtype,
+        config.checkpoint_activations, config.device, config.cpu_gemm);
   }
   return p;
 }

@@ -70,6 +70,15 @@ struct ModelDesc {
   int64_t num_params() const;
 };
 
+// How the CPU GPT's matrix products run (nn/gemm.h, [Note: GEMM paths]); it decides the GEMM
+// workspace nn::GptModel allocates. The planner is a pure function: a caller planning for this
+// machine takes the value from nn (nn::gemm_uses_onednn(), nn::gemm_path(kBF16).widened).
+enum class CpuGemm : uint8_t {
+  kOnednn,         // oneDNN, bf16 products native: no workspace
+  kOnednnWidened,  // oneDNN, bf16 operands widened to fp32 (AVX2 CPUs): widened A and B
+  kEigen,          // Eigen build: bf16 widened, and an fp32 product per GEMM
+};
+
 struct PlanConfig {
   // Stage, dtypes, optimizer, micro-batches, prefetch, offload, align: as the engine gets them.
   EngineConfig engine;
@@ -85,6 +94,7 @@ struct PlanConfig {
   // kCuda: the engine on a GPU (plan_engine_buffers' on_device: a device control buffer, and
   // pinned host staging with offload) and nn::CudaGptModel's activations.
   DeviceKind device = DeviceKind::kCpu;
+  CpuGemm cpu_gemm = CpuGemm::kOnednn;  // kCpu only
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field.
   void validate() const;
@@ -106,7 +116,8 @@ struct ActivationPlan {
   int64_t head = 0;       // final norm, logits, losses
   int64_t workspace = 0;  // temporaries shared by all layers (attention scratch, gradients)
   // kCuda: the cuBLASLt workspace CudaGptModel's CublasContext registers under kActivations
-  // (32 MiB). 0 on the CPU, whose GEMM scratch is not counted (gpt_eigen_gemm_workspace_bytes).
+  // (32 MiB). kCpu: GptModel's shared GEMM workspace (gpt_cpu_gemm_workspace_bytes); oneDNN's
+  // own scratchpads are the library's choice and not counted.
   int64_t gemm_workspace = 0;
   // kCuda: pinned host buffers of the model (token staging, loss and logits read-back), which
   // it registers under kOther. Host memory: not in total() nor in the device total.
@@ -142,21 +153,22 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config);
 
 // Activations of one rank for a transformer at `micro_batch` sequences per micro-batch.
-// kGpt on kCpu: the bytes nn::GptModel registers (GptModel::activation_bytes()) for
-// GptConfig{layers, heads, width, context, vocab, batch = micro_batch, ffn_mult = ffn / width,
-// checkpoint, compute_dtype}; matrix-product workspaces of the GEMM backend are not included (see
-// gpt_eigen_gemm_workspace_bytes). kGpt on kCuda: the bytes nn::CudaGptModel registers under
-// kActivations (CudaGptModel::activation_bytes(), its cuBLASLt workspace included) for the same
-// GptConfig, and its pinned host bytes. kLlama: an estimate (docs/memory.md), the same on both.
+// kGpt on kCpu: the bytes nn::GptModel registers (GptModel::activation_bytes(), its GEMM
+// workspace for `cpu_gemm` included) for GptConfig{layers, heads, width, context, vocab,
+// batch = micro_batch, ffn_mult = ffn / width, checkpoint, compute_dtype}; oneDNN's scratchpads
+// are not included. kGpt on kCuda: the bytes nn::CudaGptModel registers under kActivations
+// (CudaGptModel::activation_bytes(), its cuBLASLt workspace included) for the same GptConfig, and
+// its pinned host bytes. kLlama: an estimate (docs/memory.md), the same on both.
 ActivationPlan plan_transformer_activations(const TransformerShape& shape, int64_t micro_batch,
                                             DType compute_dtype, bool checkpoint_activations,
-                                            DeviceKind device = DeviceKind::kCpu);
+                                            DeviceKind device = DeviceKind::kCpu,
+                                            CpuGemm cpu_gemm = CpuGemm::kOnednn);
 
-// The scratch GptModel's matrix products register under kActivations when nn is built without
-// oneDNN (Eigen: an fp32 product buffer per GEMM, fp32 input copies for bf16). With oneDNN the
-// scratchpad sizes are the library's choice and are measured, not planned.
-int64_t gpt_eigen_gemm_workspace_bytes(const TransformerShape& shape, int64_t micro_batch,
-                                       DType compute_dtype);
+// The GEMM workspace nn::GptModel allocates on the CPU (nn::GemmWorkspace, shared by all its
+// products): the largest need of one product, widened bf16 A and B extents (64-byte aligned)
+// when `cpu_gemm` widens and the compute dtype is bf16, plus the fp32 m x n product for kEigen.
+int64_t gpt_cpu_gemm_workspace_bytes(const TransformerShape& shape, int64_t micro_batch,
+                                     DType compute_dtype, CpuGemm cpu_gemm);
 
 // One configuration that fits a per-device budget, for `zs_plan --fit`.
 struct FitCandidate {

@@ -28,6 +28,20 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
+std::string default_data_path() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  ZS_CHECK(!ec, ErrorCode::kNotFound,
+           "no --data given, and the shipped corpus cannot be located: /proc/self/exe: {}",
+           ec.message());
+  const fs::path p = exe.parent_path().parent_path() / "share" / "zeroshard" / "corpus.txt";
+  ZS_CHECK(fs::is_regular_file(p, ec), ErrorCode::kNotFound,
+           "no --data given, and the shipped corpus is not at {} (beside the program {}); "
+           "pass --data FILE",
+           p.string(), exe.string());
+  return p.string();
+}
+
 TextDataset::TextDataset(const std::string& path, double val_fraction, int context)
     : context_(context) {
   std::error_code ec;

@@ -13,6 +13,12 @@
 
 namespace zs::train {
 
+// The corpus shipped with zeroshard, found relative to this program: <dir of the executable>/
+// ../share/zeroshard/corpus.txt, which holds in the build tree (CMake copies it to
+// <build>/share/zeroshard) and in an install prefix (<prefix>/bin, <prefix>/share/zeroshard).
+// Throws zs::Error(kNotFound) naming the places it looked.
+std::string default_data_path();
+
 class TextDataset {
  public:
   // Throws zs::Error(kNotFound) for a missing path, kInvalidArgument for text too short for

@@ -23,6 +23,7 @@
 #include "backend.h"
 #include "collectives/mpi_communicator.h"
 #include "dataset.h"
+#include "kernel_report.h"
 #include "nn/gpt.h"
 #include "options.h"
 #include "runtime/core/error.h"
@@ -133,7 +134,9 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
   std::unique_ptr<Backend> backend;
   nn::GptModelBase* model = nullptr;
   std::unique_ptr<Engine> engine;
+  nlohmann::json kernels;
   try {
+    kernels = kernel_report(o.engine.precision.param_dtype, o.device);
     data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.context);
     backend = make_backend(o.device, o.model, comm, tracker);
     model = &backend->model();
@@ -171,6 +174,7 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
   const int k = o.engine.micro_batches;
   const int64_t tokens_per_step = static_cast<int64_t>(W) * k * o.model.batch * o.model.context;
   if (root) {
+    std::printf("%s", kernel_report_text(kernels).c_str());
     std::printf(
         "zeroshard train_gpt: %d ranks on %s, ZeRO-%d, %s compute, %s grads, %lld params "
         "(%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
@@ -312,6 +316,7 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
                           {"memory_bytes", mem},
                           {"comm_bytes_per_step", comm_max},
                           {"param_hash", hash},
+                          {"kernels", kernels},
                           {"sample", sample}};
       json << j.dump(-1, ' ', false, kReplace) << "\n";
     }

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "dataset.h"
 #include "runtime/core/error.h"
 
 namespace po = boost::program_options;
@@ -22,9 +23,10 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
       "config", po::value(&config_file),
       "read options from FILE (lines `name = value`); "
       "command-line flags win")(
-      "data", po::value(&o.data)->default_value(ZS_DEFAULT_DATA),
-      "training text: a file or a directory of files (byte-level tokens, vocabulary 256)")(
-      "steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")(
+      "data", po::value(&o.data),
+      "training text: a file or a directory of files (byte-level tokens, vocabulary 256); "
+      "default: the corpus shipped with zeroshard (../share/zeroshard/corpus.txt from the "
+      "program)")("steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")(
       "seed", po::value(&o.engine.seed)->default_value(o.engine.seed),
       "seed for initialisation, data sampling and generation")(
       "json-log", po::value(&o.json_log), "write one JSON object per step (and a final one) here")(
@@ -131,6 +133,9 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   ZS_CHECK(o.eval_batches >= 1, ErrorCode::kInvalidArgument, "--eval-batches must be >= 1");
   ZS_CHECK(o.log_every >= 1, ErrorCode::kInvalidArgument, "--log-every must be >= 1");
   ZS_CHECK(o.sample_tokens >= 0, ErrorCode::kInvalidArgument, "--sample-tokens must be >= 0");
+  if (!vm.count("data")) o.data = default_data_path();
+  ZS_CHECK(!o.data.empty(), ErrorCode::kInvalidArgument,
+           "--data is empty: name a file or directory");
   o.model.validate();
   o.engine.validate();
   return o;

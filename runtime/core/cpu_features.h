@@ -1,16 +1,22 @@
 // What the CPU this process runs on can do, detected once at run time, and the vector level the
-// run-time dispatched kernels (bulk conversions) use.
+// run-time dispatched kernels use (bulk conversions, CPU Adam, the layers' row kernels, the
+// collectives' reductions).
 //
 // Nothing in zeroshard is compiled with a global -march flag: kernels that need AVX2 or AVX-512
 // are compiled per function (__attribute__((target(...)))) and chosen here, so one binary runs on
 // any x86-64 CPU and uses what it has. On other architectures every feature reads false.
 //
-// Environment: ZS_FORCE_SCALAR=1 (read once, at the first call of any function below) makes
-// active_simd_level() kScalar, so every dispatched kernel takes its scalar path; tests and
-// bisecting use it. Thread-safety: all functions may be called concurrently.
+// [Note: ISA cap] The environment caps the level, so that one machine can run every lower path:
+//   ZS_MAX_ISA=scalar|avx2|avx512   the highest level our kernels may use (a cap: a CPU without
+//                                   the named level uses its own highest one)
+//   ZS_FORCE_SCALAR=1               the same as ZS_MAX_ISA=scalar (kept for old scripts)
+// oneDNN's GEMMs have their own cap, ONEDNN_MAX_CPU_ISA (e.g. AVX2), which oneDNN reads itself;
+// nn/gemm.h reports what it chose. Both are read once per process, like oneDNN's. Thread-safety:
+// all functions may be called concurrently.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace zs {
@@ -18,28 +24,45 @@ namespace zs {
 struct CpuFeatures {
   bool avx2 = false;
   bool f16c = false;
+  bool fma = false;
   bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512dq = false;
+  bool avx512vl = false;
   bool avx512bf16 = false;
   bool avx512fp16 = false;
+  bool amx_bf16 = false;
 };
 
 // The features of this CPU (with OS support for the register state), detected once.
 const CpuFeatures& cpu_features();
+// The detected features as names, e.g. "avx2 f16c fma avx512f avx512bw avx512dq avx512vl
+// avx512bf16" ("none" when there are none).
+std::string cpu_features_string();
+// The CPU's brand string from cpuid, e.g. "AMD EPYC 9R45" ("unknown" where cpuid has none).
+std::string cpu_model_name();
 
 // Levels of the dispatched kernels, lowest first.
 //   kScalar  plain C++ (the reference every other level must match bit for bit)
 //   kAvx2    AVX2 + F16C, 8 lanes
-//   kAvx512  AVX-512F, 16 lanes (plus AVX-512 BF16 instructions where the CPU has them)
+//   kAvx512  AVX-512 F/BW/DQ/VL (x86-64-v4), 16 lanes, plus AVX-512 BF16 instructions where the
+//            CPU has them
 enum class SimdLevel : uint8_t { kScalar, kAvx2, kAvx512 };
 
 // "scalar", "avx2", "avx512".
 std::string_view simd_level_name(SimdLevel level);
-// True when this CPU can run kernels of `level` (kScalar always). Ignores ZS_FORCE_SCALAR.
+// True when this CPU can run kernels of `level` (kScalar always). Ignores the cap.
 bool simd_level_supported(SimdLevel level);
+// The cap from the environment ([Note: ISA cap]); kAvx512 when none is set. Throws
+// zs::Error(kInvalidArgument) naming the variable, its value and the allowed values when
+// ZS_MAX_ISA is set to anything else, so a program that calls it at start-up fails before work.
+SimdLevel max_simd_level();
+// True when the cap is below what this CPU supports (a path is being forced).
+bool simd_level_capped();
 // True when ZS_FORCE_SCALAR is set to a value other than "" or "0".
 bool force_scalar();
-// The level dispatched kernels use: the highest supported one, or kScalar under
-// ZS_FORCE_SCALAR=1. Fixed for the life of the process.
+// The level dispatched kernels use: the highest supported level not above the cap. Fixed for the
+// life of the process. Throws like max_simd_level() for a bad ZS_MAX_ISA.
 SimdLevel active_simd_level();
 
 }  // namespace zs

@@ -157,18 +157,24 @@ nn::GptConfig gpt_config(bool ckpt, DType dtype, int batch) {
 
 TransformerShape shape_of(const nn::GptConfig& g) { return test::gpt_plan_shape(g); }
 
-// The GEMM backend's scratch for the model's matrix products, measured by building the same
-// layers nn builds (nn/gpt.cc): oneDNN chooses its scratchpad sizes, Eigen's are planned.
-int64_t measured_gemm_workspace(const nn::GptConfig& g) {
+// oneDNN's scratchpads for the model's matrix products (the library's choice, not planned),
+// measured by building the same layers nn builds (nn/gpt.cc) over one shared workspace, which
+// must be what the planner says.
+int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
   MemoryTracker t;
   const DType mm = g.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
   const int64_t M = static_cast<int64_t>(g.batch) * g.context;
   const int C = g.width, F = g.ffn_mult * g.width;
-  nn::Linear a(M, C, 3 * C, true, false, mm, &t), b(M, C, C, true, true, mm, &t),
-      c(M, C, F, true, false, mm, &t), d(M, F, C, true, true, mm, &t),
-      e(M, C, g.vocab, false, false, mm, &t);
-  nn::Attention at(g.batch, g.context, C, g.heads, mm, &t);
-  return t.current(MemCategory::kActivations);
+  nn::GemmWorkspace ws(&t);
+  nn::Linear a(M, C, 3 * C, true, false, mm, &t, &ws), b(M, C, C, true, true, mm, &t, &ws),
+      c(M, C, F, true, false, mm, &t, &ws), d(M, F, C, true, true, mm, &t, &ws),
+      e(M, C, g.vocab, false, false, mm, &t, &ws);
+  nn::Attention at(g.batch, g.context, C, g.heads, mm, &t, &ws);
+  EXPECT_EQ(static_cast<int64_t>(ws.size()),
+            gpt_cpu_gemm_workspace_bytes(test::gpt_plan_shape(g), g.batch, g.compute_dtype,
+                                         test::this_cpu_gemm()));
+  if (!nn::gemm_uses_onednn()) EXPECT_EQ(t.current(MemCategory::kActivations), ws.size());
+  return t.current(MemCategory::kActivations) - static_cast<int64_t>(ws.size());
 }
 
 TEST(Plan, GptActivationsMatchModel) {
@@ -179,14 +185,11 @@ TEST(Plan, GptActivationsMatchModel) {
         SCOPED_TRACE(fmt::format("{} ckpt {} batch {}", dtype_name(dt), ckpt, batch));
         MemoryTracker t;
         nn::GptModel model(g, &t);
-        const ActivationPlan a = plan_transformer_activations(shape_of(g), batch, dt, ckpt);
+        const ActivationPlan a = plan_transformer_activations(
+            shape_of(g), batch, dt, ckpt, DeviceKind::kCpu, test::this_cpu_gemm());
         EXPECT_TRUE(a.exact);
         EXPECT_EQ(a.total(), model.activation_bytes());
-        const int64_t ws = measured_gemm_workspace(g);
-        EXPECT_EQ(t.current(MemCategory::kActivations), a.total() + ws);
-        if (!nn::gemm_uses_onednn()) {
-          EXPECT_EQ(ws, gpt_eigen_gemm_workspace_bytes(shape_of(g), batch, dt));
-        }
+        EXPECT_EQ(t.current(MemCategory::kActivations), a.total() + measured_gemm_scratchpads(g));
         // Per-layer figures: the model grows by exactly per_layer (or per_layer_checkpointed)
         // per extra block.
         nn::GptConfig g3 = g;
@@ -217,11 +220,12 @@ TEST(Plan, GptUnderEngineMatchesTracker) {
         pc.rank = world().rank();
         pc.global_batch = static_cast<int64_t>(g.batch) * N * mb;
         pc.checkpoint_activations = ckpt;
+        pc.cpu_gemm = test::this_cpu_gemm();
         const ModelDesc d = ModelDesc::from_transformer(shape_of(g));
         EXPECT_EQ(d.units, describe(model).units);
         EXPECT_EQ(d.num_params(), g.num_params());
         const MemoryPlan plan = plan_memory(d, pc);
-        const int64_t ws = measured_gemm_workspace(g);
+        const int64_t ws = measured_gemm_scratchpads(g);
         for (MemCategory cat : kAll) {
           const int64_t extra = cat == MemCategory::kActivations ? ws : 0;
           EXPECT_EQ(plan.bytes(cat) + extra, t.current(cat)) << mem_category_name(cat);
