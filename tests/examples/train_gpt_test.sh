@@ -7,6 +7,9 @@
 #   json       --json-log writes one object per step and a final object with the fixed keys
 #   resume     save at step 3 of 6, resume: the same param_hash and losses as the uninterrupted run
 #   errors     bad input: one clear message, non-zero exit on every rank, no hang
+#   isa        our kernels capped at scalar, avx2 and avx512 (ZS_MAX_ISA) give the same
+#              param_hash (fp32 and bf16, resident and offloaded Adam); the first lines name the
+#              paths taken; a bad cap is refused on every rank
 set -uo pipefail
 case_name=$1 bin=$2 work=$3 mpirun=$4
 shift 4
@@ -66,8 +69,38 @@ assert f["world_size"] == 2 and f["stage"] == 3 and f["params"] > 0
 for k in ("params", "activations", "comm_buffers", "master", "optimizer", "grads"):
     assert f["memory_bytes"][k] > 0, k
 assert f["comm_bytes_per_step"] > 0 and len(f["param_hash"]) == 16
+k = f["kernels"]
+for key in ("cpu", "features", "isa", "isa_cap", "onednn_isa_cap", "gemm", "gemm_dtype",
+            "conversions", "elementwise", "cpu_adam", "reductions"):
+    assert isinstance(k[key], str) and k[key], (key, k)
+assert k["isa"] in ("scalar", "avx2", "avx512") and k["gemm"].startswith("onednn"), k
 print("json log ok:", len(steps), "steps, final keys", sorted(f))
 PY
+    ;;
+  isa)
+    # oneDNN stays as it is (its own cap is ONEDNN_MAX_CPU_ISA): only our kernels change level,
+    # and each level must give the same bits as the scalar reference.
+    for dtype in fp32 bf16; do
+      for off in "" --offload-optimizer; do
+        ref=""
+        for isa in scalar avx2 avx512; do
+          ZS_MAX_ISA=$isa run "$work/$isa.txt" 2 "${tiny[@]}" --dtype "$dtype" $off ||
+            { cat "$work/$isa.txt"; fail "ZS_MAX_ISA=$isa $dtype exited non-zero"; }
+          line=$(grep -m1 '^kernel paths:' "$work/$isa.txt") || fail "no 'kernel paths:' line"
+          grep -q '^cpu: .*features: ' "$work/$isa.txt" || fail "no 'cpu:' line"
+          h=$(hash_of "$work/$isa.txt")
+          echo "$dtype ${off:-resident} ZS_MAX_ISA=$isa: param_hash $h | $line"
+          [ -n "$h" ] || fail "no param_hash line"
+          [ -z "$ref" ] && ref=$h
+          [ "$h" = "$ref" ] || fail "ZS_MAX_ISA=$isa $dtype $off param_hash $h differs from scalar's $ref"
+        done
+      done
+    done
+    grep -q 'cpu adam scalar | reductions scalar' "$work/scalar.txt" || fail "scalar cap not reported"
+    ZS_MAX_ISA=avx9 run "$work/bad.txt" 2 "${tiny[@]}" && fail "ZS_MAX_ISA=avx9 accepted"
+    n=$(grep -c 'ZS_MAX_ISA=avx9: unknown instruction-set cap (allowed: scalar, avx2, avx512)' "$work/bad.txt")
+    [ "$n" -ge 1 ] || { cat "$work/bad.txt"; fail "bad cap message"; }
+    echo "bad cap refused: $n message(s)"
     ;;
   resume)
     run "$work/full.txt" 2 "${tiny[@]}" --zero-stage 2 || { cat "$work/full.txt"; fail "full run"; }
