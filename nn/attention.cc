@@ -1,5 +1,6 @@
 #include "nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -69,6 +70,22 @@ Attention::Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracke
   };
   both(dv_, keys_by_rows(1.0f));
   both(dk_, keys_by_rows(scale));
+  if (qk_.bottom.widens()) {
+    if (ws == nullptr) ws = (own_ws_ = std::make_unique<GemmWorkspace>(tracker)).get();
+    ws->reserve(pair_workspace_need(B, T, C, H));
+    ws_ = ws;
+  }
+}
+
+namespace {
+size_t aligned_floats(int64_t n) { return static_cast<size_t>((4 * n + 63) / 64 * 64); }
+}  // namespace
+
+// The larger span of a pair lies in a [B, H, T, T] or a [B, H, T, hd] tensor, the smaller one
+// in a [B, H, T, hd] one (or both in such).
+size_t Attention::pair_workspace_need(int B, int T, int C, int H) {
+  const int64_t tt = static_cast<int64_t>(B) * H * T * T, td = static_cast<int64_t>(B) * T * C;
+  return aligned_floats(std::max(tt, td)) + aligned_floats(td);
 }
 
 void Attention::run(Split& g, const void* a, int64_t a_top, int64_t a_bot, const void* b,
@@ -76,6 +93,32 @@ void Attention::run(Split& g, const void* a, int64_t a_top, int64_t a_bot, const
   // Offsets are in elements of the operands' dtype (A, B in mm; C fp32).
   const size_t e = dtype_size(mm_);
   auto at = [e](const void* p, int64_t off) { return static_cast<const char*>(p) + off * e; };
+  if (ws_ != nullptr) {
+    // [Note: GEMM paths] widened: each operand's span over both halves, once; the larger span
+    // first in the workspace (pair_workspace_need).
+    const GemmDesc& bd = g.bottom.desc();
+    int64_t alo = a_bot, ahi = a_bot + bd.a_extent(), blo = b_bot, bhi = b_bot + bd.b_extent();
+    if (h_ > 0) {
+      const GemmDesc& td = g.top.desc();
+      alo = std::min(alo, a_top);
+      ahi = std::max(ahi, a_top + td.a_extent());
+      blo = std::min(blo, b_top);
+      bhi = std::max(bhi, b_top + td.b_extent());
+    }
+    auto* w = static_cast<char*>(ws_->data());
+    const int64_t tt = static_cast<int64_t>(B_) * H_ * T_ * T_,
+                  td = static_cast<int64_t>(B_) * T_ * C_;
+    float* big = reinterpret_cast<float*>(w);
+    float* small = reinterpret_cast<float*>(w + aligned_floats(std::max(tt, td)));
+    const bool a_first = ahi - alo >= bhi - blo;
+    float* a32 = a_first ? big : small;  // holds a[alo, ahi)
+    float* b32 = a_first ? small : big;  // holds b[blo, bhi)
+    widen_bf16(at(a, alo), a32, ahi - alo);
+    widen_bf16(at(b, blo), b32, bhi - blo);
+    if (h_ > 0) g.top.run_widened(a32 + (a_top - alo), b32 + (b_top - blo), c + c_top);
+    g.bottom.run_widened(a32 + (a_bot - alo), b32 + (b_bot - blo), c + c_bot);
+    return;
+  }
   if (h_ > 0) g.top.run(at(a, a_top), at(b, b_top), c + c_top);
   g.bottom.run(at(a, a_bot), at(b, b_bot), c + c_bot);
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "nn/gemm.h"
 
@@ -56,6 +57,14 @@ class Attention {
   int B_ = 0, T_ = 0, C_ = 0, H_ = 0, hd_ = 0, h_ = 0;
   DType mm_ = DType::kF32;
   Split qk_, pv_, dp_, dv_, dq_, dk_;
+  // Widening GEMM path (nn/gemm.h): both halves of a split read overlapping spans of the same
+  // operands, widened once per pair into this workspace ([B, H, T, T] + [B, H, T, hd] fp32).
+  GemmWorkspace* ws_ = nullptr;
+  std::unique_ptr<GemmWorkspace> own_ws_;
+
+ public:
+  // The workspace bytes the pairs need on a widening path.
+  static size_t pair_workspace_need(int B, int T, int C, int H);
 };
 
 }  // namespace zs::nn

@@ -1,5 +1,6 @@
 #include "nn/gemm.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "runtime/core/convert.h"
@@ -41,6 +42,19 @@ WsLayout ws_layout(const GemmDesc& d, bool widen, bool product) {
 }
 
 }  // namespace
+
+// Over the OpenMP team the product runs on (the ThreadScope of the calling unit): a serial copy
+// would leave the other threads spinning at the product's barrier.
+void widen_bf16(const void* src, float* dst, int64_t n) {
+  constexpr int64_t kChunk = 16384;
+  const auto* s = static_cast<const uint16_t*>(src);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = c * kChunk;
+    bf16_to_fp32(s + b, dst + b, static_cast<size_t>(std::min(kChunk, n - b)));
+  }
+}
 
 void GemmWorkspace::reserve(size_t bytes) {
   if (bytes <= buf_.size()) return;
@@ -192,11 +206,22 @@ void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
     auto* w = static_cast<char*>(ws_->data());
     float* a32 = reinterpret_cast<float*>(w);
     float* b32 = reinterpret_cast<float*>(w + impl_->ws.b_off);
-    bf16_to_fp32(static_cast<const uint16_t*>(a), a32, desc_.a_extent());
-    bf16_to_fp32(static_cast<const uint16_t*>(b), b32, desc_.b_extent());
+    widen_bf16(a, a32, desc_.a_extent());
+    widen_bf16(b, b32, desc_.b_extent());
     a = a32;
     b = b32;
   }
+  execute(a, b, c, bias);
+}
+
+bool Gemm::widens() const { return impl_ != nullptr && impl_->widen; }
+
+void Gemm::run_widened(const float* a, const float* b, float* c, const float* bias) {
+  ZS_ASSERT(widens());
+  execute(a, b, c, bias);
+}
+
+void Gemm::execute(const void* a, const void* b, float* c, const float* bias) {
   impl_->a.set_data_handle(const_cast<void*>(a));
   impl_->b.set_data_handle(const_cast<void*>(b));
   impl_->c.set_data_handle(c);
@@ -211,6 +236,11 @@ void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
 #else  // Eigen
 
 bool gemm_uses_onednn() { return false; }
+
+// Eigen's run() widens into its own layout (the product follows the operands): no run_widened().
+bool Gemm::widens() const { return false; }
+void Gemm::run_widened(const float*, const float*, float*, const float*) { ZS_ASSERT(false); }
+void Gemm::execute(const void*, const void*, float*, const float*) { ZS_ASSERT(false); }
 
 const GemmPath& gemm_path(DType dtype) {
   ZS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, ErrorCode::kInvalidArgument,
@@ -248,8 +278,8 @@ void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
   if (d.dtype == DType::kBF16) {
     float* a32 = reinterpret_cast<float*>(w);
     float* b32 = reinterpret_cast<float*>(w + impl_->ws.b_off);
-    bf16_to_fp32(static_cast<const uint16_t*>(a), a32, d.a_extent());
-    bf16_to_fp32(static_cast<const uint16_t*>(b), b32, d.b_extent());
+    widen_bf16(a, a32, d.a_extent());
+    widen_bf16(b, b32, d.b_extent());
     af = a32;
     bf = b32;
   }

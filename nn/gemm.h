@@ -86,6 +86,10 @@ class GemmWorkspace {
 };
 
 // Thread-safety: run() may not be called concurrently on one object.
+// bf16 -> fp32 of n elements over the calling unit's OpenMP team (exact). For callers that widen
+// an operand once for several products (Gemm::run_widened).
+void widen_bf16(const void* src, float* dst, int64_t n);
+
 // The workspace bytes a product of `desc` needs on this process's path: the widened A and B
 // extents (64-byte aligned) when its inputs are widened, plus Eigen's m x n product.
 size_t gemm_workspace_need(const GemmDesc& desc);
@@ -102,10 +106,16 @@ class Gemm {
   Gemm& operator=(Gemm&&) noexcept;
 
   void run(const void* a, const void* b, float* c, const float* bias = nullptr);
+  // True when run() widens bf16 operands into the workspace before an fp32 product (oneDNN
+  // without a bf16 kernel). Then a caller that reuses an operand across products may widen it
+  // once itself and call run_widened() with the fp32 copies (the same bits as run()).
+  bool widens() const;
+  void run_widened(const float* a, const float* b, float* c, const float* bias = nullptr);
   const GemmDesc& desc() const { return desc_; }
   double flops() const { return 2.0 * desc_.batch * desc_.m * desc_.n * desc_.k; }
 
  private:
+  void execute(const void* a, const void* b, float* c, const float* bias);
   struct Impl;
   GemmDesc desc_;
   std::unique_ptr<Impl> impl_;

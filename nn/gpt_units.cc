@@ -91,26 +91,23 @@ class BlockUnit : public Unit {
 
     // MLP: y = x2 + fc_proj(gelu(fc(ln2(x2)))).
     const void* dy = s.to_mm(dres, s.dnarrow_mm, M * C);
-    s.fcproj_lin.backward_data(dy, s.weight_mm(p[kFcProjW]), dwide);  // dg [M, F]
-    s.fcproj_lin.backward_weight(dy, a.g.data(), g.grad(kFcProjW));
+    s.fcproj_lin.backward(dy, a.g.data(), s.weight_mm(p[kFcProjW]), dwide,
+                          g.grad(kFcProjW));  // dg [M, F]
     bias_backward(dres, M, C, g.grad(kFcProjB));
     gelu_backward_saved(a.f.as<float>(), dwide, dwide, M * F);  // df
     const void* df = s.to_mm(dwide, s.dwide_mm, M * F);
-    s.fc_lin.backward_data(df, s.weight_mm(p[kFcW]), dnarrow);  // dh2
-    s.fc_lin.backward_weight(df, a.h2.data(), g.grad(kFcW));
+    s.fc_lin.backward(df, a.h2.data(), s.weight_mm(p[kFcW]), dnarrow, g.grad(kFcW));  // dh2
     bias_backward(dwide, M, F, g.grad(kFcB));
     layernorm_backward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0), a.mean2.as<float>(),
                        a.rstd2.as<float>(), dnarrow, M, C, dres, g.grad(kLn2W), g.grad(kLn2B));
 
     // Attention: x2 = x + proj(attn(qkv(ln1(x)))).
     const void* dx2 = s.to_mm(dres, s.dnarrow_mm, M * C);
-    s.proj_lin.backward_data(dx2, s.weight_mm(p[kProjW]), dnarrow);  // da
-    s.proj_lin.backward_weight(dx2, a.a.data(), g.grad(kProjW));
+    s.proj_lin.backward(dx2, a.a.data(), s.weight_mm(p[kProjW]), dnarrow, g.grad(kProjW));  // da
     bias_backward(dres, M, C, g.grad(kProjB));
     s.attn.backward(dnarrow, a.attn(), s.attn_work(), dwide);  // dqkv [M, 3C]
     const void* dqkv = s.to_mm(dwide, s.dwide_mm, M * 3 * C);
-    s.qkv_lin.backward_data(dqkv, s.weight_mm(p[kQkvW]), dnarrow);  // dh1
-    s.qkv_lin.backward_weight(dqkv, a.h1.data(), g.grad(kQkvW));
+    s.qkv_lin.backward(dqkv, a.h1.data(), s.weight_mm(p[kQkvW]), dnarrow, g.grad(kQkvW));  // dh1
     bias_backward(dwide, M, 3 * C, g.grad(kQkvB));
     layernorm_backward(s.x(l_), s.small_f32(p[kLn1W], 0), a.mean1.as<float>(), a.rstd1.as<float>(),
                        dnarrow, M, C, dres, g.grad(kLn1W), g.grad(kLn1B));
@@ -154,8 +151,7 @@ class HeadUnit : public Unit {
     cross_entropy_backward(dlogits, s.targets.as<int32_t>(), s.M, s.V, info.loss_scale, dlogits);
     const void* dl = s.to_mm(dlogits, s.dwide_mm, s.M * s.V);
     float* dh = s.dnarrow.as<float>();
-    s.head_lin.backward_data(dl, s.weight_mm(p[2]), dh);
-    s.head_lin.backward_weight(dl, s.hf.data(), g.grad(2));
+    s.head_lin.backward(dl, s.hf.data(), s.weight_mm(p[2]), dh, g.grad(2));
     float* dres = s.dres.as<float>();
     std::memset(dres, 0, sizeof(float) * s.M * s.C);
     layernorm_backward(s.x(s.L), s.small_f32(p[0], 0), s.meanf.as<float>(), s.rstdf.as<float>(), dh,

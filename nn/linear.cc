@@ -1,5 +1,7 @@
 #include "nn/linear.h"
 
+#include <algorithm>
+
 namespace zs::nn {
 
 Linear::Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm,
@@ -28,6 +30,37 @@ Linear::Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm,
   w.dtype = mm;
   w.accumulate = true;
   bwd_weight_ = Gemm(w, tracker, ws);
+  if (bwd_data_.widens()) {
+    if (ws == nullptr) ws = (own_ws_ = std::make_unique<GemmWorkspace>(tracker)).get();
+    ws->reserve(backward_workspace_need(M, in, out));
+    ws_ = ws;
+  }
+}
+
+namespace {
+size_t aligned_floats(int64_t n) { return static_cast<size_t>((4 * n + 63) / 64 * 64); }
+}  // namespace
+
+size_t Linear::backward_workspace_need(int64_t M, int in, int out) {
+  return aligned_floats(M * out) +
+         aligned_floats(std::max<int64_t>(static_cast<int64_t>(out) * in, M * in));
+}
+
+void Linear::backward(const void* dy, const void* x, const void* w, float* dx, float* dw) {
+  if (ws_ == nullptr) {
+    backward_data(dy, w, dx);
+    backward_weight(dy, x, dw);
+    return;
+  }
+  // [Note: GEMM paths] widened: dy once for both products, then w and x in turn after it.
+  auto* base = static_cast<char*>(ws_->data());
+  float* dy32 = reinterpret_cast<float*>(base);
+  float* other = reinterpret_cast<float*>(base + aligned_floats(M_ * out_));
+  widen_bf16(dy, dy32, M_ * out_);
+  widen_bf16(w, other, static_cast<int64_t>(out_) * in_);
+  bwd_data_.run_widened(dy32, other, dx);
+  widen_bf16(x, other, M_ * in_);
+  bwd_weight_.run_widened(dy32, other, dw);
 }
 
 void Linear::forward(const void* x, const void* w, const float* b, float* y) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "nn/gemm.h"
 
@@ -26,15 +27,23 @@ class Linear {
   void backward_data(const void* dy, const void* w, float* dx);
   // dw[out, in] += dy^T x (accumulates). dy [M, out] and x [M, in] in mm.
   void backward_weight(const void* dy, const void* x, float* dw);
+  // backward_data then backward_weight, the same bits; on a widening GEMM path (nn/gemm.h) dy is
+  // widened once for both products.
+  void backward(const void* dy, const void* x, const void* w, float* dx, float* dw);
 
   int64_t rows() const { return M_; }
   int in() const { return in_; }
   int out() const { return out_; }
+  // The workspace bytes backward() needs on a widening path: dy, then max(w, x) (64-byte
+  // aligned fp32 spans).
+  static size_t backward_workspace_need(int64_t M, int in, int out);
 
  private:
   int64_t M_ = 0;
   int in_ = 0, out_ = 0;
   Gemm fwd_, bwd_data_, bwd_weight_;
+  GemmWorkspace* ws_ = nullptr;  // backward()'s widened dy, then w and x in turn
+  std::unique_ptr<GemmWorkspace> own_ws_;
 };
 
 }  // namespace zs::nn

@@ -309,11 +309,15 @@ int64_t gpt_cpu_gemm_workspace_bytes(const TransformerShape& shape, int64_t micr
     }
     return b;
   };
-  // nn/linear.cc: forward y = x W^T, backward data dx = dy W, backward weight dW = dy^T x.
+  // nn/linear.cc: forward y = x W^T, backward data dx = dy W, backward weight dW = dy^T x;
+  // widened (oneDNN), Linear::backward keeps dy widened for both, then max(W, x) after it.
   const int64_t M = micro_batch * shape.context;
+  const bool pairs = cpu_gemm == CpuGemm::kOnednnWidened;
   auto linear = [&](int64_t in, int64_t out) {
+    const int64_t pair =
+        pairs ? aligned(kF4 * M * out) + aligned(kF4 * std::max(out * in, M * in)) : 0;
     return std::max({gemm({1, M, out, in, false, true}), gemm({1, M, in, out, false, false}),
-                     gemm({1, out, in, M, true, false})});
+                     gemm({1, out, in, M, true, false}), pair});
   };
   const int64_t C = shape.width, F = shape.ffn_width(), V = shape.vocab, T = shape.context;
   int64_t b = std::max({linear(C, 3 * C), linear(C, C), linear(C, F), linear(F, C), linear(C, V)});
@@ -330,6 +334,9 @@ int64_t gpt_cpu_gemm_workspace_bytes(const TransformerShape& shape, int64_t micr
                         {bh, T - h, D, T, false, false, T, tt, D, td}));
   b = std::max(b, split({bh, h, D, T, true, false, T, tt, D, td},
                         {bh, T - h, D, T - h, true, false, T, tt, D, td}));
+  // Widened (oneDNN), nn::Attention widens each operand once per split pair: the larger span in
+  // a slot of max(B H T T, B T C) floats, the smaller in one of B T C.
+  if (pairs) b = std::max(b, aligned(kF4 * std::max(bh * tt, bh * td)) + aligned(kF4 * bh * td));
   return b;
 }
 

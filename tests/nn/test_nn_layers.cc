@@ -323,7 +323,9 @@ TEST(NnLayers, LinearBf16MatchesFp32) {
               gemm_path(DType::kF32).name.c_str());
   // [Note: GEMM paths] widened, the bf16 product is the fp32 product of the rounded inputs.
   const bool widened = gemm_path(DType::kBF16).widened;
-  if (widened) EXPECT_EQ(max_rounded, 0.0);
+  if (widened) {
+    EXPECT_EQ(max_rounded, 0.0);
+  }
   EXPECT_LE(max_rounded, 1e-5 * scale);
   EXPECT_LE(max_full, 1e-2 * scale);
   EXPECT_GT(max_full, 0.0);
@@ -351,7 +353,9 @@ TEST(NnLayers, LinearBf16MatchesFp32) {
               dwm, dws, dxm, dxs);
   EXPECT_LE(dwm, 1e-5 * dws);
   EXPECT_LE(dxm, 1e-5 * dxs);
-  if (widened) EXPECT_EQ(dwm + dxm, 0.0);
+  if (widened) {
+    EXPECT_EQ(dwm + dxm, 0.0);
+  }
 }
 
 }  // namespace

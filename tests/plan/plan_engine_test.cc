@@ -173,7 +173,9 @@ int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
   EXPECT_EQ(static_cast<int64_t>(ws.size()),
             gpt_cpu_gemm_workspace_bytes(test::gpt_plan_shape(g), g.batch, g.compute_dtype,
                                          test::this_cpu_gemm()));
-  if (!nn::gemm_uses_onednn()) EXPECT_EQ(t.current(MemCategory::kActivations), ws.size());
+  if (!nn::gemm_uses_onednn()) {
+    EXPECT_EQ(t.current(MemCategory::kActivations), ws.size());
+  }
   return t.current(MemCategory::kActivations) - static_cast<int64_t>(ws.size());
 }
 
