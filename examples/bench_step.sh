@@ -3,6 +3,13 @@
 # model at 1 and 2 ranks, and PyTorch on the same model, batch and threads, side by side.
 #
 #   bash examples/bench_step.sh [--steps N] [--dtype bf16|fp32] [--ranks "1 2"] [--no-torch]
+#                               [--peer-dtype bf16|fp32]
+#
+# --peer-dtype: the peer's precision (default: --dtype). The fair peer is the strongest one on the
+# machine: fp32 on AVX2-only CPUs (torch's bf16 kernels crawl there), bf16 autocast on AVX-512
+# BF16 ones. To measure the AVX2 path on an AVX-512 machine, cap both sides: ZS_MAX_ISA=avx2
+# ONEDNN_MAX_CPU_ISA=AVX2 for zeroshard, and the same plus MKL_ENABLE_INSTRUCTIONS=AVX2
+# ATEN_CPU_CAPABILITY=avx2 for torch (the script passes the environment through).
 #
 # Model: 4 layers, width 256, 4 heads, context 128, vocabulary 256, 8 sequences per rank
 # (the PEERS.md shape). Threads: 2 per process at 1 rank, 1 per rank at 2 ranks (2 cores).
@@ -12,13 +19,14 @@
 # configuration here) and OpenBLAS; the peer script lives in ../shared/peers/ (ZS_PEERS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=40; dtype=bf16; ranks="1 2"; torch=1
+steps=40; dtype=bf16; ranks="1 2"; torch=1; peer_dtype=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
     --dtype) dtype=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --no-torch) torch=0; shift ;;
+    --peer-dtype) peer_dtype=$2; shift 2 ;;
     *) echo "bench_step: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +59,7 @@ done
 if [ "$torch" = 1 ] && [ -f "$peers/torch_gpt_cpu.py" ]; then
   export LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
   [ -f "$LD_PRELOAD" ] || unset LD_PRELOAD
-  autocast=none; [ "$dtype" = bf16 ] && autocast=bf16
+  autocast=none; [ "${peer_dtype:-$dtype}" = bf16 ] && autocast=bf16
   common=(--n_layer 4 --n_head 4 --n_embd 256 --vocab 256 --seq_len 128 --batch 8 --steps "$steps" --foreach)
   for py in ${ZS_TORCH_PYTHONS:-/usr/bin/python3}; do
     version=$("$py" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null) || continue
@@ -72,10 +80,11 @@ PY
     }
     for np in $ranks; do
       if [ "$np" = 1 ]; then
-        run_torch "torch $version single" 1 --mode single --threads 2 --autocast "$autocast"
+        run_torch "torch $version single ${peer_dtype:-$dtype}" 1 --mode single --threads 2 --autocast "$autocast"
       else
-        for mode in ddp zero1 fsdp; do
-          run_torch "torch $version $mode gloo" "$np" --mode "$mode" --world "$np" --autocast "$autocast"
+        for mode in ddp zero1 fsdp2; do
+          extra=(); [ "$mode" = fsdp2 ] && extra=(--fsdp2_param_dtype "${peer_dtype:-$dtype}")
+          run_torch "torch $version $mode ${peer_dtype:-$dtype}" "$np" --mode "$mode" --world "$np" --autocast "$autocast" "${extra[@]}"
         done
       fi
     done

@@ -15,6 +15,7 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include "nn/gemm.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/error.h"
 #include "runtime/memory_plan.h"
@@ -45,6 +46,18 @@ std::string grouped(int64_t v) {
     out += d[i];
   }
   return v < 0 ? "-" + out : out;
+}
+
+// nn/gemm.h [Note: GEMM paths]; auto asks this machine (a oneDNN probe).
+zs::CpuGemm parse_cpu_gemm(const std::string& s) {
+  if (s == "native") return zs::CpuGemm::kOnednn;
+  if (s == "widened") return zs::CpuGemm::kOnednnWidened;
+  if (s == "eigen") return zs::CpuGemm::kEigen;
+  if (s != "auto")
+    throw BadFlag(fmt::format("--cpu-gemm '{}' is not one of auto, native, widened, eigen", s));
+  if (!zs::nn::gemm_uses_onednn()) return zs::CpuGemm::kEigen;
+  return zs::nn::gemm_path(zs::DType::kBF16).widened ? zs::CpuGemm::kOnednnWidened
+                                                     : zs::CpuGemm::kOnednn;
 }
 
 zs::DeviceKind parse_device(const std::string& s) {
@@ -163,7 +176,7 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
         "inputs %s%s GB\n",
         "", "", "", human(a.blocks).c_str(), human(a.recompute).c_str(), human(a.head).c_str(),
         human(a.workspace).c_str(), human(a.inputs).c_str(),
-        a.gemm_workspace > 0 ? (" + cuBLASLt workspace " + human(a.gemm_workspace)).c_str() : "");
+        a.gemm_workspace > 0 ? (" + GEMM workspace " + human(a.gemm_workspace)).c_str() : "");
   }
   const zs::BufferPlan& b = p.buffers;
   std::string parts;
@@ -231,6 +244,10 @@ int run(int argc, char** argv) {
       ("device", po::value<std::string>()->default_value("cpu"),
        "cpu | cuda: plan the CPU engine and GptModel, or the engine on a GPU and CudaGptModel "
        "(its activations, cuBLASLt workspace and device control buffer)")
+      ("cpu-gemm", po::value<std::string>()->default_value("auto"),
+       "auto | native | widened | eigen: how the CPU GPT's bf16 products run (native: oneDNN's "
+       "bf16 kernels; widened: operands widened to fp32 into a GEMM workspace, AVX2 CPUs; auto: "
+       "what this machine does)")
       ("fit", po::value<double>(), "list the cheapest configurations whose device total fits "
        "in this many GB per device")
       ("json", "print one JSON object instead of the table");
@@ -312,6 +329,7 @@ int run(int argc, char** argv) {
   e.prefetch = vm["prefetch"].as<int>();
   c.checkpoint_activations = vm.count("checkpoint-activations") > 0;
   c.device = parse_device(vm["device"].as<std::string>());
+  c.cpu_gemm = parse_cpu_gemm(vm["cpu-gemm"].as<std::string>());
   c.global_batch = vm.count("batch") ? vm["batch"].as<int64_t>() : 0;
   if (vm.count("batch") && c.global_batch < 1)
     throw BadFlag(fmt::format("--batch {} < 1", c.global_batch));
