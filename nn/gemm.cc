@@ -56,6 +56,21 @@ void widen_bf16(const void* src, float* dst, int64_t n) {
   }
 }
 
+namespace {
+// [Note: GEMM paths] widened: exact bf16 -> fp32 copies of the spans the operands cover, at the
+// layout's offsets in the workspace; a and b then point at them.
+void widen_operands(const GemmDesc& d, const WsLayout& l, void* ws, const void*& a,
+                    const void*& b) {
+  auto* w = static_cast<char*>(ws);
+  float* a32 = reinterpret_cast<float*>(w);
+  float* b32 = reinterpret_cast<float*>(w + l.b_off);
+  widen_bf16(a, a32, d.a_extent());
+  widen_bf16(b, b32, d.b_extent());
+  a = a32;
+  b = b32;
+}
+}  // namespace
+
 void GemmWorkspace::reserve(size_t bytes) {
   if (bytes <= buf_.size()) return;
   buf_.reset();  // free first: the tracker never holds both
@@ -201,16 +216,7 @@ Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker, GemmWorkspace* ws)
 
 void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
   ZS_ASSERT(impl_ != nullptr);
-  if (impl_->widen) {
-    // [Note: GEMM paths] widened: exact bf16 -> fp32 copies of the spans the operands cover.
-    auto* w = static_cast<char*>(ws_->data());
-    float* a32 = reinterpret_cast<float*>(w);
-    float* b32 = reinterpret_cast<float*>(w + impl_->ws.b_off);
-    widen_bf16(a, a32, desc_.a_extent());
-    widen_bf16(b, b32, desc_.b_extent());
-    a = a32;
-    b = b32;
-  }
+  if (impl_->widen) widen_operands(desc_, impl_->ws, ws_->data(), a, b);
   execute(a, b, c, bias);
 }
 
@@ -273,16 +279,9 @@ void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
   using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<> >;
   const GemmDesc& d = desc_;
   auto* w = static_cast<char*>(ws_->data());
+  if (d.dtype == DType::kBF16) widen_operands(d, impl_->ws, w, a, b);
   const float* af = static_cast<const float*>(a);
   const float* bf = static_cast<const float*>(b);
-  if (d.dtype == DType::kBF16) {
-    float* a32 = reinterpret_cast<float*>(w);
-    float* b32 = reinterpret_cast<float*>(w + impl_->ws.b_off);
-    widen_bf16(a, a32, d.a_extent());
-    widen_bf16(b, b32, d.b_extent());
-    af = a32;
-    bf = b32;
-  }
   for (int64_t i = 0; i < d.batch; ++i) {
     const CMap A(af + i * d.batch_stride_a(), d.a_rows(), d.a_cols(),
                  Eigen::OuterStride<>(d.ld_a()));
