@@ -246,7 +246,6 @@ bool gemm_uses_onednn() { return false; }
 // Eigen's run() widens into its own layout (the product follows the operands): no run_widened().
 bool Gemm::widens() const { return false; }
 void Gemm::run_widened(const float*, const float*, float*, const float*) { ZS_ASSERT(false); }
-void Gemm::execute(const void*, const void*, float*, const float*) { ZS_ASSERT(false); }
 
 const GemmPath& gemm_path(DType dtype) {
   ZS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, ErrorCode::kInvalidArgument,
