@@ -1,6 +1,6 @@
 #include "collectives/communicator.h"
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 

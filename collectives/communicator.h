@@ -27,7 +27,7 @@
 #include <memory>
 #include <string_view>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace zs {
 

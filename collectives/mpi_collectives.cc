@@ -6,7 +6,7 @@
 
 #include "collectives/mpi_communicator.h"
 #include "collectives/reduce_kernels.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "collectives/reduce_kernels.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 namespace {

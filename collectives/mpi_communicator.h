@@ -54,7 +54,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "runtime/core/buffer.h"
+#include "core/buffer.h"
 
 namespace zs {
 

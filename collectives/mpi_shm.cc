@@ -41,8 +41,8 @@
 
 #include "collectives/mpi_communicator.h"
 #include "collectives/reduce_kernels.h"
-#include "runtime/core/error.h"
-#include "runtime/core/memory_tracker.h"
+#include "core/error.h"
+#include "core/memory_tracker.h"
 
 namespace zs {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 

@@ -2,7 +2,7 @@
 //
 // Creation: collective over an MPI communicator. Rank 0 makes an ncclUniqueId, MPI_Bcast hands it
 // to the others, every rank calls ncclCommInitRank on its current CUDA device (pick it first with
-// select_local_device(): one GPU per rank, runtime/cuda/cuda_allocator.h). split() uses
+// select_local_device(): one GPU per rank, device/cuda/cuda_allocator.h). split() uses
 // ncclCommSplit and needs no MPI.
 //
 // Buffers: every pointer is device memory on this communicator's device (a CudaCachingAllocator

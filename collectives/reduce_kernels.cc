@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "runtime/core/convert.h"
-#include "runtime/core/error.h"
-#include "runtime/core/simd_dispatch.h"
+#include "core/convert.h"
+#include "core/error.h"
+#include "core/simd_dispatch.h"
 
 namespace zs {
 namespace {

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "collectives/communicator.h"
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace zs {
 
@@ -19,8 +19,8 @@ void reduce_pieces(const void* pieces, size_t stride, int n, void* out, size_t c
 
 // The same reduction with rank r's input at sources[r] (any addresses): out[i] = op over
 // r = 0..n-1 of sources[r][i]. Same bits as reduce_pieces; `out` may alias one source exactly.
-// The SIMD level of the fp32 sums (runtime/core/cpu_features.h: "scalar", "avx2", "avx512");
-// 16-bit inputs are widened and narrowed by runtime/core/convert.h's kernels.
+// The SIMD level of the fp32 sums (core/cpu_features.h: "scalar", "avx2", "avx512");
+// 16-bit inputs are widened and narrowed by core/convert.h's kernels.
 std::string_view reduce_path_name();
 
 void reduce_sources(const void* const* sources, int n, void* out, size_t count, DType dtype,

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 namespace {

@@ -15,9 +15,9 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
+#include "core/error.h"
 #include "nn/gemm.h"
-#include "runtime/core/dtype.h"
-#include "runtime/core/error.h"
 #include "runtime/memory_plan.h"
 
 namespace po = boost::program_options;

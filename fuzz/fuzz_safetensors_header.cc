@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "runtime/safetensors_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

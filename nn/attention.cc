@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/dtype.h"
+#include "core/error.h"
 #include "nn/kernels.h"
-#include "runtime/core/dtype.h"
-#include "runtime/core/error.h"
 
 namespace zs::nn {
 

@@ -1,10 +1,10 @@
 // Conversions, parameter loads, embedding, GELU, residual and bias-gradient kernels.
 #include <cstring>
 
+#include "core/convert.h"
+#include "core/error.h"
 #include "nn/kernels.h"
 #include "nn/simd.h"
-#include "runtime/core/convert.h"
-#include "runtime/core/error.h"
 
 namespace zs::nn {
 

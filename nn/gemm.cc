@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "runtime/core/convert.h"
-#include "runtime/core/cpu_features.h"
-#include "runtime/core/error.h"
+#include "core/convert.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
 
 #ifdef ZS_NN_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>

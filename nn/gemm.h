@@ -17,9 +17,9 @@
 #include <memory>
 #include <string>
 
-#include "runtime/core/buffer.h"
-#include "runtime/core/dtype.h"
-#include "runtime/core/memory_tracker.h"
+#include "core/buffer.h"
+#include "core/dtype.h"
+#include "core/memory_tracker.h"
 
 namespace zs::nn {
 

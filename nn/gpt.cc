@@ -2,11 +2,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/convert.h"
+#include "core/error.h"
 #include "nn/gpt_state.h"
 #include "nn/kernels.h"
 #include "nn/threads.h"
-#include "runtime/core/convert.h"
-#include "runtime/core/error.h"
 
 namespace zs::nn {
 

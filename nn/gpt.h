@@ -38,10 +38,10 @@
 #include <span>
 #include <vector>
 
+#include "core/dtype.h"
+#include "core/memory_tracker.h"
 #include "nn/gpt_config.h"
 #include "nn/gpt_model_base.h"
-#include "runtime/core/dtype.h"
-#include "runtime/core/memory_tracker.h"
 #include "runtime/unit.h"
 
 namespace zs::nn {

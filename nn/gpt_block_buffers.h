@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "runtime/core/buffer.h"
+#include "core/buffer.h"
 
 namespace zs::nn {
 

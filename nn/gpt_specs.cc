@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs::nn {
 

@@ -13,11 +13,11 @@
 #include <span>
 #include <vector>
 
+#include "core/buffer.h"
 #include "nn/attention.h"
 #include "nn/gpt.h"
 #include "nn/gpt_block_buffers.h"
 #include "nn/linear.h"
-#include "runtime/core/buffer.h"
 
 namespace zs::nn {
 

@@ -3,11 +3,11 @@
 #include <cstring>
 #include <string>
 
+#include "core/error.h"
 #include "nn/gpt_specs.h"
 #include "nn/gpt_state.h"
 #include "nn/kernels.h"
 #include "nn/threads.h"
-#include "runtime/core/error.h"
 
 namespace zs::nn {
 

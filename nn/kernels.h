@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 #include "runtime/unit.h"
 
 namespace zs::nn {

@@ -1,9 +1,9 @@
 // Layer normalisation over the last dimension (eps 1e-5), forward and backward.
 #include <cmath>
 
+#include "core/error.h"
 #include "nn/kernels.h"
 #include "nn/simd.h"
-#include "runtime/core/error.h"
 
 namespace zs::nn {
 

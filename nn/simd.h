@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/core/simd_dispatch.h"
+#include "core/simd_dispatch.h"
 
 namespace zs::nn::simd {
 

@@ -1,9 +1,9 @@
 // Causal attention softmax and softmax cross-entropy, forward and backward.
 #include <cmath>
 
+#include "core/error.h"
 #include "nn/kernels.h"
 #include "nn/simd.h"
-#include "runtime/core/error.h"
 
 namespace zs::nn {
 

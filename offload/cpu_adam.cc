@@ -15,10 +15,10 @@
 #include <immintrin.h>
 #endif
 
+#include "core/convert.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
 #include "offload/cpu_adam_internal.h"
-#include "runtime/core/convert.h"
-#include "runtime/core/cpu_features.h"
-#include "runtime/core/error.h"
 
 namespace zs::offload {
 namespace {
@@ -342,7 +342,7 @@ static_assert(static_cast<int>(SimdLevel::kScalar) == static_cast<int>(AdamIsa::
               static_cast<int>(SimdLevel::kAvx2) == static_cast<int>(AdamIsa::kAvx2) &&
               static_cast<int>(SimdLevel::kAvx512) == static_cast<int>(AdamIsa::kAvx512));
 
-// The levels are the core's (runtime/core/cpu_features.h): one detection, one cap (ZS_MAX_ISA).
+// The levels are the core's (core/cpu_features.h): one detection, one cap (ZS_MAX_ISA).
 bool adam_isa_supported(AdamIsa isa) {
   return simd_level_supported(static_cast<SimdLevel>(static_cast<int>(isa)));
 }

@@ -4,14 +4,14 @@
 // cpu_adamw() has exactly the signature and the results of optim::adamw_reference: the same
 // operation order ([Note: AdamW operation order] in optim/adamw.h), every step a correctly rounded
 // IEEE operation (mul, add, sub, div, sqrt; no FMA, no reciprocal approximations), and the same
-// round-to-nearest-even conversions as runtime/core/convert.h. The engine may swap one for the
+// round-to-nearest-even conversions as core/convert.h. The engine may swap one for the
 // other and get the same bits (tests/offload/cpu_adam_test.cc checks every path).
 //
 // Paths, chosen once at run time from the CPU's features (no -march at build time):
 //   "avx512"  AVX-512F (+AVX2/F16C for the 16-bit loads and stores), 16 lanes
 //   "avx2"    AVX2 + F16C, 8 lanes
 //   "scalar"  plain C++
-// The level is runtime/core's active_simd_level(): ZS_MAX_ISA=scalar|avx2 caps it.
+// The level is core's active_simd_level(): ZS_MAX_ISA=scalar|avx2 caps it.
 // Threads: OpenMP, up to set_cpu_adam_threads() threads (default omp_get_max_threads()). Each
 // thread takes one contiguous range whose start is a multiple of 64 elements; since every element
 // is computed independently with the same operations on every path, the result never depends on
@@ -22,8 +22,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "optim/adamw.h"
-#include "runtime/core/dtype.h"
 
 namespace zs::offload {
 

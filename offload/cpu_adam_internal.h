@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "optim/adamw.h"
-#include "runtime/core/dtype.h"
 
 namespace zs::offload::detail {
 

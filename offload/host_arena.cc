@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs::offload {
 namespace {

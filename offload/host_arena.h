@@ -21,7 +21,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "runtime/core/memory_tracker.h"
+#include "core/memory_tracker.h"
 
 namespace zs::offload {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runtime/core/convert.h"
+#include "core/convert.h"
 
 namespace zs::optim {
 

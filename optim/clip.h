@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace zs::optim {
 

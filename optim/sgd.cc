@@ -1,6 +1,6 @@
 #include "optim/sgd.h"
 
-#include "runtime/core/convert.h"
+#include "core/convert.h"
 
 namespace zs::optim {
 

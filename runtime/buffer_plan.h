@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/core/memory_tracker.h"
+#include "core/memory_tracker.h"
 #include "runtime/engine_config.h"
 #include "sharding/layout.h"
 

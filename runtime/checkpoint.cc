@@ -11,9 +11,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "runtime/checkpoint_format.h"
 #include "runtime/checkpoint_io.h"
-#include "runtime/core/error.h"
 
 namespace zs {
 namespace fs = std::filesystem;

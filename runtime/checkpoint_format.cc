@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 static_assert(std::endian::native == std::endian::little,
               "checkpoint files are little-endian; add byte swapping for this host");

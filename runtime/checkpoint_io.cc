@@ -9,7 +9,7 @@
 #include <new>
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs::ckpt {
 namespace {

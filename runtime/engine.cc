@@ -6,6 +6,10 @@
 
 #include <xxhash.h>
 
+#include "core/buffer.h"
+#include "core/convert.h"
+#include "core/error.h"
+#include "device/device_ops.h"
 #include "offload/cpu_adam.h"
 #include "offload/host_arena.h"
 #include "optim/adamw.h"
@@ -13,10 +17,6 @@
 #include "optim/loss_scaler.h"
 #include "optim/sgd.h"
 #include "runtime/buffer_plan.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/convert.h"
-#include "runtime/core/error.h"
-#include "runtime/device_ops.h"
 #include "runtime/param_init.h"
 #include "sharding/gather_scheduler.h"
 

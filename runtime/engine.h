@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "runtime/core/memory_tracker.h"
+#include "core/memory_tracker.h"
 #include "runtime/engine_config.h"
 #include "runtime/unit.h"
 #include "sharding/layout.h"
@@ -57,7 +57,7 @@ class Engine {
   // parameters, or a configuration that differs between ranks.
   //
   // `ops` is the device the engine's buffers live on and its element-wise work runs on
-  // (runtime/device_ops.h); null means the CPU (cpu_device_ops()). `comm` must work on that
+  // (device/device_ops.h); null means the CPU (cpu_device_ops()). `comm` must work on that
   // device's memory (MpiCommunicator for the CPU, NcclCommunicator ordered on the same stream as
   // the ops for CUDA), and the model's units must take parameter and gradient views in it
   // ([Note: device views] in runtime/unit.h).

@@ -1,6 +1,6 @@
 #include "runtime/engine_config.h"
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 

@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "core/dtype.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"
-#include "runtime/core/dtype.h"
 
 namespace zs {
 

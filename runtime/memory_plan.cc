@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 #include "sharding/layout.h"
 
 namespace zs {
@@ -46,8 +46,8 @@ int64_t gpt_block_set(int64_t M, int64_t C, int64_t F, int64_t bhtt, int64_t e, 
 // Not device memory, not counted: two pinned staging slots of the ids' layout, row_loss_host
 // [M] and logits_host [V] fp32 (pinned host, registered under kOther: pinned_host), the host
 // counts vector [V + 1] (untracked). CudaLinear, CudaAttention and CudaGemm allocate nothing.
-// Keep this in step with nn/cuda/gpt_cuda.cc: tests/cuda/cuda_gpt_test.cc compares it with
-// CudaGptModel::activation_bytes() and the tracker on a GPU; tests/plan/plan_arith_test.cc
+// Keep this in step with nn/cuda/gpt_cuda.cc: tests/nn/cuda_gpt_test.cc compares it with
+// CudaGptModel::activation_bytes() and the tracker on a GPU; tests/runtime/plan_arith_test.cc
 // with a hand-written list of the buffers.
 constexpr int64_t kCudaIdsPerToken = 5;                // CudaGptModel::State::kIdsPerToken
 constexpr int64_t kCublasWorkspaceBytes = 32ll << 20;  // CublasContext's workspace_bytes

@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/buffer.h"
+#include "core/memory_tracker.h"
 #include "runtime/buffer_plan.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/memory_tracker.h"
 #include "runtime/engine_config.h"
 
 namespace zs {

@@ -12,9 +12,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/convert.h"
+#include "core/error.h"
 #include "runtime/checkpoint_io.h"
-#include "runtime/core/convert.h"
-#include "runtime/core/error.h"
 
 namespace zs::safetensors {
 namespace {

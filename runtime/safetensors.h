@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 #include "runtime/engine.h"
 #include "runtime/safetensors_format.h"
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/convert.h"
-#include "runtime/core/dtype.h"
+#include "core/convert.h"
+#include "core/dtype.h"
 
 namespace zs {
 
@@ -52,7 +52,7 @@ struct ParamSpec {
 };
 
 // [Note: device views] The views point into the memory of the engine's device (DeviceOps in
-// runtime/device_ops.h): host memory on the CPU backend; device memory of the rank's GPU on the
+// device/device_ops.h): host memory on the CPU backend; device memory of the rank's GPU on the
 // CUDA backend, where a unit enqueues its kernels on the stream the engine's DeviceOps and
 // communicator are ordered on, and must not assume the host can read the views. A model is
 // written for one device (nn::GptModel for the CPU, nn::CudaGptModel for CUDA).

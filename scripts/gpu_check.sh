@@ -408,7 +408,7 @@ if [ "$want_bench" = 1 ]; then
   : >"$glog"
   for cfg in "bf16 768" "fp16 1600"; do
     read -r dt w <<<"$cfg"
-    run_logged "$glog" "$(step_timeout 120)" "$bdir/examples/bench_gemm_cuda" --dtype "$dt" \
+    run_logged "$glog" "$(step_timeout 120)" "$bdir/bench/bench_gemm_cuda" --dtype "$dt" \
       --tokens 8192 --width "$w"
     rc=$?
     fig=$(awk -v dt="$dt" -v w="$w" -F'|' '

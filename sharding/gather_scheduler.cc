@@ -1,6 +1,6 @@
 #include "sharding/gather_scheduler.h"
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "collectives/mpi_communicator.h"
+#include "core/memory_tracker.h"
+#include "device/device_ops.h"
 #include "nn/gpt_model_base.h"
-#include "runtime/core/memory_tracker.h"
-#include "runtime/device_ops.h"
 
 namespace zs::train {
 

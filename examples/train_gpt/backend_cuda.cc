@@ -6,11 +6,11 @@
 
 #include "backend.h"
 #include "collectives/nccl_communicator.h"
+#include "core/error.h"
+#include "device/cuda/cuda_allocator.h"
+#include "device/cuda/cuda_device_ops.h"
+#include "device/cuda/cuda_error.h"
 #include "nn/cuda/gpt_cuda.h"
-#include "runtime/core/error.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/cuda/cuda_device_ops.h"
-#include "runtime/cuda/cuda_error.h"
 
 namespace zs::train {
 namespace {

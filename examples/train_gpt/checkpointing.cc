@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "runtime/checkpoint.h"
-#include "runtime/core/error.h"
 #include "runtime/safetensors.h"
 
 namespace zs::train {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs::train {
 

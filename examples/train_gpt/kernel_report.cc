@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include "collectives/reduce_kernels.h"
+#include "core/convert.h"
+#include "core/cpu_features.h"
 #include "nn/gemm.h"
 #include "offload/cpu_adam.h"
-#include "runtime/core/convert.h"
-#include "runtime/core/cpu_features.h"
 
 namespace zs::train {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace zs::train {
 

@@ -22,11 +22,11 @@
 
 #include "backend.h"
 #include "collectives/mpi_communicator.h"
+#include "core/error.h"
 #include "dataset.h"
 #include "kernel_report.h"
 #include "nn/gpt.h"
 #include "options.h"
-#include "runtime/core/error.h"
 #include "runtime/engine.h"
 
 namespace zs::train {

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/error.h"
 #include "dataset.h"
-#include "runtime/core/error.h"
 
 namespace po = boost::program_options;
 

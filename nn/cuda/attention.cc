@@ -2,9 +2,9 @@
 
 #include <cmath>
 
+#include "core/error.h"
+#include "device/cuda/cuda_error.h"
 #include "nn/cuda/kernels.h"
-#include "runtime/core/error.h"
-#include "runtime/cuda/cuda_error.h"
 
 namespace zs::nn::gpu {
 

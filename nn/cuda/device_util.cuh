@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 namespace zs::nn::gpu::detail {
 

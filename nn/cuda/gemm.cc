@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "runtime/core/error.h"
-#include "runtime/cuda/cuda_error.h"
+#include "core/error.h"
+#include "device/cuda/cuda_error.h"
 
 namespace zs::nn::gpu {
 

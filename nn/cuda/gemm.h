@@ -20,9 +20,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/buffer.h"
+#include "core/dtype.h"
 #include "nn/gemm.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/dtype.h"
 
 namespace zs::nn::gpu {
 

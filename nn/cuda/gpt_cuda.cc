@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
+#include "device/cuda/cuda_error.h"
+#include "device/cuda/cuda_probe.h"
+#include "device/cuda/kernels/ops_kernels.h"
 #include "nn/cuda/gpt_cuda_state.h"
 #include "nn/cuda/kernels.h"
-#include "runtime/core/error.h"
-#include "runtime/cuda/cuda_error.h"
-#include "runtime/cuda/cuda_probe.h"
-#include "runtime/cuda/kernels/ops_kernels.h"
 
 namespace zs::nn {
 

@@ -45,10 +45,10 @@
 #include <span>
 #include <vector>
 
+#include "core/buffer.h"
+#include "core/memory_tracker.h"
 #include "nn/gpt_config.h"
 #include "nn/gpt_model_base.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/memory_tracker.h"
 #include "runtime/unit.h"
 
 namespace zs::nn {

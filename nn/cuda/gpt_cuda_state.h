@@ -18,14 +18,14 @@
 #include <span>
 #include <vector>
 
+#include "core/buffer.h"
+#include "device/cuda/cuda_allocator.h"
+#include "device/cuda/cuda_error.h"
 #include "nn/cuda/attention.h"
 #include "nn/cuda/gemm.h"
 #include "nn/cuda/gpt_cuda.h"
 #include "nn/cuda/linear.h"
 #include "nn/gpt_block_buffers.h"
-#include "runtime/core/buffer.h"
-#include "runtime/cuda/cuda_allocator.h"
-#include "runtime/cuda/cuda_error.h"
 
 namespace zs::nn {
 

@@ -3,11 +3,11 @@
 // model's stream over the buffers of CudaGptModel::State (nn/cuda/gpt_cuda_state.h).
 #include <string>
 
+#include "core/error.h"
+#include "device/cuda/cuda_error.h"
 #include "nn/cuda/gpt_cuda_state.h"
 #include "nn/cuda/kernels.h"
 #include "nn/gpt_specs.h"
-#include "runtime/core/error.h"
-#include "runtime/cuda/cuda_error.h"
 
 namespace zs::nn {
 

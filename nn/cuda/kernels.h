@@ -4,7 +4,7 @@
 // Every launcher takes the stream it enqueues on, launches asynchronously (no host
 // synchronization) and returns the launch's cudaError_t (cudaGetLastError after the launch, or
 // cudaErrorInvalidValue for an argument it rejects). C++ callers turn it into zs::Error with
-// zs::cuda_check (runtime/cuda/cuda_error.h). A sticky error left by an earlier asynchronous
+// zs::cuda_check (device/cuda/cuda_error.h). A sticky error left by an earlier asynchronous
 // kernel (an illegal address, say) surfaces at the next launch and carries that launch's name:
 // run with CUDA_LAUNCH_BLOCKING=1 to find the kernel that caused it. All pointers are device
 // memory. Shapes as in nn/kernels.h: M rows (B*T tokens), C/V columns.
@@ -14,8 +14,8 @@
 
 #include <cstdint>
 
-#include "runtime/core/dtype.h"
-#include "runtime/cuda/kernels/ops_kernels.h"
+#include "core/dtype.h"
+#include "device/cuda/kernels/ops_kernels.h"
 
 namespace zs::nn::gpu {
 
@@ -59,10 +59,10 @@ cudaError_t cross_entropy_forward(const float* logits, const int32_t* targets, i
 cudaError_t cross_entropy_backward(const float* probs, const int32_t* targets, int64_t M, int V,
                                    float scale, float* dlogits, cudaStream_t stream);
 
-// ---- runtime/cuda/kernels -------------------------------------------------------------------
+// ---- device/cuda/kernels -------------------------------------------------------------------
 // The casts, fused AdamW and gradient statistics moved to the runtime side (the engine uses them
 // through CudaDeviceOps, and the runtime does not depend on nn/); declared in
-// runtime/cuda/kernels/ops_kernels.h and kept callable under their old names here.
+// device/cuda/kernels/ops_kernels.h and kept callable under their old names here.
 using zs::gpu::adamw;
 using zs::gpu::cast;
 using zs::gpu::grad_stats;

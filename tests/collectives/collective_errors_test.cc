@@ -10,7 +10,7 @@
 
 #include "collectives/mpi_communicator.h"
 #include "collectives/topology.h"
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "collectives/communicator.h"
-#include "runtime/core/convert.h"
-#include "runtime/core/dtype.h"
+#include "core/convert.h"
+#include "core/dtype.h"
 
 namespace zs::test {
 

@@ -11,8 +11,8 @@
 
 #include "collective_test_util.h"
 #include "collectives/mpi_communicator.h"
-#include "runtime/core/error.h"
-#include "runtime/core/memory_tracker.h"
+#include "core/error.h"
+#include "core/memory_tracker.h"
 
 namespace zs {
 namespace {

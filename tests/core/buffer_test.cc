@@ -1,4 +1,4 @@
-#include "runtime/core/buffer.h"
+#include "core/buffer.h"
 
 #include <gtest/gtest.h>
 

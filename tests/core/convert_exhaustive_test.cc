@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "runtime/core/convert.h"
+#include "core/convert.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>

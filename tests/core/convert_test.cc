@@ -1,6 +1,6 @@
 // Conversions fp32 <-> fp16/bf16: known values, the fp16 round trip over all 2^16 patterns, and
 // bitwise agreement of every supported vector level with the scalar functions.
-#include "runtime/core/convert.h"
+#include "core/convert.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 namespace {

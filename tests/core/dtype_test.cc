@@ -1,10 +1,10 @@
-#include "runtime/core/dtype.h"
+#include "core/dtype.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 namespace {

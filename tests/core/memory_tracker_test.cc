@@ -1,4 +1,4 @@
-#include "runtime/core/memory_tracker.h"
+#include "core/memory_tracker.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/core/quantize.h"
+#include "core/quantize.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "core/error.h"
 
 namespace zs {
 namespace {

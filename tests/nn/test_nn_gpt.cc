@@ -9,10 +9,10 @@
 #include <random>
 #include <string>
 
+#include "core/error.h"
+#include "core/memory_tracker.h"
 #include "nn/gpt.h"
 #include "nn/kernels.h"
-#include "runtime/core/error.h"
-#include "runtime/core/memory_tracker.h"
 #include "tests/nn/unit_harness.h"
 
 namespace zs::nn {

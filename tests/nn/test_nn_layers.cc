@@ -13,10 +13,10 @@
 #include <random>
 #include <vector>
 
+#include "core/convert.h"
 #include "nn/attention.h"
 #include "nn/kernels.h"
 #include "nn/linear.h"
-#include "runtime/core/convert.h"
 
 namespace zs::nn {
 namespace {

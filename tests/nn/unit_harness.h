@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/convert.h"
+#include "core/convert.h"
 #include "runtime/unit.h"
 
 namespace zs::nn::testing {

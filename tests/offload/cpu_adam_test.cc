@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "core/convert.h"
+#include "core/error.h"
 #include "offload/cpu_adam.h"
 #include "offload/cpu_adam_internal.h"
 #include "optim/adamw.h"
-#include "runtime/core/convert.h"
-#include "runtime/core/error.h"
 
 namespace zs::offload {
 namespace {

@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/core/memory_tracker.h"
+#include "core/error.h"
+#include "core/memory_tracker.h"
 
 namespace zs::offload {
 namespace {

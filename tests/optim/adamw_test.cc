@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/core/convert.h"
+#include "core/convert.h"
 
 namespace zs::optim {
 namespace {

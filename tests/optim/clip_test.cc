@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/core/convert.h"
+#include "core/convert.h"
 
 namespace zs::optim {
 namespace {

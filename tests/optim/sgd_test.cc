@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "runtime/core/convert.h"
+#include "core/convert.h"
 
 namespace zs::optim {
 namespace {

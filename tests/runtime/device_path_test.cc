@@ -19,9 +19,9 @@
 #include <gtest/gtest.h>
 
 #include "collectives/mpi_communicator.h"
+#include "core/error.h"
+#include "device/device_ops.h"
 #include "mlp_model.h"
-#include "runtime/core/error.h"
-#include "runtime/device_ops.h"
 #include "runtime/engine.h"
 
 namespace zs {

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "collectives/mpi_communicator.h"
+#include "core/error.h"
 #include "mlp_model.h"
-#include "runtime/core/error.h"
 #include "runtime/engine.h"
 
 namespace zs {

@@ -1,0 +1,177 @@
+#include "core/cpu_features.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace zs {
+namespace {
+
+CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  // libgcc's detection also checks (xgetbv) that the OS saves the YMM/ZMM state.
+  __builtin_cpu_init();
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.f16c = __builtin_cpu_supports("f16c");
+  f.fma = __builtin_cpu_supports("fma");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  f.avx512fp16 = __builtin_cpu_supports("avx512fp16");
+  // AMX-BF16: CPUID.(EAX=7,ECX=0):EDX[22]. Reported only (oneDNN decides whether to use it and
+  // asks the OS for the tile state itself).
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) f.amx_bf16 = (d >> 22) & 1u;
+#endif
+  return f;
+}
+
+// ZS_MAX_ISA / ZS_FORCE_SCALAR, parsed once. `error` is non-empty for a bad value.
+struct Cap {
+  SimdLevel level = SimdLevel::kAvx512;
+  std::string error;
+};
+
+const Cap& env_cap() {
+  static const Cap cap = [] {
+    Cap c;
+    if (force_scalar()) c.level = SimdLevel::kScalar;
+    const char* v = std::getenv("ZS_MAX_ISA");
+    if (v == nullptr || v[0] == '\0') return c;
+    std::string s(v);
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char ch) { return std::tolower(ch); });
+    SimdLevel l;
+    if (s == "scalar") {
+      l = SimdLevel::kScalar;
+    } else if (s == "avx2") {
+      l = SimdLevel::kAvx2;
+    } else if (s == "avx512") {
+      l = SimdLevel::kAvx512;
+    } else {
+      c.error = fmt::format(
+          "ZS_MAX_ISA={}: unknown instruction-set cap (allowed: scalar, avx2, "
+          "avx512)",
+          v);
+      return c;
+    }
+    c.level = std::min(c.level, l);
+    return c;
+  }();
+  return cap;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+std::string cpu_features_string() {
+  const CpuFeatures& f = cpu_features();
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(f.avx2, "avx2");
+  add(f.f16c, "f16c");
+  add(f.fma, "fma");
+  add(f.avx512f, "avx512f");
+  add(f.avx512bw, "avx512bw");
+  add(f.avx512dq, "avx512dq");
+  add(f.avx512vl, "avx512vl");
+  add(f.avx512bf16, "avx512bf16");
+  add(f.avx512fp16, "avx512fp16");
+  add(f.amx_bf16, "amx-bf16");
+  return s.empty() ? "none" : s;
+}
+
+std::string cpu_model_name() {
+  std::string name;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned top = __get_cpuid_max(0x80000000u, nullptr);
+  if (top >= 0x80000004u) {
+    char buf[49] = {};
+    for (unsigned i = 0; i < 3; ++i) {
+      unsigned r[4] = {};
+      __get_cpuid(0x80000002u + i, &r[0], &r[1], &r[2], &r[3]);
+      std::memcpy(buf + 16 * i, r, 16);
+    }
+    name = buf;
+    const size_t b = name.find_first_not_of(' ');
+    const size_t e = name.find_last_not_of(' ');
+    name = b == std::string::npos ? "" : name.substr(b, e - b + 1);
+  }
+#endif
+  return name.empty() ? "unknown" : name;
+}
+
+std::string_view simd_level_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar:
+      return "scalar";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
+  }
+  return "invalid";
+}
+
+bool simd_level_supported(SimdLevel level) {
+  const CpuFeatures& f = cpu_features();
+  switch (level) {
+    case SimdLevel::kScalar:
+      return true;
+    case SimdLevel::kAvx2:
+      return f.avx2 && f.f16c;
+    case SimdLevel::kAvx512:
+      return f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.avx2 && f.f16c;
+  }
+  return false;
+}
+
+bool force_scalar() {
+  static const bool forced = [] {
+    const char* v = std::getenv("ZS_FORCE_SCALAR");
+    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return forced;
+}
+
+SimdLevel max_simd_level() {
+  const Cap& c = env_cap();
+  if (!c.error.empty()) throw Error(ErrorCode::kInvalidArgument, c.error);
+  return c.level;
+}
+
+bool simd_level_capped() {
+  SimdLevel best = SimdLevel::kScalar;
+  for (SimdLevel l : {SimdLevel::kAvx2, SimdLevel::kAvx512})
+    if (simd_level_supported(l)) best = l;
+  return max_simd_level() < best;
+}
+
+SimdLevel active_simd_level() {
+  static const SimdLevel level = [] {
+    const SimdLevel cap = max_simd_level();
+    for (SimdLevel l : {SimdLevel::kAvx512, SimdLevel::kAvx2})
+      if (l <= cap && simd_level_supported(l)) return l;
+    return SimdLevel::kScalar;
+  }();
+  return level;
+}
+
+}  // namespace zs

@@ -1,0 +1,78 @@
+#include "core/quantize.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace zs {
+
+int8_t quantize_int8_value(float v) {
+  if (!(v > -127.0f)) return v <= -127.0f ? int8_t{-127} : int8_t{0};  // NaN -> 0
+  if (v >= 127.0f) return 127;
+  // |v| < 127: t and v - t are exact, so the tie test is exact and mode-independent.
+  const float t = std::trunc(v);
+  const float frac = std::fabs(v - t);
+  int r = static_cast<int>(t);
+  const bool odd = (r & 1) != 0;
+  if (frac > 0.5f || (frac == 0.5f && odd)) r += v < 0 ? -1 : 1;
+  return static_cast<int8_t>(r);
+}
+
+size_t quantize_num_blocks(size_t n, size_t block) {
+  ZS_CHECK(block > 0, ErrorCode::kInvalidArgument, "quantize: block size must be > 0 (n = {})", n);
+  return (n + block - 1) / block;
+}
+
+namespace {
+
+// Scale of one block; NaN when the block holds a non-finite value (see quantize.h).
+float block_scale(const float* x, size_t m) {
+  float absmax = 0.0f;
+  bool finite = true;
+  for (size_t i = 0; i < m; ++i) {
+    const float a = std::fabs(x[i]);
+    finite = finite && std::isfinite(a);
+    absmax = a > absmax ? a : absmax;
+  }
+  if (!finite) return std::numeric_limits<float>::quiet_NaN();
+  if (absmax == 0.0f) return 0.0f;
+  float scale = absmax / 127.0f;
+  // In the subnormal range the division loses bits; round up so absmax / scale <= 127.
+  if (scale * 127.0f < absmax) scale = std::nextafter(scale, std::numeric_limits<float>::max());
+  return scale;
+}
+
+}  // namespace
+
+void quantize_int8_blockwise(const float* x, size_t n, size_t block, int8_t* q, float* scales) {
+  const size_t nb = quantize_num_blocks(n, block);
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t begin = b * block;
+    const size_t m = n - begin < block ? n - begin : block;
+    const float scale = block_scale(x + begin, m);
+    scales[b] = scale;
+    if (!(scale > 0.0f)) {  // zeros, or non-finite (NaN scale)
+      for (size_t i = 0; i < m; ++i) q[begin + i] = 0;
+      continue;
+    }
+    for (size_t i = 0; i < m; ++i) q[begin + i] = quantize_int8_value(x[begin + i] / scale);
+  }
+}
+
+void dequantize_int8_blockwise(const int8_t* q, const float* scales, size_t n, size_t block,
+                               float* x) {
+  const size_t nb = quantize_num_blocks(n, block);
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t begin = b * block;
+    const size_t m = n - begin < block ? n - begin : block;
+    const float scale = scales[b];
+    for (size_t i = 0; i < m; ++i) x[begin + i] = static_cast<float>(q[begin + i]) * scale;
+  }
+}
+
+void quantize_int8_unit(const float* x, size_t n, int8_t* q) {
+  for (size_t i = 0; i < n; ++i) q[i] = quantize_int8_value(x[i]);
+}
+
+}  // namespace zs
