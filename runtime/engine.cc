@@ -17,50 +17,13 @@
 #include "optim/loss_scaler.h"
 #include "optim/sgd.h"
 #include "runtime/buffer_plan.h"
+#include "runtime/gather_schedule.h"
+#include "runtime/optimizer_states.h"
+#include "runtime/param_group.h"
 #include "runtime/param_init.h"
-#include "sharding/gather_scheduler.h"
+#include "sharding/sharding_policy.h"
 
 namespace zs {
-
-namespace {
-
-const void* at(const void* p, int64_t elems, DType dt) {
-  return static_cast<const char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-void* at(void* p, int64_t elems, DType dt) {
-  return static_cast<char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-
-}  // namespace
-
-// Everything this rank holds for one unit. See runtime/buffer_plan.h for the sizes.
-struct UnitState {
-  std::string name;
-  std::vector<ParamSpec> specs;
-  GroupLayout layout;
-  Buffer params;      // compute dtype: full replica (stages 0-2) or shard (stage 3)
-  Buffer grads;       // grad dtype: full (stages 0-1) or shard (stages 2-3)
-  Buffer master;      // fp32 master; empty when the params are their own master or offloaded
-  Buffer exp_avg;     // Adam m / SGD momentum (empty when offloaded)
-  Buffer exp_avg_sq;  // Adam v (empty when offloaded)
-  float* master_ptr = nullptr;  // into `master`, `params` or the host arena
-  float* m_ptr = nullptr;
-  float* v_ptr = nullptr;
-  int64_t master_begin = 0;
-  int64_t master_numel = 0;
-  std::vector<ShardSegment> update_segments;  // pieces of the master holding parameters
-  std::vector<ShardSegment> norm_segments;    // pieces of this rank's shard (norm, finite check)
-  std::vector<ParamView> resident_views;      // stages 0-2: views into params
-  std::vector<std::vector<ParamView>> slot_views;  // stage 3: views into each gather slot
-  GradViews grad_views[2];                         // views into gradient scratch 0 / 1
-  // Device engines with offload: this unit's gradient shard and updated parameter shard in the
-  // page-locked staging arena ([Note: offload on a device]).
-  void* host_grad = nullptr;
-  void* host_out = nullptr;
-  // Device engines without offload: host copies of master, m, v for shard_state().
-  std::vector<float> mirror;
-  bool mirror_written = false;
-};
 
 struct Engine::Impl {
   Impl(Model& m, Communicator& c, const EngineConfig& cfg, MemoryTracker* t, DeviceOps& o)
@@ -72,54 +35,47 @@ struct Engine::Impl {
   optim::LossScaler scaler;
   MemoryTracker* tracker;
   DeviceOps& ops;
-  bool on_host = true;         // ops.host_accessible(): buffers are host memory
-  bool master_on_host = true;  // the fp32 master / optimizer state is host memory
+  ShardingPolicy policy;  // what the stage keeps resident and when it communicates
   int rank = 0;
   int world = 1;
-  int stage = 3;
-  DType P = DType::kF32;
-  DType G = DType::kF32;
 
   BufferPlan plan;
-  std::unique_ptr<offload::HostArena> arena;    // offloaded master and optimizer state
-  std::unique_ptr<offload::HostArena> staging;  // device engines with offload: shard staging
   Buffer ctrl;  // device engines: staging for host-side control collectives
-  std::vector<UnitState> units;
+  std::vector<ParamGroup> groups;
+  std::unique_ptr<OptimizerStates> states;  // where master and optimizer state live
+  std::unique_ptr<GatherSchedule> gathers;
+  std::vector<ParamGroup*> step_order;  // per micro-batch: forward 0..U-1, backward U-1..0
+  std::vector<ParamGroup*> eval_order;  // forward only: 0..U-1
   std::vector<Buffer> grad_scratch, send_bufs, recv_bufs;
-  std::unique_ptr<GatherScheduler> gathers;
-  std::vector<GatherScheduler::Source> gather_sources;
-  std::vector<int> schedule;  // forward 0..U-1 then backward U-1..0
-
-  struct PendingReduce {
-    WorkHandle work;
-    int unit = -1;
-    int recv = -1;      // >= 0: add recv_bufs[recv] into the shard once complete
-    bool last = false;  // the step's last reduction of this unit: its shard is final
-  };
-  PendingReduce pending[2];
+  std::vector<ReduceLane> lanes;  // 2 when the policy reduces every micro-batch, else 1
+  int64_t lane_turn = 0;
+  std::vector<std::vector<GradViews>> grad_views;  // [group][scratch]
+  std::vector<ParamGroup*> in_flight;              // reductions started, oldest first
+  size_t in_flight_head = 0;
   std::vector<WorkHandle> works;
   std::vector<double> reduce_vec;  // [loss sum, sum of squares, non-finite flag per unit]
   std::vector<DeviceOps::StatsSpan> stats_spans;
   std::vector<uint8_t> finite_flags;
 
+  // Construction.
   void build(const std::vector<GroupLayout>& layouts, std::vector<std::vector<ParamSpec>> specs);
   void check_agreement(const std::vector<GroupLayout>& layouts);
+  void make_reduce_lanes();
   void init_parameters();
   void host_collective(void* data, size_t count, DType dt, bool gather);
-  Allocator* device_alloc() { return &ops.allocator(); }
-  void stage_grad_to_host(UnitState& u);
-  void cast_master_to_params(UnitState& u);
-  bool params_are_master(const UnitState& u) const {
-    return u.master.empty() && !config.offload.optimizer;
-  }
-  std::span<const ParamView> acquire_views(int64_t pos, size_t unit, int64_t* slot_pos);
-  void release_views(int64_t slot_pos);
-  void backward_unit(size_t u, int micro, int scratch, const StepInfo& info);
-  void finish_reduce(int b);
-  void update_unit(UnitState& u, float lr, float grad_scale, int64_t t);
-  void start_gather_updated_params(UnitState& u);
-  void gather_updated_params();
-  StepStats step(int64_t step_index);
+
+  // The step's phases, in order (docs/engine.md, "One step").
+  StepStats step(int64_t t);
+  void forward(int micro, const StepInfo& info);
+  void backward(int micro, const StepInfo& info);
+  void finish_reductions();
+  void gather_reduced_grads();
+  StepStats gradient_stats(double loss_sum, float scale);
+  void update(float lr, float grad_scale, int64_t t);
+  void wait_all();
+
+  void compute_gradient(ParamGroup& g, const ReduceLane& lane, int scratch, const StepInfo& info);
+  void finish_oldest_reduction();
   void forward_eval();
 };
 
@@ -174,7 +130,7 @@ Engine::~Engine() {
   // step's update, uploads and collectives) must finish before the buffers go back to their
   // allocator and the staging arena is freed.
   try {
-    if (impl_->gathers) impl_->gathers->finish();
+    impl_->gathers->finish();
     impl_->ops.synchronize();
   } catch (...) {
   }
@@ -185,9 +141,9 @@ void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts) {
   XXH64_state_t* h = XXH64_createState();
   XXH64_reset(h, 0);
   auto add = [&](const void* p, size_t n) { XXH64_update(h, p, n); };
-  const int vals[] = {stage,
-                      static_cast<int>(P),
-                      static_cast<int>(G),
+  const int vals[] = {static_cast<int>(config.stage),
+                      static_cast<int>(config.precision.param_dtype),
+                      static_cast<int>(config.precision.grad_dtype),
                       config.micro_batches,
                       config.prefetch,
                       static_cast<int>(config.optimizer.kind),
@@ -217,7 +173,7 @@ void Engine::Impl::host_collective(void* data, size_t count, DType dt, bool gath
   const size_t total = gather ? count * static_cast<size_t>(world) : count;
   const size_t bytes = total * dtype_size(dt);
   void* own = static_cast<char*>(data) + (gather ? count * dtype_size(dt) * rank : 0);
-  if (on_host) {
+  if (ops.host_accessible()) {
     if (gather) {
       comm.all_gather(own, data, count, dt);
     } else {
@@ -240,70 +196,25 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
                          std::vector<std::vector<ParamSpec>> specs) {
   rank = comm.rank();
   world = comm.size();
-  stage = static_cast<int>(config.stage);
-  P = config.precision.param_dtype;
-  G = config.precision.grad_dtype;
-  on_host = ops.host_accessible();
-  master_on_host = on_host || config.offload.optimizer;
+  policy = ShardingPolicy::for_stage(static_cast<int>(config.stage));
+  const DType P = config.precision.param_dtype, G = config.precision.grad_dtype;
   if (config.optimizer_threads > 0) offload::set_cpu_adam_threads(config.optimizer_threads);
-  plan = plan_engine_buffers(layouts, config, rank, /*on_device=*/!on_host);
-  Allocator* dev = device_alloc();
+  plan = plan_engine_buffers(layouts, config, rank, /*on_device=*/!ops.host_accessible());
+  Allocator* dev = &ops.allocator();
   if (plan.ctrl_bytes > 0) {
     ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker, dev);
   }
   check_agreement(layouts);  // before the large allocations
   const size_t U = layouts.size();
-  units.resize(U);
+  states = OptimizerStates::create(config, plan, ops, tracker, rank);
+  groups.reserve(U);
   for (size_t i = 0; i < U; ++i) {
-    UnitState& u = units[i];
     const UnitBufferPlan& up = plan.units[i];
-    u.name = model.unit(i).name();
-    u.specs = std::move(specs[i]);
-    u.layout = layouts[i];
-    u.params = Buffer(up.params_bytes, MemCategory::kParams, tracker, dev);
-    u.grads = Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev);
-    u.master_begin = up.master_begin;
-    u.master_numel = up.master_numel;
-    if (config.offload.optimizer) {
-      if (!arena)
-        arena = std::make_unique<offload::HostArena>(
-            plan.bytes(MemCategory::kHostOffload) - plan.host_staging_bytes, tracker);
-      u.master_ptr = arena->take(up.master_bytes / 4);
-      u.m_ptr = up.exp_avg_bytes ? arena->take(up.exp_avg_bytes / 4) : nullptr;
-      u.v_ptr = up.exp_avg_sq_bytes ? arena->take(up.exp_avg_sq_bytes / 4) : nullptr;
-      if (!on_host) {
-        if (!staging)
-          staging = std::make_unique<offload::HostArena>(plan.host_staging_bytes, tracker);
-        u.host_grad =
-            staging->take_bytes(static_cast<int64_t>(dtype_size(G)) * layouts[i].shard_numel);
-        u.host_out =
-            staging->take_bytes(static_cast<int64_t>(dtype_size(P)) * layouts[i].shard_numel);
-      }
-    } else {
-      u.master = Buffer(up.master_bytes, up.master_category, tracker, dev);
-      u.exp_avg = Buffer(up.exp_avg_bytes, up.optimizer_category, tracker, dev);
-      u.exp_avg_sq = Buffer(up.exp_avg_sq_bytes, up.optimizer_category, tracker, dev);
-      u.m_ptr = u.exp_avg.empty() ? nullptr : u.exp_avg.as<float>();
-      u.v_ptr = u.exp_avg_sq.empty() ? nullptr : u.exp_avg_sq.as<float>();
-      // fp32 compute: the parameters are the master (full in stages 0-2, shard in 3).
-      u.master_ptr = up.master_bytes > 0 ? u.master.as<float>()
-                                         : u.params.as<float>() + (stage == 3 ? 0 : u.master_begin);
-    }
-    if (stage == 0) {
-      for (size_t p = 0; p < u.layout.params.size(); ++p) {
-        u.update_segments.push_back(
-            {static_cast<int>(p), u.layout.params[p].offset, 0, u.layout.params[p].numel});
-      }
-    } else {
-      u.update_segments = u.layout.shard_segments(rank);
-    }
-    u.norm_segments = u.layout.shard_segments(rank);
-    if (stage < 3) {
-      for (size_t p = 0; p < u.specs.size(); ++p) {
-        u.resident_views.push_back({at(u.params.data(), u.layout.params[p].offset, P), P,
-                                    u.layout.params[p].numel, &u.specs[p]});
-      }
-    }
+    groups.emplace_back(static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i],
+                        policy, P, G, rank,
+                        Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
+                        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev), comm, ops);
+    states->attach(groups[i], up);
   }
   grad_scratch.resize(plan.grad_scratch_count);
   for (Buffer& b : grad_scratch) {
@@ -313,361 +224,230 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   for (Buffer& b : send_bufs) b = Buffer(plan.send_bytes, MemCategory::kCommBuffers, tracker, dev);
   recv_bufs.resize(plan.recv_count);
   for (Buffer& b : recv_bufs) b = Buffer(plan.recv_bytes, MemCategory::kCommBuffers, tracker, dev);
-  for (UnitState& u : units) {
-    for (size_t s = 0; s < grad_scratch.size(); ++s) {
-      std::vector<float*> spans;
-      std::vector<int64_t> numels;
-      for (const ParamSlot& slot : u.layout.params) {
-        spans.push_back(grad_scratch[s].as<float>() + slot.offset);
-        numels.push_back(slot.numel);
-      }
-      u.grad_views[s] = GradViews(std::move(spans), std::move(numels));
-    }
+  make_reduce_lanes();
+  gathers = std::make_unique<GatherSchedule>(plan.gather_count, plan.gather_bytes, config.prefetch,
+                                             tracker, dev);
+  for (int m = 0; m < config.micro_batches; ++m) {
+    for (ParamGroup& g : groups) step_order.push_back(&g);
+    for (size_t i = U; i-- > 0;) step_order.push_back(&groups[i]);
   }
-  if (stage == 3) {
-    gathers = std::make_unique<GatherScheduler>(comm, P, plan.max_padded_numel, config.prefetch,
-                                                tracker, dev);
-    for (UnitState& u : units) {
-      gather_sources.push_back({u.params.data(), u.layout.shard_numel});
-      u.slot_views.resize(gathers->num_slots());
-      for (int s = 0; s < gathers->num_slots(); ++s) {
-        for (size_t p = 0; p < u.specs.size(); ++p) {
-          u.slot_views[s].push_back({at(gathers->slot_data(s), u.layout.params[p].offset, P), P,
-                                     u.layout.params[p].numel, &u.specs[p]});
-        }
-      }
-    }
-  }
-  for (size_t u = 0; u < U; ++u) schedule.push_back(static_cast<int>(u));
-  for (size_t u = U; u-- > 0;) schedule.push_back(static_cast<int>(u));
+  for (ParamGroup& g : groups) eval_order.push_back(&g);
+  in_flight.reserve(static_cast<size_t>(config.micro_batches) * U);
   works.reserve(2 * U);
   reduce_vec.assign(2 + U, 0.0);
   finite_flags.assign(U, 1);
-  for (size_t i = 0; i < U; ++i) {
-    UnitState& u = units[i];
-    const int64_t begin = stage >= 2 ? 0 : u.layout.shard_begin(rank);
-    for (const ShardSegment& seg : u.norm_segments) {
-      stats_spans.push_back(
-          {at(u.grads.data(), begin + seg.shard_offset, G), G, seg.length, static_cast<int>(i)});
+  for (ParamGroup& g : groups) {
+    const char* shard = static_cast<const char*>(g.grad_shard());
+    for (const ShardSegment& seg : g.layout().shard_segments(rank)) {
+      stats_spans.push_back({shard + seg.shard_offset * static_cast<int64_t>(dtype_size(G)), G,
+                             seg.length, g.index()});
     }
   }
   init_parameters();
 }
 
-void Engine::Impl::init_parameters() {
-  std::vector<float> host_master, tmp;
-  std::vector<char> host_param;
-  for (size_t i = 0; i < units.size(); ++i) {
-    UnitState& u = units[i];
-    // The fp32 master: the elements [master_begin, master_begin + master_numel) of the group,
-    // drawn on the host (into a staging copy when the master lives on a device).
-    float* master = u.master_ptr;
-    if (!master_on_host) {
-      host_master.assign(static_cast<size_t>(u.master_numel), 0.0f);
-      master = host_master.data();
-    }
-    for (const ShardSegment& s : u.update_segments) {
-      init_param_values(u.specs[s.param].init, config.seed, static_cast<uint32_t>(i),
-                        static_cast<uint32_t>(s.param), s.param_offset, s.length,
-                        master + s.shard_offset);
-    }
-    if (!master_on_host) {
-      ops.copy_from_host(u.master_ptr, master, static_cast<size_t>(u.master_numel) * sizeof(float));
-    }
-    if (stage == 1 || stage == 2) {
-      // The full compute-dtype replica: every rank computes all of it (no communication).
-      for (size_t p = 0; p < u.specs.size(); ++p) {
-        const ParamSlot& slot = u.layout.params[p];
-        const size_t n = static_cast<size_t>(slot.numel);
-        tmp.resize(n);
-        init_param_values(u.specs[p].init, config.seed, static_cast<uint32_t>(i),
-                          static_cast<uint32_t>(p), 0, slot.numel, tmp.data());
-        void* dst = at(u.params.data(), slot.offset, P);
-        if (on_host) {
-          convert(tmp.data(), DType::kF32, dst, P, n);
-        } else {
-          host_param.resize(n * dtype_size(P));
-          convert(tmp.data(), DType::kF32, host_param.data(), P, n);
-          ops.copy_from_host(dst, host_param.data(), host_param.size());
-        }
+// The scratch a unit's backward writes into, and the buffers its reduction sends and receives
+// through. A policy that reduces every micro-batch alternates two lanes, so a unit computes while
+// the previous one's reduction is in flight; the fp32 scratch is per lane only when it is itself
+// what is sent (fp32 gradients).
+void Engine::Impl::make_reduce_lanes() {
+  const int n = policy.shard_grads ? 2 : 1;
+  for (int b = 0; b < n; ++b) {
+    const int scratch = grad_scratch.size() > 1 ? b : 0;
+    lanes.push_back({grad_scratch[scratch].as<float>(),
+                     send_bufs.empty() ? nullptr : send_bufs[b].data(),
+                     recv_bufs.empty() ? nullptr : recv_bufs[b].data()});
+  }
+  grad_views.resize(groups.size());
+  for (ParamGroup& g : groups) {
+    for (Buffer& s : grad_scratch) {
+      std::vector<float*> spans;
+      std::vector<int64_t> numels;
+      for (const ParamSlot& slot : g.layout().params) {
+        spans.push_back(s.as<float>() + slot.offset);
+        numels.push_back(slot.numel);
       }
-    } else {
-      cast_master_to_params(u);
+      grad_views[g.index()].emplace_back(std::move(spans), std::move(numels));
+    }
+  }
+}
+
+void Engine::Impl::init_parameters() {
+  const DType P = config.precision.param_dtype;
+  std::vector<float> tmp;
+  std::vector<char> host_param;
+  for (ParamGroup& g : groups) {
+    states->initialize(g, config.seed);
+    if (!policy.gather_updated_params()) {
+      states->cast_to_params(g);
+      continue;
+    }
+    // A replica updated by regions: every rank computes all of it (no communication).
+    for (size_t p = 0; p < g.specs().size(); ++p) {
+      const ParamSlot& slot = g.layout().params[p];
+      const size_t n = static_cast<size_t>(slot.numel);
+      tmp.resize(n);
+      init_param_values(g.specs()[p].init, config.seed, static_cast<uint32_t>(g.index()),
+                        static_cast<uint32_t>(p), 0, slot.numel, tmp.data());
+      void* dst = g.param_at(slot.offset);
+      if (ops.host_accessible()) {
+        convert(tmp.data(), DType::kF32, dst, P, n);
+      } else {
+        host_param.resize(n * dtype_size(P));
+        convert(tmp.data(), DType::kF32, host_param.data(), P, n);
+        ops.copy_from_host(dst, host_param.data(), host_param.size());
+      }
     }
   }
   ops.synchronize();
 }
 
-// Stage 0: full master -> full params; stage 3: master shard -> param shard; stages 1-2: master
-// shard -> this rank's region of the full params (an all-gather then completes them).
-void Engine::Impl::cast_master_to_params(UnitState& u) {
-  if (params_are_master(u)) return;
-  void* dst = stage == 3 ? u.params.data() : at(u.params.data(), u.master_begin, P);
-  if (master_on_host && !on_host) {  // offloaded master of a device engine: cast, then upload
-    convert(u.master_ptr, DType::kF32, u.host_out, P, static_cast<size_t>(u.master_numel));
-    ops.copy_from_host_async(dst, u.host_out, static_cast<size_t>(u.master_numel) * dtype_size(P));
-    return;
-  }
-  ops.convert(u.master_ptr, DType::kF32, dst, P, u.master_numel);
-}
-
 // ---------------------------------------------------------------------------------------------
-// One step
-
-std::span<const ParamView> Engine::Impl::acquire_views(int64_t pos, size_t unit,
-                                                       int64_t* slot_pos) {
-  if (stage < 3) {
-    *slot_pos = -1;
-    return units[unit].resident_views;
-  }
-  *slot_pos = pos;
-  return units[unit].slot_views[gathers->acquire(pos)];
-}
-
-void Engine::Impl::release_views(int64_t slot_pos) {
-  if (slot_pos >= 0) gathers->release(slot_pos);
-}
-
-void Engine::Impl::finish_reduce(int b) {
-  PendingReduce& pr = pending[b];
-  if (!pr.work) return;
-  pr.work->wait();
-  pr.work.reset();
-  UnitState& u = units[pr.unit];
-  if (pr.recv >= 0) {
-    ops.accumulate(u.grads.data(), G, recv_bufs[pr.recv].data(), G, u.layout.shard_numel);
-  }
-  if (pr.last) stage_grad_to_host(u);
-  pr.unit = -1;
-  pr.recv = -1;
-  pr.last = false;
-}
-
-void Engine::Impl::backward_unit(size_t ui, int micro, int scratch, const StepInfo& info) {
-  UnitState& u = units[ui];
-  Buffer& buf = grad_scratch[scratch];
-  ops.zero(buf.data(), static_cast<size_t>(u.layout.padded_numel) * sizeof(float));
-  GradViews& gv = u.grad_views[scratch];
-  gv.clear_produced();
-  int64_t slot_pos = 0;
-  const int64_t pos = static_cast<int64_t>(micro) * static_cast<int64_t>(schedule.size()) +
-                      static_cast<int64_t>(units.size() + (units.size() - 1 - ui));
-  std::span<const ParamView> views = acquire_views(pos, ui, &slot_pos);
-  model.unit(ui).backward(views, gv, info);
-  release_views(slot_pos);
-  for (size_t p = 0; p < u.specs.size(); ++p) {
-    ZS_CHECK(gv.produced(p), ErrorCode::kInvalidArgument,
-             "unit {} ('{}'): backward did not produce the gradient of parameter '{}'", ui, u.name,
-             u.specs[p].name);
-  }
-}
+// One step: forward, backward (each unit's reduction started as its gradient is done), finish
+// the reductions, finite check and norm, clip, update (which casts), re-gather the replicas.
 
 StepStats Engine::Impl::step(int64_t t) {
-  const size_t U = units.size();
-  // shard_state() host copies taken before this step are stale from here on.
-  if (!master_on_host) {
-    for (UnitState& u : units) u.mirror_written = false;
-  }
-  const int k = config.micro_batches;
-  const int64_t period = static_cast<int64_t>(schedule.size());
-  const bool fp32_grads = G == DType::kF32;
-  if (stage == 3) gathers->begin(&gather_sources, schedule.data(), period, period * k);
+  states->invalidate_views();  // shard_state() host copies taken before this step are stale
+  for (ParamGroup& g : groups) g.begin_step();
+  gathers->begin(step_order);
   const float scale = scaler.scale();
+  const int k = config.micro_batches;
   double loss_sum = 0.0;
-  int64_t reduce_count = 0;
   for (int m = 0; m < k; ++m) {
     model.load_micro_batch(m);
     const StepInfo info{m, k, scale, true};
-    for (size_t ui = 0; ui < U; ++ui) {
-      int64_t slot_pos = 0;
-      auto views = acquire_views(m * period + static_cast<int64_t>(ui), ui, &slot_pos);
-      model.unit(ui).forward(views, info);
-      release_views(slot_pos);
-    }
-    for (size_t j = 0; j < U; ++j) {
-      const size_t ui = U - 1 - j;
-      UnitState& u = units[ui];
-      const int64_t S = u.layout.shard_numel;
-      if (stage >= 2) {
-        // Double buffering: buffers b were last used by the reduction two units ago.
-        const int b = static_cast<int>(reduce_count++ % 2);
-        finish_reduce(b);
-        const int scratch = fp32_grads ? b : 0;
-        backward_unit(ui, m, scratch, info);
-        const void* send = grad_scratch[scratch].data();
-        if (!fp32_grads) {
-          ops.convert(send, DType::kF32, send_bufs[b].data(), G, u.layout.padded_numel);
-          send = send_bufs[b].data();
-        }
-        // The first micro-batch's reduction lands in the shard; later ones are added to it.
-        void* recv = m == 0 ? u.grads.data() : recv_bufs[b].data();
-        pending[b].work =
-            comm.start_reduce_scatter(send, recv, static_cast<size_t>(S), G, ReduceOp::kSum);
-        pending[b].unit = static_cast<int>(ui);
-        pending[b].recv = m == 0 ? -1 : b;
-        pending[b].last = m == k - 1;
-      } else {
-        backward_unit(ui, m, 0, info);
-        const float* g = grad_scratch[0].as<float>();
-        if (m == 0) {
-          ops.convert(g, DType::kF32, u.grads.data(), G, u.layout.padded_numel);
-        } else {
-          ops.accumulate(u.grads.data(), G, g, DType::kF32, u.layout.padded_numel);
-        }
-        if (m == k - 1) {  // reduce once per step, in place into this rank's region
-          works.push_back(comm.start_reduce_scatter(
-              u.grads.data(), at(u.grads.data(), u.layout.shard_begin(rank), G),
-              static_cast<size_t>(S), G, ReduceOp::kSum));
-        }
-      }
-    }
+    forward(m, info);
+    backward(m, info);
     // Read after the backward was issued: a device model's loss() waits for the forward only,
     // while the backward already queued keeps the device busy.
     loss_sum += model.loss();
   }
-  finish_reduce(0);
-  finish_reduce(1);
-  for (WorkHandle& w : works) w->wait();
-  works.clear();
-  if (stage < 2) {
-    for (UnitState& u : units) stage_grad_to_host(u);
-  }
-  if (stage == 3) gathers->finish();
-  if (stage == 0) {  // every rank needs the whole reduced gradient: all-gather it in place
-    for (UnitState& u : units) {
-      works.push_back(comm.start_all_gather(at(u.grads.data(), u.layout.shard_begin(rank), G),
-                                            u.grads.data(),
-                                            static_cast<size_t>(u.layout.shard_numel), G));
-    }
-    for (WorkHandle& w : works) w->wait();
-    works.clear();
-  }
-
-  // One all-reduce: loss, sum of squares of this rank's shard, non-finite flags per unit.
-  reduce_vec[0] = loss_sum;
-  reduce_vec[1] = ops.grad_stats(stats_spans, finite_flags);
-  // The staged gradient shards are complete (and the next step may write the device shards).
-  if (master_on_host && !on_host) ops.wait_host_copies();
-  for (size_t ui = 0; ui < U; ++ui) reduce_vec[2 + ui] = finite_flags[ui] ? 0.0 : 1.0;
-  host_collective(reduce_vec.data(), reduce_vec.size(), DType::kF64, /*gather=*/false);
-
-  StepStats stats;
-  stats.loss = reduce_vec[0] / (static_cast<double>(k) * world);
-  stats.loss_scale = scale;
-  const double inv = 1.0 / (static_cast<double>(scale) * world * k);
-  stats.grad_norm = std::sqrt(reduce_vec[1]) * inv;
-  for (size_t ui = 0; ui < U; ++ui) {
-    if (reduce_vec[2 + ui] > 0.0) {
-      stats.skipped = true;
-      stats.nonfinite_unit = units[ui].name;
-      break;
-    }
-  }
+  finish_reductions();
+  gathers->finish();
+  gather_reduced_grads();
+  StepStats stats = gradient_stats(loss_sum, scale);
   const bool apply = scaler.update(stats.skipped);
   stats.lr = config.optimizer.schedule.at(t);
   if (!apply) {
     stats.step = t - 1;
     return stats;
   }
+  const double inv = 1.0 / (static_cast<double>(scale) * world * k);
   const float clip = optim::clip_factor(stats.grad_norm, config.clip_norm);
-  const float grad_scale = static_cast<float>(inv) * clip;
-  // Stages 1-2: each unit's all-gather starts as soon as its update is issued, so it overlaps
-  // the updates of the units after it (the buffers are disjoint); waited for once, at the end.
-  for (UnitState& u : units) {
-    update_unit(u, stats.lr, grad_scale, t);
-    start_gather_updated_params(u);
-  }
-  for (WorkHandle& w : works) w->wait();
-  works.clear();
+  update(stats.lr, static_cast<float>(inv) * clip, t);
   stats.step = t;
   return stats;
 }
 
-// [Note: offload on a device] A device engine with an offloaded optimizer keeps master, m and v
-// in the host arena. Each unit's final gradient shard is copied to the page-locked staging arena
-// on the copy stream as soon as its last reduction completes (stages 2-3: during the backward of
-// the remaining units; stages 0-1: after the step's reductions). The CPU Adam then updates the
-// master from the staged gradient and writes the compute-dtype shard into staging, which is
-// uploaded on the compute stream ahead of the next all-gather or forward. On the CPU backend
-// the shards are host memory and nothing is staged.
-void Engine::Impl::stage_grad_to_host(UnitState& u) {
-  if (on_host || !config.offload.optimizer) return;
-  const void* shard =
-      stage >= 2 ? u.grads.data() : at(u.grads.data(), u.layout.shard_begin(rank), G);
-  ops.copy_to_host_async(u.host_grad, shard,
-                         static_cast<size_t>(u.layout.shard_numel) * dtype_size(G));
+void Engine::Impl::forward(int /*micro*/, const StepInfo& info) {
+  for (ParamGroup& g : groups) {
+    model.unit(static_cast<size_t>(g.index())).forward(gathers->acquire(g), info);
+    gathers->release(g);
+  }
 }
 
-void Engine::Impl::update_unit(UnitState& u, float lr, float grad_scale, int64_t t) {
-  const int64_t shard_begin = u.layout.shard_begin(rank);
-  const void* grad_base = stage == 1 ? at(u.grads.data(), shard_begin, G) : u.grads.data();
-  void* out_base = nullptr;
-  if (!params_are_master(u)) {
-    out_base = stage == 1 || stage == 2 ? at(u.params.data(), shard_begin, P) : u.params.data();
+// Reverse order: each unit's gradient, then its reduction (started here, finished when its lane
+// is needed again or after the last unit).
+void Engine::Impl::backward(int micro, const StepInfo& info) {
+  for (size_t j = groups.size(); j-- > 0;) {
+    ParamGroup& g = groups[j];
+    const int b = static_cast<int>(lane_turn++ % static_cast<int64_t>(lanes.size()));
+    while (in_flight_head < in_flight.size() && in_flight[in_flight_head]->lane_busy() &&
+           in_flight.size() - in_flight_head >= lanes.size()) {
+      finish_oldest_reduction();  // lane b's previous reduction
+    }
+    while (g.reducing()) finish_oldest_reduction();  // one unit: its previous micro-batch's
+    compute_gradient(g, lanes[b], grad_scratch.size() > 1 ? b : 0, info);
+    g.start_reduce(lanes[b], micro, config.micro_batches);
+    if (g.reducing()) in_flight.push_back(&g);
   }
-  void* device_out = nullptr;  // device engines with offload: upload host_out to here
-  if (master_on_host && !on_host) {
-    grad_base = u.host_grad;
-    device_out = out_base;
-    out_base = u.host_out;
+}
+
+void Engine::Impl::compute_gradient(ParamGroup& g, const ReduceLane& lane, int scratch,
+                                    const StepInfo& info) {
+  ops.zero(lane.scratch, static_cast<size_t>(g.layout().padded_numel) * sizeof(float));
+  GradViews& gv = grad_views[g.index()][scratch];
+  gv.clear_produced();
+  model.unit(static_cast<size_t>(g.index())).backward(gathers->acquire(g), gv, info);
+  gathers->release(g);
+  for (size_t p = 0; p < g.specs().size(); ++p) {
+    ZS_CHECK(gv.produced(p), ErrorCode::kInvalidArgument,
+             "unit {} ('{}'): backward did not produce the gradient of parameter '{}'", g.index(),
+             g.name(), g.specs()[p].name);
   }
-  const bool adam = config.optimizer.kind == OptimizerKind::kAdamW;
-  optim::AdamWStep with_decay, without_decay;
-  if (adam) {
-    with_decay = optim::make_adamw_step(config.optimizer.adamw, lr, t, grad_scale, true);
-    without_decay = optim::make_adamw_step(config.optimizer.adamw, lr, t, grad_scale, false);
+}
+
+void Engine::Impl::finish_oldest_reduction() {
+  ParamGroup& g = *in_flight[in_flight_head++];
+  if (g.finish_reduce()) states->gradient_final(g);
+  if (in_flight_head == in_flight.size()) {
+    in_flight.clear();
+    in_flight_head = 0;
   }
-  float* m = u.m_ptr;
-  float* v = u.v_ptr;
-  for (const ShardSegment& s : u.update_segments) {
-    const bool decay = u.specs[s.param].weight_decay;
-    const int64_t o = s.shard_offset;
-    void* out = out_base ? at(out_base, o, P) : nullptr;
-    const optim::AdamWStep& st = decay ? with_decay : without_decay;
-    if (master_on_host && !on_host) {  // offloaded: the CPU Adam on the staged shard
-      offload::cpu_adamw(u.master_ptr + o, at(grad_base, o, G), G, m + o, v + o, s.length, st, out,
-                         P);
-    } else if (adam) {
-      ops.adamw(u.master_ptr + o, at(grad_base, o, G), G, m + o, v + o, s.length, st, out, P);
-    } else {
-      ops.sgd(u.master_ptr + o, at(grad_base, o, G), G, m ? m + o : nullptr, s.length,
-              config.optimizer.sgd, lr, grad_scale, decay, out, P);
+}
+
+void Engine::Impl::finish_reductions() {
+  while (in_flight_head < in_flight.size()) finish_oldest_reduction();
+  lane_turn = 0;
+}
+
+// Stage 0: every rank needs the whole reduced gradient; all-gather it in place.
+void Engine::Impl::gather_reduced_grads() {
+  for (ParamGroup& g : groups) {
+    if (WorkHandle w = g.start_gather_reduced_grads()) works.push_back(std::move(w));
+  }
+  wait_all();
+}
+
+// The finite check and the global norm: one all-reduce of the loss, the sum of squares of this
+// rank's gradient shards and one non-finite flag per unit.
+StepStats Engine::Impl::gradient_stats(double loss_sum, float scale) {
+  const size_t U = groups.size();
+  const int k = config.micro_batches;
+  reduce_vec[0] = loss_sum;
+  reduce_vec[1] = ops.grad_stats(stats_spans, finite_flags);
+  // The staged gradient shards are complete (and the next step may write the device shards).
+  states->wait_gradients();
+  for (size_t i = 0; i < U; ++i) reduce_vec[2 + i] = finite_flags[i] ? 0.0 : 1.0;
+  host_collective(reduce_vec.data(), reduce_vec.size(), DType::kF64, /*gather=*/false);
+  StepStats stats;
+  stats.loss = reduce_vec[0] / (static_cast<double>(k) * world);
+  stats.loss_scale = scale;
+  stats.grad_norm = std::sqrt(reduce_vec[1]) / (static_cast<double>(scale) * world * k);
+  for (size_t i = 0; i < U; ++i) {
+    if (reduce_vec[2 + i] > 0.0) {
+      stats.skipped = true;
+      stats.nonfinite_unit = groups[i].name();
+      break;
     }
   }
-  if (device_out) {
-    ops.copy_from_host_async(device_out, u.host_out,
-                             static_cast<size_t>(u.layout.shard_numel) * dtype_size(P));
+  return stats;
+}
+
+// The optimizer step of every group (writing the compute-dtype cast of its region), then the
+// re-gather of the replicas that were updated by regions: each group's all-gather starts as soon
+// as its update is issued, so it overlaps the updates of the groups after it.
+void Engine::Impl::update(float lr, float grad_scale, int64_t t) {
+  for (ParamGroup& g : groups) {
+    states->update(g, lr, grad_scale, t);
+    if (WorkHandle w = g.start_gather_updated_params()) works.push_back(std::move(w));
   }
+  wait_all();
 }
 
-// Stages 1-2 keep full parameters: each rank updated its region, an all-gather completes them.
-void Engine::Impl::start_gather_updated_params(UnitState& u) {
-  if (stage != 1 && stage != 2) return;
-  works.push_back(comm.start_all_gather(at(u.params.data(), u.layout.shard_begin(rank), P),
-                                        u.params.data(), static_cast<size_t>(u.layout.shard_numel),
-                                        P));
-}
-
-void Engine::Impl::gather_updated_params() {
-  for (UnitState& u : units) start_gather_updated_params(u);
+void Engine::Impl::wait_all() {
   for (WorkHandle& w : works) w->wait();
   works.clear();
 }
 
 void Engine::Impl::forward_eval() {
-  const size_t U = units.size();
-  if (stage == 3) {
-    gathers->begin(&gather_sources, schedule.data(), static_cast<int64_t>(U),
-                   static_cast<int64_t>(U));
-  }
+  gathers->begin(eval_order);
   const StepInfo info{0, 1, 1.0f, false};
-  for (size_t ui = 0; ui < U; ++ui) {
-    int64_t slot_pos = 0;
-    auto views = acquire_views(static_cast<int64_t>(ui), ui, &slot_pos);
-    model.unit(ui).forward(views, info);
-    release_views(slot_pos);
+  for (ParamGroup& g : groups) {
+    model.unit(static_cast<size_t>(g.index())).forward(gathers->acquire(g), info);
+    gathers->release(g);
   }
-  if (stage == 3) gathers->finish();
+  gathers->finish();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -681,21 +461,21 @@ StepStats Engine::step() {
 
 void Engine::forward() { impl_->forward_eval(); }
 
-size_t Engine::num_units() const { return impl_->units.size(); }
-const GroupLayout& Engine::layout(size_t u) const { return impl_->units.at(u).layout; }
+size_t Engine::num_units() const { return impl_->groups.size(); }
+const GroupLayout& Engine::layout(size_t u) const { return impl_->groups.at(u).layout(); }
 const std::vector<ParamSpec>& Engine::param_specs(size_t u) const {
-  return impl_->units.at(u).specs;
+  return impl_->groups.at(u).specs();
 }
-const std::string& Engine::unit_name(size_t u) const { return impl_->units.at(u).name; }
+const std::string& Engine::unit_name(size_t u) const { return impl_->groups.at(u).name(); }
 
 int64_t Engine::num_params() const {
   int64_t n = 0;
-  for (const UnitState& u : impl_->units) n += u.layout.numel;
+  for (const ParamGroup& g : impl_->groups) n += g.layout().numel;
   return n;
 }
 int64_t Engine::num_padded_params() const {
   int64_t n = 0;
-  for (const UnitState& u : impl_->units) n += u.layout.padded_numel;
+  for (const ParamGroup& g : impl_->groups) n += g.layout().padded_numel;
   return n;
 }
 int64_t Engine::padding_bytes() const { return impl_->plan.padding_bytes(); }
@@ -705,68 +485,43 @@ optim::LossScalerState Engine::loss_scaler_state() const { return impl_->scaler.
 void Engine::restore_loss_scaler(const optim::LossScalerState& st) { impl_->scaler.restore(st); }
 
 UnitShardState Engine::shard_state(size_t ui) {
-  Impl& s = *impl_;
-  UnitState& u = s.units.at(ui);
-  UnitShardState st;
-  st.master = u.master_ptr;
-  st.exp_avg = u.m_ptr;
-  st.exp_avg_sq = u.v_ptr;
-  st.begin = u.master_begin;
-  st.numel = u.master_numel;
-  if (!s.master_on_host) {  // host copies of the device state (see the header)
-    const size_t n = static_cast<size_t>(u.master_numel);
-    u.mirror.assign(3 * n, 0.0f);
-    float* dst[3] = {u.mirror.data(), u.mirror.data() + n, u.mirror.data() + 2 * n};
-    float* src[3] = {u.master_ptr, u.m_ptr, u.v_ptr};
-    for (int k = 0; k < 3; ++k) {
-      if (src[k]) s.ops.copy_to_host(dst[k], src[k], n * sizeof(float));
-    }
-    st.master = dst[0];
-    st.exp_avg = u.m_ptr ? dst[1] : nullptr;
-    st.exp_avg_sq = u.v_ptr ? dst[2] : nullptr;
-    u.mirror_written = true;
-  }
-  return st;
+  const MasterView v = impl_->states->view(ui);
+  return {v.master, v.exp_avg, v.exp_avg_sq, v.begin, v.numel};
 }
 
 void Engine::refresh_params_from_master() {
   Impl& s = *impl_;
   s.ops.synchronize();  // offload staging (host_out) may still feed the last step's uploads
-  for (UnitState& u : s.units) {
-    if (u.mirror_written) {  // upload what was written through shard_state()'s host copies
-      const size_t n = static_cast<size_t>(u.master_numel);
-      float* dst[3] = {u.master_ptr, u.m_ptr, u.v_ptr};
-      for (int k = 0; k < 3; ++k) {
-        if (dst[k]) s.ops.copy_from_host(dst[k], u.mirror.data() + k * n, n * sizeof(float));
-      }
-      u.mirror_written = false;
-    }
-    s.cast_master_to_params(u);
+  for (ParamGroup& g : s.groups) {
+    s.states->refresh(static_cast<size_t>(g.index()));  // shard_state()'s host copies
+    s.states->cast_to_params(g);
   }
-  s.gather_updated_params();
+  for (ParamGroup& g : s.groups) {
+    if (WorkHandle w = g.start_gather_updated_params()) s.works.push_back(std::move(w));
+  }
+  s.wait_all();
   s.ops.synchronize();
 }
 
 std::vector<float> Engine::gather_master_group(size_t ui) {
   Impl& s = *impl_;
-  UnitState& u = s.units.at(ui);
-  std::vector<float> full(static_cast<size_t>(u.layout.padded_numel));
-  const size_t shard_bytes = static_cast<size_t>(u.layout.shard_numel) * sizeof(float);
-  if (s.stage == 0) {
-    s.ops.copy_to_host(full.data(), u.master_ptr, full.size() * sizeof(float));
-  } else if (s.on_host) {
-    s.comm.all_gather(u.master_ptr, full.data(), static_cast<size_t>(u.layout.shard_numel),
-                      DType::kF32);
+  const GroupLayout& l = s.groups.at(ui).layout();
+  const MasterShard& m = s.states->shard(ui);
+  std::vector<float> full(static_cast<size_t>(l.padded_numel));
+  const size_t shard_bytes = static_cast<size_t>(l.shard_numel) * sizeof(float);
+  if (m.numel == l.padded_numel) {  // the whole group is held
+    s.ops.copy_to_host(full.data(), m.master_ptr, full.size() * sizeof(float));
+  } else if (s.ops.host_accessible()) {
+    s.comm.all_gather(m.master_ptr, full.data(), static_cast<size_t>(l.shard_numel), DType::kF32);
   } else {  // a device communicator gathers device memory: stage through two temporaries
-    Buffer shard(shard_bytes, MemCategory::kOther, s.tracker, s.device_alloc());
-    Buffer all(full.size() * sizeof(float), MemCategory::kOther, s.tracker, s.device_alloc());
-    if (s.master_on_host) {
-      s.ops.copy_from_host(shard.data(), u.master_ptr, shard_bytes);
+    Buffer shard(shard_bytes, MemCategory::kOther, s.tracker, &s.ops.allocator());
+    Buffer all(full.size() * sizeof(float), MemCategory::kOther, s.tracker, &s.ops.allocator());
+    if (s.states->on_host()) {
+      s.ops.copy_from_host(shard.data(), m.master_ptr, shard_bytes);
     } else {
-      s.ops.convert(u.master_ptr, DType::kF32, shard.data(), DType::kF32, u.layout.shard_numel);
+      s.ops.convert(m.master_ptr, DType::kF32, shard.data(), DType::kF32, l.shard_numel);
     }
-    s.comm.all_gather(shard.data(), all.data(), static_cast<size_t>(u.layout.shard_numel),
-                      DType::kF32);
+    s.comm.all_gather(shard.data(), all.data(), static_cast<size_t>(l.shard_numel), DType::kF32);
     s.ops.copy_to_host(full.data(), all.data(), full.size() * sizeof(float));
   }
   return full;
@@ -774,16 +529,16 @@ std::vector<float> Engine::gather_master_group(size_t ui) {
 
 std::vector<float> Engine::gather_master_param(size_t ui, size_t p) {
   const std::vector<float> full = gather_master_group(ui);
-  const ParamSlot& slot = impl_->units.at(ui).layout.params.at(p);
+  const ParamSlot& slot = impl_->groups.at(ui).layout().params.at(p);
   return {full.begin() + slot.offset, full.begin() + slot.offset + slot.numel};
 }
 
 uint64_t Engine::param_hash() {
   XXH64_state_t* h = XXH64_createState();
   XXH64_reset(h, 0);
-  for (size_t ui = 0; ui < impl_->units.size(); ++ui) {
+  for (size_t ui = 0; ui < impl_->groups.size(); ++ui) {
     const std::vector<float> full = gather_master_group(ui);
-    for (const ParamSlot& slot : impl_->units[ui].layout.params) {
+    for (const ParamSlot& slot : impl_->groups[ui].layout().params) {
       XXH64_update(h, full.data() + slot.offset, static_cast<size_t>(slot.numel) * sizeof(float));
     }
   }

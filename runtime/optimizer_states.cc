@@ -1,0 +1,249 @@
+#include "runtime/optimizer_states.h"
+
+#include "core/convert.h"
+#include "core/error.h"
+#include "offload/cpu_adam.h"
+#include "runtime/param_init.h"
+
+namespace zs {
+
+namespace {
+
+const void* at(const void* p, int64_t elems, DType dt) {
+  return static_cast<const char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
+}
+void* at(void* p, int64_t elems, DType dt) {
+  return static_cast<char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
+}
+
+// Master, m and v in the engine's device memory (host memory on the CPU backend).
+class ResidentStates final : public OptimizerStates {
+ public:
+  ResidentStates(const EngineConfig& c, DeviceOps& ops, MemoryTracker* t, int rank)
+      : OptimizerStates(c, ops, rank), tracker_(t) {}
+  bool on_host() const override { return ops_.host_accessible(); }
+
+  MasterView view(size_t group) override {
+    MasterView v = OptimizerStates::view(group);
+    if (on_host()) return v;
+    // Host copies of the device state (see Engine::shard_state).
+    MasterShard& s = shards_.at(group);
+    const size_t n = static_cast<size_t>(s.numel);
+    s.mirror.assign(3 * n, 0.0f);
+    float* dst[3] = {s.mirror.data(), s.mirror.data() + n, s.mirror.data() + 2 * n};
+    float* src[3] = {s.master_ptr, s.m, s.v};
+    for (int k = 0; k < 3; ++k) {
+      if (src[k]) ops_.copy_to_host(dst[k], src[k], n * sizeof(float));
+    }
+    v.master = dst[0];
+    v.exp_avg = s.m ? dst[1] : nullptr;
+    v.exp_avg_sq = s.v ? dst[2] : nullptr;
+    s.mirror_written = true;
+    return v;
+  }
+  void refresh(size_t group) override {
+    MasterShard& s = shards_.at(group);
+    if (!s.mirror_written) return;
+    const size_t n = static_cast<size_t>(s.numel);
+    float* dst[3] = {s.master_ptr, s.m, s.v};
+    for (int k = 0; k < 3; ++k) {
+      if (dst[k]) ops_.copy_from_host(dst[k], s.mirror.data() + k * n, n * sizeof(float));
+    }
+    s.mirror_written = false;
+  }
+  void invalidate_views() override {
+    for (MasterShard& s : shards_) s.mirror_written = false;
+  }
+
+ protected:
+  void allocate(MasterShard& s, const UnitBufferPlan& up, ParamGroup& g) override {
+    Allocator* dev = &ops_.allocator();
+    s.master = Buffer(up.master_bytes, up.master_category, tracker_, dev);
+    s.exp_avg = Buffer(up.exp_avg_bytes, up.optimizer_category, tracker_, dev);
+    s.exp_avg_sq = Buffer(up.exp_avg_sq_bytes, up.optimizer_category, tracker_, dev);
+    s.m = s.exp_avg.empty() ? nullptr : s.exp_avg.as<float>();
+    s.v = s.exp_avg_sq.empty() ? nullptr : s.exp_avg_sq.as<float>();
+    // fp32 compute: the parameters are the master (the replica's elements or the shard).
+    s.master_ptr =
+        up.master_bytes > 0 ? s.master.as<float>() : static_cast<float*>(g.param_at(s.begin));
+  }
+  void write_master(MasterShard& s, const float* host) override {
+    if (on_host()) return;  // initialize() drew the values in place
+    ops_.copy_from_host(s.master_ptr, host, static_cast<size_t>(s.numel) * sizeof(float));
+  }
+
+ private:
+  MemoryTracker* tracker_;
+};
+
+// Master, m and v carved from one host arena (kHostOffload).
+class HostArenaStates : public OptimizerStates {
+ public:
+  HostArenaStates(const EngineConfig& c, DeviceOps& ops, MemoryTracker* t, int rank,
+                  int64_t arena_bytes)
+      : OptimizerStates(c, ops, rank), arena_(arena_bytes, t) {
+    offloaded_ = true;
+  }
+  bool on_host() const override { return true; }
+
+ protected:
+  void allocate(MasterShard& s, const UnitBufferPlan& up, ParamGroup& /*g*/) override {
+    s.master_ptr = arena_.take(up.master_bytes / 4);
+    s.m = up.exp_avg_bytes ? arena_.take(up.exp_avg_bytes / 4) : nullptr;
+    s.v = up.exp_avg_sq_bytes ? arena_.take(up.exp_avg_sq_bytes / 4) : nullptr;
+  }
+  void write_master(MasterShard& /*s*/, const float* /*host*/) override {}
+
+ private:
+  offload::HostArena arena_;
+};
+
+// [Note: offload on a device] A device engine with an offloaded optimizer keeps master, m and v
+// in the host arena. Each group's final gradient shard is copied to the page-locked staging
+// arena on the copy stream as soon as its last reduction completes (stages 2-3: during the
+// backward of the remaining units; stages 0-1: after the step's reductions). The CPU Adam then
+// updates the master from the staged gradient and writes the compute-dtype shard into staging,
+// which is uploaded on the compute stream ahead of the next all-gather or forward. On the CPU
+// backend the shards are host memory and nothing is staged (HostArenaStates).
+class StagedHostStates final : public HostArenaStates {
+ public:
+  StagedHostStates(const EngineConfig& c, DeviceOps& ops, MemoryTracker* t, int rank,
+                   int64_t arena_bytes, int64_t staging_bytes)
+      : HostArenaStates(c, ops, t, rank, arena_bytes), staging_(staging_bytes, t) {}
+
+  void gradient_final(ParamGroup& g) override {
+    MasterShard& s = shards_.at(static_cast<size_t>(g.index()));
+    ops_.copy_to_host_async(s.host_grad, g.grad_shard(),
+                            static_cast<size_t>(g.layout().shard_numel) * dtype_size(G()));
+  }
+  void wait_gradients() override { ops_.wait_host_copies(); }
+  void cast_to_params(ParamGroup& g) override {  // cast on the host, then upload
+    MasterShard& s = shards_.at(static_cast<size_t>(g.index()));
+    convert(s.master_ptr, DType::kF32, s.host_out, P(), static_cast<size_t>(s.numel));
+    ops_.copy_from_host_async(g.param_at(s.begin), s.host_out,
+                              static_cast<size_t>(s.numel) * dtype_size(P()));
+  }
+
+ protected:
+  void allocate(MasterShard& s, const UnitBufferPlan& up, ParamGroup& g) override {
+    HostArenaStates::allocate(s, up, g);
+    const int64_t n = g.layout().shard_numel;
+    s.host_grad = staging_.take_bytes(static_cast<int64_t>(dtype_size(G())) * n);
+    s.host_out = staging_.take_bytes(static_cast<int64_t>(dtype_size(P())) * n);
+  }
+  const void* update_grad(ParamGroup& /*g*/, MasterShard& s) override { return s.host_grad; }
+  void* update_out(ParamGroup& /*g*/, MasterShard& s) override { return s.host_out; }
+  void update_span(MasterShard& s, const void* grad, void* out, const ShardSegment& seg,
+                   const optim::AdamWStep& adam, float /*lr*/, float /*grad_scale*/,
+                   bool /*decay*/) override {
+    const int64_t o = seg.shard_offset;
+    offload::cpu_adamw(s.master_ptr + o, at(grad, o, G()), G(), s.m + o, s.v + o, seg.length, adam,
+                       out ? at(out, o, P()) : nullptr, P());
+  }
+  void after_update(ParamGroup& g, MasterShard& s) override {
+    ops_.copy_from_host_async(g.param_at(s.begin), s.host_out,
+                              static_cast<size_t>(g.layout().shard_numel) * dtype_size(P()));
+  }
+  void write_master(MasterShard& /*s*/, const float* /*host*/) override {}
+
+ private:
+  DType P() const { return config_.precision.param_dtype; }
+  DType G() const { return config_.precision.grad_dtype; }
+  offload::HostArena staging_;
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerStates> OptimizerStates::create(const EngineConfig& config,
+                                                         const BufferPlan& plan, DeviceOps& ops,
+                                                         MemoryTracker* tracker, int rank) {
+  if (!config.offload.optimizer)
+    return std::make_unique<ResidentStates>(config, ops, tracker, rank);
+  const int64_t arena = plan.bytes(MemCategory::kHostOffload) - plan.host_staging_bytes;
+  if (ops.host_accessible()) {
+    return std::make_unique<HostArenaStates>(config, ops, tracker, rank, arena);
+  }
+  return std::make_unique<StagedHostStates>(config, ops, tracker, rank, arena,
+                                            plan.host_staging_bytes);
+}
+
+void OptimizerStates::attach(ParamGroup& g, const UnitBufferPlan& up) {
+  ZS_ASSERT(static_cast<size_t>(g.index()) == shards_.size());
+  MasterShard& s = shards_.emplace_back();
+  s.begin = up.master_begin;
+  s.numel = up.master_numel;
+  const GroupLayout& l = g.layout();
+  if (s.numel == l.padded_numel) {  // the whole group: one piece per parameter
+    for (size_t p = 0; p < l.params.size(); ++p) {
+      s.segments.push_back({static_cast<int>(p), l.params[p].offset, 0, l.params[p].numel});
+    }
+  } else {
+    s.segments = l.shard_segments(rank_);
+  }
+  allocate(s, up, g);
+}
+
+void OptimizerStates::initialize(ParamGroup& g, uint64_t seed) {
+  MasterShard& s = shards_.at(static_cast<size_t>(g.index()));
+  // Drawn on the host: in place when the master is host memory, else into a staging copy.
+  std::vector<float> host;
+  float* master = s.master_ptr;
+  if (!on_host()) {
+    host.assign(static_cast<size_t>(s.numel), 0.0f);
+    master = host.data();
+  }
+  for (const ShardSegment& seg : s.segments) {
+    init_param_values(g.specs()[seg.param].init, seed, static_cast<uint32_t>(g.index()),
+                      static_cast<uint32_t>(seg.param), seg.param_offset, seg.length,
+                      master + seg.shard_offset);
+  }
+  write_master(s, master);
+}
+
+void* OptimizerStates::update_out(ParamGroup& g, MasterShard& s) {
+  return params_are_master(s) ? nullptr : g.param_at(s.begin);
+}
+
+void OptimizerStates::update_span(MasterShard& s, const void* grad, void* out,
+                                  const ShardSegment& seg, const optim::AdamWStep& adam, float lr,
+                                  float grad_scale, bool decay) {
+  const DType G = config_.precision.grad_dtype, P = config_.precision.param_dtype;
+  const int64_t o = seg.shard_offset;
+  void* dst = out ? at(out, o, P) : nullptr;
+  if (config_.optimizer.kind == OptimizerKind::kAdamW) {
+    ops_.adamw(s.master_ptr + o, at(grad, o, G), G, s.m + o, s.v + o, seg.length, adam, dst, P);
+  } else {
+    ops_.sgd(s.master_ptr + o, at(grad, o, G), G, s.m ? s.m + o : nullptr, seg.length,
+             config_.optimizer.sgd, lr, grad_scale, decay, dst, P);
+  }
+}
+
+void OptimizerStates::update(ParamGroup& g, float lr, float grad_scale, int64_t t) {
+  MasterShard& s = shards_.at(static_cast<size_t>(g.index()));
+  optim::AdamWStep with_decay, without_decay;
+  if (config_.optimizer.kind == OptimizerKind::kAdamW) {
+    with_decay = optim::make_adamw_step(config_.optimizer.adamw, lr, t, grad_scale, true);
+    without_decay = optim::make_adamw_step(config_.optimizer.adamw, lr, t, grad_scale, false);
+  }
+  const void* grad = update_grad(g, s);
+  void* out = update_out(g, s);
+  for (const ShardSegment& seg : s.segments) {
+    const bool decay = g.specs()[seg.param].weight_decay;
+    update_span(s, grad, out, seg, decay ? with_decay : without_decay, lr, grad_scale, decay);
+  }
+  after_update(g, s);
+}
+
+void OptimizerStates::cast_to_params(ParamGroup& g) {
+  MasterShard& s = shards_.at(static_cast<size_t>(g.index()));
+  if (params_are_master(s)) return;
+  ops_.convert(s.master_ptr, DType::kF32, g.param_at(s.begin), config_.precision.param_dtype,
+               s.numel);
+}
+
+MasterView OptimizerStates::view(size_t group) {
+  MasterShard& s = shards_.at(group);
+  return {s.master_ptr, s.m, s.v, s.begin, s.numel};
+}
+
+}  // namespace zs

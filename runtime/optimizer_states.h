@@ -1,0 +1,114 @@
+// Where the fp32 master weights and optimizer state live, and how a group is updated there: one
+// placement, chosen once when the engine is built, so the step's update is one call whatever the
+// placement.
+//
+//   ResidentStates      master, m, v in the engine's device memory (host memory on the CPU
+//                       backend); the device's adamw/sgd. With fp32 compute and no offload the
+//                       parameters are their own master (no master buffer).
+//   HostArenaStates     the CPU backend with an offloaded optimizer: master, m, v in the host
+//                       arena (kHostOffload); the same host update, in place.
+//   StagedHostStates    a device engine with an offloaded optimizer ([Note: offload on a
+//                       device]): master, m, v in the host arena; each group's final gradient
+//                       shard is copied to page-locked staging as soon as it is complete, the
+//                       CPU Adam updates from it and writes the compute-dtype shard to staging,
+//                       which is uploaded ahead of the next gather or forward.
+//
+// Each group's state covers [begin, begin + numel) of its padded group: the whole group when the
+// policy keeps full optimizer state (stage 0), else this rank's shard.
+// Thread-safety: one thread (the engine's).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/buffer.h"
+#include "device/device_ops.h"
+#include "offload/host_arena.h"
+#include "runtime/buffer_plan.h"
+#include "runtime/engine_config.h"
+#include "runtime/param_group.h"
+
+namespace zs {
+
+// This rank's fp32 state of one group.
+struct MasterShard {
+  Buffer master, exp_avg, exp_avg_sq;  // owned by a resident placement
+  float* master_ptr = nullptr;         // into `master`, the parameters or the host arena
+  float* m = nullptr;                  // Adam m / SGD momentum; null without
+  float* v = nullptr;                  // Adam v; null for SGD
+  int64_t begin = 0;                   // first padded-group element held
+  int64_t numel = 0;
+  std::vector<ShardSegment> segments;  // pieces holding parameter elements (update, init)
+  // StagedHostStates: this group's gradient shard and updated parameter shard in staging.
+  void* host_grad = nullptr;
+  void* host_out = nullptr;
+  // A device-resident state read through host copies (shard_view): the copies, and whether they
+  // were handed out since the last step (then refresh uploads them).
+  std::vector<float> mirror;
+  bool mirror_written = false;
+};
+
+// Host pointers to one group's state, for checkpoints and tests (numel elements each).
+struct MasterView {
+  float* master = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+  int64_t begin = 0;
+  int64_t numel = 0;
+};
+
+class OptimizerStates {
+ public:
+  static std::unique_ptr<OptimizerStates> create(const EngineConfig& config, const BufferPlan& plan,
+                                                 DeviceOps& ops, MemoryTracker* tracker, int rank);
+  virtual ~OptimizerStates() = default;
+
+  // Makes group g's state (allocation from the plan); groups attach in order.
+  void attach(ParamGroup& g, const UnitBufferPlan& up);
+  MasterShard& shard(size_t group) { return shards_.at(group); }
+  // Draws group g's initial master values (param_init.h, identical for every placement).
+  void initialize(ParamGroup& g, uint64_t seed);
+
+  // The step's gradient of g is final (its last reduction finished).
+  virtual void gradient_final(ParamGroup& /*g*/) {}
+  // The gradients staged by gradient_final are complete (before the finite check reads them).
+  virtual void wait_gradients() {}
+  // One optimizer step of g's state from its reduced gradient; writes the updated compute-dtype
+  // values into g's parameter region (unless the parameters are the master).
+  void update(ParamGroup& g, float lr, float grad_scale, int64_t t);
+  // Casts the master to g's compute-dtype parameter region (after a load or at start-up).
+  virtual void cast_to_params(ParamGroup& g);
+
+  // Host pointers to g's state: the state itself where the host can address it, else host copies
+  // that refresh() uploads (unless a step came in between).
+  virtual MasterView view(size_t group);
+  // Uploads what was written through view()'s host copies.
+  virtual void refresh(size_t /*group*/) {}
+  // A step makes view()'s host copies stale.
+  virtual void invalidate_views() {}
+  // True when master_ptr addresses host memory.
+  virtual bool on_host() const = 0;
+
+ protected:
+  OptimizerStates(const EngineConfig& config, DeviceOps& ops, int rank)
+      : config_(config), ops_(ops), rank_(rank) {}
+  virtual void allocate(MasterShard& s, const UnitBufferPlan& up, ParamGroup& g) = 0;
+  // Where the update reads g's gradient and writes its parameters; after_update finishes it.
+  virtual const void* update_grad(ParamGroup& g, MasterShard& /*s*/) { return g.update_grad(); }
+  virtual void* update_out(ParamGroup& g, MasterShard& s);
+  virtual void update_span(MasterShard& s, const void* grad, void* out, const ShardSegment& seg,
+                           const optim::AdamWStep& adam, float lr, float grad_scale, bool decay);
+  virtual void after_update(ParamGroup& /*g*/, MasterShard& /*s*/) {}
+  // Writes host values into the master.
+  virtual void write_master(MasterShard& s, const float* host) = 0;
+  bool params_are_master(const MasterShard& s) const { return s.master.empty() && !offloaded_; }
+
+  const EngineConfig& config_;
+  DeviceOps& ops_;
+  int rank_;
+  bool offloaded_ = false;
+  std::vector<MasterShard> shards_;
+};
+
+}  // namespace zs

@@ -1,0 +1,128 @@
+// ParamGroup: one unit's parameters and gradients as the unit of communication.
+//
+// A group owns the unit's compute-dtype parameter buffer and its gradient buffer, laid out flat
+// (sharding/layout.h), and knows what its ShardingPolicy keeps resident. Communication happens in
+// start/finish pairs whose transitions are asserted:
+//
+//   parameters (policy.shard_params)   sharded --start_gather--> gathering --wait_gather-->
+//                                      gathered --release--> sharded
+//   parameters (resident replica)      always gathered; views() are valid at any time
+//   gradient                           clear --start_reduce--> reducing --finish_reduce--> reduced
+//                                      (a full-buffer policy stays accumulating until the last
+//                                      micro-batch: start_reduce only folds the gradient in)
+//
+// The transient buffers a reduction uses (the fp32 gradient the unit wrote, the cast copy on the
+// wire, the received shard of a later micro-batch) belong to a ReduceLane the engine lends for
+// the duration of one reduction; a gather slot likewise comes from GatherSchedule.
+//
+// Collective: start_gather, start_reduce, start_gather_reduced_grads and
+// start_gather_updated_params start collectives; every rank must call them in the same order.
+// Thread-safety: one thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "core/buffer.h"
+#include "device/device_ops.h"
+#include "runtime/unit.h"
+#include "sharding/layout.h"
+#include "sharding/sharding_policy.h"
+
+namespace zs {
+
+// Buffers one gradient reduction uses, sized for the largest group (runtime/buffer_plan.h).
+struct ReduceLane {
+  float* scratch = nullptr;  // fp32, full group: the unit's backward writes its gradient here
+  void* send = nullptr;      // grad dtype, full group; null when the gradient dtype is fp32
+  void* recv = nullptr;      // grad dtype, one shard; null with one micro-batch
+};
+
+class ParamGroup {
+ public:
+  enum class ParamState { kSharded, kGathering, kGathered };
+  enum class GradState { kClear, kAccumulating, kReducing, kReduced };
+
+  // `params` and `grads` are sized by plan_engine_buffers(): full or shard as the policy says.
+  ParamGroup(int index, std::string name, std::vector<ParamSpec> specs, GroupLayout layout,
+             const ShardingPolicy& policy, DType param_dtype, DType grad_dtype, int rank,
+             Buffer params, Buffer grads, Communicator& comm, DeviceOps& ops);
+  ParamGroup(ParamGroup&&) = default;
+
+  int index() const { return index_; }
+  const std::string& name() const { return name_; }
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  const GroupLayout& layout() const { return layout_; }
+  ParamState param_state() const { return param_state_; }
+  GradState grad_state() const { return grad_state_; }
+
+  // --- Parameters
+  // Resident replica: the parameter views, valid at any time.
+  std::span<const ParamView> views() const;
+  // Sharded parameters: starts the all-gather of this rank's shard into gather slot `slot`
+  // (GatherSchedule's buffer `slot_data`). sharded -> gathering.
+  void start_gather(int slot, void* slot_data);
+  // gathering -> gathered: waits for the all-gather; the views address the slot.
+  std::span<const ParamView> wait_gather();
+  // gathered -> sharded; returns the slot to give back.
+  int release();
+  // The slot this group is gathered (or being gathered) into; -1 when sharded.
+  int slot() const { return slot_; }
+  // The compute-dtype parameter at element `e` of the padded group in this rank's buffer: the
+  // replica holds every element, a shard [shard_begin, shard_begin + shard_numel).
+  void* param_at(int64_t e);
+  // Starts the all-gather that completes the resident replica from every rank's updated region
+  // (policy.gather_updated_params()); null otherwise.
+  WorkHandle start_gather_updated_params();
+
+  // --- Gradient
+  // A new step: the gradient buffer's contents are dead. Any state but reducing -> clear.
+  void begin_step();
+  // The unit's backward for micro-batch `micro` of `micro_batches` wrote its fp32 gradient to
+  // lane.scratch. Full-buffer policy: fold it into the gradient buffer (the first micro-batch
+  // overwrites, later ones add), and on the last micro-batch start the in-place reduce-scatter.
+  // Sharded policy: start the reduce-scatter of this micro-batch (cast to the gradient dtype
+  // through lane.send when that is not fp32) into the shard (first micro-batch) or lane.recv.
+  // `lane` must stay untouched until finish_reduce() when lane_busy() says so.
+  void start_reduce(const ReduceLane& lane, int micro, int micro_batches);
+  // True while a reduction started by start_reduce is in flight and uses its lane's buffers.
+  bool lane_busy() const { return grad_state_ == GradState::kReducing && policy_.shard_grads; }
+  bool reducing() const { return grad_state_ == GradState::kReducing; }
+  // reducing -> reduced (the step's last reduction) or accumulating: waits, and adds a later
+  // micro-batch's received shard into the gradient shard. Returns true when the gradient is
+  // final for this step.
+  bool finish_reduce();
+  // Starts the all-gather of the whole reduced gradient (policy.gather_reduced_grads()); null
+  // otherwise. Requires reduced.
+  WorkHandle start_gather_reduced_grads();
+  // This rank's reduced gradient shard (grad dtype, layout().shard_numel elements).
+  const void* grad_shard() const;
+  // The gradient the update reads: the whole group (gather_reduced_grads) or this rank's shard.
+  const void* update_grad() const;
+
+ private:
+  int index_;
+  std::string name_;
+  std::vector<ParamSpec> specs_;
+  GroupLayout layout_;
+  ShardingPolicy policy_;
+  DType P_, G_;
+  int rank_;
+  Buffer params_, grads_;
+  Communicator& comm_;
+  DeviceOps& ops_;
+  std::vector<ParamView> resident_views_;
+  std::vector<ParamView> slot_views_;  // rebuilt when the group is gathered into a slot
+  ParamState param_state_;
+  GradState grad_state_ = GradState::kClear;
+  int slot_ = -1;
+  WorkHandle gather_work_;
+  WorkHandle reduce_work_;
+  void* pending_recv_ = nullptr;  // a later micro-batch's shard to add once received
+  bool pending_last_ = false;
+};
+
+}  // namespace zs
