@@ -1,11 +1,21 @@
 // The engine: drives a training step through the units of a Model under a ZeRO stage.
 //
-// Data flow of one step (stage 3; the others keep more state resident, see docs/engine.md):
-//   for each micro-batch: model.load_micro_batch(i); forward unit by unit (gather, prefetch the
-//   next, compute, release); backward in reverse (re-gather, compute the unit's fp32 gradient,
-//   start its reduce-scatter into this rank's gradient shard, release);
-//   then: finite check and global norm from the shards (one all-reduce), clip, optimizer step on
-//   the fp32 master shard, cast to the compute dtype (stages 1-2: all-gather the new params).
+// Each unit's parameters form one ParamGroup (runtime/param_group.h), the unit of communication;
+// what the stage keeps resident and when it gathers or reduces is a ShardingPolicy
+// (sharding/sharding_policy.h) fixed at construction; where the fp32 master and optimizer state
+// live is an OptimizerStates placement (runtime/optimizer_states.h), also fixed. One step is, in
+// functions of engine.cc (docs/engine.md, "One step"):
+//   forward             per micro-batch, units in order: GatherSchedule::acquire (stage 3:
+//                       wait for the unit's all-gather, start the next ones), compute, release
+//   backward            units in reverse: compute the fp32 gradient, ParamGroup::start_reduce
+//                       (stages 2-3: reduce-scatter into the shard now; 0-1: add locally and
+//                       reduce-scatter after the last micro-batch)
+//   finish_reductions   finish_reduce of every reduction still in flight
+//   gather_reduced_grads  stage 0: all-gather the reduced gradient
+//   gradient_stats      finite check and global norm: one all-reduce
+//   update              clip factor, then OptimizerStates::update per group, which writes the
+//                       cast of the new master into the compute-dtype parameters, and (stages
+//                       1-2) the re-gather of the replica from every rank's updated region
 //
 // Parameters are laid out per unit in flat groups (sharding/layout.h). All buffers are
 // allocated in the constructor; step() allocates nothing.
