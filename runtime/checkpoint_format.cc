@@ -299,13 +299,21 @@ std::string serialize_manifest(const Manifest& m) {
   return top.dump(1) + "\n";
 }
 
-Manifest parse_manifest(std::string_view text) {
-  json top = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (top.is_discarded()) corrupt("manifest is not valid JSON");
+namespace {
+
+// A non-negative integer bounded by kMaxElements + 1 whatever JSON number type carries it (an
+// unsigned beyond int64 saturates so that the range checks reject it).
+int64_t clamped_int(const json& d) {
+  return d.is_number_unsigned()
+             ? static_cast<int64_t>(std::min<uint64_t>(d.get<uint64_t>(), kMaxElements + 1))
+             : d.get<int64_t>();
+}
+
+// The envelope: format, version, and the body's checksum. Returns the checked body.
+const json& parse_envelope(const json& top, Manifest& m) {
   if (!top.is_object()) corrupt("manifest is not a JSON object");
   if (get_string(top, "format", "manifest") != kManifestFormat)
     corrupt(fmt::format("manifest format is not \"{}\"", kManifestFormat));
-  Manifest m;
   m.version = static_cast<uint32_t>(get_int(top, "format_version", "manifest", 0, 1 << 30));
   if (m.version != kFormatVersion)
     fail(ErrorCode::kInvalidArgument, "checkpoint format version {}, this build reads version {}",
@@ -317,17 +325,54 @@ Manifest parse_manifest(std::string_view text) {
   if (got != want)
     corrupt(fmt::format("manifest checksum mismatch (stored {}, computed {})", hex64(want),
                         hex64(got)));
+  return body;
+}
 
-  m.step = get_int(body, "step", "body", 0, std::numeric_limits<int64_t>::max());
-  m.world_size = static_cast<int>(get_int(body, "world_size", "body", 1, kMaxRank));
-  m.stage = static_cast<int>(get_int(body, "stage", "body", 0, 3));
-  m.optimizer = get_string(body, "optimizer", "body");
-  if (m.optimizer != "adamw" && m.optimizer != "sgd")
-    corrupt(fmt::format("unknown optimizer \"{}\"", m.optimizer));
-  m.state_mask = static_cast<uint32_t>(get_int(body, "state_mask", "body", 1, kStateAll));
-  if ((m.state_mask & kStateMaster) == 0) corrupt("state mask lacks the fp32 master");
+// One parameter of a unit; `end` is where the previous parameter ended.
+ParamEntry parse_param(const json& j, const std::string& pw, const UnitEntry& u,
+                       std::set<std::string>& names, int64_t& end) {
+  ParamEntry p;
+  p.name = get_string(j, "name", pw);
+  if (!names.insert(p.name).second)
+    corrupt(fmt::format("duplicate parameter name \"{}\" in unit {}", p.name, u.name));
+  const json& shape = get_array(j, "shape", pw);
+  if (shape.size() > 16) corrupt(fmt::format("{}: rank {} shape", pw, shape.size()));
+  int64_t prod = 1;
+  for (const json& d : shape) {
+    if (!d.is_number_integer()) corrupt(fmt::format("{}: shape has a non-integer", pw));
+    const int64_t v = clamped_int(d);
+    if (v < 1 || v > kMaxElements) corrupt(fmt::format("{}: bad dimension {}", pw, v));
+    prod *= v;
+    if (prod > kMaxElements) corrupt(fmt::format("{}: shape too large", pw));
+    p.shape.push_back(v);
+  }
+  p.offset = get_int(j, "offset", pw, 0, kMaxElements);
+  p.numel = get_int(j, "numel", pw, 1, kMaxElements);
+  if (p.numel != prod)
+    corrupt(fmt::format("{}: numel {} does not match its shape ({})", pw, p.numel, prod));
+  if (p.offset < end) corrupt(fmt::format("{}: overlaps the previous parameter", pw));
+  end = p.offset + p.numel;
+  if (end > u.padded_numel)
+    corrupt(fmt::format("{}: ends at {}, past the group's {} elements", pw, end, u.padded_numel));
+  return p;
+}
 
-  const json& model = field(body, "model", "body");
+UnitEntry parse_unit(const json& j, const std::string& where) {
+  UnitEntry u;
+  u.name = get_string(j, "name", where);
+  u.padded_numel = get_int(j, "padded_numel", where, 1, kMaxElements);
+  const json& params = get_array(j, "params", where);
+  if (params.empty()) corrupt(fmt::format("{} has no parameters", where));
+  std::set<std::string> names;
+  int64_t end = 0;
+  for (size_t pi = 0; pi < params.size(); ++pi) {
+    const std::string pw = fmt::format("{}.params[{}]", where, pi);
+    u.params.push_back(parse_param(params[pi], pw, u, names, end));
+  }
+  return u;
+}
+
+void parse_model(const json& model, Manifest& m) {
   m.align = get_int(model, "align", "model", 1, int64_t{1} << 20);
   m.model_description = field(model, "description", "model").dump();
   const json& units = get_array(model, "units", "model");
@@ -336,50 +381,14 @@ Manifest parse_manifest(std::string_view text) {
   std::set<std::string> unit_names;
   for (size_t ui = 0; ui < units.size(); ++ui) {
     const std::string where = fmt::format("model.units[{}]", ui);
-    UnitEntry u;
-    u.name = get_string(units[ui], "name", where);
-    if (!unit_names.insert(u.name).second)
-      corrupt(fmt::format("duplicate unit name \"{}\"", u.name));
-    u.padded_numel = get_int(units[ui], "padded_numel", where, 1, kMaxElements);
-    const json& params = get_array(units[ui], "params", where);
-    if (params.empty()) corrupt(fmt::format("{} has no parameters", where));
-    std::set<std::string> names;
-    int64_t end = 0;
-    for (size_t pi = 0; pi < params.size(); ++pi) {
-      const std::string pw = fmt::format("{}.params[{}]", where, pi);
-      ParamEntry p;
-      p.name = get_string(params[pi], "name", pw);
-      if (!names.insert(p.name).second)
-        corrupt(fmt::format("duplicate parameter name \"{}\" in unit {}", p.name, u.name));
-      const json& shape = get_array(params[pi], "shape", pw);
-      if (shape.size() > 16) corrupt(fmt::format("{}: rank {} shape", pw, shape.size()));
-      int64_t prod = 1;
-      for (const json& d : shape) {
-        if (!d.is_number_integer()) corrupt(fmt::format("{}: shape has a non-integer", pw));
-        const int64_t v =
-            d.is_number_unsigned()
-                ? static_cast<int64_t>(std::min<uint64_t>(d.get<uint64_t>(), kMaxElements + 1))
-                : d.get<int64_t>();
-        if (v < 1 || v > kMaxElements) corrupt(fmt::format("{}: bad dimension {}", pw, v));
-        prod *= v;
-        if (prod > kMaxElements) corrupt(fmt::format("{}: shape too large", pw));
-        p.shape.push_back(v);
-      }
-      p.offset = get_int(params[pi], "offset", pw, 0, kMaxElements);
-      p.numel = get_int(params[pi], "numel", pw, 1, kMaxElements);
-      if (p.numel != prod)
-        corrupt(fmt::format("{}: numel {} does not match its shape ({})", pw, p.numel, prod));
-      if (p.offset < end) corrupt(fmt::format("{}: overlaps the previous parameter", pw));
-      end = p.offset + p.numel;
-      if (end > u.padded_numel)
-        corrupt(
-            fmt::format("{}: ends at {}, past the group's {} elements", pw, end, u.padded_numel));
-      u.params.push_back(std::move(p));
-    }
-    m.units.push_back(std::move(u));
+    // The name is checked for duplicates before the rest of the unit, as the messages promise.
+    const std::string name = get_string(units[ui], "name", where);
+    if (!unit_names.insert(name).second) corrupt(fmt::format("duplicate unit name \"{}\"", name));
+    m.units.push_back(parse_unit(units[ui], where));
   }
+}
 
-  const json& ls = field(body, "loss_scaler", "body");
+void parse_loss_scaler(const json& ls, Manifest& m) {
   const uint32_t bits =
       static_cast<uint32_t>(get_int(ls, "scale_bits", "loss_scaler", 0, 0xffffffffll));
   m.loss_scaler.scale = std::bit_cast<float>(bits);
@@ -389,51 +398,64 @@ Manifest parse_manifest(std::string_view text) {
       get_int(ls, "good_steps", "loss_scaler", 0, std::numeric_limits<int64_t>::max());
   m.loss_scaler.hysteresis_left =
       static_cast<int>(get_int(ls, "hysteresis_left", "loss_scaler", 0, 1 << 30));
+}
 
+// One shard file: name, rank, size, checksum and its [begin, numel] range per unit.
+FileEntry parse_file(const json& j, const std::string& where, const Manifest& m,
+                     std::set<std::string>& names) {
+  FileEntry f;
+  f.name = get_string(j, "name", where);
+  if (!safe_file_name(f.name)) corrupt(fmt::format("{}: unsafe file name", where));
+  if (f.name == kManifestName || !names.insert(f.name).second)
+    corrupt(fmt::format("{}: duplicate file name \"{}\"", where, f.name));
+  f.rank = static_cast<int>(get_int(j, "rank", where, 0, m.world_size - 1));
+  f.size = get_int(j, "size", where, kShardFixedHeaderBytes, std::numeric_limits<int64_t>::max());
+  f.xxh3 = parse_hex(get_string(j, "xxh3", where), where + ".xxh3");
+  const json& ranges = get_array(j, "units", where);
+  if (ranges.size() != m.units.size())
+    corrupt(fmt::format("{}: {} unit ranges for {} units", where, ranges.size(), m.units.size()));
+  for (size_t u = 0; u < ranges.size(); ++u) {
+    const json& r = ranges[u];
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer() ||
+        r[0].is_number_float() || r[1].is_number_float())
+      corrupt(fmt::format("{}.units[{}] is not [begin, numel]", where, u));
+    const int64_t bu = clamped_int(r[0]);
+    const int64_t nu = clamped_int(r[1]);
+    if (bu < 0 || nu < 0 || bu > kMaxElements || nu > kMaxElements ||
+        bu + nu > m.units[u].padded_numel)
+      corrupt(fmt::format("{}.units[{}] = [{}, {}] is outside the group of {} elements", where, u,
+                          bu, nu, m.units[u].padded_numel));
+    f.units.push_back({bu, nu});
+  }
+  return f;
+}
+
+}  // namespace
+
+Manifest parse_manifest(std::string_view text) {
+  json top = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (top.is_discarded()) corrupt("manifest is not valid JSON");
+  Manifest m;
+  const json& body = parse_envelope(top, m);
+  m.step = get_int(body, "step", "body", 0, std::numeric_limits<int64_t>::max());
+  m.world_size = static_cast<int>(get_int(body, "world_size", "body", 1, kMaxRank));
+  m.stage = static_cast<int>(get_int(body, "stage", "body", 0, 3));
+  m.optimizer = get_string(body, "optimizer", "body");
+  if (m.optimizer != "adamw" && m.optimizer != "sgd")
+    corrupt(fmt::format("unknown optimizer \"{}\"", m.optimizer));
+  m.state_mask = static_cast<uint32_t>(get_int(body, "state_mask", "body", 1, kStateAll));
+  if ((m.state_mask & kStateMaster) == 0) corrupt("state mask lacks the fp32 master");
+  parse_model(field(body, "model", "body"), m);
+  parse_loss_scaler(field(body, "loss_scaler", "body"), m);
   const json& ts = field(body, "trainer_state", "body");
   if (!ts.is_object()) corrupt("trainer_state is not a JSON object");
   m.trainer_state = ts.dump();
-
   const json& files = get_array(body, "files", "body");
   if (files.empty() || static_cast<int64_t>(files.size()) > kMaxRank)
     corrupt(fmt::format("manifest lists {} files", files.size()));
   std::set<std::string> file_names;
   for (size_t fi = 0; fi < files.size(); ++fi) {
-    const std::string where = fmt::format("files[{}]", fi);
-    FileEntry f;
-    f.name = get_string(files[fi], "name", where);
-    if (!safe_file_name(f.name)) corrupt(fmt::format("{}: unsafe file name", where));
-    if (f.name == kManifestName || !file_names.insert(f.name).second)
-      corrupt(fmt::format("{}: duplicate file name \"{}\"", where, f.name));
-    f.rank = static_cast<int>(get_int(files[fi], "rank", where, 0, m.world_size - 1));
-    f.size = get_int(files[fi], "size", where, kShardFixedHeaderBytes,
-                     std::numeric_limits<int64_t>::max());
-    f.xxh3 = parse_hex(get_string(files[fi], "xxh3", where), where + ".xxh3");
-    const json& ranges = get_array(files[fi], "units", where);
-    if (ranges.size() != m.units.size())
-      corrupt(fmt::format("{}: {} unit ranges for {} units", where, ranges.size(), m.units.size()));
-    for (size_t u = 0; u < ranges.size(); ++u) {
-      const json& r = ranges[u];
-      if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() ||
-          !r[1].is_number_integer() || r[0].is_number_float() || r[1].is_number_float())
-        corrupt(fmt::format("{}.units[{}] is not [begin, numel]", where, u));
-      const int64_t b = r[0].is_number_unsigned() ? -1 : r[0].get<int64_t>();
-      const int64_t n = r[1].is_number_unsigned() ? -1 : r[1].get<int64_t>();
-      const int64_t bu =
-          r[0].is_number_unsigned()
-              ? static_cast<int64_t>(std::min<uint64_t>(r[0].get<uint64_t>(), kMaxElements + 1))
-              : b;
-      const int64_t nu =
-          r[1].is_number_unsigned()
-              ? static_cast<int64_t>(std::min<uint64_t>(r[1].get<uint64_t>(), kMaxElements + 1))
-              : n;
-      if (bu < 0 || nu < 0 || bu > kMaxElements || nu > kMaxElements ||
-          bu + nu > m.units[u].padded_numel)
-        corrupt(fmt::format("{}.units[{}] = [{}, {}] is outside the group of {} elements", where, u,
-                            bu, nu, m.units[u].padded_numel));
-      f.units.push_back({bu, nu});
-    }
-    m.files.push_back(std::move(f));
+    m.files.push_back(parse_file(files[fi], fmt::format("files[{}]", fi), m, file_names));
   }
   check_coverage(m);
   return m;
