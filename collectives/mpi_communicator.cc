@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "collectives/reduce_kernels.h"
@@ -56,7 +54,23 @@ struct ChunkTypes {
 // ---------------------------------------------------------------------------------------------
 // Construction
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
+MpiCommunicatorOptions MpiCommunicatorOptions::from_settings(const Settings& s) {
+  MpiCommunicatorOptions o;
+  o.shared_memory = s.collectives_shm;
+  o.shm_pass_bytes = s.collectives_shm_pass;
+  o.check_collectives = s.check_collectives;
+  return o;
+}
+
+MpiCommunicatorOptions MpiCommunicatorOptions::from_environment() {
+  return from_settings(Settings::from_environment());
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm)
+    : MpiCommunicator(comm, MpiCommunicatorOptions::from_environment()) {}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiCommunicatorOptions& options)
+    : options_(options) {
   int rc = MPI_Comm_dup(comm, &comm_);
   if (rc != MPI_SUCCESS) fail(ErrorCode::kCommunication, "MpiCommunicator: MPI_Comm_dup failed");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -64,8 +78,6 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
   MPI_Comm_set_errhandler(phase2_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
-  const char* env = std::getenv("ZS_CHECK_COLLECTIVES");
-  check_ = env != nullptr && std::strcmp(env, "1") == 0;
   shm_init();
 }
 
@@ -82,16 +94,19 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 }
 
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world(const MpiCommunicatorOptions& options) {
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
+}
+
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   MPI_Comm sub = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split",
             CollectiveKind::kBarrier, 0, DType::kU8);
   if (sub == MPI_COMM_NULL) return nullptr;
-  auto c = std::make_unique<MpiCommunicator>(sub);
+  // The parent's options: the shared path is on only where the child is one node.
+  auto c = std::make_unique<MpiCommunicator>(sub, options_);
   MPI_Comm_free(&sub);
   c->chunk_limit_ = chunk_limit_;
-  c->shm_wanted_ = shm_wanted_;  // the parent's choice; on only where the child is one node
-  c->shm_on_ = shm_wanted_ && c->shm_comm_ != MPI_COMM_NULL;
   return c;
 }
 
@@ -99,11 +114,9 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split_shared() {
   MPI_Comm sub = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &sub),
             "MPI_Comm_split_type", CollectiveKind::kBarrier, 0, DType::kU8);
-  auto c = std::make_unique<MpiCommunicator>(sub);
+  auto c = std::make_unique<MpiCommunicator>(sub, options_);
   MPI_Comm_free(&sub);
   c->chunk_limit_ = chunk_limit_;
-  c->shm_wanted_ = shm_wanted_;  // the parent's choice; on only where the child is one node
-  c->shm_on_ = shm_wanted_ && c->shm_comm_ != MPI_COMM_NULL;
   return c;
 }
 
@@ -189,7 +202,7 @@ void MpiCommunicator::validate(CollectiveKind kind, const void* send, const void
 
 void MpiCommunicator::check_agreement(CollectiveKind kind, size_t count, DType dtype, ReduceOp op,
                                       int root) {
-  if (!check_) return;
+  if (!options_.check_collectives) return;
   const int64_t mine[4] = {static_cast<int64_t>(count), static_cast<int64_t>(dtype),
                            static_cast<int64_t>(op), root};
   int64_t v[8];

@@ -11,15 +11,16 @@
 // * broadcast    = MPI_Bcast; barrier = MPI_Barrier.
 // * Shared-memory path ([Note: shared-memory window] in mpi_shm.cc): when every rank of the
 //   communicator shares one node (MPI_COMM_TYPE_SHARED gives the same size) and
-//   ZS_COLLECTIVES_SHM is not "0" (read at construction), reduce_scatter and all_reduce (sync and
-//   async) run over an MPI-3 shared-memory window instead: each rank copies its input for the
-//   peers into its slot, a barrier over flags in the window, each rank reduces its piece reading
-//   every rank's contribution in rank order with the same kernel (same bits as the MPI path), and
-//   all_reduce copies every reduced piece out after the next barrier. Passes are bounded
-//   (512 KiB per rank by default, set_shm_pass_limit() or ZS_COLLECTIVES_SHM_PASS=bytes) and
-//   rotate over 3 slots per rank, so no pass waits for the readers of the previous one. The
-//   window is allocated on first use (collective over the communicator, inside a collective
-//   call), grown only when a call needs more, and tracked in MemCategory::kCommBuffers
+//   MpiCommunicatorOptions::shared_memory is on (the default; ZS_COLLECTIVES_SHM=0 turns it off),
+//   reduce_scatter and all_reduce (sync and async) run over an MPI-3 shared-memory window instead:
+//   each rank copies its input for the peers into its slot, a barrier over flags in the window,
+//   each rank reduces its piece reading every rank's contribution in rank order with the same
+//   kernel (same bits as the MPI path), and all_reduce copies every reduced piece out after the
+//   next barrier. Passes are bounded (512 KiB per rank by default;
+//   MpiCommunicatorOptions::shm_pass_bytes, set by ZS_COLLECTIVES_SHM_PASS=bytes, or
+//   set_shm_pass_limit()) and rotate over 3 slots per rank, so no pass waits for the readers of the
+//   previous one. The window is allocated on first use (collective over the communicator, inside a
+//   collective call), grown only when a call needs more, and tracked in MemCategory::kCommBuffers
 //   (scratch_allocated() includes it). Asynchronous forms on this path do their work when wait()
 //   or test() is first called (test() then blocks until done), earlier window operations first,
 //   in start order on every rank. set_shared_memory(false) selects the MPI algorithms above.
@@ -37,10 +38,14 @@
 //
 // Errors: MPI runs with MPI_ERRORS_RETURN on this communicator; a failing MPI call throws
 // zs::Error(kCommunication) naming the operation, the rank, the sizes and MPI's error string.
-// Argument errors throw zs::Error(kInvalidArgument). With ZS_CHECK_COLLECTIVES=1 in the
-// environment (read at construction), every collective first all-reduces the (min, max) of its
-// count, dtype, op and root across ranks and throws kCommunication on every rank on a mismatch;
-// without it, mismatched counts are reported where MPI detects them (truncation).
+// Argument errors throw zs::Error(kInvalidArgument). With MpiCommunicatorOptions::check_collectives
+// (ZS_CHECK_COLLECTIVES=1), every collective first all-reduces the (min, max) of its count, dtype,
+// op and root across ranks and throws kCommunication on every rank on a mismatch; without it,
+// mismatched counts are reported where MPI detects them (truncation).
+//
+// Options: the constructors without options take them from the environment at construction
+// (MpiCommunicatorOptions::from_environment()); communicators made by split() and split_shared()
+// take their parent's.
 //
 // Thread-safety: one thread at a time (the communicator and its Works). Every Work must be
 // finished or destroyed before its communicator is destroyed.
@@ -55,19 +60,41 @@
 
 #include "collectives/communicator.h"
 #include "core/buffer.h"
+#include "core/settings.h"
 
 namespace zs {
 
+// What an MpiCommunicator is built with. The defaults are Settings' defaults; from_settings() and
+// from_environment() take them from the ZS_* variables ([Note: environment settings] in
+// core/settings.h). Every rank must pass the same options.
+struct MpiCommunicatorOptions {
+  // The shared-memory path for reductions on one node (ZS_COLLECTIVES_SHM).
+  bool shared_memory = Settings{}.collectives_shm;
+  // Bytes one rank stages per pass on that path, rounded down to a multiple of 64 and raised to
+  // at least 8 x size() (ZS_COLLECTIVES_SHM_PASS).
+  size_t shm_pass_bytes = Settings{}.collectives_shm_pass;
+  // The (min, max) agreement check before every collective (ZS_CHECK_COLLECTIVES).
+  bool check_collectives = Settings{}.check_collectives;
+
+  static MpiCommunicatorOptions from_settings(const Settings& s);
+  // from_settings(Settings::from_environment()); throws as that does for a bad variable.
+  static MpiCommunicatorOptions from_environment();
+};
+
 class MpiCommunicator final : public Communicator {
  public:
-  // Dups `comm` (collective over it); the dup is freed by the destructor.
+  // Dups `comm` (collective over it); the dup is freed by the destructor. Without `options`,
+  // MpiCommunicatorOptions::from_environment() (which throws zs::Error(kInvalidArgument) for a
+  // bad ZS_* variable, before anything is dup'ed).
   explicit MpiCommunicator(MPI_Comm comm);
+  MpiCommunicator(MPI_Comm comm, const MpiCommunicatorOptions& options);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   // A communicator over MPI_COMM_WORLD (MPI must be initialised).
   static std::unique_ptr<MpiCommunicator> world();
+  static std::unique_ptr<MpiCommunicator> world(const MpiCommunicatorOptions& options);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -113,8 +140,11 @@ class MpiCommunicator final : public Communicator {
   void set_shm_pass_limit(size_t bytes);
   size_t shm_pass_limit() const { return shm_slot_limit_; }
 
-  // Whether the (min, max) argument check runs before each collective (ZS_CHECK_COLLECTIVES=1).
-  bool checking() const { return check_; }
+  // Whether the (min, max) argument check runs before each collective (check_collectives).
+  bool checking() const { return options_.check_collectives; }
+  // The options this communicator was built with, shared_memory as set_shared_memory() left it;
+  // what split() and split_shared() pass on.
+  const MpiCommunicatorOptions& options() const { return options_; }
 
   MPI_Comm handle() const { return comm_; }
 
@@ -181,14 +211,13 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm phase2_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
-  bool check_ = false;
+  MpiCommunicatorOptions options_;
   size_t chunk_limit_ = size_t{1} << 30;
   ByteCounters counters_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::deque<AllReduceWork*> pending_phase2_;
   MPI_Comm shm_comm_ = MPI_COMM_NULL;  // same ranks as comm_, when they share one node
-  bool shm_wanted_ = true;             // ZS_COLLECTIVES_SHM / set_shared_memory()
-  bool shm_on_ = false;                // wanted and one node
+  bool shm_on_ = false;                // options_.shared_memory and one node
   MPI_Win shm_win_ = MPI_WIN_NULL;
   char* shm_base_ = nullptr;  // rank 0's segment; rank r's segment follows r-1's
   size_t shm_slot_ = 0;       // bytes of one slot (one rank, one of 3 buffers)

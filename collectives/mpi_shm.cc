@@ -21,9 +21,9 @@
 // reaches that sync only after it finished reading pass p (reduction in the interval after pass
 // p's sync, copy-out in the next). The same count holds across consecutive calls.
 // Passes stage at most shm_slot_limit_ bytes per rank (512 KiB by default, so a pass stays in
-// cache between the copy-in, the peers' reads and the copy-out; ZS_COLLECTIVES_SHM_PASS=bytes
-// overrides it), so the window stays small whatever the message size; results do not depend on
-// the pass size (reduction is per element).
+// cache between the copy-in, the peers' reads and the copy-out; the option shm_pass_bytes, from
+// ZS_COLLECTIVES_SHM_PASS=bytes, sets it), so the window stays small whatever the message size;
+// results do not depend on the pass size (reduction is per element).
 //
 // Ordering: window operations synchronise only among themselves (counters, and shm_comm_ for
 // window allocation), never with MPI collectives on comm_/phase2_comm_. Asynchronous window
@@ -35,7 +35,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -47,10 +46,10 @@
 namespace zs {
 namespace {
 
-// Bytes one rank stages per pass: small enough that a pass stays in cache (1 MiB L2 per core,
-// 32 MiB shared L3 on the target machines) between the copy-in, the peers' reads and the
-// copy-out. 256-512 KiB passes measured up to 2x faster than 32 MiB passes on 2 ranks.
-constexpr size_t kDefaultPassBytes = size_t{512} << 10;
+// Why 512 KiB per pass by default (Settings::collectives_shm_pass): small enough that a pass
+// stays in cache (1 MiB L2 per core, 32 MiB shared L3 on the target machines) between the
+// copy-in, the peers' reads and the copy-out. 256-512 KiB passes measured up to 2x faster than
+// 32 MiB passes on 2 ranks.
 constexpr size_t kCtrlBytes = 64;  // one cache line per rank: its barrier counter
 size_t round_up(size_t a, size_t b) { return (a + b - 1) / b * b; }
 size_t segment_bytes(size_t slot) { return kCtrlBytes + 3 * slot; }
@@ -99,12 +98,8 @@ class MpiCommunicator::ShmWork final : public Work {
 };
 
 void MpiCommunicator::shm_init() {
-  const char* env = std::getenv("ZS_COLLECTIVES_SHM");
-  shm_wanted_ = env == nullptr || std::strcmp(env, "0") != 0;
   const size_t n = static_cast<size_t>(size_);
-  size_t pass = kDefaultPassBytes;
-  if (const char* p = std::getenv("ZS_COLLECTIVES_SHM_PASS")) pass = std::strtoull(p, nullptr, 10);
-  shm_slot_limit_ = std::max(pass / 64 * 64, 8 * n);
+  shm_slot_limit_ = std::max(options_.shm_pass_bytes / 64 * 64, 8 * n);
   if (size_ == 1) return;  // nothing to exchange: the MPI path is a local reduction
   MPI_Comm node = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
@@ -119,7 +114,7 @@ void MpiCommunicator::shm_init() {
   }
   shm_comm_ = node;
   MPI_Comm_set_errhandler(shm_comm_, MPI_ERRORS_RETURN);
-  shm_on_ = shm_wanted_;
+  shm_on_ = options_.shared_memory;
 }
 
 void MpiCommunicator::shm_free() {
@@ -139,7 +134,7 @@ void MpiCommunicator::shm_free() {
 
 void MpiCommunicator::set_shared_memory(bool enable) {
   shm_drain(nullptr);
-  shm_wanted_ = enable;
+  options_.shared_memory = enable;
   shm_on_ = enable && shm_comm_ != MPI_COMM_NULL;
 }
 

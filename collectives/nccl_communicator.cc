@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
 
 #include "core/error.h"
+#include "core/settings.h"
 
 namespace zs {
 
@@ -156,13 +156,13 @@ void refuse_shared_devices(MPI_Comm comm, int rank, int size, int device) {
            "nccl communicator: MPI_Allgather of the device UUIDs failed on rank {} of {}", rank,
            size);
   const auto [a, b] = find_shared_device(all);
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string visible =
+      LaunchEnvironment::from_environment().cuda_visible_devices.value_or("(unset)");
   ZS_CHECK(
       a < 0, ErrorCode::kUnsupported,
       "ranks {} and {} are both on GPU {} (this is rank {}, cuda:{}, CUDA_VISIBLE_DEVICES={}): "
       "two ranks on one GPU are not supported; launch one rank per GPU",
-      a, b, uuid_text(all[static_cast<size_t>(a < 0 ? 0 : a)]), rank, device,
-      visible ? visible : "(unset)");
+      a, b, uuid_text(all[static_cast<size_t>(a < 0 ? 0 : a)]), rank, device, visible);
 }
 
 }  // namespace

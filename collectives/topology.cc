@@ -2,40 +2,28 @@
 
 #include <mpi.h>
 
-#include <cstdlib>
-#include <string>
-
 #include "core/error.h"
+#include "core/settings.h"
 
 namespace zs {
-namespace {
-
-// Parses ZS_FAKE_NODES; returns 0 when unset or empty.
-int fake_nodes_from_env(int rank, int size) {
-  const char* env = std::getenv("ZS_FAKE_NODES");
-  if (env == nullptr || *env == '\0') return 0;
-  char* end = nullptr;
-  const long k = std::strtol(env, &end, 10);
-  ZS_CHECK(end != env && *end == '\0', ErrorCode::kInvalidArgument,
-           "node topology: ZS_FAKE_NODES='{}' is not an integer (rank {})", env, rank);
-  ZS_CHECK(k >= 1 && k <= size && size % k == 0, ErrorCode::kInvalidArgument,
-           "node topology: ZS_FAKE_NODES={} must be in [1, {}] and divide the world size {} "
-           "(rank {})",
-           k, size, size, rank);
-  return static_cast<int>(k);
-}
-
-}  // namespace
 
 NodeTopology make_node_topology(MpiCommunicator& comm) {
+  return make_node_topology(comm, Settings::from_environment().fake_nodes);
+}
+
+NodeTopology make_node_topology(MpiCommunicator& comm, int fake_nodes) {
   NodeTopology t;
   const int rank = comm.rank();
   const int size = comm.size();
-  const int fake = fake_nodes_from_env(rank, size);
-  if (fake > 0) {
-    const int block = size / fake;
+  ZS_CHECK(fake_nodes >= 0 && fake_nodes <= size && (fake_nodes == 0 || size % fake_nodes == 0),
+           ErrorCode::kInvalidArgument,
+           "node topology: ZS_FAKE_NODES={} must be in [1, {}] and divide the world size {} "
+           "(rank {})",
+           fake_nodes, size, size, rank);
+  if (fake_nodes > 0) {
+    const int block = size / fake_nodes;
     t.node_index = rank / block;
-    t.num_nodes = fake;
+    t.num_nodes = fake_nodes;
     t.local = comm.split(t.node_index, rank);
   } else {
     auto local = comm.split_shared();
@@ -61,10 +49,7 @@ NodeTopology make_node_topology(MpiCommunicator& comm) {
 }
 
 int local_rank_from_env() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') return std::atoi(v);
-  }
+  if (const auto r = LaunchEnvironment::from_environment().local_rank) return *r;
   int initialized = 0;
   MPI_Initialized(&initialized);
   ZS_CHECK(initialized, ErrorCode::kInvalidArgument,

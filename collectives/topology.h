@@ -20,14 +20,19 @@ struct NodeTopology {
 };
 
 // Collective over `comm`. Nodes are found with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), unless
-// ZS_FAKE_NODES=K is set: then the ranks are taken to be spread over K nodes in contiguous blocks
-// of size()/K (throws zs::Error(kInvalidArgument) when K < 1, K > size() or K does not divide
-// size()), which lets one host test multi-node code paths.
+// fake_nodes = K >= 1: then the ranks are taken to be spread over K nodes in contiguous blocks of
+// size()/K (throws zs::Error(kInvalidArgument) when K < 0, K > size() or K does not divide size()),
+// so one host can test multi-node code paths. Every rank must pass the same fake_nodes; the
+// communicators made take `comm`'s options. Without fake_nodes: Settings::fake_nodes from the
+// environment (ZS_FAKE_NODES=K; [Note: environment settings] in core/settings.h), which throws for
+// a bad ZS_* variable.
+NodeTopology make_node_topology(MpiCommunicator& comm, int fake_nodes);
 NodeTopology make_node_topology(MpiCommunicator& comm);
 
 // This process's rank among the processes of its node, for GPU selection: from the launcher's
-// environment (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID) when set, else from an
-// MPI_COMM_TYPE_SHARED split of MPI_COMM_WORLD (then MPI must be initialised).
+// environment (LaunchEnvironment::local_rank in core/settings.h: OMPI_COMM_WORLD_LOCAL_RANK,
+// MPI_LOCALRANKID, SLURM_LOCALID) when set, else from an MPI_COMM_TYPE_SHARED split of
+// MPI_COMM_WORLD (then MPI must be initialised).
 int local_rank_from_env();
 
 }  // namespace zs

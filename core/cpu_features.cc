@@ -1,10 +1,9 @@
 #include "core/cpu_features.h"
 
-#include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/settings.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -35,39 +34,33 @@ CpuFeatures detect() {
   return f;
 }
 
-// ZS_MAX_ISA / ZS_FORCE_SCALAR, parsed once. `error` is non-empty for a bad value.
+// The cap from the settings ([Note: environment settings] in core/settings.h), read once. `error`
+// is non-empty for a bad value of any setting, so every call reports it alike.
 struct Cap {
   SimdLevel level = SimdLevel::kAvx512;
+  bool force_scalar = false;
   std::string error;
 };
 
-const Cap& env_cap() {
+const Cap& settings_cap() {
   static const Cap cap = [] {
     Cap c;
-    if (force_scalar()) c.level = SimdLevel::kScalar;
-    const char* v = std::getenv("ZS_MAX_ISA");
-    if (v == nullptr || v[0] == '\0') return c;
-    std::string s(v);
-    std::transform(s.begin(), s.end(), s.begin(),
-                   [](unsigned char ch) { return std::tolower(ch); });
-    SimdLevel l;
-    if (s == "scalar") {
-      l = SimdLevel::kScalar;
-    } else if (s == "avx2") {
-      l = SimdLevel::kAvx2;
-    } else if (s == "avx512") {
-      l = SimdLevel::kAvx512;
-    } else {
-      c.error = fmt::format(
-          "ZS_MAX_ISA={}: unknown instruction-set cap (allowed: scalar, avx2, "
-          "avx512)",
-          v);
-      return c;
+    try {
+      const Settings s = Settings::from_environment();
+      c.force_scalar = s.force_scalar;
+      c.level = s.force_scalar ? SimdLevel::kScalar : s.max_isa;
+    } catch (const Error& e) {
+      c.error = e.what();
     }
-    c.level = std::min(c.level, l);
     return c;
   }();
   return cap;
+}
+
+const Cap& checked_cap() {
+  const Cap& c = settings_cap();
+  if (!c.error.empty()) throw Error(ErrorCode::kInvalidArgument, c.error);
+  return c;
 }
 
 }  // namespace
@@ -143,19 +136,9 @@ bool simd_level_supported(SimdLevel level) {
   return false;
 }
 
-bool force_scalar() {
-  static const bool forced = [] {
-    const char* v = std::getenv("ZS_FORCE_SCALAR");
-    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-  }();
-  return forced;
-}
+bool force_scalar() { return checked_cap().force_scalar; }
 
-SimdLevel max_simd_level() {
-  const Cap& c = env_cap();
-  if (!c.error.empty()) throw Error(ErrorCode::kInvalidArgument, c.error);
-  return c.level;
-}
+SimdLevel max_simd_level() { return checked_cap().level; }
 
 bool simd_level_capped() {
   SimdLevel best = SimdLevel::kScalar;

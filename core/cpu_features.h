@@ -6,13 +6,14 @@
 // are compiled per function (__attribute__((target(...)))) and chosen here, so one binary runs on
 // any x86-64 CPU and uses what it has. On other architectures every feature reads false.
 //
-// [Note: ISA cap] The environment caps the level, so that one machine can run every lower path:
+// [Note: ISA cap] A setting caps the level, so that one machine can run every lower path:
 //   ZS_MAX_ISA=scalar|avx2|avx512   the highest level our kernels may use (a cap: a CPU without
 //                                   the named level uses its own highest one)
 //   ZS_FORCE_SCALAR=1               the same as ZS_MAX_ISA=scalar (kept for old scripts)
-// oneDNN's GEMMs have their own cap, ONEDNN_MAX_CPU_ISA (e.g. AVX2), which oneDNN reads itself;
-// nn/gemm.h reports what it chose. Both are read once per process, like oneDNN's. Thread-safety:
-// all functions may be called concurrently.
+// They are Settings::max_isa and Settings::force_scalar ([Note: environment settings] in
+// core/settings.h), read once per process at the first call below, like oneDNN's own cap,
+// ONEDNN_MAX_CPU_ISA (e.g. AVX2), which oneDNN reads itself for its GEMMs; nn/gemm.h reports what
+// it chose. Thread-safety: all functions may be called concurrently.
 #pragma once
 
 #include <cstdint>
@@ -53,16 +54,17 @@ enum class SimdLevel : uint8_t { kScalar, kAvx2, kAvx512 };
 std::string_view simd_level_name(SimdLevel level);
 // True when this CPU can run kernels of `level` (kScalar always). Ignores the cap.
 bool simd_level_supported(SimdLevel level);
-// The cap from the environment ([Note: ISA cap]); kAvx512 when none is set. Throws
+// The cap from the settings ([Note: ISA cap]); kAvx512 when none is set. Throws
 // zs::Error(kInvalidArgument) naming the variable, its value and the allowed values when
-// ZS_MAX_ISA is set to anything else, so a program that calls it at start-up fails before work.
+// ZS_MAX_ISA, or any other setting of Settings::from_environment(), has a value it refuses, so a
+// program that calls it at start-up fails before work.
 SimdLevel max_simd_level();
 // True when the cap is below what this CPU supports (a path is being forced).
 bool simd_level_capped();
-// True when ZS_FORCE_SCALAR is set to a value other than "" or "0".
+// True when ZS_FORCE_SCALAR=1. Throws like max_simd_level() for a bad setting.
 bool force_scalar();
 // The level dispatched kernels use: the highest supported level not above the cap. Fixed for the
-// life of the process. Throws like max_simd_level() for a bad ZS_MAX_ISA.
+// life of the process. Throws like max_simd_level() for a bad setting.
 SimdLevel active_simd_level();
 
 }  // namespace zs

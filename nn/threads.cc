@@ -4,9 +4,9 @@
 #include <sched.h>
 
 #include <Eigen/Core>
-#include <cstdlib>
 #include <thread>
 
+#include "core/settings.h"
 #include "nn/gpt.h"
 
 namespace zs::nn {
@@ -17,11 +17,9 @@ int default_threads() {
   if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
   if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
   if (cores <= 0) cores = 1;
-  int local = 1;
-  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
-    local = std::atoi(s);
-    if (local <= 0) local = 1;
-  }
+  // The launcher's count of ranks on this node (LaunchEnvironment::openmpi_local_size).
+  int local = LaunchEnvironment::from_environment().openmpi_local_size.value_or(1);
+  if (local <= 0) local = 1;
   // An mpirun that binds each rank to one core already shrinks the affinity mask.
   if (cores < local) return 1;
   const int t = cores / local;

@@ -2,10 +2,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "core/settings.h"
 #include "device/cuda/cuda_error.h"
 
 namespace zs {
@@ -36,13 +36,6 @@ class DeviceGuard {
  private:
   int prev_ = -1;
 };
-
-int env_int(const char* const* names, int fallback) {
-  for (const char* const* n = names; *n != nullptr; ++n) {
-    if (const char* v = std::getenv(*n); v != nullptr && *v != '\0') return std::atoi(v);
-  }
-  return fallback;
-}
 
 }  // namespace
 
@@ -196,8 +189,8 @@ PinnedHostAllocator& pinned_host_allocator() {
 // [Note: one GPU per rank]
 
 int choose_local_device(int local_rank, int local_size, int device_count) {
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string vis = visible ? visible : "(unset)";
+  const std::string vis =
+      LaunchEnvironment::from_environment().cuda_visible_devices.value_or("(unset)");
   ZS_CHECK(device_count > 0, ErrorCode::kUnsupported,
            "no CUDA device visible to local rank {} (CUDA_VISIBLE_DEVICES={})", local_rank, vis);
   ZS_CHECK(local_rank >= 0 && local_size >= 1 && local_rank < local_size,
@@ -209,17 +202,14 @@ int choose_local_device(int local_rank, int local_size, int device_count) {
 }
 
 int select_local_device() {
-  static const char* const kRank[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                      "SLURM_LOCALID", nullptr};
-  static const char* const kSize[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                                      "SLURM_NTASKS_PER_NODE", nullptr};
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError();
     count = 0;
   }
-  const int local_rank = env_int(kRank, 0);
-  const int local_size = env_int(kSize, local_rank + 1);
+  const LaunchEnvironment launch = LaunchEnvironment::from_environment();
+  const int local_rank = launch.local_rank.value_or(0);
+  const int local_size = launch.local_size.value_or(local_rank + 1);
   const int device = choose_local_device(local_rank, local_size, count);
   cuda_check(cudaSetDevice(device), "cudaSetDevice (select_local_device)");
   return device;

@@ -90,11 +90,11 @@ class PinnedHostAllocator final : public Allocator {
 PinnedHostAllocator& pinned_host_allocator();
 
 // [Note: one GPU per rank] The device this process uses: the local rank from the MPI launcher's
-// environment (OMPI_COMM_WORLD_LOCAL_RANK, then MPI_LOCALRANKID, SLURM_LOCALID; 0 when none is
-// set), and the local rank count (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
-// SLURM_NTASKS_PER_NODE). With at least as many visible devices as local ranks, local rank i uses
-// device i. With fewer, each rank may see a GPU of its own (a per-rank CUDA_VISIBLE_DEVICES,
-// Slurm's
+// environment (LaunchEnvironment in core/settings.h: OMPI_COMM_WORLD_LOCAL_RANK, then
+// MPI_LOCALRANKID, SLURM_LOCALID; 0 when none is set), and the local rank count
+// (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE). With at least as many
+// visible devices as local ranks, local rank i uses device i. With fewer, each rank may see a GPU
+// of its own (a per-rank CUDA_VISIBLE_DEVICES, Slurm's
 // --gpus-per-task=1) or ranks may share one: the choice is then local_rank % device_count, and the
 // NcclCommunicator's constructor, which sees every rank's device UUID, refuses two ranks on one GPU
 // with a message naming both ranks. Throws zs::Error(kUnsupported) when no device is visible.

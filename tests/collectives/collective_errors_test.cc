@@ -102,6 +102,33 @@ TEST(CollectiveErrors, CheckedMismatchThrowsOnEveryRank) {
   c->barrier();  // still in step
 }
 
+// [Note: environment settings]: a bad ZS_* value is refused by the constructor that reads the
+// environment, on every rank alike and before anything is communicated; a communicator given its
+// options explicitly does not read the environment.
+TEST(CollectiveErrors, BadSettingRefusedAtConstruction) {
+  const std::pair<const char*, const char*> bad[] = {{"ZS_CHECK_COLLECTIVES", "yes"},
+                                                     {"ZS_COLLECTIVES_SHM", "off"},
+                                                     {"ZS_COLLECTIVES_SHM_PASS", "64k"},
+                                                     {"ZS_MAX_ISA", "avx9"}};
+  for (const auto& [name, value] : bad) {
+    const char* old = std::getenv(name);
+    const std::string saved = old ? old : "";
+    setenv(name, value, 1);
+    expect_error([] { MpiCommunicator::world(); }, ErrorCode::kInvalidArgument,
+                 {std::string(name) + "=" + value + ": ", "(allowed: "});
+    MpiCommunicatorOptions o;
+    o.check_collectives = true;
+    auto c = MpiCommunicator::world(o);
+    if (old) {
+      setenv(name, saved.c_str(), 1);
+    } else {
+      unsetenv(name);
+    }
+    EXPECT_TRUE(c->checking());
+    c->barrier();
+  }
+}
+
 // Without the check, a mismatch is reported where MPI sees it: a truncated receive. Pairs of
 // ranks, so the failing rank forwards nothing that another rank waits for.
 TEST(CollectiveErrors, TruncationReportedByMpi) {
@@ -160,6 +187,27 @@ TEST(NodeTopology, FakeNodesContiguousBlocks) {
     for (int node = 0; node < k; ++node) want += node * block + me % block;
     EXPECT_EQ(s, want);
   }
+}
+
+// fake_nodes given explicitly: the environment is not read (a bad ZS_FAKE_NODES is ignored), and
+// the same checks apply.
+TEST(NodeTopology, FakeNodesExplicit) {
+  auto c = MpiCommunicator::world();
+  const int n = c->size(), me = c->rank();
+  setenv("ZS_FAKE_NODES", "x", 1);
+  NodeTopology one_each = make_node_topology(*c, n);
+  NodeTopology real = make_node_topology(*c, 0);
+  expect_error([&] { make_node_topology(*c, n + 1); }, ErrorCode::kInvalidArgument,
+               {"ZS_FAKE_NODES=" + std::to_string(n + 1), "divide the world size"});
+  expect_error([&] { make_node_topology(*c, -1); }, ErrorCode::kInvalidArgument,
+               {"ZS_FAKE_NODES=-1"});
+  unsetenv("ZS_FAKE_NODES");
+  EXPECT_EQ(one_each.num_nodes, n);
+  EXPECT_EQ(one_each.node_index, me);
+  EXPECT_EQ(one_each.local_size, 1);
+  EXPECT_EQ(one_each.cross->size(), n);
+  EXPECT_EQ(real.num_nodes, 1);
+  EXPECT_EQ(real.local_size, n);
 }
 
 TEST(NodeTopology, FakeNodesMustDivideTheWorld) {

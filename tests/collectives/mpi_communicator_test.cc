@@ -13,6 +13,7 @@
 #include "collectives/mpi_communicator.h"
 #include "core/error.h"
 #include "core/memory_tracker.h"
+#include "core/settings.h"
 
 namespace zs {
 namespace {
@@ -382,6 +383,82 @@ TEST(MpiCommunicator, SharedPathDisabledByEnvironment) {
   }
   check_all_reduce(*off, DType::kBF16, ReduceOp::kSum, 1001, false, false, 9);
   check_reduce_scatter(*off, DType::kF32, ReduceOp::kAvg, 1001, true, true, 10);
+}
+
+// Sets an environment variable for a scope and puts back what the process had.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) saved_ = old;
+    setenv(name, value, 1);
+  }
+  ~EnvGuard() {
+    if (had_) {
+      setenv(name_.c_str(), saved_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  std::string name_, saved_;
+  bool had_ = false;
+};
+
+// [Note: environment settings]: the options' defaults are the settings' defaults; the
+// constructor without options reads ZS_COLLECTIVES_SHM, ZS_COLLECTIVES_SHM_PASS and
+// ZS_CHECK_COLLECTIVES; explicit options win over them and split() passes them on.
+TEST(MpiCommunicator, OptionsFromSettingsOrExplicit) {
+  const MpiCommunicatorOptions d;
+  const Settings s;
+  EXPECT_EQ(d.shared_memory, s.collectives_shm);
+  EXPECT_EQ(d.shm_pass_bytes, s.collectives_shm_pass);
+  EXPECT_EQ(d.check_collectives, s.check_collectives);
+  Settings t;
+  t.collectives_shm = false;
+  t.collectives_shm_pass = 123;
+  t.check_collectives = true;
+  const MpiCommunicatorOptions o = MpiCommunicatorOptions::from_settings(t);
+  EXPECT_FALSE(o.shared_memory);
+  EXPECT_EQ(o.shm_pass_bytes, 123u);
+  EXPECT_TRUE(o.check_collectives);
+
+  std::unique_ptr<MpiCommunicator> env, expl;
+  {
+    EnvGuard shm("ZS_COLLECTIVES_SHM", "1");
+    EnvGuard pass("ZS_COLLECTIVES_SHM_PASS", "1048576");
+    EnvGuard check("ZS_CHECK_COLLECTIVES", "1");
+    env = MpiCommunicator::world();
+    MpiCommunicatorOptions mine;
+    mine.shared_memory = false;
+    mine.shm_pass_bytes = 4096 + 63;  // rounded down to a multiple of 64
+    mine.check_collectives = false;
+    expl = MpiCommunicator::world(mine);
+  }
+  const int n = env->size();
+  EXPECT_EQ(env->shared_memory(), n > 1);
+  EXPECT_EQ(env->shm_pass_limit(), 1048576u);
+  EXPECT_TRUE(env->checking());
+  EXPECT_FALSE(expl->shared_memory());
+  EXPECT_EQ(expl->shm_pass_limit(), 4096u);
+  EXPECT_FALSE(expl->checking());
+  for (MpiCommunicator* parent : {env.get(), expl.get()}) {
+    auto child = parent->split(0, parent->rank());
+    auto* c = dynamic_cast<MpiCommunicator*>(child.get());
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->shared_memory(), parent->shared_memory());
+    EXPECT_EQ(c->checking(), parent->checking());
+    EXPECT_EQ(c->options().shm_pass_bytes, parent->options().shm_pass_bytes);
+    auto shared = parent->split_shared();
+    EXPECT_EQ(shared->shared_memory(), parent->shared_memory());
+    EXPECT_EQ(shared->checking(), parent->checking());
+  }
+  check_all_reduce(*env, DType::kF32, ReduceOp::kSum, 1001, false, false, 11);
+  check_all_reduce(*expl, DType::kF32, ReduceOp::kSum, 1001, false, false, 11);
 }
 
 TEST(MpiCommunicator, SplitEvenOdd) {

@@ -1,0 +1,93 @@
+#include "core/settings.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace zs {
+namespace {
+
+// [Note: environment settings] Each parser takes a set, non-empty value and throws for a bad one.
+
+bool parse_switch(const char* name, std::string_view v) {
+  if (v == "0") return false;
+  if (v == "1") return true;
+  fail(ErrorCode::kInvalidArgument, "{}={}: not a switch (allowed: 0, 1)", name, v);
+}
+
+SimdLevel parse_isa(const char* name, std::string_view v) {
+  std::string s(v);
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s == "scalar") return SimdLevel::kScalar;
+  if (s == "avx2") return SimdLevel::kAvx2;
+  if (s == "avx512") return SimdLevel::kAvx512;
+  fail(ErrorCode::kInvalidArgument,
+       "{}={}: unknown instruction-set cap (allowed: scalar, avx2, avx512)", name, v);
+}
+
+// A decimal integer >= 1 that fits T; `what` and `allowed` word the error.
+template <typename T>
+T parse_count(const char* name, std::string_view v, const char* what, const char* allowed) {
+  T x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size() || x < 1) {
+    fail(ErrorCode::kInvalidArgument, "{}={}: not {} (allowed: {})", name, v, what, allowed);
+  }
+  return x;
+}
+
+}  // namespace
+
+Settings Settings::from_environment() {
+  // The only place the library reads a ZS_* variable.
+  auto get = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v != nullptr && v[0] != '\0' ? v : nullptr;
+  };
+  Settings s;
+  if (const char* v = get("ZS_MAX_ISA")) s.max_isa = parse_isa("ZS_MAX_ISA", v);
+  if (const char* v = get("ZS_FORCE_SCALAR")) s.force_scalar = parse_switch("ZS_FORCE_SCALAR", v);
+  if (const char* v = get("ZS_COLLECTIVES_SHM")) {
+    s.collectives_shm = parse_switch("ZS_COLLECTIVES_SHM", v);
+  }
+  if (const char* v = get("ZS_COLLECTIVES_SHM_PASS")) {
+    s.collectives_shm_pass =
+        parse_count<size_t>("ZS_COLLECTIVES_SHM_PASS", v, "a byte count", "an integer >= 1");
+  }
+  if (const char* v = get("ZS_CHECK_COLLECTIVES")) {
+    s.check_collectives = parse_switch("ZS_CHECK_COLLECTIVES", v);
+  }
+  if (const char* v = get("ZS_FAKE_NODES")) {
+    s.fake_nodes = parse_count<int>("ZS_FAKE_NODES", v, "a node count",
+                                    "an integer >= 1 that divides the world size");
+  }
+  return s;
+}
+
+LaunchEnvironment LaunchEnvironment::from_environment() {
+  // The only place the library reads a launcher's variable.
+  auto get = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v != nullptr && v[0] != '\0' ? v : nullptr;
+  };
+  auto first_int = [&](std::initializer_list<const char*> names) -> std::optional<int> {
+    for (const char* n : names) {
+      if (const char* v = get(n)) return std::atoi(v);
+    }
+    return std::nullopt;
+  };
+  LaunchEnvironment e;
+  e.local_rank = first_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
+  e.local_size =
+      first_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"});
+  e.openmpi_local_size = first_int({"OMPI_COMM_WORLD_LOCAL_SIZE"});
+  // Not get(): an empty CUDA_VISIBLE_DEVICES means "no device", which errors should show.
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) e.cuda_visible_devices = v;
+  return e;
+}
+
+}  // namespace zs

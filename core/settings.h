@@ -1,0 +1,87 @@
+// The library's settings from the environment, read in one place.
+//
+// [Note: environment settings] Every ZS_* variable the library reads and its field in Settings.
+// An unset or empty variable takes the default; any other value outside "allowed" is refused.
+//
+//   variable                 field                 type       default  allowed
+//   ZS_MAX_ISA               max_isa               SimdLevel  avx512   scalar, avx2, avx512
+//   ZS_FORCE_SCALAR          force_scalar          bool       0        0, 1
+//   ZS_COLLECTIVES_SHM       collectives_shm       bool       1        0, 1
+//   ZS_COLLECTIVES_SHM_PASS  collectives_shm_pass  size_t     524288   an integer >= 1 (bytes)
+//   ZS_CHECK_COLLECTIVES     check_collectives     bool       0        0, 1
+//   ZS_FAKE_NODES            fake_nodes            int        0        an integer >= 1
+//
+// What each one does is said at its field below.
+//
+// Who owns them: the configuration of each part takes its defaults from one Settings value, read
+// when the part is made, and can be given explicitly instead: MpiCommunicatorOptions
+// (collectives_shm, collectives_shm_pass, check_collectives) and make_node_topology()'s
+// fake_nodes argument (collectives/topology.h). The ISA cap of core/cpu_features.h (max_isa,
+// force_scalar) is process-wide: read once, at the first dispatch, and fixed from then on (no
+// explicit form: the kernels must not change level mid-run). Settings::from_environment() is the
+// only function that reads these variables.
+//
+// LaunchEnvironment holds what the launcher (mpirun, Slurm) writes into each process's
+// environment: facts about where this process runs, not choices, so they are not Settings (no
+// default, nothing to override, not refused: they are taken as the launcher wrote them).
+// LaunchEnvironment::from_environment() is the only function that reads them.
+//
+// Thread-safety: both readers may be called concurrently (as long as nothing calls setenv).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "core/cpu_features.h"
+
+namespace zs {
+
+struct Settings {
+  // ZS_MAX_ISA: the highest level our kernels may use, in any case; a CPU without that level
+  // uses its own highest ([Note: ISA cap] in core/cpu_features.h).
+  SimdLevel max_isa = SimdLevel::kAvx512;
+  // ZS_FORCE_SCALAR=1: the same as ZS_MAX_ISA=scalar (kept for old scripts).
+  bool force_scalar = false;
+  // ZS_COLLECTIVES_SHM: MpiCommunicator's shared-memory path for reductions on one node
+  // ([Note: shared-memory window] in collectives/mpi_shm.cc); 0 keeps the MPI algorithms.
+  bool collectives_shm = true;
+  // ZS_COLLECTIVES_SHM_PASS: bytes one rank stages per pass on that path (rounded down to a
+  // multiple of 64, at least 8 x the ranks).
+  size_t collectives_shm_pass = size_t{512} << 10;
+  // ZS_CHECK_COLLECTIVES=1: every collective first checks that the ranks agree on its arguments.
+  bool check_collectives = false;
+  // ZS_FAKE_NODES=K: make_node_topology() takes the ranks to be spread over K nodes in
+  // contiguous blocks (K must divide the world size), to test multi-node paths on one host.
+  // 0: the real nodes.
+  int fake_nodes = 0;
+
+  // The defaults above, overridden by each variable of the table that is set and not empty. Reads
+  // the environment at every call. Throws zs::Error(kInvalidArgument) for the first bad value (in
+  // the table's order), naming the variable, the value and the allowed values, e.g.
+  // "ZS_MAX_ISA=avx9: unknown instruction-set cap (allowed: scalar, avx2, avx512)". Every part
+  // that reads its settings therefore fails on a bad value of any of them, before doing work.
+  static Settings from_environment();
+};
+
+struct LaunchEnvironment {
+  // This process's rank among the processes of its node: OMPI_COMM_WORLD_LOCAL_RANK (Open MPI),
+  // else MPI_LOCALRANKID (MPICH, Intel MPI), else SLURM_LOCALID (srun); empty when none is set.
+  std::optional<int> local_rank;
+  // The number of those processes: OMPI_COMM_WORLD_LOCAL_SIZE, else MPI_LOCALNRANKS, else
+  // SLURM_NTASKS_PER_NODE; empty when none is set.
+  std::optional<int> local_size;
+  // OMPI_COMM_WORLD_LOCAL_SIZE alone: what nn::default_threads() divides the cores by. (Why not
+  // local_size: SLURM_NTASKS_PER_NODE is also set in a batch script, where one process may own
+  // the node's cores.)
+  std::optional<int> openmpi_local_size;
+  // CUDA_VISIBLE_DEVICES, which the CUDA runtime applies itself; read only to name it in errors.
+  std::optional<std::string> cuda_visible_devices;
+
+  // Reads the variables at every call. Integers are parsed as atoi() does (a launcher writes
+  // plain decimals); an empty variable counts as unset, except CUDA_VISIBLE_DEVICES (empty: no
+  // device). Never throws.
+  static LaunchEnvironment from_environment();
+};
+
+}  // namespace zs
