@@ -23,6 +23,7 @@
 #include "backend.h"
 #include "collectives/mpi_communicator.h"
 #include "core/error.h"
+#include "core/settings.h"
 #include "dataset.h"
 #include "kernel_report.h"
 #include "nn/gpt.h"
@@ -330,6 +331,25 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  // The environment settings (core/settings.h) first: a bad value is the same error on every
+  // rank, so each rank exits cleanly and the lowest one says why (no abort, no hang).
+  int bad = 0, any_bad = 0, rank = 0;
+  std::string why;
+  try {
+    (void)zs::Settings::from_environment();
+  } catch (const std::exception& e) {
+    bad = 1;
+    why = e.what();
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int lowest = bad ? rank : 1 << 30;
+  MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (any_bad) {
+    if (rank == lowest) std::fprintf(stderr, "train_gpt: error: %s\n", why.c_str());
+    MPI_Finalize();
+    return 1;
+  }
   int rc = 1;
   {
     std::unique_ptr<zs::MpiCommunicator> comm;
