@@ -1,6 +1,8 @@
 // zs_plan: per-rank memory of a training configuration, by category, before launching it.
-// The figures are the runtime's own allocation plan (runtime/memory_plan.h): what the engine and
-// zeroshard's GPT allocate, to the byte. docs/memory.md explains the arithmetic and the output.
+// It combines the model's figures from nn (nn/transformer_shapes.h: each unit's parameter sizes,
+// and the activations zeroshard's GPT allocates, nn/gpt_activations.h) with the runtime's plan of
+// model states and communication buffers (runtime/memory_plan.h, what the engine allocates): to
+// the byte. docs/memory.md explains the arithmetic and the output.
 //
 //   zs_plan --params 7.5e9 --ranks 64 --zero-stage 1 --dtype fp16
 //   zs_plan --model llama-7b --ranks 8 --zero-stage 3 --dtype bf16 --batch 16 --fit 80
@@ -17,7 +19,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "nn/gemm.h"
+#include "nn/gpt_activations.h"
+#include "nn/transformer_shapes.h"
 #include "runtime/memory_plan.h"
 
 namespace po = boost::program_options;
@@ -49,15 +52,13 @@ std::string grouped(int64_t v) {
 }
 
 // nn/gemm.h [Note: GEMM paths]; auto asks this machine (a oneDNN probe).
-zs::CpuGemm parse_cpu_gemm(const std::string& s) {
-  if (s == "native") return zs::CpuGemm::kOnednn;
-  if (s == "widened") return zs::CpuGemm::kOnednnWidened;
-  if (s == "eigen") return zs::CpuGemm::kEigen;
+zs::nn::CpuGemm parse_cpu_gemm(const std::string& s) {
+  if (s == "native") return zs::nn::CpuGemm::kOnednn;
+  if (s == "widened") return zs::nn::CpuGemm::kOnednnWidened;
+  if (s == "eigen") return zs::nn::CpuGemm::kEigen;
   if (s != "auto")
     throw BadFlag(fmt::format("--cpu-gemm '{}' is not one of auto, native, widened, eigen", s));
-  if (!zs::nn::gemm_uses_onednn()) return zs::CpuGemm::kEigen;
-  return zs::nn::gemm_path(zs::DType::kBF16).widened ? zs::CpuGemm::kOnednnWidened
-                                                     : zs::CpuGemm::kOnednn;
+  return zs::nn::this_process_cpu_gemm();
 }
 
 zs::DeviceKind parse_device(const std::string& s) {
@@ -68,13 +69,14 @@ zs::DeviceKind parse_device(const std::string& s) {
 
 const char* device_name(zs::DeviceKind d) { return d == zs::DeviceKind::kCuda ? "cuda" : "cpu"; }
 
-const char* family_name(zs::TransformerFamily f) {
-  return f == zs::TransformerFamily::kGpt ? "gpt" : "llama";
+const char* family_name(zs::nn::TransformerFamily f) {
+  return f == zs::nn::TransformerFamily::kGpt ? "gpt" : "llama";
 }
 
 struct Options {
   std::string model_name;
   zs::ModelDesc model;
+  std::optional<zs::nn::TransformerShape> shape;  // --model or dimensions: activations counted
   zs::PlanConfig config;
   std::optional<double> fit_gb;
   bool json = false;
@@ -277,13 +279,13 @@ int run(int argc, char** argv) {
     o.model = zs::ModelDesc::from_param_count(static_cast<int64_t>(n));
     o.model_name = fmt::format("--params {:.4g}", n);
   } else if (vm.count("model") || dims) {
-    zs::TransformerShape s;
+    zs::nn::TransformerShape s;
     if (vm.count("model")) {
       const std::string name = vm["model"].as<std::string>();
-      auto found = zs::transformer_shape_by_name(name);
+      auto found = zs::nn::transformer_shape_by_name(name);
       if (!found) {
         std::string names;
-        for (const std::string& n : zs::transformer_shape_names())
+        for (const std::string& n : zs::nn::transformer_shape_names())
           names += (names.empty() ? "" : ", ") + n;
         throw BadFlag(fmt::format("--model '{}' is not one of {}", name, names));
       }
@@ -293,7 +295,7 @@ int run(int argc, char** argv) {
       const std::string fam = vm["family"].as<std::string>();
       if (fam != "gpt" && fam != "llama")
         throw BadFlag(fmt::format("--family '{}' is not one of gpt, llama", fam));
-      s.family = fam == "gpt" ? zs::TransformerFamily::kGpt : zs::TransformerFamily::kLlama;
+      s.family = fam == "gpt" ? zs::nn::TransformerFamily::kGpt : zs::nn::TransformerFamily::kLlama;
       o.model_name = "custom";
     }
     if (vm.count("layers")) s.layers = vm["layers"].as<int>();
@@ -302,7 +304,8 @@ int run(int argc, char** argv) {
     if (vm.count("ffn")) s.ffn = vm["ffn"].as<int>();
     if (vm.count("vocab")) s.vocab = vm["vocab"].as<int>();
     if (vm.count("context")) s.context = vm["context"].as<int>();
-    o.model = zs::ModelDesc::from_transformer(s);
+    o.model = zs::ModelDesc::from_units(s.unit_param_numels());  // validates the shape
+    o.shape = s;
     o.model_name += fmt::format(
         " ({}: {} layers, width {}, {} heads, FFN {}, vocab {}, context {})", family_name(s.family),
         s.layers, s.width, s.heads, s.ffn_width(), s.vocab, s.context);
@@ -329,7 +332,7 @@ int run(int argc, char** argv) {
   e.prefetch = vm["prefetch"].as<int>();
   c.checkpoint_activations = vm.count("checkpoint-activations") > 0;
   c.device = parse_device(vm["device"].as<std::string>());
-  c.cpu_gemm = parse_cpu_gemm(vm["cpu-gemm"].as<std::string>());
+  const zs::nn::CpuGemm cpu_gemm = parse_cpu_gemm(vm["cpu-gemm"].as<std::string>());
   c.global_batch = vm.count("batch") ? vm["batch"].as<int64_t>() : 0;
   if (vm.count("batch") && c.global_batch < 1)
     throw BadFlag(fmt::format("--batch {} < 1", c.global_batch));
@@ -339,6 +342,16 @@ int run(int argc, char** argv) {
   if (vm.count("fit")) {
     o.fit_gb = vm["fit"].as<double>();
     if (!(*o.fit_gb > 0.0)) throw BadFlag(fmt::format("--fit {} must be positive", *o.fit_gb));
+  }
+
+  if (o.shape) {
+    // The model's activations (nn) for each micro-batch and checkpointing the runtime asks for:
+    // the engine's device is the model's, the compute dtype the parameters'.
+    o.model.activations = [s = *o.shape, dtype = e.precision.param_dtype, device = c.device,
+                           cpu_gemm](int64_t micro_batch, bool checkpoint) {
+      return zs::nn::transformer_activation_plan(s, micro_batch, dtype, checkpoint, device,
+                                                 cpu_gemm);
+    };
   }
 
   const zs::MemoryPlan plan = zs::plan_memory(o.model, c);  // zs::Error -> exit 2 in main

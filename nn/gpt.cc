@@ -4,6 +4,7 @@
 
 #include "core/convert.h"
 #include "core/error.h"
+#include "nn/gpt_activations.h"
 #include "nn/gpt_state.h"
 #include "nn/kernels.h"
 #include "nn/threads.h"
@@ -53,44 +54,37 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : cfg(c), tracker(t
   V = c.vocab;
   L = c.layers;
   M = static_cast<int64_t>(B) * T;
-  mm = c.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  const int64_t e = static_cast<int64_t>(dtype_size(mm));
-  const bool lowp = mm != DType::kF32;
-  const int64_t bhtt = static_cast<int64_t>(B) * H * T * T;
-  const int64_t f4 = sizeof(float);
+  // Every size from gpt_cpu_bytes() (nn/gpt_activations.h), which activation_plan() and the
+  // planner read too: the model and its plan cannot drift apart.
+  const GptCpuBytes n = gpt_cpu_bytes(GptActivationDims::of(c));
+  mm = n.mm;
+  inputs = act(n.inputs);
+  targets = act(n.targets);
+  xs = act(n.xs);
+  acts.resize(static_cast<size_t>(n.block_sets));
+  for (BlockActs& a : acts) a.allocate(n.block, [&](int64_t b) { return act(b); });
+  hf = act(n.hf);
+  meanf = act(n.meanf);
+  rstdf = act(n.rstdf);
+  logits = act(n.logits);
+  row_loss = act(n.row_loss);
+  last_logits = act(n.last_logits);
 
-  inputs = act(M * 4);
-  targets = act(M * 4);
-  xs = act((L + 1) * M * C * f4);
-  const int nacts = c.checkpoint_activations ? 1 : L;
-  acts.resize(nacts);
-  for (BlockActs& a : acts) a.allocate(M, C, F, bhtt, e, lowp, [&](int64_t b) { return act(b); });
-  hf = act(M * C * e);
-  meanf = act(M * f4);
-  rstdf = act(M * f4);
-  logits = act(M * V * f4);
-  row_loss = act(M * f4);
-  last_logits = act(V * f4);
-
-  const int64_t wide = std::max<int64_t>({F, 3 * C, V});
-  qkv = act(M * 3 * C * f4);
-  att_s = act(bhtt * f4);
-  att_o = act(M * C * f4);
-  att_dom = act(M * C * e);
-  if (lowp) att_dsm = act(bhtt * e);
-  att_dq = act(M * C * f4);
-  att_dk = act(M * C * f4);
-  att_dv = act(M * C * f4);
-  dres = act(M * C * f4);
-  dwide = act(M * wide * f4);
-  if (lowp) dwide_mm = act(M * wide * e);
-  dnarrow = act(M * C * f4);
-  if (lowp) dnarrow_mm = act(M * C * e);
-  if (c.compute_dtype == DType::kF16) {
-    const int64_t wmax = std::max<int64_t>({3 * C * C, F * C, V * C});
-    wscratch = act(wmax * f4);
-  }
-  pscratch = act(4 * std::max<int64_t>(F, 3 * C) * f4);
+  qkv = act(n.qkv);
+  att_s = act(n.att_s);
+  att_o = act(n.att_o);
+  att_dom = act(n.att_dom);
+  if (n.att_dsm > 0) att_dsm = act(n.att_dsm);
+  att_dq = act(n.att_dq);
+  att_dk = act(n.att_dk);
+  att_dv = act(n.att_dv);
+  dres = act(n.dres);
+  dwide = act(n.dwide);
+  if (n.dwide_mm > 0) dwide_mm = act(n.dwide_mm);
+  dnarrow = act(n.dnarrow);
+  if (n.dnarrow_mm > 0) dnarrow_mm = act(n.dnarrow_mm);
+  if (n.wscratch > 0) wscratch = act(n.wscratch);
+  pscratch = act(n.pscratch);
 
   gemm_ws = std::make_unique<GemmWorkspace>(tracker);
   GemmWorkspace* ws = gemm_ws.get();
@@ -160,6 +154,10 @@ Unit& GptModel::unit(size_t i) {
 double GptModel::loss() const { return state_->loss; }
 
 int64_t GptModel::activation_bytes() const { return state_->act_bytes; }
+
+ActivationPlan GptModel::activation_plan() const {
+  return gpt_activation_plan(config(), DeviceKind::kCpu, this_process_cpu_gemm());
+}
 
 void GptModel::set_tokens(std::span<const int32_t> tokens) {
   const int64_t per_mb = static_cast<int64_t>(config_.batch) * (config_.context + 1);

@@ -96,6 +96,9 @@ class GptModel : public GptModelBase {
   int threads() const override { return threads_; }
   // Bytes of activation buffers this model allocated (also registered with the tracker).
   int64_t activation_bytes() const override;
+  // gpt_activation_plan() (nn/gpt_activations.h) for this config on the CPU and this process's
+  // GEMM path: the sizes the constructor allocated from; total() = activation_bytes().
+  ActivationPlan activation_plan() const override;
 
   struct State;  // shared by the units (nn/gpt.cc)
 

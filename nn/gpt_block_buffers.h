@@ -1,12 +1,14 @@
 // The activation buffers one GPT block keeps between its forward and its backward, shared by the
 // CPU model (nn/gpt_state.h) and the CUDA model (nn/cuda/gpt_cuda_state.h): one description of the
-// per-block layout that runtime/memory_plan.cc mirrors. M = batch * context rows, C the width, F
-// the FFN width, mm the compute dtype of the matmul operands.
+// per-block layout, sized by gpt_block_bytes() (nn/gpt_activations.h), which the activation plan
+// reads too. M = batch * context rows, C the width, F the FFN width, mm the compute dtype of the
+// matmul operands.
 #pragma once
 
 #include <cstdint>
 
 #include "core/buffer.h"
+#include "nn/gpt_activations.h"
 
 namespace zs::nn {
 
@@ -23,26 +25,25 @@ struct GptBlockBuffers {
   Buffer f;             // [M, F] fp32: the GELU's saved derivative (CPU) or its input (CUDA)
   Buffer g;             // [M, F] GELU output, mm
 
-  // Allocates every buffer through `act(bytes)`, which returns a registered Buffer. bhtt =
-  // B * H * T * T; e = the size of mm; `lowp`: mm is 16-bit (then pm exists).
+  // Allocates every buffer of `bytes` (gpt_block_bytes()) through `act(bytes)`, which returns a
+  // registered Buffer; pm only when mm is 16-bit (bytes.pm > 0).
   template <typename Act>
-  void allocate(int64_t M, int64_t C, int64_t F, int64_t bhtt, int64_t e, bool lowp, Act&& act) {
-    constexpr int64_t f4 = 4;
-    h1 = act(M * C * e);
-    mean1 = act(M * f4);
-    rstd1 = act(M * f4);
-    q = act(M * C * e);
-    k = act(M * C * e);
-    v = act(M * C * e);
-    p = act(bhtt * f4);
-    if (lowp) pm = act(bhtt * e);
-    a = act(M * C * e);
-    x2 = act(M * C * f4);
-    h2 = act(M * C * e);
-    mean2 = act(M * f4);
-    rstd2 = act(M * f4);
-    f = act(M * F * f4);
-    g = act(M * F * e);
+  void allocate(const GptBlockBytes& bytes, Act&& act) {
+    h1 = act(bytes.h1);
+    mean1 = act(bytes.mean1);
+    rstd1 = act(bytes.rstd1);
+    q = act(bytes.q);
+    k = act(bytes.k);
+    v = act(bytes.v);
+    p = act(bytes.p);
+    if (bytes.pm > 0) pm = act(bytes.pm);
+    a = act(bytes.a);
+    x2 = act(bytes.x2);
+    h2 = act(bytes.h2);
+    mean2 = act(bytes.mean2);
+    rstd2 = act(bytes.rstd2);
+    f = act(bytes.f);
+    g = act(bytes.g);
   }
 };
 

@@ -21,6 +21,7 @@
 
 #include "core/convert.h"
 #include "core/dtype.h"
+#include "runtime/activation_plan.h"
 
 namespace zs {
 
@@ -125,6 +126,10 @@ class Model {
   // reads it once per micro-batch, after issuing that micro-batch's backward (so a device model
   // may wait for its forward there without idling the device): backward must not change it.
   virtual double loss() const = 0;
+  // The activation bytes this model allocated (runtime/activation_plan.h), for the memory planner
+  // and reports; the engine does not call it. The default says nothing (counted = false): a model
+  // that sizes its activations up front overrides it with the figures it allocated from.
+  virtual ActivationPlan activation_plan() const { return {}; }
 };
 
 }  // namespace zs

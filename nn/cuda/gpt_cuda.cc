@@ -9,6 +9,7 @@
 #include "device/cuda/kernels/ops_kernels.h"
 #include "nn/cuda/gpt_cuda_state.h"
 #include "nn/cuda/kernels.h"
+#include "nn/gpt_activations.h"
 
 namespace zs::nn {
 
@@ -35,59 +36,51 @@ CudaGptModel::State::State(const GptConfig& c, cudaStream_t s, MemoryTracker* t,
   V = c.vocab;
   L = c.layers;
   M = static_cast<int64_t>(B) * T;
-  mm = c.compute_dtype;
-  ZS_CHECK(M * kIdsPerToken + 1 <= std::numeric_limits<int32_t>::max(), ErrorCode::kInvalidArgument,
-           "cuda gpt: batch x context = {} tokens is too many", M);
-  const int64_t e = static_cast<int64_t>(dtype_size(mm));
-  const bool lowp = mm != DType::kF32;
-  const int64_t bhtt = static_cast<int64_t>(B) * H * T * T;
-  const int64_t f4 = sizeof(float);
-  const int64_t i4 = sizeof(int32_t);
+  // Every size from gpt_cuda_bytes() (nn/gpt_activations.h), which activation_plan() and the
+  // planner read too: the model and its plan cannot drift apart. It also rejects a batch x
+  // context too large for int32 ids.
+  const GptCudaBytes n = gpt_cuda_bytes(GptActivationDims::of(c));
+  mm = n.mm;
 
   // Inputs, device and pinned staging; events for the staging slots and the read-backs.
-  const int64_t nids = kIdsPerToken * M + 1;
-  ids = act(nids * i4);
-  for (Buffer& st : staging) {
-    st = Buffer(static_cast<size_t>(nids * i4), MemCategory::kOther, tracker,
-                &pinned_host_allocator());
-  }
+  auto pinned = [&](int64_t bytes) {
+    return Buffer(static_cast<size_t>(bytes), MemCategory::kOther, tracker,
+                  &pinned_host_allocator());
+  };
+  ids = act(n.ids);
+  for (Buffer& st : staging) st = pinned(n.ids);
   counts.assign(static_cast<size_t>(V) + 1, 0);
-  row_loss_host =
-      Buffer(static_cast<size_t>(M * f4), MemCategory::kOther, tracker, &pinned_host_allocator());
-  logits_host =
-      Buffer(static_cast<size_t>(V * f4), MemCategory::kOther, tracker, &pinned_host_allocator());
+  row_loss_host = pinned(n.row_loss_host);
+  logits_host = pinned(n.logits_host);
 
-  xs = act((L + 1) * M * C * f4);
-  acts.resize(c.checkpoint_activations ? 1 : static_cast<size_t>(L));
-  for (CudaBlockActs& a : acts)
-    a.allocate(M, C, F, bhtt, e, lowp, [&](int64_t b) { return act(b); });
-  hf = act(M * C * e);
-  meanf = act(M * f4);
-  rstdf = act(M * f4);
-  logits = act(M * V * f4);
-  row_loss = act(M * f4);
+  xs = act(n.xs);
+  acts.resize(static_cast<size_t>(n.block_sets));
+  for (CudaBlockActs& a : acts) a.allocate(n.block, [&](int64_t b) { return act(b); });
+  hf = act(n.hf);
+  meanf = act(n.meanf);
+  rstdf = act(n.rstdf);
+  logits = act(n.logits);
+  row_loss = act(n.row_loss);
 
-  const int64_t wide = std::max<int64_t>(F, 3 * C);
-  qkv = act(M * 3 * C * f4);
-  att_s = act(bhtt * f4);
-  att_o = act(M * C * f4);
-  att_dom = act(M * C * e);
-  if (lowp) att_dsm = act(bhtt * e);
-  att_dq = act(M * C * f4);
-  att_dk = act(M * C * f4);
-  att_dv = act(M * C * f4);
-  dres = act(M * C * f4);
-  dwide = act(M * wide * f4);
-  if (lowp) dwide_mm = act(M * std::max<int64_t>(wide, V) * e);
-  dnarrow = act(M * C * f4);
-  if (lowp) dnarrow_mm = act(M * C * e);
-  pscratch_stride = (wide + 63) / 64 * 64;  // aligned slots: see the member's comment
-  pscratch = act(4 * pscratch_stride * f4);
-  bias_scratch = act(std::max(gpu::bias_backward_scratch_floats(M, static_cast<int>(wide)),
-                              gpu::layernorm_backward_scratch_floats(M, C)) *
-                     f4);
+  qkv = act(n.qkv);
+  att_s = act(n.att_s);
+  att_o = act(n.att_o);
+  att_dom = act(n.att_dom);
+  if (n.att_dsm > 0) att_dsm = act(n.att_dsm);
+  att_dq = act(n.att_dq);
+  att_dk = act(n.att_dk);
+  att_dv = act(n.att_dv);
+  dres = act(n.dres);
+  dwide = act(n.dwide);
+  if (n.dwide_mm > 0) dwide_mm = act(n.dwide_mm);
+  dnarrow = act(n.dnarrow);
+  if (n.dnarrow_mm > 0) dnarrow_mm = act(n.dnarrow_mm);
+  pscratch_stride = n.pscratch_stride;  // aligned slots: see the member's comment
+  pscratch = act(n.pscratch);
+  bias_scratch = act(n.bias_scratch);
 
-  blas = std::make_unique<gpu::CublasContext>(*alloc, tracker);
+  blas = std::make_unique<gpu::CublasContext>(*alloc, tracker,
+                                              static_cast<size_t>(n.cublas_workspace));
   act_bytes += static_cast<int64_t>(blas->workspace_bytes());
   qkv_lin = gpu::CudaLinear(*blas, M, C, 3 * C, true, mm);
   proj_lin = gpu::CudaLinear(*blas, M, C, C, true, mm);
@@ -170,6 +163,10 @@ cudaStream_t CudaGptModel::stream() const { return state_->stream; }
 int CudaGptModel::device() const { return state_->device; }
 
 int64_t CudaGptModel::activation_bytes() const { return state_->act_bytes; }
+
+ActivationPlan CudaGptModel::activation_plan() const {
+  return gpt_activation_plan(config(), DeviceKind::kCuda);
+}
 
 double CudaGptModel::loss() const {
   State& s = *state_;

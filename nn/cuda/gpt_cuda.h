@@ -96,6 +96,9 @@ class CudaGptModel : public GptModelBase {
   // Device bytes this model allocated under kActivations (activations, temporaries, the cuBLAS
   // workspace), all registered with the tracker.
   int64_t activation_bytes() const override;
+  // gpt_activation_plan() (nn/gpt_activations.h) for this config on CUDA: the sizes the
+  // constructor allocated from; total() = activation_bytes(), pinned_host = the kOther bytes.
+  ActivationPlan activation_plan() const override;
   cudaStream_t stream() const;
   int device() const;
 

@@ -25,6 +25,7 @@
 #include "nn/cuda/gemm.h"
 #include "nn/cuda/gpt_cuda.h"
 #include "nn/cuda/linear.h"
+#include "nn/gpt_activations.h"
 #include "nn/gpt_block_buffers.h"
 
 namespace zs::nn {
@@ -78,7 +79,8 @@ struct CudaGptModel::State {
   // [M], offsets [M + 1]). The host fills one of two pinned staging slots of the same layout and
   // copies it with one cudaMemcpyAsync on the stream; staging_done[s] is recorded after the copy
   // from slot s, and the host waits for it before refilling that slot.
-  static constexpr int64_t kIdsPerToken = 5;
+  // From nn/gpt_activations.h, which sizes `ids` and the staging slots.
+  static constexpr int64_t kIdsPerToken = kCudaGptIdsPerToken;
   Buffer ids;  // device
   Buffer staging[2];
   CudaEvent staging_done[2];

@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "device/cuda/kernels/ops_kernels.h"
+#include "nn/cuda/workspace_sizes.h"
 
 namespace zs::nn::gpu {
 
@@ -110,19 +111,11 @@ cudaError_t residual_add(const float* a, const float* b, float* out, int64_t n,
 // ---- bias_grad.cu --------------------------------------------------------------------------
 // db[j] += sum_i dy[i, j], dy [M, N] fp32. Deterministic (no atomics): fixed row chunks whose
 // partial sums are added in chunk order; the bits depend only on (M, N). scratch: device memory
-// of bias_backward_scratch_floats(M, N) floats, reused by every call on the stream.
-inline int bias_backward_chunks(int64_t M) {
-  const int64_t c = (M + 255) / 256;  // at least 256 rows per chunk, at most 64 chunks
-  return c < 1 ? 1 : (c > 64 ? 64 : static_cast<int>(c));
-}
-inline int64_t bias_backward_scratch_floats(int64_t M, int N) {
-  return static_cast<int64_t>(bias_backward_chunks(M)) * N;
-}
+// of bias_backward_scratch_floats(M, N) floats, reused by every call on the stream. The chunking
+// and the scratch sizes (bias_backward_chunks, bias_backward_scratch_floats,
+// layernorm_backward_scratch_floats) are in nn/cuda/workspace_sizes.h, plain C++ the GPT's
+// buffer sizes (nn/gpt_activations.cc) read in every build.
 cudaError_t bias_backward(const float* dy, int64_t M, int N, float* db, float* scratch,
                           cudaStream_t stream);
-// Scratch of layernorm_backward: a dw and a db partial per chunk.
-inline int64_t layernorm_backward_scratch_floats(int64_t M, int C) {
-  return 2 * bias_backward_scratch_floats(M, C);
-}
 
 }  // namespace zs::nn::gpu

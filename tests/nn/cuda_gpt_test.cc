@@ -22,11 +22,10 @@
 #include "nn/cuda/gpt_cuda.h"
 #include "nn/cuda/kernels.h"
 #include "nn/gpt.h"
+#include "nn/gpt_activations.h"
 #include "nn/kernels.h"
-#include "runtime/memory_plan.h"
 #include "tests/cuda_test_util.h"
 #include "tests/nn/unit_harness.h"
-#include "tests/runtime/gpt_plan_shape.h"
 
 namespace zs {
 namespace {
@@ -463,14 +462,14 @@ TEST(CudaGpt, StepsAllocateNothing) {
   EXPECT_EQ(tracker.peak(MemCategory::kActivations), acts);
 }
 
-// The memory planner's CUDA figure ([Note: CUDA GPT activations] in runtime/memory_plan.cc) is
-// what the model allocates: activation_bytes(), the tracker's kActivations (the cuBLASLt workspace
-// included) and its kOther (the pinned host buffers), for every compute dtype, with and without
-// checkpointing, one and three sequences, and a shape whose FFN width is no multiple of 64 (the
-// padded pscratch stride) with two column-sum chunks (M = 384).
+// The CUDA GPT's activation plan (gpt_activation_plan(), nn/gpt_activations.h: what the planner
+// and CudaGptModel::activation_plan() report) is what the model allocates: activation_bytes(), the
+// tracker's kActivations (the cuBLASLt workspace included) and its kOther (the pinned host
+// buffers), for every compute dtype, with and without checkpointing, one and three sequences, and
+// a shape whose FFN width is no multiple of 64 (the padded pscratch stride) with two column-sum
+// chunks (M = 384).
 TEST(CudaGpt, ActivationsMatchPlan) {
   ZS_REQUIRE_CUDA();
-  auto shape_of = [](const GptConfig& g) { return test::gpt_plan_shape(g); };
   std::vector<GptConfig> configs;
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
     for (bool ckpt : {false, true})
@@ -495,9 +494,9 @@ TEST(CudaGpt, ActivationsMatchPlan) {
                              c.checkpoint_activations, c.batch, c.width, c.context));
     MemoryTracker t;
     CudaGptModel gpu(c, stream.get(), &t);
-    const ActivationPlan a = plan_transformer_activations(
-        shape_of(c), c.batch, c.compute_dtype, c.checkpoint_activations, DeviceKind::kCuda);
+    const ActivationPlan a = nn::gpt_activation_plan(c, DeviceKind::kCuda);
     EXPECT_TRUE(a.exact);
+    EXPECT_EQ(gpu.activation_plan().total(), a.total());
     EXPECT_EQ(a.total(), gpu.activation_bytes());
     EXPECT_EQ(a.total(), t.current(MemCategory::kActivations));
     EXPECT_EQ(a.pinned_host, t.current(MemCategory::kOther));

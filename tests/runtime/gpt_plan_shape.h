@@ -1,28 +1,24 @@
-// The planner's description of a zeroshard GPT config (tests only: runtime/ does not know nn/).
+// The planner's description of a transformer, for tests, as zs_plan builds it: the units'
+// parameter sizes and the activations come from nn (nn/transformer_shapes.h), the model states
+// and buffers from the runtime's planner, which knows no model.
 #pragma once
 
-#include "nn/gemm.h"
-#include "nn/gpt.h"
+#include "nn/gpt_activations.h"
+#include "nn/transformer_shapes.h"
 #include "runtime/memory_plan.h"
 
 namespace zs::test {
 
-inline TransformerShape gpt_plan_shape(const nn::GptConfig& g) {
-  TransformerShape s;
-  s.family = TransformerFamily::kGpt;
-  s.layers = g.layers;
-  s.width = g.width;
-  s.heads = g.heads;
-  s.ffn = g.ffn_mult * g.width;
-  s.vocab = g.vocab;
-  s.context = g.context;
-  return s;
-}
-
-// How this process runs the CPU GPT's products (nn/gemm.h), in the planner's terms.
-inline CpuGemm this_cpu_gemm() {
-  if (!nn::gemm_uses_onednn()) return CpuGemm::kEigen;
-  return nn::gemm_path(DType::kBF16).widened ? CpuGemm::kOnednnWidened : CpuGemm::kOnednn;
+// `shape`'s units, and its activations in `compute_dtype` on `device` (the CPU GPT's products on
+// `cpu_gemm`) for whatever micro-batch and checkpointing the planner asks. Throws zs::Error for a
+// bad shape.
+inline ModelDesc transformer_desc(const nn::TransformerShape& shape, DType compute_dtype,
+                                  DeviceKind device = DeviceKind::kCpu,
+                                  nn::CpuGemm cpu_gemm = nn::CpuGemm::kOnednn) {
+  return ModelDesc::from_units(shape.unit_param_numels(), [=](int64_t micro_batch, bool ckpt) {
+    return nn::transformer_activation_plan(shape, micro_batch, compute_dtype, ckpt, device,
+                                           cpu_gemm);
+  });
 }
 
 }  // namespace zs::test

@@ -1,8 +1,10 @@
 // The planner reproduces the published memory arithmetic: 16 bytes/param of model states for
 // fp32 training with Adam (and about 24 GB for a 1B model with activations and buffers), the
 // ZeRO paper's 7.5B-parameter model on 64 ranks (120 / 31.4 / 16.6 / 1.9 GB for stages 0-3),
-// parameter counts of GPT-2 and LLaMA-6.7B from their dimensions; --fit's search; and the CUDA
-// GPT's activations against its constructor's buffer list (the CPU figures unchanged).
+// parameter counts of GPT-2 and LLaMA-6.7B from their dimensions; --fit's search; and the GPT's
+// activation figures (nn/gpt_activations.h, what both models allocate from) as literals worked
+// out independently. The model descriptions are built as zs_plan builds them
+// (gpt_plan_shape.h): units and activations from nn, the rest from the runtime.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,10 +14,19 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "gpt_plan_shape.h"
+#include "nn/gpt_activations.h"
+#include "nn/transformer_shapes.h"
 #include "runtime/memory_plan.h"
 
 namespace zs {
 namespace {
+
+using nn::transformer_activation_plan;
+using nn::transformer_shape_by_name;
+using nn::transformer_shape_names;
+using nn::TransformerShape;
+using test::transformer_desc;
 
 constexpr double kGB = 1e9;
 
@@ -49,7 +60,7 @@ TEST(PlanArith, OneBillionWithOverheadsIsAbout24GB) {
   s.heads = 14;
   s.vocab = 50257;
   s.context = 1024;
-  const ModelDesc d = ModelDesc::from_transformer(s);
+  const ModelDesc d = transformer_desc(s, DType::kF32);
   PlanConfig c = config(0, DType::kF32, DType::kF32, 1);
   c.global_batch = 1;
   c.reserve_bytes = 1'000'000'000;
@@ -97,7 +108,7 @@ TEST(PlanArith, ParameterCountsFromDimensions) {
 }
 
 TEST(PlanArith, LlamaStage3On8RanksBf16) {
-  const ModelDesc d = ModelDesc::from_transformer(*transformer_shape_by_name("llama-7b"));
+  const ModelDesc d = transformer_desc(*transformer_shape_by_name("llama-7b"), DType::kBF16);
   PlanConfig c = config(3, DType::kBF16, DType::kF32, 8);
   c.global_batch = 8;
   const MemoryPlan p = plan_memory(d, c);
@@ -125,8 +136,8 @@ TEST(PlanArith, ParamCountSplitIsPlausible) {
 
 TEST(PlanArith, ActivationCheckpointingShrinksActivations) {
   const TransformerShape s = *transformer_shape_by_name("gpt2");
-  const ActivationPlan full = plan_transformer_activations(s, 4, DType::kBF16, false);
-  const ActivationPlan ck = plan_transformer_activations(s, 4, DType::kBF16, true);
+  const ActivationPlan full = transformer_activation_plan(s, 4, DType::kBF16, false);
+  const ActivationPlan ck = transformer_activation_plan(s, 4, DType::kBF16, true);
   EXPECT_EQ(full.blocks, s.layers * full.per_layer);
   EXPECT_EQ(ck.blocks, s.layers * ck.per_layer_checkpointed);
   EXPECT_EQ(ck.recompute, full.per_layer - full.per_layer_checkpointed);
@@ -135,27 +146,23 @@ TEST(PlanArith, ActivationCheckpointingShrinksActivations) {
             (s.layers - 1) * (full.per_layer - full.per_layer_checkpointed));
 }
 
-// [Note: CUDA GPT activations] checked against CudaGptModel::State's constructor
-// (nn/cuda/gpt_cuda.cc) written out here buffer by buffer, in its order, for three small
-// configurations. tests/nn/cuda_gpt_test.cc compares the planner with the model itself on a GPU.
-struct GptDims {
+// Small GPTs whose CUDA figures (CudaGptModel's buffers) exercise every rounding: the padded
+// pscratch stride, the column-sum chunks, a vocabulary wider than max(F, 3C).
+struct SmallGpt {
   int L, H, C, T, V, F, B;
   DType dt;
-  // Worked out by hand from nn/cuda/gpt_cuda.cc and nn/cuda/kernels.h for these dimensions:
-  int64_t pscratch_stride;  // max(F, 3C) rounded up to a multiple of 64 floats
-  int64_t chunks;           // bias_backward_chunks(M): ceil(M / 256) in [1, 64]
 };
 
-constexpr GptDims kSmallGpts[] = {
+constexpr SmallGpt kSmallGpts[] = {
     // M = 16; max(F, 3C) = 128; V < 128.
-    {2, 2, 32, 16, 96, 128, 1, DType::kF32, 128, 1},
+    {2, 2, 32, 16, 96, 128, 1, DType::kF32},
     // M = 96; max(F, 3C) = 256 < V = 300 (dwide_mm is V wide).
-    {3, 4, 64, 32, 300, 256, 3, DType::kBF16, 256, 1},
-    // M = 384 (2 column-sum chunks); max(F, 3C) = 288, stride padded to 320.
-    {2, 3, 72, 128, 100, 288, 3, DType::kF16, 320, 2},
+    {3, 4, 64, 32, 300, 256, 3, DType::kBF16},
+    // M = 384 (2 column-sum chunks); max(F, 3C) = 288, pscratch stride padded to 320.
+    {2, 3, 72, 128, 100, 288, 3, DType::kF16},
 };
 
-TransformerShape shape_of(const GptDims& d) {
+TransformerShape shape_of(const SmallGpt& d) {
   TransformerShape s;
   s.layers = d.L;
   s.heads = d.H;
@@ -166,122 +173,69 @@ TransformerShape shape_of(const GptDims& d) {
   return s;
 }
 
-// The device bytes CudaGptModel registers under kActivations.
-int64_t cuda_gpt_bytes_by_hand(const GptDims& d, bool ckpt) {
-  const int64_t M = static_cast<int64_t>(d.B) * d.T, C = d.C, F = d.F, V = d.V, L = d.L;
-  const int64_t PP = static_cast<int64_t>(d.B) * d.H * d.T * d.T;  // [B, H, T, T] elements
-  const bool lowp = d.dt != DType::kF32;                           // bf16 and fp16 alike on the GPU
-  const int64_t e = lowp ? 2 : 4;
-  std::vector<int64_t> b;
-  b.push_back((5 * M + 1) * 4);      // ids: inputs, targets, order, rows, offsets [M + 1]
-  b.push_back((L + 1) * M * C * 4);  // xs
-  for (int64_t l = 0; l < (ckpt ? 1 : L); ++l) {  // GptBlockBuffers::allocate
-    b.push_back(M * C * e);                       // h1
-    b.push_back(M * 4);                           // mean1
-    b.push_back(M * 4);                           // rstd1
-    b.push_back(M * C * e);                       // q
-    b.push_back(M * C * e);                       // k
-    b.push_back(M * C * e);                       // v
-    b.push_back(PP * 4);                          // p
-    if (lowp) b.push_back(PP * e);                // pm
-    b.push_back(M * C * e);                       // a
-    b.push_back(M * C * 4);                       // x2
-    b.push_back(M * C * e);                       // h2
-    b.push_back(M * 4);                           // mean2
-    b.push_back(M * 4);                           // rstd2
-    b.push_back(M * F * 4);                       // f
-    b.push_back(M * F * e);                       // g
-  }
-  b.push_back(M * C * e);  // hf
-  b.push_back(M * 4);      // meanf
-  b.push_back(M * 4);      // rstdf
-  b.push_back(M * V * 4);  // logits
-  b.push_back(M * 4);      // row_loss
-  const int64_t wide = std::max(F, 3 * C);
-  b.push_back(M * 3 * C * 4);                                    // qkv
-  b.push_back(PP * 4);                                           // att_s
-  b.push_back(M * C * 4);                                        // att_o
-  b.push_back(M * C * e);                                        // att_dom
-  if (lowp) b.push_back(PP * e);                                 // att_dsm
-  b.push_back(M * C * 4);                                        // att_dq
-  b.push_back(M * C * 4);                                        // att_dk
-  b.push_back(M * C * 4);                                        // att_dv
-  b.push_back(M * C * 4);                                        // dres
-  b.push_back(M * wide * 4);                                     // dwide
-  if (lowp) b.push_back(M * std::max(wide, V) * e);              // dwide_mm
-  b.push_back(M * C * 4);                                        // dnarrow
-  if (lowp) b.push_back(M * C * e);                              // dnarrow_mm
-  b.push_back(4 * d.pscratch_stride * 4);                        // pscratch
-  b.push_back(std::max(d.chunks * wide, 2 * d.chunks * C) * 4);  // bias_scratch
-  b.push_back(32 << 20);                                         // CublasContext workspace
-  int64_t sum = 0;
-  for (int64_t x : b) sum += x;
-  return sum;
-}
-
-TEST(PlanArith, CudaGptActivationsMatchTheBufferList) {
-  for (const GptDims& d : kSmallGpts)
-    for (bool ckpt : {false, true}) {
-      SCOPED_TRACE(std::string(dtype_name(d.dt)) + (ckpt ? " checkpointed" : ""));
+// The CUDA GPT's activations (CudaGptModel's buffers under kActivations, its cuBLASLt workspace
+// included) and pinned host bytes: sums worked out independently of the code (a Python
+// transcription of the constructor's buffer list), as literals. tests/nn/cuda_gpt_test.cc compares
+// the same function with the model and the tracker on a GPU.
+TEST(PlanArith, CudaGptActivationsAsWorkedOut) {
+  const int64_t literal[3][2] = {
+      {33'668'612, 33'635'588}, {35'226'884, 34'584'836}, {40'762'628, 38'765'828}};
+  // Two staging slots of the ids' layout 4 (5 M + 1), row_loss_host 4 M, logits_host 4 V.
+  const int64_t pinned[3] = {1'096, 5'432, 17'304};
+  for (int i = 0; i < 3; ++i)
+    for (int ck = 0; ck < 2; ++ck) {
+      const SmallGpt& d = kSmallGpts[i];
+      SCOPED_TRACE(std::string(dtype_name(d.dt)) + (ck ? " checkpointed" : ""));
       const TransformerShape s = shape_of(d);
-      const ActivationPlan a = plan_transformer_activations(s, d.B, d.dt, ckpt, DeviceKind::kCuda);
+      const ActivationPlan a =
+          transformer_activation_plan(s, d.B, d.dt, ck != 0, DeviceKind::kCuda);
       EXPECT_TRUE(a.counted);
       EXPECT_TRUE(a.exact);
-      EXPECT_EQ(a.total(), cuda_gpt_bytes_by_hand(d, ckpt));
+      EXPECT_EQ(a.checkpointed, ck != 0);
+      EXPECT_EQ(a.total(), literal[i][ck]);
       EXPECT_EQ(a.gemm_workspace, 32 << 20);
-      // Pinned host: two staging slots of the ids' layout, row_loss_host [M], logits_host [V].
-      const int64_t M = static_cast<int64_t>(d.B) * d.T;
-      EXPECT_EQ(a.pinned_host, 2 * (5 * M + 1) * 4 + 4 * M + 4 * d.V);
+      EXPECT_EQ(a.pinned_host, pinned[i]);
       // One more block adds per_layer (per_layer_checkpointed with checkpointing).
       TransformerShape s1 = s;
       s1.layers += 1;
       const ActivationPlan a1 =
-          plan_transformer_activations(s1, d.B, d.dt, ckpt, DeviceKind::kCuda);
-      EXPECT_EQ(a1.total() - a.total(), ckpt ? a.per_layer_checkpointed : a.per_layer);
-    }
-  // The same sums worked out independently (a Python transcription of the list), as literals.
-  const int64_t literal[3][2] = {
-      {33'668'612, 33'635'588}, {35'226'884, 34'584'836}, {40'762'628, 38'765'828}};
-  for (int i = 0; i < 3; ++i)
-    for (int ck = 0; ck < 2; ++ck) {
-      const GptDims& d = kSmallGpts[i];
-      EXPECT_EQ(
-          plan_transformer_activations(shape_of(d), d.B, d.dt, ck != 0, DeviceKind::kCuda).total(),
-          literal[i][ck])
-          << i << " " << ck;
+          transformer_activation_plan(s1, d.B, d.dt, ck != 0, DeviceKind::kCuda);
+      EXPECT_EQ(a1.total() - a.total(), ck ? a.per_layer_checkpointed : a.per_layer);
     }
 }
 
-// The CPU figures are those of the planner before it had a device (GptModel's buffers: 16-bit
-// products only for bf16, no cuBLASLt workspace), with and without naming kCpu.
+// The CPU figures (GptModel's buffers: 16-bit products only for bf16, no cuBLASLt workspace), as
+// the planner had them before it had a device, with and without naming kCpu.
 TEST(PlanArith, CpuGptActivationsUnchanged) {
   const int64_t before[3][2] = {{113'856, 80'832}, {1'688'368, 1'046'320}, {7'339'408, 5'084'560}};
   for (int i = 0; i < 3; ++i)
     for (int ck = 0; ck < 2; ++ck) {
-      const GptDims& d = kSmallGpts[i];
-      const ActivationPlan a = plan_transformer_activations(shape_of(d), d.B, d.dt, ck != 0);
+      const SmallGpt& d = kSmallGpts[i];
+      const ActivationPlan a = transformer_activation_plan(shape_of(d), d.B, d.dt, ck != 0);
       const ActivationPlan c =
-          plan_transformer_activations(shape_of(d), d.B, d.dt, ck != 0, DeviceKind::kCpu);
+          transformer_activation_plan(shape_of(d), d.B, d.dt, ck != 0, DeviceKind::kCpu);
       EXPECT_EQ(a.total(), before[i][ck]) << i << " " << ck;
       EXPECT_EQ(c.total(), before[i][ck]) << i << " " << ck;
       EXPECT_EQ(a.gemm_workspace, 0);
       EXPECT_EQ(a.pinned_host, 0);
     }
   const TransformerShape gpt2 = *transformer_shape_by_name("gpt2");
-  EXPECT_EQ(plan_transformer_activations(gpt2, 1, DType::kF32, false).total(), 1'708'212'548);
-  EXPECT_EQ(plan_transformer_activations(gpt2, 1, DType::kBF16, false).total(), 1'947'978'052);
-  EXPECT_EQ(plan_transformer_activations(gpt2, 1, DType::kF16, false).total(), 1'862'602'052);
+  EXPECT_EQ(transformer_activation_plan(gpt2, 1, DType::kF32, false).total(), 1'708'212'548);
+  EXPECT_EQ(transformer_activation_plan(gpt2, 1, DType::kBF16, false).total(), 1'947'978'052);
+  EXPECT_EQ(transformer_activation_plan(gpt2, 1, DType::kF16, false).total(), 1'862'602'052);
 }
 
 // plan_memory on CUDA: the CUDA GPT's activations, the engine's device control buffer (comm
 // buffers, 8 max(world, 2 + units) bytes), the model's pinned host bytes under kOther; LLaMA's
 // estimate does not depend on the device.
 TEST(PlanArith, CudaPlanAddsDeviceBuffers) {
-  const ModelDesc d = ModelDesc::from_transformer(*transformer_shape_by_name("gpt2"));
+  const TransformerShape gpt2 = *transformer_shape_by_name("gpt2");
+  const ModelDesc d = transformer_desc(gpt2, DType::kBF16);
+  const ModelDesc d_cuda = transformer_desc(gpt2, DType::kBF16, DeviceKind::kCuda);
   PlanConfig c = config(3, DType::kBF16, DType::kBF16, 8);
   const MemoryPlan cpu = plan_memory(d, c);
   c.device = DeviceKind::kCuda;
-  const MemoryPlan gpu = plan_memory(d, c);
+  const MemoryPlan gpu = plan_memory(d_cuda, c);
   const int64_t units = 14;  // embed, 12 blocks, head
   EXPECT_EQ(gpu.bytes(MemCategory::kCommBuffers) - cpu.bytes(MemCategory::kCommBuffers),
             8 * std::max<int64_t>(8, 2 + units));
@@ -289,8 +243,7 @@ TEST(PlanArith, CudaPlanAddsDeviceBuffers) {
                         MemCategory::kOptimizer, MemCategory::kHostOffload})
     EXPECT_EQ(gpu.bytes(m), cpu.bytes(m)) << mem_category_name(m);
   EXPECT_EQ(gpu.bytes(MemCategory::kActivations),
-            plan_transformer_activations(*d.transformer, 1, DType::kBF16, false, DeviceKind::kCuda)
-                .total());
+            transformer_activation_plan(gpt2, 1, DType::kBF16, false, DeviceKind::kCuda).total());
   EXPECT_EQ(cpu.bytes(MemCategory::kOther), 0);
   EXPECT_EQ(gpu.bytes(MemCategory::kOther), gpu.activations.pinned_host);
   EXPECT_EQ(gpu.device_bytes() - cpu.device_bytes(),
@@ -299,24 +252,24 @@ TEST(PlanArith, CudaPlanAddsDeviceBuffers) {
   // With offload, the device engine stages each unit's gradient and parameter shard in pinned
   // host memory (kHostOffload).
   c.engine.offload.optimizer = true;
-  const MemoryPlan gpu_off = plan_memory(d, c);
+  const MemoryPlan gpu_off = plan_memory(d_cuda, c);
   c.device = DeviceKind::kCpu;
   const MemoryPlan cpu_off = plan_memory(d, c);
   EXPECT_GT(gpu_off.buffers.host_staging_bytes, 0);
   EXPECT_EQ(gpu_off.host_bytes() - cpu_off.host_bytes(), gpu_off.buffers.host_staging_bytes);
 
-  const ModelDesc llama = ModelDesc::from_transformer(*transformer_shape_by_name("llama-7b"));
+  const TransformerShape llama = *transformer_shape_by_name("llama-7b");
   PlanConfig lc = config(3, DType::kBF16, DType::kF32, 8);
-  const MemoryPlan lcpu = plan_memory(llama, lc);
+  const MemoryPlan lcpu = plan_memory(transformer_desc(llama, DType::kBF16), lc);
   lc.device = DeviceKind::kCuda;
-  const MemoryPlan lgpu = plan_memory(llama, lc);
+  const MemoryPlan lgpu = plan_memory(transformer_desc(llama, DType::kBF16, DeviceKind::kCuda), lc);
   EXPECT_FALSE(lgpu.activations.exact);
   EXPECT_EQ(lgpu.activations.total(), lcpu.activations.total());
   EXPECT_EQ(lgpu.bytes(MemCategory::kOther), 0);
 }
 
 TEST(PlanArith, FitListsCheapestFirstAndAllFit) {
-  const ModelDesc d = ModelDesc::from_transformer(*transformer_shape_by_name("gpt2-xl"));
+  const ModelDesc d = transformer_desc(*transformer_shape_by_name("gpt2-xl"), DType::kBF16);
   PlanConfig base = config(0, DType::kBF16, DType::kF32, 8);
   base.global_batch = 64;
   base.reserve_bytes = 1'000'000'000;
@@ -344,7 +297,11 @@ TEST(PlanArith, BadConfigurationsThrow) {
   EXPECT_THROW(plan_memory(d, c), Error);
   TransformerShape s;
   s.heads = 5;
-  EXPECT_THROW(ModelDesc::from_transformer(s), Error);
+  EXPECT_THROW(transformer_desc(s, DType::kF32), Error);
+  EXPECT_THROW(transformer_activation_plan(s, 1, DType::kF32, false), Error);
+  EXPECT_THROW(
+      transformer_activation_plan(*transformer_shape_by_name("gpt2"), 0, DType::kF32, false),
+      Error);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The memory plan equals what the engine and the GPT model allocate, to the byte, category by
 // category (run at 1, 2 and 4 ranks): the test MLP under stages 0-3, fp32/bf16 compute, fp32 or
 // compute-dtype gradients, AdamW/SGD, offload on/off, 1 or 2 micro-batches; GptModel's
-// activations with and without checkpointing, alone and under the engine.
+// activations with and without checkpointing, alone and under the engine, both as the model
+// reports them (ModelDesc::from_model, Model::activation_plan()) and as zs_plan computes them from
+// a transformer shape (nn/transformer_shapes.h).
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -10,13 +12,16 @@
 #include <gtest/gtest.h>
 
 #include "collectives/mpi_communicator.h"
+#include "core/error.h"
 #include "core/memory_tracker.h"
 #include "gpt_plan_shape.h"
 #include "mlp_model.h"
 #include "nn/attention.h"
 #include "nn/gemm.h"
 #include "nn/gpt.h"
+#include "nn/gpt_activations.h"
 #include "nn/linear.h"
+#include "nn/transformer_shapes.h"
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
 
@@ -36,16 +41,8 @@ constexpr MemCategory kAll[] = {MemCategory::kParams,      MemCategory::kGrads,
                                 MemCategory::kActivations, MemCategory::kCommBuffers,
                                 MemCategory::kHostOffload, MemCategory::kOther};
 
-// The model description a user would give: each unit's parameter sizes.
-ModelDesc describe(Model& model) {
-  std::vector<std::vector<int64_t>> units;
-  for (size_t u = 0; u < model.num_units(); ++u) {
-    std::vector<int64_t> numels;
-    for (const ParamSpec& p : model.unit(u).param_specs()) numels.push_back(p.numel());
-    units.push_back(numels);
-  }
-  return ModelDesc::from_units(units);
-}
+// The model's own description: each unit's parameter sizes and its activation_plan().
+ModelDesc describe(Model& model) { return ModelDesc::from_model(model); }
 
 struct Case {
   int stage;
@@ -155,7 +152,12 @@ nn::GptConfig gpt_config(bool ckpt, DType dtype, int batch) {
   return g;
 }
 
-TransformerShape shape_of(const nn::GptConfig& g) { return test::gpt_plan_shape(g); }
+// What zs_plan asks nn for the same GPT: the activations of its transformer shape.
+ActivationPlan shape_activations(const nn::GptConfig& g) {
+  return nn::transformer_activation_plan(nn::transformer_shape_of(g), g.batch, g.compute_dtype,
+                                         g.checkpoint_activations, DeviceKind::kCpu,
+                                         nn::this_process_cpu_gemm());
+}
 
 // oneDNN's scratchpads for the model's matrix products (the library's choice, not planned),
 // measured by building the same layers nn builds (nn/gpt.cc) over one shared workspace, which
@@ -170,9 +172,9 @@ int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
       c(M, C, F, true, false, mm, &t, &ws), d(M, F, C, true, true, mm, &t, &ws),
       e(M, C, g.vocab, false, false, mm, &t, &ws);
   nn::Attention at(g.batch, g.context, C, g.heads, mm, &t, &ws);
-  EXPECT_EQ(static_cast<int64_t>(ws.size()),
-            gpt_cpu_gemm_workspace_bytes(test::gpt_plan_shape(g), g.batch, g.compute_dtype,
-                                         test::this_cpu_gemm()));
+  EXPECT_EQ(
+      static_cast<int64_t>(ws.size()),
+      nn::gpt_cpu_gemm_workspace_bytes(nn::GptActivationDims::of(g), nn::this_process_cpu_gemm()));
   if (!nn::gemm_uses_onednn()) {
     EXPECT_EQ(t.current(MemCategory::kActivations), ws.size());
   }
@@ -187,10 +189,13 @@ TEST(Plan, GptActivationsMatchModel) {
         SCOPED_TRACE(fmt::format("{} ckpt {} batch {}", dtype_name(dt), ckpt, batch));
         MemoryTracker t;
         nn::GptModel model(g, &t);
-        const ActivationPlan a = plan_transformer_activations(
-            shape_of(g), batch, dt, ckpt, DeviceKind::kCpu, test::this_cpu_gemm());
+        const ActivationPlan a = model.activation_plan();
+        EXPECT_TRUE(a.counted);
         EXPECT_TRUE(a.exact);
+        EXPECT_EQ(a.checkpointed, ckpt);
+        EXPECT_EQ(a.micro_batch, batch);
         EXPECT_EQ(a.total(), model.activation_bytes());
+        EXPECT_EQ(shape_activations(g).total(), a.total()) << "zs_plan's route";
         EXPECT_EQ(t.current(MemCategory::kActivations), a.total() + measured_gemm_scratchpads(g));
         // Per-layer figures: the model grows by exactly per_layer (or per_layer_checkpointed)
         // per extra block.
@@ -222,16 +227,23 @@ TEST(Plan, GptUnderEngineMatchesTracker) {
         pc.rank = world().rank();
         pc.global_batch = static_cast<int64_t>(g.batch) * N * mb;
         pc.checkpoint_activations = ckpt;
-        pc.cpu_gemm = test::this_cpu_gemm();
-        const ModelDesc d = ModelDesc::from_transformer(shape_of(g));
-        EXPECT_EQ(d.units, describe(model).units);
+        // As the model reports itself, and as zs_plan describes it from its shape.
+        const ModelDesc d = describe(model);
+        const ModelDesc ds = test::transformer_desc(nn::transformer_shape_of(g), g.compute_dtype,
+                                                    DeviceKind::kCpu, nn::this_process_cpu_gemm());
+        EXPECT_EQ(ds.units, d.units);
         EXPECT_EQ(d.num_params(), g.num_params());
         const MemoryPlan plan = plan_memory(d, pc);
+        const MemoryPlan plan_s = plan_memory(ds, pc);
         const int64_t ws = measured_gemm_scratchpads(g);
         for (MemCategory cat : kAll) {
           const int64_t extra = cat == MemCategory::kActivations ? ws : 0;
           EXPECT_EQ(plan.bytes(cat) + extra, t.current(cat)) << mem_category_name(cat);
+          EXPECT_EQ(plan_s.bytes(cat), plan.bytes(cat)) << mem_category_name(cat);
         }
+        // The model's own plan holds for the micro-batch it was built with, nothing else.
+        pc.global_batch *= 2;
+        EXPECT_THROW(plan_memory(d, pc), Error);
       }
 }
 

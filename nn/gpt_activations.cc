@@ -1,0 +1,246 @@
+#include "nn/gpt_activations.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "nn/attention.h"
+#include "nn/cuda/workspace_sizes.h"
+#include "nn/gemm.h"
+#include "nn/linear.h"
+
+namespace zs::nn {
+
+namespace {
+
+constexpr int64_t kF4 = 4;  // fp32 and int32
+
+int64_t aligned64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
+
+CpuGemm this_process_cpu_gemm() {
+  if (!gemm_uses_onednn()) return CpuGemm::kEigen;
+  return gemm_path(DType::kBF16).widened ? CpuGemm::kOnednnWidened : CpuGemm::kOnednn;
+}
+
+GptActivationDims GptActivationDims::of(const GptConfig& c) {
+  GptActivationDims d;
+  d.batch = c.batch;
+  d.context = c.context;
+  d.width = c.width;
+  d.heads = c.heads;
+  d.ffn = static_cast<int64_t>(c.ffn_mult) * c.width;
+  d.vocab = c.vocab;
+  d.layers = c.layers;
+  d.compute_dtype = c.compute_dtype;
+  d.checkpoint = c.checkpoint_activations;
+  return d;
+}
+
+int64_t GptBlockBytes::total() const {
+  return h1 + q + k + v + a + h2 + mean1 + rstd1 + mean2 + rstd2 + p + pm + x2 + f + g;
+}
+
+GptBlockBytes gpt_block_bytes(const GptActivationDims& d, DType mm) {
+  const int64_t M = d.tokens(), C = d.width, F = d.ffn;
+  const int64_t bhtt = d.batch * d.heads * d.context * d.context;
+  const int64_t e = static_cast<int64_t>(dtype_size(mm));
+  GptBlockBytes b;
+  b.h1 = b.q = b.k = b.v = b.a = b.h2 = M * C * e;
+  b.mean1 = b.rstd1 = b.mean2 = b.rstd2 = M * kF4;
+  b.p = bhtt * kF4;
+  b.pm = mm != DType::kF32 ? bhtt * e : 0;
+  b.x2 = M * C * kF4;
+  b.f = M * F * kF4;
+  b.g = M * F * e;
+  return b;
+}
+
+GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d) {
+  const int64_t M = d.tokens(), C = d.width, F = d.ffn, V = d.vocab, L = d.layers;
+  const int64_t bhtt = d.batch * d.heads * d.context * d.context;
+  GptCpuBytes n;
+  n.mm = d.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  const int64_t e = static_cast<int64_t>(dtype_size(n.mm));
+  const bool lowp = n.mm != DType::kF32;
+  n.inputs = n.targets = M * kF4;
+  n.block_input = M * C * kF4;
+  n.xs = (L + 1) * n.block_input;
+  n.block_sets = d.checkpoint ? 1 : L;
+  n.block = gpt_block_bytes(d, n.mm);
+  n.hf = M * C * e;
+  n.meanf = n.rstdf = M * kF4;
+  n.logits = M * V * kF4;
+  n.row_loss = M * kF4;
+  n.last_logits = V * kF4;
+  const int64_t wide = std::max<int64_t>({F, 3 * C, V});
+  n.qkv = M * 3 * C * kF4;
+  n.att_s = bhtt * kF4;
+  n.att_o = M * C * kF4;
+  n.att_dom = M * C * e;
+  n.att_dsm = lowp ? bhtt * e : 0;
+  n.att_dq = n.att_dk = n.att_dv = M * C * kF4;
+  n.dres = M * C * kF4;
+  n.dwide = M * wide * kF4;
+  n.dwide_mm = lowp ? M * wide * e : 0;
+  n.dnarrow = M * C * kF4;
+  n.dnarrow_mm = lowp ? M * C * e : 0;
+  n.wscratch =
+      d.compute_dtype == DType::kF16 ? std::max<int64_t>({3 * C * C, F * C, V * C}) * kF4 : 0;
+  n.pscratch = 4 * std::max<int64_t>(F, 3 * C) * kF4;
+  return n;
+}
+
+int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gemm) {
+  const bool widen = d.compute_dtype == DType::kBF16 && cpu_gemm != CpuGemm::kOnednn;
+  const bool product = cpu_gemm == CpuGemm::kEigen;
+  if (!widen && !product) return 0;
+  // One product's need, as nn/gemm.cc lays out its workspace: widened A, widened B, the product,
+  // each 64-byte aligned.
+  auto need = [&](const GemmDesc& g) {
+    int64_t b = product ? aligned64(kF4 * g.m * g.n) : 0;
+    if (widen) b += aligned64(kF4 * g.a_extent()) + aligned64(kF4 * g.b_extent());
+    return b;
+  };
+  auto desc = [](int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+    GemmDesc g;
+    g.batch = batch;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.trans_a = ta;
+    g.trans_b = tb;
+    return g;
+  };
+  // nn/linear.cc: forward y = x W^T, backward data dx = dy W, backward weight dW = dy^T x; on the
+  // widened oneDNN path Linear::backward keeps dy widened for both, then max(W, x) after it.
+  const int64_t M = d.tokens();
+  const bool pairs = cpu_gemm == CpuGemm::kOnednnWidened;
+  auto linear = [&](int64_t in, int64_t out) {
+    const int64_t pair = pairs ? static_cast<int64_t>(Linear::backward_workspace_need(
+                                     M, static_cast<int>(in), static_cast<int>(out)))
+                               : 0;
+    return std::max({need(desc(1, M, out, in, false, true)),
+                     need(desc(1, M, in, out, false, false)),
+                     need(desc(1, out, in, M, true, false)), pair});
+  };
+  const int64_t C = d.width, F = d.ffn, V = d.vocab, T = d.context;
+  int64_t b = std::max({linear(C, 3 * C), linear(C, C), linear(C, F), linear(F, C), linear(C, V)});
+  // nn/attention.cc: per (sequence, head) products, causal rows split at h = T/2 (T >= 16) into a
+  // top part over keys [0, h) and a bottom part ([Note: causal split]); qk and dp, pv and dq, dv
+  // and dk share shapes. lda/ldb are row strides, sa/sb per-head strides.
+  const int64_t bh = d.batch * d.heads, D = C / d.heads;
+  const int64_t h = T >= 16 ? T / 2 : 0, tt = T * T, td = T * D;
+  auto strided = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t sa,
+                     int64_t ldb, int64_t sb) {
+    GemmDesc g = desc(bh, m, n, k, ta, tb);
+    g.lda = lda;
+    g.stride_a = sa;
+    g.ldb = ldb;
+    g.stride_b = sb;
+    return need(g);
+  };
+  auto split = [&](int64_t top, int64_t bottom) { return std::max(h > 0 ? top : 0, bottom); };
+  b = std::max(b, split(strided(h, h, D, false, true, D, td, D, td),
+                        strided(T - h, T, D, false, true, D, td, D, td)));
+  b = std::max(b, split(strided(h, D, h, false, false, T, tt, D, td),
+                        strided(T - h, D, T, false, false, T, tt, D, td)));
+  b = std::max(b, split(strided(h, D, T, true, false, T, tt, D, td),
+                        strided(T - h, D, T - h, true, false, T, tt, D, td)));
+  // On the widened oneDNN path nn::Attention widens each operand once per split pair.
+  if (pairs) {
+    b = std::max(b, static_cast<int64_t>(Attention::pair_workspace_need(
+                        static_cast<int>(d.batch), static_cast<int>(T), static_cast<int>(C),
+                        static_cast<int>(d.heads))));
+  }
+  return b;
+}
+
+GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d) {
+  const int64_t M = d.tokens(), C = d.width, F = d.ffn, V = d.vocab, L = d.layers;
+  const int64_t bhtt = d.batch * d.heads * d.context * d.context;
+  const int64_t nids = kCudaGptIdsPerToken * M + 1;
+  ZS_CHECK(nids <= std::numeric_limits<int32_t>::max(), ErrorCode::kInvalidArgument,
+           "cuda gpt: batch x context = {} tokens is too many", M);
+  GptCudaBytes n;
+  n.mm = d.compute_dtype;
+  const int64_t e = static_cast<int64_t>(dtype_size(n.mm));
+  const bool lowp = n.mm != DType::kF32;
+  n.ids = nids * kF4;
+  n.row_loss_host = M * kF4;
+  n.logits_host = V * kF4;
+  n.block_input = M * C * kF4;
+  n.xs = (L + 1) * n.block_input;
+  n.block_sets = d.checkpoint ? 1 : L;
+  n.block = gpt_block_bytes(d, n.mm);
+  n.hf = M * C * e;
+  n.meanf = n.rstdf = M * kF4;
+  n.logits = M * V * kF4;
+  n.row_loss = M * kF4;
+  const int64_t wide = std::max<int64_t>(F, 3 * C);
+  n.qkv = M * 3 * C * kF4;
+  n.att_s = bhtt * kF4;
+  n.att_o = M * C * kF4;
+  n.att_dom = M * C * e;
+  n.att_dsm = lowp ? bhtt * e : 0;
+  n.att_dq = n.att_dk = n.att_dv = M * C * kF4;
+  n.dres = M * C * kF4;
+  n.dwide = M * wide * kF4;
+  n.dwide_mm = lowp ? M * std::max(wide, V) * e : 0;
+  n.dnarrow = M * C * kF4;
+  n.dnarrow_mm = lowp ? M * C * e : 0;
+  n.pscratch_stride = (wide + 63) / 64 * 64;
+  n.pscratch = 4 * n.pscratch_stride * kF4;
+  n.bias_scratch = std::max(gpu::bias_backward_scratch_floats(M, wide),
+                            gpu::layernorm_backward_scratch_floats(M, C)) *
+                   kF4;
+  n.cublas_workspace = gpu::kCublasWorkspaceBytes;
+  return n;
+}
+
+ActivationPlan gpt_activation_plan(const GptActivationDims& d, DeviceKind device,
+                                   CpuGemm cpu_gemm) {
+  ActivationPlan a;
+  a.counted = true;
+  a.exact = true;
+  a.checkpointed = d.checkpoint;
+  a.micro_batch = d.batch;
+  a.tokens = d.tokens();
+  // The parts both models share: kept blocks (the block inputs xs[0..L-1] and the block sets) and
+  // the recompute set; xs[L], the head's input, counts with the head.
+  auto blocks = [&](int64_t block_input, int64_t block_sets, const GptBlockBytes& block) {
+    const int64_t sets = block_sets * block.total();
+    a.per_layer = block_input + block.total();
+    a.per_layer_checkpointed = block_input;
+    a.blocks = d.layers * block_input + (d.checkpoint ? 0 : sets);
+    a.recompute = d.checkpoint ? sets : 0;
+  };
+  if (device == DeviceKind::kCuda) {
+    const GptCudaBytes n = gpt_cuda_bytes(d);
+    blocks(n.block_input, n.block_sets, n.block);
+    a.inputs = n.ids;
+    a.head = n.xs - d.layers * n.block_input + n.hf + n.meanf + n.rstdf + n.logits + n.row_loss;
+    a.workspace = n.qkv + n.att_s + n.att_o + n.att_dom + n.att_dsm + n.att_dq + n.att_dk +
+                  n.att_dv + n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.pscratch +
+                  n.bias_scratch;
+    a.gemm_workspace = n.cublas_workspace;
+    a.pinned_host = 2 * n.ids + n.row_loss_host + n.logits_host;  // staging[2] and read-backs
+    return a;
+  }
+  const GptCpuBytes n = gpt_cpu_bytes(d);
+  blocks(n.block_input, n.block_sets, n.block);
+  a.inputs = n.inputs + n.targets;
+  a.head = n.xs - d.layers * n.block_input + n.hf + n.meanf + n.rstdf + n.logits + n.row_loss +
+           n.last_logits;
+  a.workspace = n.qkv + n.att_s + n.att_o + n.att_dom + n.att_dsm + n.att_dq + n.att_dk + n.att_dv +
+                n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.wscratch + n.pscratch;
+  a.gemm_workspace = gpt_cpu_gemm_workspace_bytes(d, cpu_gemm);
+  return a;
+}
+
+ActivationPlan gpt_activation_plan(const GptConfig& config, DeviceKind device, CpuGemm cpu_gemm) {
+  return gpt_activation_plan(GptActivationDims::of(config), device, cpu_gemm);
+}
+
+}  // namespace zs::nn

@@ -1,0 +1,149 @@
+// The GPT's activation buffers, sized in one place: the bytes of every buffer nn::GptModel
+// (nn/gpt.cc) and nn::CudaGptModel (nn/cuda/gpt_cuda.cc) allocate in their constructors, which
+// allocate from these very structs, and the ActivationPlan (runtime/activation_plan.h) both
+// models report through zs::Model::activation_plan() and zs_plan prints.
+//
+// Plain host C++ in every build: the CUDA model's sizes need no CUDA (zs_plan --device cuda plans
+// for a GPU on any machine); the CUDA constants come from nn/cuda/workspace_sizes.h, which the
+// kernels include too. docs/memory.md writes the arithmetic out.
+//
+// [Note: GPT activations] M = B T tokens; e = the size of the matmul dtype mm: on the CPU mm is
+// bf16 for bf16 compute and fp32 otherwise (fp16 products run in fp32), on CUDA mm is the compute
+// dtype itself; lowp = mm is 16-bit. Kept per block: GptBlockBytes plus the block's input xs[l]
+// [M, C] fp32; with checkpointing only xs[l] is kept per block and one block set is shared (the
+// recompute set, [Note: block activations] in nn/gpt_state.h). Once per model: inputs, the head,
+// temporaries shared by all units, and the matrix-product workspace.
+//
+// Pure functions of their arguments; thread-safe (this_process_cpu_gemm() asks oneDNN once).
+#pragma once
+
+#include <cstdint>
+
+#include "core/buffer.h"
+#include "core/dtype.h"
+#include "nn/gpt_config.h"
+#include "runtime/activation_plan.h"
+
+namespace zs::nn {
+
+// How the CPU GPT's matrix products run (nn/gemm.h, [Note: GEMM paths]); it decides the GEMM
+// workspace GptModel allocates. A planner picks one; a model gets this_process_cpu_gemm().
+enum class CpuGemm : uint8_t {
+  kOnednn,         // oneDNN, bf16 products native: no workspace
+  kOnednnWidened,  // oneDNN, bf16 operands widened to fp32 (AVX2 CPUs): widened A and B
+  kEigen,          // Eigen build: bf16 widened, and an fp32 product per GEMM
+};
+// The path this process's GEMMs take (gemm_uses_onednn(), gemm_path(kBF16).widened).
+CpuGemm this_process_cpu_gemm();
+
+// What the GPT's buffers depend on: GptConfig's dimensions with the FFN width in elements (a
+// planner may ask for any F; GptModel has F = ffn_mult * width). Not validated here: callers
+// validate their config or shape.
+struct GptActivationDims {
+  int64_t batch = 1;    // B: sequences per micro-batch
+  int64_t context = 1;  // T
+  int64_t width = 1;    // C
+  int64_t heads = 1;    // H
+  int64_t ffn = 4;      // F
+  int64_t vocab = 1;    // V
+  int64_t layers = 1;   // L
+  DType compute_dtype = DType::kF32;
+  bool checkpoint = false;
+
+  int64_t tokens() const { return batch * context; }  // M
+  static GptActivationDims of(const GptConfig& c);
+};
+
+// One block's kept buffers, GptBlockBuffers (nn/gpt_block_buffers.h), shared by both models; bytes
+// each, 0 for a buffer not allocated.
+struct GptBlockBytes {
+  int64_t h1 = 0, q = 0, k = 0, v = 0, a = 0, h2 = 0;  // [M, C] mm
+  int64_t mean1 = 0, rstd1 = 0, mean2 = 0, rstd2 = 0;  // [M] fp32
+  int64_t p = 0;                                       // [B, H, T, T] fp32 probabilities
+  int64_t pm = 0;                                      // [B, H, T, T] mm, lowp only
+  int64_t x2 = 0;                                      // [M, C] fp32
+  int64_t f = 0;                                       // [M, F] fp32
+  int64_t g = 0;                                       // [M, F] mm
+  int64_t total() const;
+};
+// The block set for matmul dtype `mm` (fp32, bf16 or fp16).
+GptBlockBytes gpt_block_bytes(const GptActivationDims& d, DType mm);
+
+// GptModel::State's buffers (nn/gpt_state.h, allocated in nn/gpt.cc), bytes each; 0 for a buffer
+// not allocated. The GEMM workspace is GemmWorkspace's own (gpt_cpu_gemm_workspace_bytes).
+struct GptCpuBytes {
+  DType mm = DType::kF32;                      // bf16 for bf16 compute, else fp32
+  int64_t inputs = 0, targets = 0;             // [M] int32
+  int64_t block_input = 0;                     // one xs slice [M, C] fp32
+  int64_t xs = 0;                              // [L + 1][M, C]: the blocks' inputs and the head's
+  int64_t block_sets = 0;                      // L, or 1 when checkpointing
+  GptBlockBytes block;                         // each set
+  int64_t hf = 0, meanf = 0, rstdf = 0;        // [M, C] mm, [M], [M]
+  int64_t logits = 0;                          // [M, V] fp32
+  int64_t row_loss = 0;                        // [M]
+  int64_t last_logits = 0;                     // [V]
+  int64_t qkv = 0;                             // [M, 3C] fp32
+  int64_t att_s = 0, att_o = 0;                // [B, H, T, T], [M, C] fp32
+  int64_t att_dom = 0, att_dsm = 0;            // [M, C] mm, [B, H, T, T] mm (lowp)
+  int64_t att_dq = 0, att_dk = 0, att_dv = 0;  // [M, C] fp32 each
+  int64_t dres = 0;                            // [M, C] fp32
+  int64_t dwide = 0, dwide_mm = 0;             // [M, max(F, 3C, V)] fp32, mm (lowp)
+  int64_t dnarrow = 0, dnarrow_mm = 0;         // [M, C] fp32, mm (lowp)
+  int64_t wscratch = 0;                        // fp16 compute: the largest weight in fp32
+  int64_t pscratch = 0;                        // [4][max(F, 3C)] fp32
+};
+GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d);
+
+// The GEMM workspace GptModel allocates (nn::GemmWorkspace, shared by all its products) when its
+// products take `cpu_gemm`: the largest need of one product, widened bf16 A and B extents
+// (64-byte aligned) when `cpu_gemm` widens and the compute dtype is bf16, a linear layer's
+// backward pair and an attention split pair (Linear::backward_workspace_need,
+// Attention::pair_workspace_need) on the widened oneDNN path, plus the fp32 m x n product for
+// kEigen. oneDNN's own scratchpads are the library's choice and not included.
+int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gemm);
+
+// [Note: token upload] (nn/cuda/gpt_cuda_state.h): inputs, targets and the embedding-gradient
+// index (order, rows, offsets [M + 1]) in one int32 array of kCudaGptIdsPerToken M + 1 ids.
+constexpr int64_t kCudaGptIdsPerToken = 5;
+
+// CudaGptModel::State's buffers (nn/cuda/gpt_cuda_state.h, allocated in nn/cuda/gpt_cuda.cc),
+// bytes each; 0 for a buffer not allocated. Device memory unless marked pinned.
+struct GptCudaBytes {
+  DType mm = DType::kF32;  // the compute dtype
+  int64_t ids = 0;         // [5 M + 1] int32; also each of the two pinned staging slots
+  int64_t row_loss_host = 0, logits_host = 0;  // pinned: [M], [V] fp32
+  int64_t block_input = 0;                     // one xs slice [M, C] fp32
+  int64_t xs = 0;                              // [L + 1][M, C]
+  int64_t block_sets = 0;                      // L, or 1 when checkpointing
+  GptBlockBytes block;                         // each set
+  int64_t hf = 0, meanf = 0, rstdf = 0;        // [M, C] mm, [M], [M]
+  int64_t logits = 0;                          // [M, V] fp32 (their gradient in place)
+  int64_t row_loss = 0;                        // [M]
+  int64_t qkv = 0;                             // [M, 3C] fp32
+  int64_t att_s = 0, att_o = 0;                // [B, H, T, T], [M, C] fp32
+  int64_t att_dom = 0, att_dsm = 0;            // [M, C] mm, [B, H, T, T] mm (lowp)
+  int64_t att_dq = 0, att_dk = 0, att_dv = 0;  // [M, C] fp32 each
+  int64_t dres = 0;                            // [M, C] fp32
+  int64_t dwide = 0;                           // [M, max(F, 3C)] fp32
+  int64_t dwide_mm = 0;                        // [M, max(F, 3C, V)] mm (lowp)
+  int64_t dnarrow = 0, dnarrow_mm = 0;         // [M, C] fp32, mm (lowp)
+  // Floats between two pscratch slots: max(F, 3C) rounded up to 64 (256-byte aligned slots).
+  int64_t pscratch_stride = 0;
+  int64_t pscratch = 0;          // [4][pscratch_stride] fp32
+  int64_t bias_scratch = 0;      // column-sum scratch of bias_backward and layernorm_backward
+  int64_t cublas_workspace = 0;  // CublasContext's workspace (nn/cuda/workspace_sizes.h)
+};
+// Throws zs::Error(kInvalidArgument) when the ids do not fit int32 (too many tokens).
+GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d);
+
+// The GPT's activations on `device`: kCpu, GptModel's (its GEMM workspace for `cpu_gemm`); kCuda,
+// CudaGptModel's under kActivations (the cuBLASLt workspace included) and its pinned host bytes.
+// counted and exact are set. Throws as gpt_cuda_bytes() on kCuda.
+ActivationPlan gpt_activation_plan(const GptActivationDims& d, DeviceKind device,
+                                   CpuGemm cpu_gemm = CpuGemm::kOnednn);
+// The same for a model's config: what GptModel (kCpu) or CudaGptModel (kCuda) built from `config`
+// allocates; their activation_plan().
+ActivationPlan gpt_activation_plan(const GptConfig& config, DeviceKind device,
+                                   CpuGemm cpu_gemm = CpuGemm::kOnednn);
+
+}  // namespace zs::nn

@@ -1,0 +1,140 @@
+#include "nn/transformer_shapes.h"
+
+#include "core/error.h"
+
+namespace zs::nn {
+
+void TransformerShape::validate() const {
+  auto pos = [](int64_t v, const char* name) {
+    ZS_CHECK(v > 0, ErrorCode::kInvalidArgument, "transformer: {} must be positive, got {}", name,
+             v);
+  };
+  pos(layers, "layers");
+  pos(width, "width");
+  pos(heads, "heads");
+  pos(vocab, "vocab");
+  pos(context, "context");
+  ZS_CHECK(ffn >= 0, ErrorCode::kInvalidArgument, "transformer: ffn {} < 0", ffn);
+  ZS_CHECK(width % heads == 0, ErrorCode::kInvalidArgument,
+           "transformer: width {} must divide by heads {}", width, heads);
+}
+
+std::vector<std::vector<int64_t>> TransformerShape::unit_param_numels() const {
+  validate();
+  const int64_t C = width, F = ffn_width(), V = vocab, T = context;
+  std::vector<std::vector<int64_t>> units;
+  if (family == TransformerFamily::kGpt) {
+    // nn/gpt_specs.cc: embed {wte, wpe}; block {ln1.w, ln1.b, qkv.w, qkv.b, proj.w, proj.b,
+    // ln2.w, ln2.b, fc.w, fc.b, fc_proj.w, fc_proj.b}; head {ln_f.w, ln_f.b, lm_head.w}.
+    units.push_back({V * C, T * C});
+    for (int l = 0; l < layers; ++l)
+      units.push_back({C, C, 3 * C * C, 3 * C, C * C, C, C, C, F * C, F, C * F, C});
+    units.push_back({C, C, V * C});
+  } else {
+    // embed {tok_embeddings}; block {attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3};
+    // head {norm, output}.
+    units.push_back({V * C});
+    for (int l = 0; l < layers; ++l)
+      units.push_back({C, C * C, C * C, C * C, C * C, C, F * C, C * F, F * C});
+    units.push_back({C, V * C});
+  }
+  return units;
+}
+
+int64_t TransformerShape::num_params() const {
+  int64_t n = 0;
+  for (const auto& u : unit_param_numels())
+    for (int64_t p : u) n += p;
+  return n;
+}
+
+TransformerShape transformer_shape_of(const GptConfig& c) {
+  TransformerShape s;
+  s.family = TransformerFamily::kGpt;
+  s.layers = c.layers;
+  s.width = c.width;
+  s.heads = c.heads;
+  s.ffn = c.ffn_mult * c.width;
+  s.vocab = c.vocab;
+  s.context = c.context;
+  return s;
+}
+
+std::optional<TransformerShape> transformer_shape_by_name(std::string_view name) {
+  auto gpt = [](int L, int C, int H) {
+    TransformerShape s;
+    s.layers = L;
+    s.width = C;
+    s.heads = H;
+    return s;
+  };
+  if (name == "gpt2") return gpt(12, 768, 12);
+  if (name == "gpt2-medium") return gpt(24, 1024, 16);
+  if (name == "gpt2-large") return gpt(36, 1280, 20);
+  if (name == "gpt2-xl") return gpt(48, 1600, 25);
+  if (name == "llama-7b" || name == "llama-6.7b") {
+    TransformerShape s;
+    s.family = TransformerFamily::kLlama;
+    s.layers = 32;
+    s.width = 4096;
+    s.heads = 32;
+    s.ffn = 11008;
+    s.vocab = 32000;
+    s.context = 2048;
+    return s;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> transformer_shape_names() {
+  return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-7b"};
+}
+
+ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
+                                           DType compute_dtype, bool checkpoint, DeviceKind device,
+                                           CpuGemm cpu_gemm) {
+  shape.validate();
+  ZS_CHECK(micro_batch >= 1, ErrorCode::kInvalidArgument, "micro-batch of {} sequences < 1",
+           micro_batch);
+  if (shape.family == TransformerFamily::kGpt) {
+    GptActivationDims d;
+    d.batch = micro_batch;
+    d.context = shape.context;
+    d.width = shape.width;
+    d.heads = shape.heads;
+    d.ffn = shape.ffn_width();
+    d.vocab = shape.vocab;
+    d.layers = shape.layers;
+    d.compute_dtype = compute_dtype;
+    d.checkpoint = checkpoint;
+    return gpt_activation_plan(d, device, cpu_gemm);
+  }
+  // LLaMA: an estimate in the manner of Korthikanti et al. 2022 (no dropout, no sequence
+  // parallelism, attention probabilities materialised), activations in the compute dtype (e
+  // bytes), per layer e (8 M C + B H T^2 + 4 M F): [M, C] tensors: norm-1 input, QKV input, Q, K,
+  // V, attention output, norm-2 input, MLP input; the probabilities; [M, F]: SwiGLU gate, up,
+  // SiLU(gate), their product. Checkpointed: the layer input M C e.
+  constexpr int64_t kF4 = 4;
+  const int64_t B = micro_batch, T = shape.context, C = shape.width, H = shape.heads,
+                F = shape.ffn_width(), V = shape.vocab, L = shape.layers;
+  const int64_t M = B * T, bhtt = B * H * T * T;
+  const int64_t e = static_cast<int64_t>(dtype_size(compute_dtype));
+  const int64_t block_set = e * (8 * M * C + bhtt + 4 * M * F);
+  const int64_t x = M * C * e;
+  ActivationPlan a;
+  a.counted = true;
+  a.exact = false;
+  a.checkpointed = checkpoint;
+  a.micro_batch = B;
+  a.tokens = M;
+  a.per_layer = block_set;
+  a.per_layer_checkpointed = x;
+  a.inputs = 2 * M * 4;
+  a.blocks = checkpoint ? L * x : L * block_set;
+  a.recompute = checkpoint ? block_set : 0;
+  a.head = x + M * V * kF4;   // final norm input, fp32 logits
+  a.workspace = M * V * kF4;  // logits gradient
+  return a;
+}
+
+}  // namespace zs::nn
