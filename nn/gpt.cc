@@ -1,4 +1,5 @@
-// GptModel: configuration, buffers, token handling. The units are in gpt_units.cc.
+// GptModel: buffers, ids, loss and logits. The units are in gpt_units.cc; the checks and
+// bookkeeping both devices share in gpt_model_base.cc.
 #include <algorithm>
 #include <cstring>
 
@@ -13,47 +14,7 @@ namespace zs::nn {
 
 std::vector<std::unique_ptr<Unit>> make_gpt_units(GptModel::State& s);  // gpt_units.cc
 
-void GptConfig::validate() const {
-  auto pos = [](int v, const char* name) {
-    ZS_CHECK(v > 0, ErrorCode::kInvalidArgument, "gpt config: {} must be positive, got {}", name,
-             v);
-  };
-  pos(layers, "layers");
-  pos(heads, "heads");
-  pos(width, "width");
-  pos(context, "context");
-  pos(vocab, "vocab");
-  pos(batch, "batch");
-  pos(ffn_mult, "ffn_mult");
-  ZS_CHECK(width % heads == 0, ErrorCode::kInvalidArgument,
-           "gpt config: width {} must divide by heads {}", width, heads);
-  // The layer norm's row buffers bound the width; the vocabulary is unbounded (GPT-2's 50257).
-  ZS_CHECK(width <= kMaxRow, ErrorCode::kInvalidArgument, "gpt config: width {} must be at most {}",
-           width, kMaxRow);
-  ZS_CHECK(
-      compute_dtype == DType::kF32 || compute_dtype == DType::kBF16 || compute_dtype == DType::kF16,
-      ErrorCode::kInvalidArgument, "gpt config: compute dtype must be fp32, bf16 or fp16, got {}",
-      dtype_name(compute_dtype));
-  ZS_CHECK(threads >= 0, ErrorCode::kInvalidArgument, "gpt config: threads {} < 0", threads);
-}
-
-int64_t GptConfig::num_params() const {
-  const int64_t C = width, F = static_cast<int64_t>(ffn_mult) * width, V = vocab, T = context;
-  const int64_t embed = V * C + T * C;
-  const int64_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + F * C + F + C * F + C;
-  const int64_t head = 2 * C + V * C;
-  return embed + layers * block + head;
-}
-
-GptModel::State::State(const GptConfig& c, MemoryTracker* t) : cfg(c), tracker(t) {
-  B = c.batch;
-  T = c.context;
-  C = c.width;
-  H = c.heads;
-  F = c.ffn_mult * c.width;
-  V = c.vocab;
-  L = c.layers;
-  M = static_cast<int64_t>(B) * T;
+GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c), tracker(t) {
   // Every size from gpt_cpu_bytes() (nn/gpt_activations.h), which activation_plan() and the
   // planner read too: the model and its plan cannot drift apart.
   const GptCpuBytes n = gpt_cpu_bytes(GptActivationDims::of(c));
@@ -133,23 +94,15 @@ const void* GptModel::State::to_mm(const float* src, Buffer& dst, int64_t n) {
   return dst.data();
 }
 
-GptModel::GptModel(const GptConfig& config, MemoryTracker* tracker) : config_(config) {
-  config_.validate();
-  threads_ = config_.threads > 0 ? config_.threads : default_threads();
+GptModel::GptModel(const GptConfig& config, MemoryTracker* tracker) : GptModelBase(config) {
+  threads_ = this->config().threads > 0 ? this->config().threads : default_threads();
   ThreadScope scope(threads_);  // primitives are created for the thread count they run with
-  state_ = std::make_unique<State>(config_, tracker ? tracker : &MemoryTracker::process());
+  state_ = std::make_unique<State>(this->config(), tracker ? tracker : &MemoryTracker::process());
   state_->threads = threads_;
-  units_ = make_gpt_units(*state_);
+  set_units(make_gpt_units(*state_));
 }
 
 GptModel::~GptModel() = default;
-
-size_t GptModel::num_units() const { return units_.size(); }
-
-Unit& GptModel::unit(size_t i) {
-  ZS_CHECK(i < units_.size(), ErrorCode::kInvalidArgument, "gpt: unit {} of {}", i, units_.size());
-  return *units_[i];
-}
 
 double GptModel::loss() const { return state_->loss; }
 
@@ -159,49 +112,15 @@ ActivationPlan GptModel::activation_plan() const {
   return gpt_activation_plan(config(), DeviceKind::kCpu, this_process_cpu_gemm());
 }
 
-void GptModel::set_tokens(std::span<const int32_t> tokens) {
-  const int64_t per_mb = static_cast<int64_t>(config_.batch) * (config_.context + 1);
-  ZS_CHECK(!tokens.empty() && static_cast<int64_t>(tokens.size()) % per_mb == 0,
-           ErrorCode::kInvalidArgument,
-           "gpt: {} tokens is not a whole number of micro-batches of {} x {}", tokens.size(),
-           config_.batch, config_.context + 1);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    ZS_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab, ErrorCode::kInvalidArgument,
-             "gpt: token {} at index {} outside [0, {})", tokens[i], i, config_.vocab);
-  state_->tokens = tokens;
-  num_token_mb_ = static_cast<int>(static_cast<int64_t>(tokens.size()) / per_mb);
-}
-
-void GptModel::load_micro_batch(int index) {
-  ZS_CHECK(index >= 0 && index < num_token_mb_, ErrorCode::kInvalidArgument,
-           "gpt: micro-batch {} requested, {} set by set_tokens()", index, num_token_mb_);
+void GptModel::load_ids(const int32_t* tokens) {
   State& s = *state_;
-  const int T = s.T;
-  const int32_t* src = s.tokens.data() + static_cast<int64_t>(index) * s.B * (T + 1);
-  int32_t* in = s.inputs.as<int32_t>();
-  int32_t* tg = s.targets.as<int32_t>();
-  for (int b = 0; b < s.B; ++b) {
-    std::memcpy(in + static_cast<int64_t>(b) * T, src + static_cast<int64_t>(b) * (T + 1),
-                sizeof(int32_t) * T);
-    std::memcpy(tg + static_cast<int64_t>(b) * T, src + static_cast<int64_t>(b) * (T + 1) + 1,
-                sizeof(int32_t) * T);
-  }
+  split_micro_batch(tokens, s.B, s.T, s.inputs.as<int32_t>(), s.targets.as<int32_t>());
   s.inference = false;
 }
 
-void GptModel::set_inference_input(const int32_t* tokens, int length) {
+void GptModel::load_prompt(const int32_t* tokens, int length) {
   State& s = *state_;
-  ZS_CHECK(length >= 1 && length <= s.T, ErrorCode::kInvalidArgument,
-           "gpt: inference length {} outside [1, {}]", length, s.T);
-  for (int i = 0; i < length; ++i)
-    ZS_CHECK(tokens[i] >= 0 && tokens[i] < s.V, ErrorCode::kInvalidArgument,
-             "gpt: token {} at index {} outside [0, {})", tokens[i], i, s.V);
-  // [Note: inference shape] The forward runs the training shape (batch x context): row 0 holds
-  // the prompt padded with zeros, which causal attention never lets the prompt's positions see.
-  int32_t* in = s.inputs.as<int32_t>();
-  std::fill(in, in + s.M, 0);
-  std::memcpy(in, tokens, sizeof(int32_t) * length);
-  std::fill(s.targets.as<int32_t>(), s.targets.as<int32_t>() + s.M, 0);
+  fill_inference_ids(tokens, length, s.M, s.inputs.as<int32_t>(), s.targets.as<int32_t>());
   s.inference = true;
   s.inference_length = length;
 }

@@ -1,4 +1,5 @@
-// The shape and compute settings of a GPT model (nn/gpt.h), shared by the CPU and CUDA models.
+// The shape and compute settings of a GPT model (nn/gpt_model_base.h), shared by the CPU and CUDA
+// models.
 #pragma once
 
 #include <cstdint>

@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "core/error.h"
-
 namespace zs::nn {
 
 namespace {
@@ -58,9 +56,10 @@ std::string gpt_unit_name(const GptConfig& c, size_t unit) {
   return "head";
 }
 
-void check_gpt_params(size_t given, size_t n, const std::string& unit) {
-  ZS_CHECK(given == n, ErrorCode::kInvalidArgument, "{}: {} parameters given, {} expected", unit,
-           given, n);
+std::vector<ParamSpec> gpt_unit_specs(const GptConfig& c, size_t unit) {
+  if (unit == 0) return gpt_embed_specs(c);
+  if (unit <= static_cast<size_t>(c.layers)) return gpt_block_specs(c);
+  return gpt_head_specs(c);
 }
 
 }  // namespace zs::nn

@@ -1,13 +1,13 @@
 // The parameters of the GPT units, shared by the CPU model (nn::GptModel) and the GPU model
 // (nn::CudaGptModel): names, shapes, order, initialisers and weight-decay flags are declared here
 // once, so checkpoints, param_hash and safetensors exports are interchangeable between the two.
-// See nn/gpt.h for the units and the GPT-2 initialisation.
+// See nn/gpt_model_base.h for the units and the GPT-2 initialisation.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "nn/gpt.h"
+#include "nn/gpt_config.h"
 #include "runtime/unit.h"
 
 namespace zs::nn {
@@ -37,8 +37,7 @@ std::vector<ParamSpec> gpt_block_specs(const GptConfig& c);
 std::vector<ParamSpec> gpt_head_specs(const GptConfig& c);
 // "embed", "block.<l>" or "head" for unit `unit` of a model with c.layers blocks.
 std::string gpt_unit_name(const GptConfig& c, size_t unit);
-
-// Throws zs::Error(kInvalidArgument) naming `unit` when params.size() != n.
-void check_gpt_params(size_t given, size_t n, const std::string& unit);
+// The parameters of unit `unit` (0..layers + 1): one of the three lists above.
+std::vector<ParamSpec> gpt_unit_specs(const GptConfig& c, size_t unit);
 
 }  // namespace zs::nn

@@ -17,6 +17,7 @@
 #include "nn/attention.h"
 #include "nn/gpt.h"
 #include "nn/gpt_block_buffers.h"
+#include "nn/gpt_common.h"
 #include "nn/linear.h"
 
 namespace zs::nn {
@@ -27,18 +28,15 @@ struct BlockActs : GptBlockBuffers {
   }
 };
 
-struct GptModel::State {
+struct GptModel::State : GptDims {
   GptConfig cfg;
   MemoryTracker* tracker = nullptr;
-  int B = 0, T = 0, C = 0, H = 0, F = 0, V = 0, L = 0;
-  int64_t M = 0;  // B * T
   DType mm = DType::kF32;
   int threads = 1;
   int64_t act_bytes = 0;
 
   // Inputs.
-  std::span<const int32_t> tokens;  // set_tokens(), not owned
-  Buffer inputs, targets;           // [M] int32
+  Buffer inputs, targets;  // [M] int32
   bool inference = false;
   int inference_length = 0;
 

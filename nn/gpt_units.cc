@@ -1,9 +1,8 @@
-// The units of GptModel: embeddings, transformer blocks, head. Each forward/backward runs on the
-// buffers of GptModel::State (see [Note: block activations] in gpt_state.h).
+// The units of GptModel: embeddings, transformer blocks, head (names, parameters and checks from
+// GptUnit, nn/gpt_common.h). Each forward/backward runs on the buffers of GptModel::State (see
+// [Note: block activations] in gpt_state.h).
 #include <cstring>
-#include <string>
 
-#include "core/error.h"
 #include "nn/gpt_specs.h"
 #include "nn/gpt_state.h"
 #include "nn/kernels.h"
@@ -13,22 +12,16 @@ namespace zs::nn {
 
 namespace {
 
-void check_params(std::span<const ParamView> params, size_t n, const std::string& unit) {
-  check_gpt_params(params.size(), n, unit);
-}
-
-class EmbedUnit : public Unit {
+class EmbedUnit : public GptUnit {
  public:
-  explicit EmbedUnit(GptModel::State& s) : s_(s) {}
-  std::string name() const override { return "embed"; }
-  std::vector<ParamSpec> param_specs() const override { return gpt_embed_specs(s_.cfg); }
+  explicit EmbedUnit(GptModel::State& s) : GptUnit(s.cfg, 0), s_(s) {}
   void forward(std::span<const ParamView> p, const StepInfo&) override {
-    check_params(p, 2, name());
+    check_params(p);
     ThreadScope scope(s_.threads);
     embedding_forward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, p[0], p[1], s_.x(0));
   }
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
-    check_params(p, 2, name());
+    check_params(p);
     ThreadScope scope(s_.threads);
     embedding_backward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, s_.dres.as<float>(), g.grad(0),
                        g.grad(1));
@@ -38,18 +31,16 @@ class EmbedUnit : public Unit {
   GptModel::State& s_;
 };
 
-class BlockUnit : public Unit {
+class BlockUnit : public GptUnit {
  public:
-  BlockUnit(GptModel::State& s, int layer) : s_(s), l_(layer) {}
-  std::string name() const override { return "block." + std::to_string(l_); }
-  std::vector<ParamSpec> param_specs() const override { return gpt_block_specs(s_.cfg); }
+  BlockUnit(GptModel::State& s, int layer) : GptUnit(s.cfg, 1 + layer), s_(s), l_(layer) {}
   void forward(std::span<const ParamView> p, const StepInfo&) override {
-    check_params(p, kNumBlockParams, name());
+    check_params(p);
     ThreadScope scope(s_.threads);
     run_forward(p);
   }
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
-    check_params(p, kNumBlockParams, name());
+    check_params(p);
     ThreadScope scope(s_.threads);
     if (s_.cfg.checkpoint_activations) run_forward(p);  // recompute into the shared set
     run_backward(p, g);
@@ -117,13 +108,11 @@ class BlockUnit : public Unit {
   int l_;
 };
 
-class HeadUnit : public Unit {
+class HeadUnit : public GptUnit {
  public:
-  explicit HeadUnit(GptModel::State& s) : s_(s) {}
-  std::string name() const override { return "head"; }
-  std::vector<ParamSpec> param_specs() const override { return gpt_head_specs(s_.cfg); }
+  explicit HeadUnit(GptModel::State& s) : GptUnit(s.cfg, 1 + s.L), s_(s) {}
   void forward(std::span<const ParamView> p, const StepInfo&) override {
-    check_params(p, 3, name());
+    check_params(p);
     ThreadScope scope(s_.threads);
     GptModel::State& s = s_;
     layernorm_forward(s.x(s.L), s.small_f32(p[0], 0), s.small_f32(p[1], 1), s.M, s.C, s.hf.data(),
@@ -142,9 +131,8 @@ class HeadUnit : public Unit {
   // Seeds the gradient with info.loss_scale; must follow this micro-batch's training forward
   // (it consumes the probabilities in place).
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo& info) override {
-    check_params(p, 3, name());
-    ZS_CHECK(!s_.inference, ErrorCode::kInvalidArgument,
-             "gpt head: backward after an inference forward");
+    check_params(p);
+    check_backward(s_.inference);
     ThreadScope scope(s_.threads);
     GptModel::State& s = s_;
     float* dlogits = s.logits.as<float>();
@@ -165,11 +153,7 @@ class HeadUnit : public Unit {
 }  // namespace
 
 std::vector<std::unique_ptr<Unit>> make_gpt_units(GptModel::State& s) {
-  std::vector<std::unique_ptr<Unit>> units;
-  units.push_back(std::make_unique<EmbedUnit>(s));
-  for (int l = 0; l < s.L; ++l) units.push_back(std::make_unique<BlockUnit>(s, l));
-  units.push_back(std::make_unique<HeadUnit>(s));
-  return units;
+  return gpt_unit_list<EmbedUnit, BlockUnit, HeadUnit>(s, s.L);
 }
 
 }  // namespace zs::nn

@@ -3,7 +3,6 @@
 // of 32 x 8 threads sums one chunk for 32 columns (8 strided row partials, combined in order), and
 // a second kernel adds the chunk partials of each column in chunk order. The bits depend only on
 // (M, N), not on the device or the launch.
-#include "nn/cuda/device_util.cuh"
 #include "nn/cuda/kernels.h"
 
 namespace zs::nn::gpu {

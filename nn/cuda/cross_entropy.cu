@@ -1,8 +1,10 @@
 // Softmax cross-entropy over the vocabulary, forward and backward, mirroring nn/softmax.cc.
-#include "nn/cuda/device_util.cuh"
+#include "device/cuda/kernels/device_access.cuh"
 #include "nn/cuda/kernels.h"
 
 namespace zs::nn::gpu {
+
+namespace detail = zs::gpu::detail;  // device_access.cuh
 namespace {
 
 constexpr int kBlock = 512;

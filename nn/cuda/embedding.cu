@@ -4,10 +4,12 @@
 // order, so dwte gets the CPU's bits (same additions in the same order).
 #include <cstring>
 
-#include "nn/cuda/device_util.cuh"
+#include "device/cuda/kernels/device_access.cuh"
 #include "nn/cuda/kernels.h"
 
 namespace zs::nn::gpu {
+
+namespace detail = zs::gpu::detail;  // device_access.cuh
 namespace {
 
 constexpr int kBlock = 256;

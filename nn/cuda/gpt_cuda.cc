@@ -1,5 +1,5 @@
 // CudaGptModel: buffers, token upload, loss and logits read-back. The units are in
-// gpt_cuda_units.cc.
+// gpt_cuda_units.cc; the checks and bookkeeping both devices share in nn/gpt_model_base.cc.
 #include <algorithm>
 #include <cstring>
 
@@ -10,6 +10,7 @@
 #include "nn/cuda/gpt_cuda_state.h"
 #include "nn/cuda/kernels.h"
 #include "nn/gpt_activations.h"
+#include "nn/kernels.h"
 
 namespace zs::nn {
 
@@ -17,7 +18,7 @@ std::vector<std::unique_ptr<Unit>> make_cuda_gpt_units(CudaGptModel::State& s); 
 
 CudaGptModel::State::State(const GptConfig& c, cudaStream_t s, MemoryTracker* t,
                            Allocator* device_alloc)
-    : cfg(c), tracker(t), stream(s) {
+    : GptDims(c), cfg(c), tracker(t), stream(s) {
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");
   if (device_alloc == nullptr) {
     own_alloc = std::make_unique<CudaCachingAllocator>(device);
@@ -28,14 +29,6 @@ CudaGptModel::State::State(const GptConfig& c, cudaStream_t s, MemoryTracker* t,
            device_alloc->device().to_string(), device);
   alloc = device_alloc;
 
-  B = c.batch;
-  T = c.context;
-  C = c.width;
-  H = c.heads;
-  F = c.ffn_mult * c.width;
-  V = c.vocab;
-  L = c.layers;
-  M = static_cast<int64_t>(B) * T;
   // Every size from gpt_cuda_bytes() (nn/gpt_activations.h), which activation_plan() and the
   // planner read too: the model and its plan cannot drift apart. It also rejects a batch x
   // context too large for int32 ids.
@@ -127,6 +120,14 @@ const void* CudaGptModel::State::to_mm(const float* src, Buffer& dst, int64_t n)
   return dst.data();
 }
 
+int CudaGptModel::State::acquire_staging() {
+  const int slot = next_staging;
+  next_staging ^= 1;
+  // See [Note: token upload]: blocks only while the copy from this slot two loads ago is pending.
+  cuda_check(cudaEventSynchronize(staging_done[slot].get()), "wait for the staging slot");
+  return slot;
+}
+
 void CudaGptModel::State::upload_ids(int slot, int64_t count) {
   cuda_check(cudaMemcpyAsync(ids.data(), staging[slot].data(), static_cast<size_t>(count) * 4,
                              cudaMemcpyHostToDevice, stream),
@@ -136,27 +137,20 @@ void CudaGptModel::State::upload_ids(int slot, int64_t count) {
 
 // ---------------------------------------------------------------------------------------------
 
+// GptConfig::validate() bounds the width by the CPU kernels' kMaxRow; the CUDA layer norm's
+// bound must be no tighter.
+static_assert(gpu::kMaxRow >= kMaxRow, "the CUDA layer norm accepts every valid width");
+
 CudaGptModel::CudaGptModel(const GptConfig& config, cudaStream_t stream, MemoryTracker* tracker,
                            Allocator* device_alloc)
-    : config_(config) {
-  config_.validate();
+    : GptModelBase(config) {
   ZS_CHECK(cuda_device_count() > 0, ErrorCode::kUnsupported, "cuda gpt: no CUDA device");
-  ZS_CHECK(config_.width <= gpu::kMaxRow, ErrorCode::kInvalidArgument,
-           "cuda gpt: width {} must be at most {}", config_.width, gpu::kMaxRow);
-  state_ = std::make_unique<State>(config_, stream, tracker ? tracker : &MemoryTracker::process(),
-                                   device_alloc);
-  units_ = make_cuda_gpt_units(*state_);
+  state_ = std::make_unique<State>(this->config(), stream,
+                                   tracker ? tracker : &MemoryTracker::process(), device_alloc);
+  set_units(make_cuda_gpt_units(*state_));
 }
 
 CudaGptModel::~CudaGptModel() = default;
-
-size_t CudaGptModel::num_units() const { return units_.size(); }
-
-Unit& CudaGptModel::unit(size_t i) {
-  ZS_CHECK(i < units_.size(), ErrorCode::kInvalidArgument, "cuda gpt: unit {} of {}", i,
-           units_.size());
-  return *units_[i];
-}
 
 cudaStream_t CudaGptModel::stream() const { return state_->stream; }
 
@@ -179,38 +173,12 @@ double CudaGptModel::loss() const {
   return sum / static_cast<double>(s.M);
 }
 
-void CudaGptModel::set_tokens(std::span<const int32_t> tokens) {
-  const int64_t per_mb = static_cast<int64_t>(config_.batch) * (config_.context + 1);
-  ZS_CHECK(!tokens.empty() && static_cast<int64_t>(tokens.size()) % per_mb == 0,
-           ErrorCode::kInvalidArgument,
-           "cuda gpt: {} tokens is not a whole number of micro-batches of {} x {}", tokens.size(),
-           config_.batch, config_.context + 1);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    ZS_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab, ErrorCode::kInvalidArgument,
-             "cuda gpt: token {} at index {} outside [0, {})", tokens[i], i, config_.vocab);
-  state_->tokens = tokens;
-  num_token_mb_ = static_cast<int>(static_cast<int64_t>(tokens.size()) / per_mb);
-}
-
-void CudaGptModel::load_micro_batch(int index) {
-  ZS_CHECK(index >= 0 && index < num_token_mb_, ErrorCode::kInvalidArgument,
-           "cuda gpt: micro-batch {} requested, {} set by set_tokens()", index, num_token_mb_);
+void CudaGptModel::load_ids(const int32_t* tokens) {
   State& s = *state_;
-  const int T = s.T;
-  const int slot = s.next_staging;
-  s.next_staging ^= 1;
-  // See [Note: token upload]: blocks only while the copy from this slot two loads ago is pending.
-  cuda_check(cudaEventSynchronize(s.staging_done[slot].get()), "wait for the staging slot");
+  const int slot = s.acquire_staging();
   int32_t* st = s.staging[slot].as<int32_t>();
   int32_t* in = st;
-  int32_t* tg = st + s.M;
-  const int32_t* src = s.tokens.data() + static_cast<int64_t>(index) * s.B * (T + 1);
-  for (int b = 0; b < s.B; ++b) {
-    std::memcpy(in + static_cast<int64_t>(b) * T, src + static_cast<int64_t>(b) * (T + 1),
-                sizeof(int32_t) * T);
-    std::memcpy(tg + static_cast<int64_t>(b) * T, src + static_cast<int64_t>(b) * (T + 1) + 1,
-                sizeof(int32_t) * T);
-  }
+  split_micro_batch(tokens, s.B, s.T, in, st + s.M);
   const int rows = gpu::embedding_grad_index(in, s.M, s.V, s.counts.data(), st + 2 * s.M,
                                              st + 3 * s.M, st + 4 * s.M);
   ZS_ASSERT(rows >= 0);  // ids were checked by set_tokens()
@@ -219,21 +187,12 @@ void CudaGptModel::load_micro_batch(int index) {
   s.inference = false;
 }
 
-void CudaGptModel::set_inference_input(const int32_t* tokens, int length) {
+void CudaGptModel::load_prompt(const int32_t* tokens, int length) {
   State& s = *state_;
-  ZS_CHECK(length >= 1 && length <= s.T, ErrorCode::kInvalidArgument,
-           "cuda gpt: inference length {} outside [1, {}]", length, s.T);
-  for (int i = 0; i < length; ++i)
-    ZS_CHECK(tokens[i] >= 0 && tokens[i] < s.V, ErrorCode::kInvalidArgument,
-             "cuda gpt: token {} at index {} outside [0, {})", tokens[i], i, s.V);
-  const int slot = s.next_staging;
-  s.next_staging ^= 1;
-  cuda_check(cudaEventSynchronize(s.staging_done[slot].get()), "wait for the staging slot");
-  // [Note: inference shape] of nn/gpt.cc: row 0 holds the prompt padded with zeros.
+  const int slot = s.acquire_staging();
   int32_t* st = s.staging[slot].as<int32_t>();
-  std::fill(st, st + 2 * s.M, 0);
-  std::memcpy(st, tokens, sizeof(int32_t) * length);
-  s.upload_ids(slot, 2 * s.M);  // inputs and targets; no backward follows
+  fill_inference_ids(tokens, length, s.M, st, st + s.M);  // [Note: inference shape]
+  s.upload_ids(slot, 2 * s.M);                            // inputs and targets; no backward follows
   s.inference = true;
   s.inference_length = length;
 }

@@ -27,6 +27,7 @@
 #include "nn/cuda/linear.h"
 #include "nn/gpt_activations.h"
 #include "nn/gpt_block_buffers.h"
+#include "nn/gpt_common.h"
 
 namespace zs::nn {
 
@@ -54,7 +55,7 @@ struct CudaBlockActs : GptBlockBuffers {
   }
 };
 
-struct CudaGptModel::State {
+struct CudaGptModel::State : GptDims {
   State(const GptConfig& c, cudaStream_t s, MemoryTracker* t, Allocator* device_alloc);
   ~State();  // waits for the stream before the buffers go back to the allocator
   State(const State&) = delete;
@@ -67,13 +68,10 @@ struct CudaGptModel::State {
   // Declared before every Buffer: destroyed after them.
   std::unique_ptr<CudaCachingAllocator> own_alloc;
   Allocator* alloc = nullptr;
-  int B = 0, T = 0, C = 0, H = 0, F = 0, V = 0, L = 0;
-  int64_t M = 0;  // B * T
   DType mm = DType::kF32;
   int64_t act_bytes = 0;
 
   // ---- inputs ----
-  std::span<const int32_t> tokens;  // set_tokens(), not owned
   // [Note: token upload] One device int32 array of kIdsPerToken * M + 1 ids: inputs [M], targets
   // [M], then the embedding-gradient index of the inputs (embedding_grad_index: order [M], rows
   // [M], offsets [M + 1]). The host fills one of two pinned staging slots of the same layout and
@@ -140,6 +138,8 @@ struct CudaGptModel::State {
   const float* small_f32(const ParamView& p, int slot);
   // src in mm: src itself when mm is fp32, else converted into dst (n elements) on the stream.
   const void* to_mm(const float* src, Buffer& dst, int64_t n);
+  // The next staging slot for the host to fill, once the copy last issued from it is done.
+  int acquire_staging();
   // Copies a staging slot filled by the host to `ids` on the stream (the first `count` ids).
   void upload_ids(int slot, int64_t count);
 };

@@ -1,6 +1,6 @@
-// The units of CudaGptModel: embeddings, transformer blocks, head, in the order and with the
-// parameters of nn/gpt_units.cc (nn/gpt_specs.h). Each forward/backward only enqueues work on the
-// model's stream over the buffers of CudaGptModel::State (nn/cuda/gpt_cuda_state.h).
+// The units of CudaGptModel: embeddings, transformer blocks, head (names, parameters and checks
+// from GptUnit, nn/gpt_common.h, as the CPU model's). Each forward/backward only enqueues work on
+// the model's stream over the buffers of CudaGptModel::State (nn/cuda/gpt_cuda_state.h).
 #include <string>
 
 #include "core/error.h"
@@ -15,31 +15,38 @@ namespace {
 
 using State = CudaGptModel::State;
 
-// Parameter count and dtype: the engine hands every view in the compute dtype.
-void check_params(std::span<const ParamView> params, size_t n, const std::string& unit, DType mm) {
-  check_gpt_params(params.size(), n, unit);
-  for (const ParamView& p : params) {
-    ZS_CHECK(p.dtype == mm, ErrorCode::kInvalidArgument,
-             "{}: parameter '{}' given in {}, the model computes in {}", unit,
-             p.spec ? p.spec->name : std::string("?"), dtype_name(p.dtype), dtype_name(mm));
-  }
-}
-
-class EmbedUnit : public Unit {
+// GptUnit with the device's check: the engine hands every view in the compute dtype.
+class CudaGptUnit : public GptUnit {
  public:
-  explicit EmbedUnit(State& s) : s_(s) {}
-  std::string name() const override { return "embed"; }
-  std::vector<ParamSpec> param_specs() const override { return gpt_embed_specs(s_.cfg); }
+  CudaGptUnit(const State& s, size_t index) : GptUnit(s.cfg, index), mm_(s.mm) {}
+
+ protected:
+  // The parameter count, and every view in the compute dtype.
+  void check_params(std::span<const ParamView> params) const {
+    GptUnit::check_params(params);
+    for (const ParamView& p : params) {
+      ZS_CHECK(p.dtype == mm_, ErrorCode::kInvalidArgument,
+               "{}: parameter '{}' given in {}, the model computes in {}", name(),
+               p.spec ? p.spec->name : std::string("?"), dtype_name(p.dtype), dtype_name(mm_));
+    }
+  }
+
+ private:
+  DType mm_;
+};
+
+class EmbedUnit : public CudaGptUnit {
+ public:
+  explicit EmbedUnit(State& s) : CudaGptUnit(s, 0), s_(s) {}
   void forward(std::span<const ParamView> p, const StepInfo&) override {
-    check_params(p, 2, name(), s_.mm);
+    check_params(p);
     cuda_check(gpu::embedding_forward(s_.inputs(), s_.B, s_.T, s_.C, p[0].data, p[1].data, s_.mm,
                                       s_.x(0), s_.stream),
                "embedding_forward");
   }
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
-    check_params(p, 2, name(), s_.mm);
-    ZS_CHECK(!s_.inference, ErrorCode::kInvalidArgument,
-             "cuda gpt embed: backward after an inference forward");
+    check_params(p);
+    check_backward(s_.inference);
     cuda_check(gpu::embedding_backward(s_.emb_order(), s_.emb_row_ids(), s_.emb_offsets(),
                                        s_.emb_rows, s_.B, s_.T, s_.C, s_.dres.as<float>(),
                                        g.grad(0), g.grad(1), s_.stream),
@@ -50,17 +57,15 @@ class EmbedUnit : public Unit {
   State& s_;
 };
 
-class BlockUnit : public Unit {
+class BlockUnit : public CudaGptUnit {
  public:
-  BlockUnit(State& s, int layer) : s_(s), l_(layer) {}
-  std::string name() const override { return "block." + std::to_string(l_); }
-  std::vector<ParamSpec> param_specs() const override { return gpt_block_specs(s_.cfg); }
+  BlockUnit(State& s, int layer) : CudaGptUnit(s, 1 + layer), s_(s), l_(layer) {}
   void forward(std::span<const ParamView> p, const StepInfo&) override {
-    check_params(p, kNumBlockParams, name(), s_.mm);
+    check_params(p);
     run_forward(p);
   }
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
-    check_params(p, kNumBlockParams, name(), s_.mm);
+    check_params(p);
     if (s_.cfg.checkpoint_activations) run_forward(p);  // recompute into the shared set
     run_backward(p, g);
   }
@@ -141,13 +146,11 @@ class BlockUnit : public Unit {
   int l_;
 };
 
-class HeadUnit : public Unit {
+class HeadUnit : public CudaGptUnit {
  public:
-  explicit HeadUnit(State& s) : s_(s) {}
-  std::string name() const override { return "head"; }
-  std::vector<ParamSpec> param_specs() const override { return gpt_head_specs(s_.cfg); }
+  explicit HeadUnit(State& s) : CudaGptUnit(s, 1 + s.L), s_(s) {}
   void forward(std::span<const ParamView> p, const StepInfo&) override {
-    check_params(p, 3, name(), s_.mm);
+    check_params(p);
     State& s = s_;
     cudaStream_t st = s.stream;
     cuda_check(
@@ -178,9 +181,8 @@ class HeadUnit : public Unit {
   // Seeds the gradient with info.loss_scale; must follow this micro-batch's training forward
   // (it consumes the probabilities in place).
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo& info) override {
-    check_params(p, 3, name(), s_.mm);
-    ZS_CHECK(!s_.inference, ErrorCode::kInvalidArgument,
-             "cuda gpt head: backward after an inference forward");
+    check_params(p);
+    check_backward(s_.inference);
     State& s = s_;
     cudaStream_t st = s.stream;
     float* dlogits = s.logits.as<float>();
@@ -206,11 +208,7 @@ class HeadUnit : public Unit {
 }  // namespace
 
 std::vector<std::unique_ptr<Unit>> make_cuda_gpt_units(CudaGptModel::State& s) {
-  std::vector<std::unique_ptr<Unit>> units;
-  units.push_back(std::make_unique<EmbedUnit>(s));
-  for (int l = 0; l < s.L; ++l) units.push_back(std::make_unique<BlockUnit>(s, l));
-  units.push_back(std::make_unique<HeadUnit>(s));
-  return units;
+  return gpt_unit_list<EmbedUnit, BlockUnit, HeadUnit>(s, s.L);
 }
 
 }  // namespace zs::nn

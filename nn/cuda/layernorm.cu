@@ -1,8 +1,10 @@
 // Layer norm forward and backward (eps 1e-5), mirroring nn/layernorm.cc.
-#include "nn/cuda/device_util.cuh"
+#include "device/cuda/kernels/device_access.cuh"
 #include "nn/cuda/kernels.h"
 
 namespace zs::nn::gpu {
+
+namespace detail = zs::gpu::detail;  // device_access.cuh
 namespace {
 
 constexpr float kEps = 1e-5f;

@@ -1,8 +1,10 @@
 // Residual add, mirroring nn::residual_add (nn/elementwise.cc).
-#include "nn/cuda/device_util.cuh"
+#include "device/cuda/kernels/device_access.cuh"
 #include "nn/cuda/kernels.h"
 
 namespace zs::nn::gpu {
+
+namespace detail = zs::gpu::detail;  // device_access.cuh
 namespace {
 
 constexpr int kBlock = 256;

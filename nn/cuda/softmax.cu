@@ -1,9 +1,11 @@
 // Causal (masked) softmax of the attention scores, forward and backward, mirroring the CPU's
 // causal_softmax_* in nn/softmax.cc. One block per row of T scores.
-#include "nn/cuda/device_util.cuh"
+#include "device/cuda/kernels/device_access.cuh"
 #include "nn/cuda/kernels.h"
 
 namespace zs::nn::gpu {
+
+namespace detail = zs::gpu::detail;  // device_access.cuh
 namespace {
 
 constexpr int kBlock = 256;

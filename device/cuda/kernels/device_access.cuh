@@ -1,6 +1,7 @@
-// Device helpers shared by the runtime-side kernels: element loads and stores by dtype with the
-// rounding of core/convert.h (convert_bits.h), the dtype check and the grid-size rule.
-// C++17, included only by .cu files.
+// Device helpers shared by every CUDA kernel (the runtime-side ones here and the layers of
+// nn/cuda): element loads and stores by dtype with the rounding of core/convert.h
+// (convert_bits.h), the dtype check, the grid-size rule and block reductions. C++17, included
+// only by .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -57,6 +58,39 @@ __device__ __forceinline__ int64_t grid_thread() {
 }
 __device__ __forceinline__ int64_t grid_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `smem` holds 32 floats. Fixed order for a fixed blockDim: deterministic.
+__device__ __forceinline__ float block_sum(float v, float* smem) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  v = warp_sum(v);
+  __syncthreads();  // smem may still be read by a previous reduction
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? smem[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+// Maximum over the block, as block_sum.
+__device__ __forceinline__ float block_max(float v, float* smem) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? smem[lane] : -INFINITY;
+  return warp_max(v);
 }
 
 }  // namespace zs::gpu::detail
