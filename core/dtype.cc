@@ -22,6 +22,8 @@ const char* error_code_name(ErrorCode code) {
       return "unsupported";
     case ErrorCode::kInternal:
       return "internal error";
+    case ErrorCode::kNonFinite:
+      return "non-finite values";
   }
   return "unknown error";
 }

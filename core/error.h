@@ -18,6 +18,7 @@ enum class ErrorCode {
   kNotFound,         // a file or name that should exist does not
   kUnsupported,      // valid request the build or hardware cannot serve
   kInternal,         // a broken invariant: a bug in zeroshard
+  kNonFinite,        // training produced NaN or inf where the run cannot absorb it
 };
 
 const char* error_code_name(ErrorCode code);

@@ -1,6 +1,7 @@
 #include "runtime/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -275,6 +276,19 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
   const int rank = comm.rank();
   const int world = comm.size();
 
+  // Never a checkpoint of non-finite parameters: agreed before anything touches the directory,
+  // so the last good checkpoint stays the latest.
+  ckpt::agree(comm, [&] {
+    for (size_t u = 0; u < e.num_units(); ++u) {
+      const UnitShardState st = e.shard_state(u);
+      for (int64_t i = 0; i < st.numel; ++i) {
+        ZS_CHECK(std::isfinite(st.master[i]), ErrorCode::kNonFinite,
+                 "save_checkpoint: unit '{}' holds a non-finite fp32 master value ({}) at element "
+                 "{} of its group: refusing to write step {}",
+                 e.unit_name(u), st.master[i], st.begin + i, step);
+      }
+    }
+  });
   ckpt::agree(comm, [&] {
     ZS_CHECK(!dir.empty(), ErrorCode::kInvalidArgument, "save_checkpoint: empty directory name");
     check_json_object(opt.trainer_state, "the trainer state");

@@ -38,6 +38,8 @@ struct Engine::Impl {
   ShardingPolicy policy;  // what the stage keeps resident and when it communicates
   int rank = 0;
   int world = 1;
+  int skip_limit = 0;  // [Note: non-finite policy] in engine_config.h
+  int consecutive_skips = 0;
 
   BufferPlan plan;
   Buffer ctrl;  // device engines: staging for host-side control collectives
@@ -71,6 +73,7 @@ struct Engine::Impl {
   void finish_reductions();
   void gather_reduced_grads();
   StepStats gradient_stats(double loss_sum, float scale);
+  void apply_nonfinite_policy(StepStats& stats, int64_t t);
   void update(float lr, float grad_scale, int64_t t);
   void wait_all();
 
@@ -197,6 +200,8 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   rank = comm.rank();
   world = comm.size();
   policy = ShardingPolicy::for_stage(static_cast<int>(config.stage));
+  skip_limit = config.max_consecutive_skips >= 0 ? config.max_consecutive_skips
+                                                 : (config.loss_scale.dynamic ? 16 : 0);
   const DType P = config.precision.param_dtype, G = config.precision.grad_dtype;
   if (config.optimizer_threads > 0) offload::set_cpu_adam_threads(config.optimizer_threads);
   plan = plan_engine_buffers(layouts, config, rank, /*on_device=*/!ops.host_accessible());
@@ -326,6 +331,7 @@ StepStats Engine::Impl::step(int64_t t) {
   gathers->finish();
   gather_reduced_grads();
   StepStats stats = gradient_stats(loss_sum, scale);
+  apply_nonfinite_policy(stats, t);
   const bool apply = scaler.update(stats.skipped);
   stats.lr = config.optimizer.schedule.at(t);
   if (!apply) {
@@ -414,7 +420,8 @@ StepStats Engine::Impl::gradient_stats(double loss_sum, float scale) {
   stats.loss = reduce_vec[0] / (static_cast<double>(k) * world);
   stats.loss_scale = scale;
   stats.grad_norm = std::sqrt(reduce_vec[1]) / (static_cast<double>(scale) * world * k);
-  for (size_t i = 0; i < U; ++i) {
+  // Named in backward order: the first unit whose gradient went bad is where it started.
+  for (size_t i = U; i-- > 0;) {
     if (reduce_vec[2 + i] > 0.0) {
       stats.skipped = true;
       stats.nonfinite_unit = groups[i].name();
@@ -422,6 +429,27 @@ StepStats Engine::Impl::gradient_stats(double loss_sum, float scale) {
     }
   }
   return stats;
+}
+
+// [Note: non-finite policy] in engine_config.h. The values are the same on every rank (they come
+// from the all-reduce), so every rank throws the same error at the same step.
+void Engine::Impl::apply_nonfinite_policy(StepStats& stats, int64_t t) {
+  if (!std::isfinite(stats.loss)) {
+    fail(ErrorCode::kNonFinite,
+         "step {}: the loss is not finite ({}): the parameters or the inputs went bad; stopping "
+         "with the parameters of step {}",
+         t, stats.loss, t - 1);
+  }
+  consecutive_skips = stats.skipped ? consecutive_skips + 1 : 0;
+  stats.consecutive_skips = consecutive_skips;
+  if (consecutive_skips <= skip_limit) return;
+  fail(ErrorCode::kNonFinite,
+       "step {}: the gradient of unit '{}' is not finite ({} consecutive step(s) skipped, more "
+       "than max_consecutive_skips = {}{}); stopping with the parameters of step {}",
+       t, stats.nonfinite_unit, consecutive_skips, skip_limit,
+       config.loss_scale.dynamic ? fmt::format(", loss scale {}", stats.loss_scale)
+                                 : std::string(", no dynamic loss scaling to absorb it"),
+       t - 1);
 }
 
 // The optimizer step of every group (writing the compute-dtype cast of its region), then the

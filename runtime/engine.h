@@ -41,10 +41,13 @@ struct StepStats {
   int64_t step = 0;   // optimizer steps taken so far (skipped steps do not count)
   double loss = 0.0;  // mean over micro-batches and ranks
   float lr = 0.0f;
-  float loss_scale = 1.0f;     // the scale used for this step
-  double grad_norm = 0.0;      // global norm of the averaged, unscaled gradient (before clipping)
-  bool skipped = false;        // non-finite gradient: no update
-  std::string nonfinite_unit;  // first unit (in model order) with a non-finite gradient
+  float loss_scale = 1.0f;  // the scale used for this step
+  double grad_norm = 0.0;   // global norm of the averaged, unscaled gradient (before clipping)
+  bool skipped = false;     // non-finite gradient: no update
+  // The first unit the backward reached (the last in model order) whose gradient was not finite:
+  // a NaN made in one unit's backward flows into every unit before it.
+  std::string nonfinite_unit;
+  int consecutive_skips = 0;  // skipped steps in a row, this one included
 };
 
 // This rank's optimizer state for one unit: views of the fp32 shards (numel = shard_numel of
@@ -77,7 +80,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // One optimizer step over config.micro_batches micro-batches.
+  // One optimizer step over config.micro_batches micro-batches. Throws zs::Error(kNonFinite) on
+  // every rank when the loss is not finite or more than config.max_consecutive_skips steps in a
+  // row had a non-finite gradient ([Note: non-finite policy] in engine_config.h); the
+  // parameters are then those of the last applied step.
   StepStats step();
   // Forward only over every unit with StepInfo::training = false (the model has loaded its
   // inputs); gathers parameters as the stage requires. For evaluation and generation.

@@ -29,6 +29,9 @@ void EngineConfig::validate() const {
            "optimizer offload needs ZeRO stage 1, 2 or 3 (stage 0 keeps full replicas)");
   ZS_CHECK(!(offload.optimizer && optimizer.kind != OptimizerKind::kAdamW),
            ErrorCode::kInvalidArgument, "optimizer offload supports AdamW only");
+  ZS_CHECK(
+      max_consecutive_skips >= -1 && max_consecutive_skips <= 1000000, ErrorCode::kInvalidArgument,
+      "max_consecutive_skips {} is outside -1 (the default) .. 1000000", max_consecutive_skips);
   ZS_CHECK(optimizer.schedule.lr >= 0.0f, ErrorCode::kInvalidArgument,
            "learning rate {} is negative", optimizer.schedule.lr);
 }

@@ -56,6 +56,13 @@ struct EngineConfig {
   OffloadPolicy offload;
   int64_t align = 32;         // elements; see [Note: padding] in sharding/layout.h
   int optimizer_threads = 0;  // CPU Adam threads per rank; 0 = the OpenMP default
+  // [Note: non-finite policy] A step whose gradient is not finite is skipped (no update). That is
+  // expected with dynamic loss scaling (fp16), where the scale backs off until the gradient
+  // fits; without it nothing makes the next step better. step() throws zs::Error(kNonFinite) on
+  // every rank once more than this many consecutive steps were skipped, and at once when the
+  // loss is not finite. -1 = the default: 16 with dynamic loss scaling, 0 otherwise (the first
+  // non-finite gradient stops the run).
+  int max_consecutive_skips = -1;
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field.
   void validate() const;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -321,6 +322,27 @@ TEST(Checkpoint, ResumeIsBitwise) {
       EXPECT_EQ(cont[i].lr, resumed[i].lr);
     }
   }
+}
+
+// A checkpoint is never written from non-finite parameters: every rank refuses (even when one
+// rank's shard is bad), nothing is left behind, and the last good checkpoint stays the latest.
+TEST(Checkpoint, RefusesNonFiniteParameters) {
+  TempDir dir(world());
+  Rig a(world(), make_config(3));
+  a.train(1);
+  const std::string good = save_checkpoint(a.engine, world(), dir.path());
+  a.train(1);
+  if (world().rank() == world().size() - 1) {
+    const UnitShardState st = a.engine.shard_state(2);
+    st.master[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  expect_error([&] { save_checkpoint(a.engine, world(), dir.path()); }, ErrorCode::kNonFinite,
+               "unit 'hidden.2' holds a non-finite fp32 master value");
+  world().barrier();
+  EXPECT_FALSE(fs::exists(dir / "step-00000002"));
+  EXPECT_FALSE(fs::exists(dir / ".tmp-step-00000002"));
+  ASSERT_TRUE(latest_checkpoint(dir.path()).has_value());
+  EXPECT_EQ(*latest_checkpoint(dir.path()), good);
 }
 
 TEST(Checkpoint, InterruptedSaveLeavesPreviousCheckpoint) {

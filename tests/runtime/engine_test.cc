@@ -260,6 +260,92 @@ TEST(Engine, LossScalerSkipsOverflowOnEveryRankAndHalves) {
   }
 }
 
+// [Note: non-finite policy]: the unit where the NaN started is named (backward order), and a
+// run without dynamic loss scaling stops at its first non-finite gradient, on every rank, with
+// the parameters of the last applied step.
+TEST(Engine, NonFiniteGradientStopsARunWithoutLossScaling) {
+  for (int stage : {0, 3}) {
+    EngineConfig c = make_config(stage, DType::kBF16);
+    MlpModel model(MlpShape{}, world().size(), world().rank(), 1);
+    MemoryTracker t;
+    Engine e(model, world(), c, &t);
+    model.set_step(0);
+    e.step();
+    const uint64_t before = e.param_hash();
+    model.poison_backward_from(2);  // hidden.2, and through its input gradient hidden.1 and .0
+    try {
+      e.step();
+      ADD_FAILURE() << "stage " << stage << ": a non-finite gradient did not stop the run";
+    } catch (const Error& x) {
+      EXPECT_EQ(x.code(), ErrorCode::kNonFinite);
+      EXPECT_NE(std::string(x.what()).find("step 2: the gradient of unit 'hidden.2' is not finite"),
+                std::string::npos)
+          << x.what();
+      EXPECT_NE(std::string(x.what()).find("no dynamic loss scaling"), std::string::npos);
+      EXPECT_NE(std::string(x.what()).find("parameters of step 1"), std::string::npos);
+    }
+    EXPECT_EQ(e.param_hash(), before) << "the stopped step must not update";
+    EXPECT_EQ(e.steps_taken(), 1);
+  }
+}
+
+TEST(Engine, DynamicLossScalingStopsAfterTooManyConsecutiveSkips) {
+  EngineConfig c = make_config(1, DType::kF16);
+  c.loss_scale.dynamic = true;
+  c.loss_scale.initial = 1024.0f;
+  c.loss_scale_set = true;
+  c.max_consecutive_skips = 2;
+  MlpModel model(MlpShape{}, world().size(), world().rank(), 1);
+  MemoryTracker t;
+  Engine e(model, world(), c, &t);
+  model.set_step(0);
+  model.poison_backward_from(4);  // the head
+  StepStats s = e.step();
+  EXPECT_TRUE(s.skipped);
+  EXPECT_EQ(s.consecutive_skips, 1);
+  EXPECT_EQ(s.nonfinite_unit, "head");
+  s = e.step();
+  EXPECT_EQ(s.consecutive_skips, 2);
+  try {
+    e.step();
+    ADD_FAILURE() << "a third consecutive skip did not stop the run";
+  } catch (const Error& x) {
+    EXPECT_EQ(x.code(), ErrorCode::kNonFinite);
+    EXPECT_NE(std::string(x.what()).find("3 consecutive step(s) skipped, more than "
+                                         "max_consecutive_skips = 2, loss scale 256"),
+              std::string::npos)
+        << x.what();
+  }
+  // A clean step in between resets the count.
+  Engine e2(model, world(), c, &t);
+  for (int i = 0; i < 3; ++i) {
+    model.poison_backward_from(i == 1 ? -1 : 4);
+    EXPECT_NO_THROW(e2.step());
+  }
+  model.poison_backward_from(-1);
+}
+
+TEST(Engine, NonFiniteLossStopsAtOnce) {
+  EngineConfig c = make_config(2, DType::kF32);
+  MlpModel model(MlpShape{}, world().size(), world().rank(), 1);
+  MemoryTracker t;
+  Engine e(model, world(), c, &t);
+  model.set_step(0);
+  model.poison_loss(world().rank() == 0);  // one rank is enough: the loss is all-reduced
+  try {
+    e.step();
+    ADD_FAILURE() << "a NaN loss did not stop the run";
+  } catch (const Error& x) {
+    EXPECT_EQ(x.code(), ErrorCode::kNonFinite);
+    EXPECT_NE(std::string(x.what()).find("step 1: the loss is not finite"), std::string::npos)
+        << x.what();
+  }
+  model.poison_loss(false);
+  EngineConfig bad = c;
+  bad.max_consecutive_skips = -2;
+  EXPECT_THROW(bad.validate(), Error);
+}
+
 TEST(Engine, GradNormMatchesUnshardedAndClips) {
   EngineConfig c = make_config(2, DType::kF32);
   c.clip_norm = 0.05f;

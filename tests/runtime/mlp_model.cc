@@ -40,7 +40,7 @@ class DenseUnit : public Unit {
         const double d = y[k] - m_.target[k];
         l += 0.5 * d * d;
       }
-      m_.loss_ = l / (m_.b * out_);
+      m_.loss_ = m_.poison_loss_ ? std::numeric_limits<double>::quiet_NaN() : l / (m_.b * out_);
     }
   }
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo& info) override {
@@ -72,6 +72,10 @@ class DenseUnit : public Unit {
         for (int o = 0; o < out_; ++o) acc += dz[s * out_ + o] * p[0].at(o * in_ + i);
         dxin[s * in_ + i] = acc;
       }
+    if (m_.poison_from_ == index_ && info.micro_batch == 0) {
+      gw[0] = std::numeric_limits<float>::quiet_NaN();
+      if (index_ > 0) dxin[0] = std::numeric_limits<float>::quiet_NaN();
+    }
   }
 
  private:

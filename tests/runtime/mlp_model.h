@@ -38,6 +38,11 @@ class MlpModel : public Model {
   void poison_next_backward(bool on) { poison_ = on; }
   // Makes hidden unit 0 skip writing its bias gradient (to test the engine's check).
   void drop_gradient(bool on) { drop_ = on; }
+  // Makes unit `unit`'s backward (micro-batch 0, every rank) write NaN into its weight gradient
+  // and its input gradient, so that every unit before it gets NaN too; -1 turns it off.
+  void poison_backward_from(int unit) { poison_from_ = unit; }
+  // Makes the head's forward report a NaN loss (as diverged parameters would).
+  void poison_loss(bool on) { poison_loss_ = on; }
 
   // Shared state the units read and write.
   int b = 0;                          // samples per micro-batch
@@ -47,6 +52,8 @@ class MlpModel : public Model {
   double loss_ = 0.0;
   bool poison_ = false;
   bool drop_ = false;
+  int poison_from_ = -1;
+  bool poison_loss_ = false;
   MlpShape shape;
 
  private:
