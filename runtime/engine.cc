@@ -16,6 +16,7 @@
 #include "optim/clip.h"
 #include "optim/loss_scaler.h"
 #include "optim/sgd.h"
+#include "runtime/agreement.h"
 #include "runtime/buffer_plan.h"
 #include "runtime/gather_schedule.h"
 #include "runtime/optimizer_states.h"
@@ -140,7 +141,19 @@ Engine::~Engine() {
 }
 
 void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts) {
-  // Every rank must run the same model and configuration: compare a hash of both.
+  if (ops.host_accessible()) {
+    // Named: the configuration's every field and the model's every parameter size.
+    std::vector<Setting> s = engine_settings(config);
+    for (size_t u = 0; u < layouts.size(); ++u) {
+      for (size_t p = 0; p < layouts[u].params.size(); ++p) {
+        s.push_back({fmt::format("unit {} parameter {} size", u, p),
+                     std::to_string(layouts[u].params[p].numel)});
+      }
+    }
+    zs::check_agreement(comm, s, "engine");
+    return;
+  }
+  // A device communicator works on device memory: compare a hash of both.
   XXH64_state_t* h = XXH64_createState();
   XXH64_reset(h, 0);
   auto add = [&](const void* p, size_t n) { XXH64_update(h, p, n); };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "optim/adamw.h"
@@ -67,5 +68,10 @@ struct EngineConfig {
   // Throws zs::Error(kInvalidArgument) naming the first bad field.
   void validate() const;
 };
+
+struct Setting;
+// Every field as a named value ("stage", "optimizer.adamw.beta1", ...), for the run-wide
+// agreement check (runtime/agreement.h) and for logs.
+std::vector<Setting> engine_settings(const EngineConfig& c);
 
 }  // namespace zs
