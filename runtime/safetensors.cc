@@ -1,6 +1,7 @@
 #include "runtime/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -36,22 +37,93 @@ bool to_dtype(const std::string& name, DType& out) {
   return true;
 }
 
+// The file layout of a 2-D parameter [r, c] stored transposed: [c, r].
+std::vector<int64_t> file_shape(const ParamSpec& s, bool transposed) {
+  if (!transposed) return s.shape;
+  return {s.shape[1], s.shape[0]};
+}
+
+// The namer's answer for every parameter of the engine, [unit][param], checked: transposed
+// parameters are 2-D and, for an export (`distinct`), no name is given twice.
+std::vector<std::vector<TensorName>> resolve_names(Engine& e, const TensorNamer& namer,
+                                                   bool distinct) {
+  std::vector<std::vector<TensorName>> names(e.num_units());
+  std::set<std::string> seen;
+  for (size_t u = 0; u < e.num_units(); ++u) {
+    for (const ParamSpec& s : e.param_specs(u)) {
+      TensorName n = namer ? namer(e.unit_name(u), s) : default_tensor_name(e.unit_name(u), s);
+      ZS_CHECK(!n.name.empty(), ErrorCode::kInvalidArgument,
+               "safetensors: no tensor name for parameter {}.{}", e.unit_name(u), s.name);
+      ZS_CHECK(seen.insert(n.name).second || !distinct, ErrorCode::kInvalidArgument,
+               "safetensors: tensor name \"{}\" given to two parameters (the second: {}.{})",
+               n.name, e.unit_name(u), s.name);
+      ZS_CHECK(!n.transposed || s.shape.size() == 2, ErrorCode::kInvalidArgument,
+               "safetensors: parameter {}.{} is stored transposed but has {} dimensions",
+               e.unit_name(u), s.name, s.shape.size());
+      names[u].push_back(std::move(n));
+    }
+  }
+  return names;
+}
+
+// dst[i * rows + j] = src[j * cols + i]: [rows, cols] -> [cols, rows].
+void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
+  for (int64_t j = 0; j < rows; ++j) {
+    for (int64_t i = 0; i < cols; ++i) dst[i * rows + j] = src[j * cols + i];
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  ckpt::OutFile out(tmp);
+  out.write(content.data(), content.size());
+  out.finish();
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot rename to {}: {}", tmp, path,
+           ec.message());
+}
+
+// First non-finite value of v[0, n), or -1.
+int64_t first_nonfinite(const float* v, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
 }  // namespace
 
+TensorName default_tensor_name(const std::string& unit, const ParamSpec& param) {
+  return {unit + "." + param.name, false};
+}
+
 void export_model(Engine& e, Communicator& comm, const std::string& path, DType dtype) {
+  ExportOptions o;
+  o.dtype = dtype;
+  export_model(e, comm, path, o);
+}
+
+void export_model(Engine& e, Communicator& comm, const std::string& path,
+                  const ExportOptions& options) {
+  const DType dtype = options.dtype;
   ZS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, ErrorCode::kInvalidArgument,
            "safetensors export: dtype {} (fp32 or bf16 expected)", dtype_name(dtype));
   ZS_CHECK(!path.empty(), ErrorCode::kInvalidArgument, "safetensors export: empty path");
+  const std::vector<std::vector<TensorName>> names = resolve_names(e, options.namer, true);
   const size_t esize = dtype_size(dtype);
   const char* dname = dtype == DType::kF32 ? "F32" : "BF16";
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"}, {"producer", "zeroshard"}};
+  for (const auto& [k, v] : options.metadata) header["__metadata__"][k] = v;
   uint64_t off = 0;
   for (size_t u = 0; u < e.num_units(); ++u) {
-    for (const ParamSpec& s : e.param_specs(u)) {
-      const uint64_t bytes = static_cast<uint64_t>(s.numel()) * esize;
-      header[e.unit_name(u) + "." + s.name] = {
-          {"dtype", dname}, {"shape", s.shape}, {"data_offsets", {off, off + bytes}}};
+    const std::vector<ParamSpec>& specs = e.param_specs(u);
+    for (size_t p = 0; p < specs.size(); ++p) {
+      const uint64_t bytes = static_cast<uint64_t>(specs[p].numel()) * esize;
+      header[names[u][p].name] = {{"dtype", dname},
+                                  {"shape", file_shape(specs[p], names[u][p].transposed)},
+                                  {"data_offsets", {off, off + bytes}}};
       off += bytes;
     }
   }
@@ -59,6 +131,7 @@ void export_model(Engine& e, Communicator& comm, const std::string& path, DType 
   text.append((8 - text.size() % 8) % 8, ' ');
 
   const std::string tmp = path + ".tmp";
+  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
   const bool writer = comm.rank() == 0;
   std::unique_ptr<ckpt::OutFile> out;
   std::optional<Error> err;
@@ -73,19 +146,31 @@ void export_model(Engine& e, Communicator& comm, const std::string& path, DType 
     }
   };
   guarded([&] {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot create directory: {}", parent.string(),
+             ec.message());
     out = std::make_unique<ckpt::OutFile>(tmp);
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
     out->write(len, 8);
     out->write(text.data(), text.size());
   });
+  std::vector<float> flipped;
   std::vector<uint16_t> half;
   for (size_t u = 0; u < e.num_units(); ++u) {
     const std::vector<float> full = e.gather_master_group(u);  // collective: every rank
     guarded([&] {
       const GroupLayout& l = e.layout(u);
-      for (const ParamSlot& slot : l.params) {
+      const std::vector<ParamSpec>& specs = e.param_specs(u);
+      for (size_t p = 0; p < l.params.size(); ++p) {
+        const ParamSlot& slot = l.params[p];
         const float* src = full.data() + slot.offset;
+        if (names[u][p].transposed) {
+          flipped.resize(static_cast<size_t>(slot.numel));
+          transpose(src, flipped.data(), specs[p].shape[0], specs[p].shape[1]);
+          src = flipped.data();
+        }
         if (dtype == DType::kF32) {
           out->write(src, static_cast<size_t>(slot.numel) * 4);
         } else {
@@ -102,7 +187,8 @@ void export_model(Engine& e, Communicator& comm, const std::string& path, DType 
     std::filesystem::rename(tmp, path, ec);
     ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot rename to {}: {}", tmp, path,
              ec.message());
-    const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+    for (const auto& [name, content] : options.side_files)
+      write_file_atomically((parent / name).string(), content);
     ckpt::sync_dir(parent.string());
   });
   if (err) {
@@ -114,9 +200,12 @@ void export_model(Engine& e, Communicator& comm, const std::string& path, DType 
   });
 }
 
-void import_model(Engine& e, Communicator& comm, const std::string& path) {
+ImportReport import_model(Engine& e, Communicator& comm, const std::string& path,
+                          const ImportOptions& options) {
   std::vector<std::vector<float>> staged(e.num_units());
+  ImportReport report;
   ckpt::agree(comm, [&] {
+    const std::vector<std::vector<TensorName>> names = resolve_names(e, options.namer, false);
     ckpt::InFile f(path);
     Header h;
     try {
@@ -134,22 +223,28 @@ void import_model(Engine& e, Communicator& comm, const std::string& path) {
     }
     std::unordered_map<std::string, const TensorInfo*> by_name;
     for (const TensorInfo& t : h.tensors) by_name[t.name] = &t;
-    size_t matched = 0;
+    std::set<std::string> read;
+    std::vector<float> whole;
     for (size_t u = 0; u < e.num_units(); ++u) {
       const std::vector<ParamSpec>& specs = e.param_specs(u);
       const GroupLayout& l = e.layout(u);
       const UnitShardState st = e.shard_state(u);
       staged[u].assign(static_cast<size_t>(st.numel), 0.0f);
       for (size_t p = 0; p < specs.size(); ++p) {
-        const std::string name = e.unit_name(u) + "." + specs[p].name;
+        const TensorName& tn = names[u][p];
+        const std::string& name = tn.name;
         auto it = by_name.find(name);
         ZS_CHECK(it != by_name.end(), ErrorCode::kInvalidArgument, "{}: tensor \"{}\" is missing",
                  path, name);
         const TensorInfo& t = *it->second;
-        ++matched;
-        ZS_CHECK(t.shape == specs[p].shape, ErrorCode::kInvalidArgument,
-                 "{}: tensor \"{}\" has shape [{}], the model needs [{}]", path, name,
-                 fmt::join(t.shape, ", "), fmt::join(specs[p].shape, ", "));
+        read.insert(name);
+        const std::vector<int64_t> want = file_shape(specs[p], tn.transposed);
+        ZS_CHECK(t.shape == want, ErrorCode::kInvalidArgument,
+                 "{}: tensor \"{}\" has shape [{}], the model needs [{}]{}", path, name,
+                 fmt::join(t.shape, ", "), fmt::join(want, ", "),
+                 tn.transposed
+                     ? fmt::format(" (the transpose of {}.{})", e.unit_name(u), specs[p].name)
+                     : std::string());
         DType dt = DType::kF32;
         ZS_CHECK(to_dtype(t.dtype, dt), ErrorCode::kInvalidArgument,
                  "{}: tensor \"{}\" has dtype {} (F32, BF16 or F16 expected)", path, name, t.dtype);
@@ -158,28 +253,43 @@ void import_model(Engine& e, Communicator& comm, const std::string& path) {
         const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
         if (lo >= hi) continue;
         const size_t es = dtype_size(dt);
+        float* dst = staged[u].data() + (lo - st.begin);
         const size_t n = static_cast<size_t>(hi - lo);
-        std::vector<std::byte> raw(n * es);
-        f.read_at(
-            static_cast<int64_t>(h.data_start() + t.begin) + (lo - off) * static_cast<int64_t>(es),
-            raw.data(), raw.size());
-        convert(raw.data(), dt, staged[u].data() + (lo - st.begin), DType::kF32, n);
-      }
-    }
-    if (matched != h.tensors.size()) {
-      std::set<std::string> expected;
-      for (size_t u = 0; u < e.num_units(); ++u) {
-        for (const ParamSpec& s : e.param_specs(u)) expected.insert(e.unit_name(u) + "." + s.name);
-      }
-      std::string extra;
-      for (const TensorInfo& t : h.tensors) {
-        if (!expected.count(t.name)) {
-          extra = t.name;
-          break;
+        if (!tn.transposed) {
+          // The shard's range of the row-major tensor: one read.
+          std::vector<std::byte> raw(n * es);
+          f.read_at(static_cast<int64_t>(h.data_start() + t.begin) +
+                        (lo - off) * static_cast<int64_t>(es),
+                    raw.data(), raw.size());
+          convert(raw.data(), dt, dst, DType::kF32, n);
+        } else {
+          // Scattered in the file: read the whole tensor and pick the range.
+          const size_t numel = static_cast<size_t>(specs[p].numel());
+          std::vector<std::byte> raw(numel * es);
+          f.read_at(static_cast<int64_t>(h.data_start() + t.begin), raw.data(), raw.size());
+          whole.resize(numel);
+          convert(raw.data(), dt, whole.data(), DType::kF32, numel);
+          const int64_t rows = specs[p].shape[0], cols = specs[p].shape[1];
+          for (int64_t k = lo - off; k < hi - off; ++k)
+            dst[k - (lo - off)] = whole[static_cast<size_t>((k % cols) * rows + k / cols)];
+        }
+        const int64_t bad = first_nonfinite(dst, n);
+        if (bad >= 0) {
+          // The element's index in the file's layout.
+          int64_t k = lo - off + bad;
+          if (tn.transposed)
+            k = (k % specs[p].shape[1]) * specs[p].shape[0] + k / specs[p].shape[1];
+          fail(ErrorCode::kInvalidArgument,
+               "{}: tensor \"{}\" holds a non-finite value ({}) at element {}", path, name,
+               dst[bad], k);
         }
       }
-      fail(ErrorCode::kInvalidArgument, "{}: {} tensor(s) the model does not have, e.g. \"{}\"",
-           path, h.tensors.size() - matched, extra);
+    }
+    for (const TensorInfo& t : h.tensors) {
+      if (read.count(t.name)) continue;
+      ZS_CHECK(options.ignorable && options.ignorable(t.name), ErrorCode::kInvalidArgument,
+               "{}: tensor \"{}\" is not a parameter of the model", path, t.name);
+      report.ignored.push_back(t.name);
     }
   });
   for (size_t u = 0; u < e.num_units(); ++u) {
@@ -187,6 +297,19 @@ void import_model(Engine& e, Communicator& comm, const std::string& path) {
     std::memcpy(st.master, staged[u].data(), staged[u].size() * sizeof(float));
   }
   e.refresh_params_from_master();
+  return report;
+}
+
+std::string read_side_file(Communicator& comm, const std::string& path, int64_t max_bytes) {
+  std::string text;
+  ckpt::agree(comm, [&] {
+    if (comm.rank() == 0) text = ckpt::read_whole_file(path, max_bytes);
+  });
+  double n = static_cast<double>(text.size());
+  comm.broadcast(&n, 1, DType::kF64, 0);
+  text.resize(static_cast<size_t>(n));
+  if (!text.empty()) comm.broadcast(text.data(), text.size(), DType::kU8, 0);
+  return text;
 }
 
 }  // namespace zs::safetensors

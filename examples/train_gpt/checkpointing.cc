@@ -1,5 +1,6 @@
-// train_gpt's checkpoint flags over the library's checkpoint module (runtime/checkpoint.h) and
-// safetensors export/import (runtime/safetensors.h). See docs/checkpoints.md.
+// train_gpt's checkpoint flags over the library's checkpoint module (runtime/checkpoint.h),
+// safetensors export/import (runtime/safetensors.h) and the GPT's Hugging Face directories
+// (nn/gpt_hf.h). See docs/checkpoints.md and docs/interop.md.
 #include "checkpointing.h"
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "nn/gpt_hf.h"
 #include "runtime/checkpoint.h"
 #include "runtime/safetensors.h"
 
@@ -34,7 +36,9 @@ void check_flags(const CheckpointFlags& f) {
            "--resume and --resume-from are exclusive");
   ZS_CHECK(f.save_every == 0 || !f.save_dir.empty(), ErrorCode::kInvalidArgument,
            "--save-every needs --save-dir");
-  if (!f.export_safetensors.empty()) export_dtype(f);
+  ZS_CHECK(f.init_from.empty() || f.init_from_hf.empty(), ErrorCode::kInvalidArgument,
+           "--init-safetensors and --init-from-hf are exclusive");
+  if (!f.export_safetensors.empty() || !f.export_hf.empty()) export_dtype(f);
 }
 
 // Rank 0's answer, the same on every rank.
@@ -87,8 +91,19 @@ void add_checkpoint_flags(po::options_description& d, CheckpointFlags& f) {
        "initial weights from this safetensors file (ignored when a checkpoint is resumed)");
 }
 
+void add_hf_flags(po::options_description& d, CheckpointFlags& f) {
+  d.add_options()  //
+      ("export-hf", po::value(&f.export_hf),
+       "at the end, write a Hugging Face GPT-2 directory here (model.safetensors in "
+       "--export-dtype, config.json) that GPT2LMHeadModel.from_pretrained loads")  //
+      ("init-from-hf", po::value(&f.init_from_hf),
+       "initial weights from a Hugging Face GPT-2 directory (config.json must match the model "
+       "flags; tied embeddings are untied); a resumed checkpoint wins");
+}
+
 bool resume_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                     const std::string& model_json, TrainerState& state) {
+                     const nn::GptConfig& model, const std::string& model_json,
+                     TrainerState& state) {
   check_flags(flags);
   std::string path = flags.resume_from;
   if (flags.resume) {
@@ -106,10 +121,22 @@ bool resume_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
     ZS_CHECK(state.step == info.step, ErrorCode::kCorruptData,
              "{}: trainer step {} differs from the checkpoint's step {}", path, state.step,
              info.step);
-    if (comm.rank() == 0)
+    if (comm.rank() == 0) {
       std::printf("resumed from %s (step %lld, written by %d ranks at stage %d)\n", path.c_str(),
                   static_cast<long long>(info.step), info.world_size, info.stage);
+      const std::string& init = flags.init_from.empty() ? flags.init_from_hf : flags.init_from;
+      if (!init.empty())
+        std::printf("resume: the checkpoint wins; initial weights %s not read\n", init.c_str());
+    }
     return true;
+  }
+  if (!flags.init_from_hf.empty()) {
+    const nn::GptHfImport r = nn::import_gpt_hf(engine, comm, model, flags.init_from_hf);
+    if (comm.rank() == 0) {
+      std::printf("initial weights from %s (Hugging Face GPT-2)\n", flags.init_from_hf.c_str());
+      if (r.untied) std::printf("untied: lm_head.weight initialised from transformer.wte.weight\n");
+      for (const std::string& name : r.ignored) std::printf("  skipped: %s\n", name.c_str());
+    }
   }
   if (!flags.init_from.empty()) {
     safetensors::import_model(engine, comm, flags.init_from);
@@ -133,11 +160,20 @@ void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flag
   if (comm.rank() == 0) std::printf("saved checkpoint %s\n", path.c_str());
 }
 
-void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags) {
-  if (flags.export_safetensors.empty()) return;
-  safetensors::export_model(engine, comm, flags.export_safetensors, export_dtype(flags));
-  if (comm.rank() == 0)
-    std::printf("exported %s (%s)\n", flags.export_safetensors.c_str(), flags.export_dtype.c_str());
+void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
+                     const nn::GptConfig& model) {
+  if (!flags.export_safetensors.empty()) {
+    safetensors::export_model(engine, comm, flags.export_safetensors, export_dtype(flags));
+    if (comm.rank() == 0)
+      std::printf("exported %s (%s)\n", flags.export_safetensors.c_str(),
+                  flags.export_dtype.c_str());
+  }
+  if (!flags.export_hf.empty()) {
+    nn::export_gpt_hf(engine, comm, model, flags.export_hf, export_dtype(flags));
+    if (comm.rank() == 0)
+      std::printf("exported %s/model.safetensors and config.json (Hugging Face GPT-2, %s)\n",
+                  flags.export_hf.c_str(), flags.export_dtype.c_str());
+  }
 }
 
 }  // namespace zs::train

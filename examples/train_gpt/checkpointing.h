@@ -1,5 +1,6 @@
 // train_gpt's checkpoint flags and the calls that save, resume and export. Implemented over the
-// library's checkpoint module (runtime/checkpoint.h).
+// library's checkpoint module (runtime/checkpoint.h), its safetensors export/import
+// (runtime/safetensors.h) and the GPT's Hugging Face mapping (nn/gpt_hf.h).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <boost/program_options.hpp>
 
 #include "collectives/communicator.h"
+#include "nn/gpt_config.h"
 #include "runtime/engine.h"
 
 namespace zs::train {
@@ -28,20 +30,29 @@ struct CheckpointFlags {
   std::string export_safetensors;     // --export-safetensors FILE
   std::string export_dtype = "fp32";  // --export-dtype fp32|bf16
   std::string init_from;              // --init-safetensors FILE: initial weights
+  std::string export_hf;              // --export-hf DIR: a GPT2LMHeadModel directory at the end
+  std::string init_from_hf;           // --init-from-hf DIR: initial weights from such a directory
 };
 
 void add_checkpoint_flags(boost::program_options::options_description& desc,
                           CheckpointFlags& flags);
+// The Hugging Face group: --export-hf, --init-from-hf (docs/interop.md).
+void add_hf_flags(boost::program_options::options_description& desc, CheckpointFlags& flags);
 
-// After the engine is built: loads initial weights or a checkpoint when asked. Returns true when a
-// checkpoint was loaded (state filled). `model_json` describes the model (shape, names) and is
-// stored in / checked against the manifest. Collective.
+// After the engine is built: loads initial weights or a checkpoint when asked (a checkpoint wins
+// over --init-safetensors and --init-from-hf). Returns true when a checkpoint was loaded (state
+// filled). `model` is the engine's model's config (checked against an HF config.json);
+// `model_json` describes the model (shape, names) and is stored in / checked against the
+// manifest. Collective.
 bool resume_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                     const std::string& model_json, TrainerState& state);
+                     const nn::GptConfig& model, const std::string& model_json,
+                     TrainerState& state);
 // After each step: saves when due (every save_every steps, and after the last step). Collective.
 void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
                  const std::string& model_json, const TrainerState& state, bool last_step);
-// At the end: writes the consolidated model when asked. Collective.
-void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags);
+// At the end: writes the consolidated model (safetensors file, HF directory) when asked.
+// Collective.
+void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
+                     const nn::GptConfig& model);
 
 }  // namespace zs::train

@@ -159,7 +159,7 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
   state.rng = o.engine.seed ^ 0x5eedull;
   const std::string mjson = model_json(o.model);
   try {
-    resume_if_asked(*engine, comm, o.checkpoint, mjson, state);
+    resume_if_asked(*engine, comm, o.checkpoint, o.model, mjson, state);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -265,7 +265,7 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
   const double peak = o.peak_tflops > 0 ? o.peak_tflops : backend->peak_tflops();
   std::string sample;
   if (o.sample_tokens > 0) sample = generate(*engine, *model, o, state.rng);
-  export_if_asked(*engine, comm, o.checkpoint);
+  export_if_asked(*engine, comm, o.checkpoint, o.model);
   const std::string hash = param_hash_hex(engine->param_hash());
 
   if (root) {

@@ -86,11 +86,13 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
 
   po::options_description ckpt("Checkpoints");
   add_checkpoint_flags(ckpt, o.checkpoint);
+  po::options_description hf("Hugging Face interop");
+  add_hf_flags(hf, o.checkpoint);
 
   po::options_description all(
       "train_gpt: train a byte-level GPT with zeroshard under mpirun\n"
       "usage: mpirun -np N train_gpt [options]");
-  all.add(general).add(model).add(engine).add(optim).add(ckpt);
+  all.add(general).add(model).add(engine).add(optim).add(ckpt).add(hf);
 
   po::variables_map vm;
   try {
