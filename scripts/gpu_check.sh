@@ -449,7 +449,7 @@ def load(p):
     try:
         for line in open(p):
             r = json.loads(line)
-            if not r.get("final"):
+            if r.get("type", "step") == "step" and not r.get("final"):  # not the header
                 steps[r["step"]] = r["loss"]
     except OSError:
         pass

@@ -16,8 +16,9 @@ packages=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-de
           libboost-program-options-dev libgtest-dev libfmt-dev nlohmann-json3-dev libxxhash-dev
           libdnnl-dev ocl-icd-opencl-dev clang libclang-rt-14-dev clang-format python3 python3-venv)
 
-# For `test`: Debian's PyTorch, the reference the gradient parity check compares against.
-[ "$mode" = test ] && packages+=(python3-torch)
+# For `test`: Debian's PyTorch, the reference the gradient parity check compares against, and
+# matplotlib for the plot script's test (train_gpt_plot).
+[ "$mode" = test ] && packages+=(python3-torch python3-matplotlib)
 
 install_missing() {
   local missing=()

@@ -1,8 +1,9 @@
 // train_gpt: trains a byte-level GPT with the zeroshard engine under mpirun.
 //   mpirun -np 2 train_gpt                 (ZeRO-3, bf16, the corpus shipped in data/)
 //   mpirun -np 4 train_gpt --zero-stage 1 --dtype fp16 --steps 500 --json-log run.jsonl
-// Rank 0 prints one line per step, validation loss, peak memory per category (max over ranks), a
-// generated sample, and a final `param_hash:` line. Set-up errors (flags, data, model shape)
+// Rank 0 prints one line per step (with elapsed time and ETA), validation loss, peak memory per
+// category (max over ranks), a generated sample, and a final `param_hash:` line; --json-log
+// writes the same as JSON records (run_log.h). Set-up errors (flags, data, model shape)
 // print one message and every rank exits 1; an error inside training aborts the job (no rank is
 // left waiting in a collective).
 #include <mpi.h>
@@ -11,7 +12,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +28,7 @@
 #include "kernel_report.h"
 #include "nn/gpt.h"
 #include "options.h"
+#include "run_log.h"
 #include "runtime/engine.h"
 
 namespace zs::train {
@@ -115,18 +116,29 @@ std::string generate(Engine& engine, nn::GptModelBase& model, const TrainOptions
   return out;
 }
 
-int run(int argc, char** argv, MpiCommunicator& comm) {
+std::vector<std::string> command_line(int argc, char** argv) {
+  return std::vector<std::string>(argv, argv + argc);
+}
+
+int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   const bool root = comm.rank() == 0;
+  const auto start_wall = std::chrono::system_clock::now();
   std::string error;
   std::optional<TrainOptions> parsed;
   try {
     parsed = parse_options(argc, argv, root);
+    if (parsed) check_world_size(*parsed, comm.size());
+    // Only rank 0 writes the log; the others agree on its verdict.
+    if (parsed && root) check_log_path(parsed->json_log, parsed->json_log_mode);
   } catch (const std::exception& e) {
     error = e.what();
   }
   if (!agree(comm, error)) return 1;
   if (!parsed) return 0;  // --help
   TrainOptions& o = *parsed;
+  if (root) {
+    for (const std::string& n : o.notes) std::fprintf(stderr, "train_gpt: note: %s\n", n.c_str());
+  }
 
   // Declared before the engine: the engine's buffers come from the backend's allocator and go
   // first.
@@ -158,19 +170,15 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
   TrainerState state;
   state.rng = o.engine.seed ^ 0x5eedull;
   const std::string mjson = model_json(o.model);
+  RunLog json;
   try {
     resume_if_asked(*engine, comm, o.checkpoint, o.model, mjson, state);
+    if (root && !o.json_log.empty()) json = RunLog(o.json_log, o.json_log_mode, start);
   } catch (const std::exception& e) {
     error = e.what();
   }
   if (!agree(comm, error)) return 1;
 
-  std::ofstream json;
-  if (root && !o.json_log.empty()) {
-    json.open(o.json_log, std::ios::app);
-    if (!json)
-      std::fprintf(stderr, "train_gpt: warning: cannot write --json-log %s\n", o.json_log.c_str());
-  }
   const int W = comm.size();
   const int k = o.engine.micro_batches;
   const int64_t tokens_per_step = static_cast<int64_t>(W) * k * o.model.batch * o.model.context;
@@ -188,6 +196,23 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
         static_cast<long long>(data->train_bytes()), static_cast<long long>(data->val_bytes()));
     std::fflush(stdout);
   }
+  if (json.enabled()) {
+    nlohmann::ordered_json h = build_info();
+    h["start_time"] = iso8601_utc(start_wall);
+    h["world_size"] = W;
+    h["threads"] = model->threads();
+    h["device"] = o.device;
+    h["gpu"] = o.device == "cpu" ? "none" : backend->device_name();
+    h["cpu"] = kernels.at("cpu");
+    h["cpu_features"] = kernels.at("features");
+    h["kernels"] = nlohmann::ordered_json::parse(kernels.dump());
+    h["params"] = engine->num_params();
+    h["tokens_per_step"] = tokens_per_step;
+    h["resumed_at_step"] = state.step;
+    h["command_line"] = command_line(argc, argv);
+    h["config"] = o.config;
+    json.write("header", h);
+  }
 
   std::vector<int32_t> tokens, val_tokens;
   double tok_s_sum = 0.0, ms_sum = 0.0, last_loss = 0.0, last_val = NAN;
@@ -195,6 +220,7 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
   step_ms.reserve(static_cast<size_t>(o.steps));
   int64_t timed = 0, comm_bytes_step = 0;
   const int64_t first = state.step;
+  const auto loop_start = Clock::now();
   for (int64_t s = first; s < o.steps; ++s) {
     data->fill_train(s, k, W, comm.rank(), o.model.batch, o.engine.seed, tokens);
     model->set_tokens(tokens);
@@ -216,12 +242,18 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
     last_loss = st.loss;
     const bool eval_now = (o.eval_every > 0 && (s + 1) % o.eval_every == 0) || s + 1 == o.steps;
     if (eval_now) last_val = validation_loss(*engine, *model, *data, o, comm, val_tokens);
+    // ETA: this run's mean wall time per step (evaluation included) times the steps left.
+    const auto now = Clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    const double eta = std::chrono::duration<double>(now - loop_start).count() /
+                       static_cast<double>(s + 1 - first) * static_cast<double>(o.steps - s - 1);
     if (root && ((s + 1) % o.log_every == 0 || s == first || s + 1 == o.steps)) {
       std::printf(
           "step %5lld/%lld | loss %.4f | lr %.3e | scale %g | gnorm %.3f | %7.1f ms | "
-          "%8.0f tok/s%s%s\n",
+          "%8.0f tok/s | %s, ETA %s%s%s\n",
           static_cast<long long>(s + 1), static_cast<long long>(o.steps), st.loss, st.lr,
-          st.loss_scale, st.grad_norm, ms, tok_s,
+          st.loss_scale, st.grad_norm, ms, tok_s, format_duration(elapsed).c_str(),
+          format_duration(eta).c_str(),
           st.skipped ? fmt::format(" | SKIPPED: non-finite gradient in unit '{}', loss "
                                    "scale now {}",
                                    st.nonfinite_unit, engine->loss_scaler_state().scale)
@@ -230,17 +262,22 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
           eval_now ? fmt::format(" | val loss {:.4f}", last_val).c_str() : "");
       std::fflush(stdout);
     }
-    if (json.is_open()) {
-      nlohmann::json j = {{"step", s + 1},
-                          {"loss", st.loss},
-                          {"lr", st.lr},
-                          {"loss_scale", st.loss_scale},
-                          {"grad_norm", st.grad_norm},
-                          {"step_ms", ms},
-                          {"tokens_per_s", tok_s},
-                          {"skipped", st.skipped}};
+    if (json.enabled()) {
+      // comm_bytes and mem_peak_bytes: rank 0's (the final record has the max over ranks).
+      nlohmann::ordered_json j = {
+          {"step", s + 1},
+          {"loss", st.loss},
+          {"lr", st.lr},
+          {"loss_scale", st.loss_scale},
+          {"grad_norm", st.grad_norm},
+          {"step_ms", ms},
+          {"tokens_per_s", tok_s},
+          {"skipped", st.skipped},
+          {"comm_bytes", comm_bytes_step},
+          {"mem_peak_bytes", static_cast<double>(engine->tracker().peak_total())},
+          {"eta_s", std::round(eta * 10) / 10}};
       if (eval_now) j["val_loss"] = last_val;
-      json << j.dump() << "\n";
+      json.write("step", j);
     }
     save_if_due(*engine, comm, o.checkpoint, mjson, state, s + 1 == o.steps);
   }
@@ -293,33 +330,34 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
       std::printf("sample: %s\n", nlohmann::json(sample).dump(-1, ' ', false, kReplace).c_str());
     }
     std::printf("param_hash: %s\n", hash.c_str());
-    if (json.is_open()) {
-      nlohmann::json mem;
+    if (json.enabled()) {
+      nlohmann::ordered_json mem;
       for (int c = 0; c < kNumMemCategories; ++c) {
         mem[std::string(mem_category_name(static_cast<MemCategory>(c)))] = peaks[c];
       }
       mem["total"] = peaks.back();
-      nlohmann::json j = {{"final", true},
-                          {"params", engine->num_params()},
-                          {"world_size", W},
-                          {"stage", static_cast<int>(o.engine.stage)},
-                          {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
-                          {"steps", o.steps},
-                          {"loss", last_loss},
-                          {"val_loss", last_val},
-                          {"tokens_per_s", timed ? tok_s_sum / timed : 0.0},
-                          {"step_ms", timed ? ms_sum / timed : 0.0},
-                          {"median_step_ms", median_ms},
-                          {"median_tokens_per_s", median_tok_s},
-                          {"device", backend->device_name()},
-                          {"model_tflops", model_tflops},
-                          {"mfu", peak > 0 ? model_tflops / W / peak : 0.0},
-                          {"memory_bytes", mem},
-                          {"comm_bytes_per_step", comm_max},
-                          {"param_hash", hash},
-                          {"kernels", kernels},
-                          {"sample", sample}};
-      json << j.dump(-1, ' ', false, kReplace) << "\n";
+      nlohmann::ordered_json j = {
+          {"final", true},
+          {"params", engine->num_params()},
+          {"world_size", W},
+          {"stage", static_cast<int>(o.engine.stage)},
+          {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
+          {"steps", o.steps},
+          {"loss", last_loss},
+          {"val_loss", last_val},
+          {"tokens_per_s", timed ? tok_s_sum / timed : 0.0},
+          {"step_ms", timed ? ms_sum / timed : 0.0},
+          {"median_step_ms", median_ms},
+          {"median_tokens_per_s", median_tok_s},
+          {"device", backend->device_name()},
+          {"model_tflops", model_tflops},
+          {"mfu", peak > 0 ? model_tflops / W / peak : 0.0},
+          {"memory_bytes", mem},
+          {"comm_bytes_per_step", comm_max},
+          {"param_hash", hash},
+          {"kernels", nlohmann::ordered_json::parse(kernels.dump())},
+          {"sample", sample}};
+      json.write("final", j);
     }
   }
   return 0;
@@ -329,6 +367,7 @@ int run(int argc, char** argv, MpiCommunicator& comm) {
 }  // namespace zs::train
 
 int main(int argc, char** argv) {
+  const auto start = std::chrono::steady_clock::now();
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   // The environment settings (core/settings.h) first: a bad value is the same error on every
@@ -355,7 +394,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<zs::MpiCommunicator> comm;
     try {
       comm = zs::MpiCommunicator::world();
-      rc = zs::train::run(argc, argv, *comm);
+      rc = zs::train::run(argc, argv, *comm, start);
     } catch (const std::exception& e) {
       // An error after set-up may hit one rank while the others wait in a collective: abort the
       // whole job so that no rank hangs.

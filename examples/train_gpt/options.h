@@ -1,16 +1,27 @@
 // train_gpt's command line: Boost.Program_options maps flags (and an optional config file of
-// `name = value` lines) onto the library's policy structs.
+// `name = value` lines, and an optional DeepSpeed JSON configuration, ds_config.h) onto the
+// library's policy structs.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "checkpointing.h"
 #include "nn/gpt.h"
 #include "runtime/engine_config.h"
 
 namespace zs::train {
+
+// --json-log-mode: what to do when the --json-log file already exists.
+enum class LogMode {
+  kNew,        // refuse to start (the default without --resume/--resume-from)
+  kAppend,     // add this run's records after the old ones (the default when resuming)
+  kOverwrite,  // truncate
+};
 
 struct TrainOptions {
   nn::GptConfig model;  // layers, heads, width, context, batch, checkpointing, dtype, threads
@@ -24,14 +35,26 @@ struct TrainOptions {
   int sample_tokens = 120;
   std::string sample_prompt = "The ";
   std::string json_log;
+  LogMode json_log_mode = LogMode::kNew;
   int64_t log_every = 1;
   std::string device = "cpu";  // --device: cpu or cuda (examples/train_gpt/backend.h)
   double peak_tflops = 0.0;    // --peak-tflops: for MFU; 0 = the device's known peak, if any
+  // --deepspeed-config: the file, and its train_batch_size when given (checked against the
+  // world size by check_world_size()).
+  std::string ds_config;
+  std::optional<int64_t> ds_train_batch_size;
+  // Every option's final value by its flag name (defaults included), for the log's header.
+  nlohmann::ordered_json config;
+  // Notes for rank 0 to print once (a deprecated alias was used, a ds_config key was ignored).
+  std::vector<std::string> notes;
 };
 
 // Parses argv. Returns std::nullopt after printing --help (exit 0). Throws zs::Error
-// (kInvalidArgument) with one clear message for unknown options, bad values and inconsistent
-// settings.
+// (kInvalidArgument) with one clear message, naming the flag (or the DeepSpeed key) and the
+// allowed values, for unknown options, bad values and inconsistent settings.
 std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help);
+
+// The checks that need the world size (a DeepSpeed train_batch_size). Throws zs::Error.
+void check_world_size(const TrainOptions& o, int world_size);
 
 }  // namespace zs::train
