@@ -192,6 +192,7 @@ void export_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& c, const
     return gpt_hf_tensor_name(unit, p, false);
   };
   o.side_files[kConfig] = gpt_hf_config_json(c, dtype);
+  o.create_directory = true;
   safetensors::export_model(engine, comm, (std::filesystem::path(dir) / kWeights).string(), o);
 }
 

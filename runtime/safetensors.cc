@@ -146,10 +146,12 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
     }
   };
   guarded([&] {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot create directory: {}", parent.string(),
-             ec.message());
+    if (options.create_directory) {
+      std::error_code ec;
+      std::filesystem::create_directories(parent, ec);
+      ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot create directory: {}", parent.string(),
+               ec.message());
+    }
     out = std::make_unique<ckpt::OutFile>(tmp);
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
@@ -285,12 +287,18 @@ ImportReport import_model(Engine& e, Communicator& comm, const std::string& path
         }
       }
     }
+    size_t extra = 0;
+    std::string first_extra;
     for (const TensorInfo& t : h.tensors) {
       if (read.count(t.name)) continue;
-      ZS_CHECK(options.ignorable && options.ignorable(t.name), ErrorCode::kInvalidArgument,
-               "{}: tensor \"{}\" is not a parameter of the model", path, t.name);
-      report.ignored.push_back(t.name);
+      if (options.ignorable && options.ignorable(t.name)) {
+        report.ignored.push_back(t.name);
+      } else if (extra++ == 0) {
+        first_extra = t.name;
+      }
     }
+    ZS_CHECK(extra == 0, ErrorCode::kInvalidArgument,
+             "{}: {} tensor(s) the model does not have, e.g. \"{}\"", path, extra, first_extra);
   });
   for (size_t u = 0; u < e.num_units(); ++u) {
     const UnitShardState st = e.shard_state(u);

@@ -46,6 +46,7 @@ struct ExportOptions {
   // Small files written beside the safetensors file (file name -> content), e.g. a config.json;
   // each atomically (name.tmp, fsync, rename) by rank 0 after the tensors.
   std::map<std::string, std::string> side_files;
+  bool create_directory = false;  // create the file's directory when missing (else an error)
 };
 
 struct ImportOptions {
@@ -60,10 +61,10 @@ struct ImportReport {
 };
 
 // Writes the consolidated fp32 master weights to `path` as options.dtype under options.namer's
-// names and layouts: every rank gathers, rank 0 writes (to path.tmp, fsync, rename), creating the
-// parent directory when missing, then writes options.side_files beside it. Collective; errors
-// (an unsupported dtype, duplicate names, a transposed parameter that is not 2-D, I/O) are thrown
-// on every rank.
+// names and layouts: every rank gathers, rank 0 writes (to path.tmp, fsync, rename; creating the
+// directory if options.create_directory), then writes options.side_files beside it. Collective;
+// errors (an unsupported dtype, duplicate names, a transposed parameter that is not 2-D, I/O) are
+// thrown on every rank.
 void export_model(Engine& engine, Communicator& comm, const std::string& path,
                   const ExportOptions& options);
 void export_model(Engine& engine, Communicator& comm, const std::string& path,
