@@ -36,9 +36,11 @@ class CpuAllocator final : public Allocator {
 
 }  // namespace
 
+// Never destroyed: buffers owned by other statics (a program's world communicator, say) may be
+// freed after every function-local static of this file is gone.
 Allocator& cpu_allocator() {
-  static CpuAllocator alloc;
-  return alloc;
+  static CpuAllocator* alloc = new CpuAllocator;
+  return *alloc;
 }
 
 Buffer::Buffer(size_t bytes, MemCategory category, MemoryTracker* tracker, Allocator* alloc)

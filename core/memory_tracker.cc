@@ -57,9 +57,10 @@ void MemoryTracker::reset_peaks() {
   total_peak_.store(total_.load());
 }
 
+// Never destroyed, like cpu_allocator(): buffers that outlive it would report to a dead object.
 MemoryTracker& MemoryTracker::process() {
-  static MemoryTracker tracker;
-  return tracker;
+  static MemoryTracker* tracker = new MemoryTracker;
+  return *tracker;
 }
 
 }  // namespace zs

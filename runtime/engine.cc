@@ -44,18 +44,21 @@ struct Engine::Impl {
 
   BufferPlan plan;
   Buffer ctrl;  // device engines: staging for host-side control collectives
-  std::vector<ParamGroup> groups;
-  std::unique_ptr<OptimizerStates> states;  // where master and optimizer state live
+  // Declared before the groups, so destroyed after them: a group's collective still in flight
+  // when an error unwinds the engine (a reduction from a lane's buffers, a gather into a slot)
+  // is waited for by the group's destructor while those buffers still exist.
+  std::vector<Buffer> grad_scratch, send_bufs, recv_bufs;
   std::unique_ptr<GatherSchedule> gathers;
+  std::unique_ptr<OptimizerStates> states;  // where master and optimizer state live
+  std::vector<ParamGroup> groups;
+  std::vector<WorkHandle> works;        // gathers into the groups' buffers: destroyed before them
   std::vector<ParamGroup*> step_order;  // per micro-batch: forward 0..U-1, backward U-1..0
   std::vector<ParamGroup*> eval_order;  // forward only: 0..U-1
-  std::vector<Buffer> grad_scratch, send_bufs, recv_bufs;
-  std::vector<ReduceLane> lanes;  // 2 when the policy reduces every micro-batch, else 1
+  std::vector<ReduceLane> lanes;        // 2 when the policy reduces every micro-batch, else 1
   int64_t lane_turn = 0;
   std::vector<std::vector<GradViews>> grad_views;  // [group][scratch]
   std::vector<ParamGroup*> in_flight;              // reductions started, oldest first
   size_t in_flight_head = 0;
-  std::vector<WorkHandle> works;
   std::vector<double> reduce_vec;  // [loss sum, sum of squares, non-finite flag per unit]
   std::vector<DeviceOps::StatsSpan> stats_spans;
   std::vector<uint8_t> finite_flags;
