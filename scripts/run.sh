@@ -76,6 +76,20 @@ case "$mode" in
       (cd "$build_dir-eigen" && ctest --output-on-failure -j "${ZS_TEST_JOBS:-2}" \
         -R '^(test_nn_|plan_engine_test)')
     fi
+    # AddressSanitizer + UndefinedBehaviorSanitizer over the suites that drive the engine, the
+    # collectives, the checkpoints and the settings parser (docs/reliability.md). MPI's own
+    # allocations are not ours to free at exit: leak checking is off.
+    if [ "${ZS_SKIP_SANITIZE:-0}" != 1 ]; then
+      sanitized=(engine_test param_group_test agreement_test device_path_test checkpoint_test
+                 collectives_mpi_test collectives_errors_test layout_test core_settings_test)
+      cmake -S . -B "$build_dir-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZS_CUDA=OFF \
+        -DZS_SANITIZE=address,undefined >/dev/null
+      cmake --build "$build_dir-asan" -j "${ZS_JOBS:-$(nproc)}" --target "${sanitized[@]}"
+      regex=$(IFS='|'; echo "^(${sanitized[*]})(_np[0-9]+)?$")
+      (cd "$build_dir-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        ctest --output-on-failure -j "${ZS_TEST_JOBS:-2}" -R "$regex")
+    fi
     (cd "$build_dir" && ctest --output-on-failure -j "${ZS_TEST_JOBS:-2}" "$@") ;;
   *) echo "usage: bash scripts/run.sh train|test|build [args]" >&2; exit 2 ;;
 esac
