@@ -29,6 +29,7 @@
 #include "nn/gpt.h"
 #include "options.h"
 #include "run_log.h"
+#include "runtime/agreement.h"
 #include "runtime/engine.h"
 
 namespace zs::train {
@@ -136,6 +137,17 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   if (!agree(comm, error)) return 1;
   if (!parsed) return 0;  // --help
   TrainOptions& o = *parsed;
+  // Run-wide agreement (runtime/agreement.h, docs/reliability.md): every option's final value,
+  // compared across ranks before any work; a difference is named with both values.
+  try {
+    std::vector<Setting> settings;
+    for (const auto& [name, value] : o.config.items())
+      settings.push_back({"--" + name, value.dump()});
+    check_agreement(comm, settings, "options");
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!agree(comm, error)) return 1;
   if (root) {
     for (const std::string& n : o.notes) std::fprintf(stderr, "train_gpt: note: %s\n", n.c_str());
   }
@@ -395,6 +407,16 @@ int main(int argc, char** argv) {
     try {
       comm = zs::MpiCommunicator::world();
       rc = zs::train::run(argc, argv, *comm, start);
+    } catch (const zs::Error& e) {
+      if (e.code() != zs::ErrorCode::kNonFinite) {
+        std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      // The non-finite policy decides from all-reduced values: every rank stops at the same step
+      // with the same message, so rank 0 says it and every rank exits 1, with no abort.
+      if (rank == 0) std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
+      rc = 1;
     } catch (const std::exception& e) {
       // An error after set-up may hit one rank while the others wait in a collective: abort the
       // whole job so that no rank hangs.

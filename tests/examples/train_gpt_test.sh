@@ -18,6 +18,11 @@
 #   resume     save at step 3 of 6, resume: the same param_hash and losses as the uninterrupted run
 #   errors     bad input (flags, ranges, combinations): one clear message, non-zero exit on
 #              every rank, no hang
+#   disagree   ranks started with different flags (MPMD): one message naming the flag and both
+#              values, non-zero exit on every rank, at 2 and 4 ranks
+#   nonfinite  --lr 1e30 makes the parameters non-finite: the run stops at once (one message,
+#              exit 1), writes no checkpoint or export after it, and the last good checkpoint
+#              resumes to the bits of an uninterrupted run
 #   isa        our kernels capped at scalar, avx2 and avx512 (ZS_MAX_ISA) give the same
 #              param_hash (fp32 and bf16, resident and offloaded Adam); the first lines name the
 #              paths taken; a bad cap is refused on every rank
@@ -353,6 +358,51 @@ JSON
     if [ ! -e /dev/nvidia0 ]; then  # no GPU: a CPU build or a CUDA build must refuse cleanly
       expect "cuda without a GPU" "no CUDA" --device cuda
     fi
+    ;;
+  disagree)
+    # Ranks started with different flags (mpirun's MPMD form): before any work, one message
+    # naming the flag and both values, non-zero exit on every rank, no hang.
+    mpmd() {  # label expected-text args-of-the-last-rank... (the others run $tiny as it is)
+      local label=$1 text=$2 np=$3
+      shift 3
+      timeout 120 "${mpi[@]}" -np $((np - 1)) "$bin" "${tiny[@]}" : -np 1 "$bin" "${tiny[@]}" "$@" \
+        > "$work/d.txt" 2>&1
+      local rc=$?
+      [ $rc -ne 0 ] || fail "$label: exit code 0"
+      [ $rc -ne 124 ] || fail "$label: hung"
+      grep -qF -- "$text" "$work/d.txt" || { cat "$work/d.txt"; fail "$label: no '$text'"; }
+      n=$(grep -c "train_gpt: error" "$work/d.txt")
+      [ "$n" -eq 1 ] || { cat "$work/d.txt"; fail "$label: $n error lines, expected one"; }
+      echo "$label: exit $rc, $(grep 'train_gpt: error' "$work/d.txt")"
+    }
+    mpmd "lr at 2 ranks" "options: ranks disagree on --lr: 0.002 on rank 0, 0.003 on rank 1" 2 --lr 0.003
+    mpmd "stage at 4 ranks" "options: ranks disagree on --zero-stage: 3 on rank 0, 1 on rank 3" 4 --zero-stage 1
+    mpmd "seed" "options: ranks disagree on --seed: 1234 on rank 0, 7 on rank 1" 2 --seed 7
+    mpmd "validation share" "ranks disagree on --val-fraction: 0.1 on rank 0, 0.2 on rank 1" 2 --val-fraction 0.2
+    ;;
+  nonfinite)
+    # Parameters that become non-finite stop the run at once (one message, exit 1 on every
+    # rank, no NaN checkpoint or export), and the last good checkpoint still resumes bitwise.
+    base=(--layers 2 --heads 2 --width 64 --context 32 --batch 4 --warmup 1 --eval-every 0
+          --sample-tokens 0 --threads 1 --lr 1e30 --clip 0)
+    bad=(--steps 6 --save-dir "$work/ck" --save-every 1 --keep 0
+         --export-safetensors "$work/model.safetensors")
+    timeout 120 "${mpi[@]}" -np 2 "$bin" "${base[@]}" "${bad[@]}" > "$work/n.txt" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || { cat "$work/n.txt"; fail "exit $rc"; }
+    grep -q "train_gpt: error: step 2: the loss is not finite" "$work/n.txt" ||
+      { cat "$work/n.txt"; fail "no non-finite message"; }
+    [ "$(grep -c 'train_gpt: error' "$work/n.txt")" -eq 1 ] || fail "more than one message"
+    [ -d "$work/ck/step-00000001" ] || fail "step 1's checkpoint is missing"
+    [ ! -e "$work/ck/step-00000002" ] || fail "a checkpoint was written after the stop"
+    [ ! -e "$work/model.safetensors" ] || fail "the non-finite model was exported"
+    echo "stopped: $(grep 'train_gpt: error' "$work/n.txt")"
+    # The last good checkpoint (step 1, inside the warm-up, so --steps does not change it) loads
+    # to the bits of an uninterrupted 1-step run.
+    run "$work/one.txt" 2 "${base[@]}" --steps 1 || { cat "$work/one.txt"; fail "1-step run"; }
+    run "$work/res.txt" 2 "${base[@]}" --steps 1 --save-dir "$work/ck" --resume ||
+      { cat "$work/res.txt"; fail "resume"; }
+    same_hash "resume from the last good checkpoint" "$work/one.txt" "$work/res.txt"
     ;;
   *) fail "unknown case $case_name" ;;
 esac
