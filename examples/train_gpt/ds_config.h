@@ -33,7 +33,9 @@
 //                                             (--min-lr-ratio), warmup_min_ratio 0 only,
 //                                             warmup_type "linear" only
 // A value "auto" leaves the setting to the command line (or its default). With neither a bf16
-// nor an fp16 section the dtype is the command line's too. Precedence (options.cc): a flag
+// nor an fp16 section the dtype is the command line's too. Keys the file leaves out keep
+// train_gpt's defaults, not DeepSpeed's (fp16: loss_scale_window 2000 and hysteresis 1 here,
+// 1000 and 2 in DeepSpeed; write them out to get DeepSpeed's). Precedence (options.cc): a flag
 // given explicitly (command line or --config) that the file also sets must have the same value,
 // or parsing fails naming both; there is no silent winner.
 #pragma once
