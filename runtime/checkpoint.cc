@@ -342,9 +342,7 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
     ckpt::sync_dir(tmp.string());
     std::error_code ec;
     if (fs::exists(final_dir, ec)) remove_tree(final_dir);
-    fs::rename(tmp, final_dir, ec);
-    ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot rename to {}: {}", tmp.string(),
-             final_dir.string(), ec.message());
+    ckpt::rename_path(tmp.string(), final_dir.string());
     ckpt::sync_dir(root.string());
     prune(root, opt.keep);
   });

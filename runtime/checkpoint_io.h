@@ -62,6 +62,25 @@ class InFile {
 std::string read_whole_file(const std::string& path, int64_t max_bytes);
 // fsync of a directory (its entries: created, renamed files).
 void sync_dir(const std::string& path);
+// rename(2) of a file or directory (the commit point of a save or export).
+void rename_path(const std::string& from, const std::string& to);
+
+// [Note: fault injection] Every write point of the checkpoint and export I/O (creating a file,
+// each write(2), fsync, close, a directory sync, the final rename) asks the process's
+// FaultInjector, when one is installed, whether to fail there and how — leveldb's
+// fault-injection environment is the model. kNoSpace and kIo fail the call with ENOSPC / EIO;
+// kShortWrite makes a write(2) store only half its bytes (a disk filling up mid-write), after
+// which the next attempt fails with ENOSPC. The error then takes the same path as a real one:
+// a zs::Error naming the path and errno's text, agreed by every rank. For tests only;
+// install_fault_injector(nullptr) removes it. Not thread-safe: install it between saves.
+enum class Fault { kNone, kNoSpace, kIo, kShortWrite };
+class FaultInjector {
+ public:
+  virtual ~FaultInjector() = default;
+  // `op`: "create", "write", "fsync", "close", "sync_dir" or "rename"; `path`: the file.
+  virtual Fault at(const char* op, const std::string& path) = 0;
+};
+void install_fault_injector(FaultInjector* f);
 
 // Runs fn() on this rank, then agrees with every rank of comm (one all-reduce, plus a broadcast
 // on failure): when any rank threw, every rank throws the zs::Error of the lowest failing rank

@@ -78,10 +78,7 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   ckpt::OutFile out(tmp);
   out.write(content.data(), content.size());
   out.finish();
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot rename to {}: {}", tmp, path,
-           ec.message());
+  ckpt::rename_path(tmp, path);
 }
 
 // First non-finite value of v[0, n), or -1.
@@ -185,10 +182,7 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
   }
   guarded([&] {
     out->finish();
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot rename to {}: {}", tmp, path,
-             ec.message());
+    ckpt::rename_path(tmp, path);
     for (const auto& [name, content] : options.side_files)
       write_file_atomically((parent / name).string(), content);
     ckpt::sync_dir(parent.string());
