@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 
+#include "collectives/flight_recorder.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/reduce_kernels.h"
 #include "core/error.h"
@@ -212,10 +214,55 @@ bool MpiCommunicator::retire_phase1(AllReduceWork* w, bool block) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// [Note: flight recorder] Every collective of a world-sized communicator is in the ring from its
+// call (after the argument checks) until it returns, or until its Work completes.
+
+MpiCommunicator::Record::~Record() {
+  if (seq != 0) flight_recorder().finish(seq);
+}
+
+uint64_t MpiCommunicator::record_begin(CollectiveKind kind, size_t count, DType dtype) {
+  if (!record_) return 0;
+  return flight_recorder().begin(kind, static_cast<uint64_t>(count) * dtype_size(dtype), dtype);
+}
+
+class MpiCommunicator::RecordedWork final : public Work {
+ public:
+  RecordedWork(WorkHandle inner, uint64_t seq) : inner_(std::move(inner)), seq_(seq) {}
+  ~RecordedWork() override {
+    inner_.reset();  // waits for an unfinished one
+    done();
+  }
+  void wait() override {
+    inner_->wait();
+    done();
+  }
+  bool test() override {
+    const bool finished = inner_->test();
+    if (finished) done();
+    return finished;
+  }
+
+ private:
+  void done() {
+    if (seq_ != 0) flight_recorder().finish(seq_);
+    seq_ = 0;
+  }
+  WorkHandle inner_;
+  uint64_t seq_;
+};
+
+WorkHandle MpiCommunicator::recorded(WorkHandle w, uint64_t seq) {
+  if (seq == 0) return w;
+  return std::make_unique<RecordedWork>(std::move(w), seq);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Synchronous collectives
 
 void MpiCommunicator::all_gather(const void* send, void* recv, size_t count, DType dtype) {
   validate(CollectiveKind::kAllGather, send, recv, count, dtype, ReduceOp::kSum, 0);
+  Record rec{record_begin(CollectiveKind::kAllGather, count, dtype)};
   check_agreement(CollectiveKind::kAllGather, count, dtype, ReduceOp::kSum, 0);
   count_bytes(CollectiveKind::kAllGather, count, dtype, 0);
   allgather_raw(send, recv, count, dtype, nullptr, CollectiveKind::kAllGather, comm_);
@@ -225,6 +272,7 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t count,
                                      ReduceOp op) {
   const auto kind = CollectiveKind::kReduceScatter;
   validate(kind, send, recv, count, dtype, op, 0);
+  Record rec{record_begin(kind, count, dtype)};
   check_agreement(kind, count, dtype, op, 0);
   count_bytes(kind, count, dtype, 0);
   if (shm_on_) {
@@ -249,6 +297,7 @@ void MpiCommunicator::all_reduce(const void* send, void* recv, size_t count, DTy
                                  ReduceOp op) {
   const auto kind = CollectiveKind::kAllReduce;
   validate(kind, send, recv, count, dtype, op, 0);
+  Record rec{record_begin(kind, count, dtype)};
   check_agreement(kind, count, dtype, op, 0);
   count_bytes(kind, count, dtype, 0);
   if (pair_sum_direct(count, dtype, op)) {
@@ -306,12 +355,14 @@ void MpiCommunicator::bcast_raw(void* buf, size_t count, DType dtype, int root) 
 
 void MpiCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {
   validate(CollectiveKind::kBroadcast, buf, buf, count, dtype, ReduceOp::kSum, root);
+  Record rec{record_begin(CollectiveKind::kBroadcast, count, dtype)};
   check_agreement(CollectiveKind::kBroadcast, count, dtype, ReduceOp::kSum, root);
   count_bytes(CollectiveKind::kBroadcast, count, dtype, root);
   bcast_raw(buf, count, dtype, root);
 }
 
 void MpiCommunicator::barrier() {
+  Record rec{record_begin(CollectiveKind::kBarrier, 0, DType::kU8)};
   count_bytes(CollectiveKind::kBarrier, 0, DType::kU8, 0);
   check_mpi(MPI_Barrier(comm_), "MPI_Barrier", CollectiveKind::kBarrier, 0, DType::kU8);
 }
@@ -322,40 +373,47 @@ void MpiCommunicator::barrier() {
 WorkHandle MpiCommunicator::start_all_gather(const void* send, void* recv, size_t count,
                                              DType dtype) {
   validate(CollectiveKind::kAllGather, send, recv, count, dtype, ReduceOp::kSum, 0);
+  Record rec{record_begin(CollectiveKind::kAllGather, count, dtype)};
   check_agreement(CollectiveKind::kAllGather, count, dtype, ReduceOp::kSum, 0);
   count_bytes(CollectiveKind::kAllGather, count, dtype, 0);
   auto w = std::make_unique<AllGatherWork>(this, count, dtype);
   allgather_raw(send, recv, count, dtype, &w->reqs, CollectiveKind::kAllGather, comm_);
-  return w;
+  return recorded(std::move(w), std::exchange(rec.seq, 0));
 }
 
 WorkHandle MpiCommunicator::start_reduce_scatter(const void* send, void* recv, size_t count,
                                                  DType dtype, ReduceOp op) {
   const auto kind = CollectiveKind::kReduceScatter;
   validate(kind, send, recv, count, dtype, op, 0);
+  Record rec{record_begin(kind, count, dtype)};
   check_agreement(kind, count, dtype, op, 0);
   count_bytes(kind, count, dtype, 0);
-  if (shm_on_) return shm_start(kind, send, recv, count, dtype, op);
+  if (shm_on_) {
+    return recorded(shm_start(kind, send, recv, count, dtype, op), std::exchange(rec.seq, 0));
+  }
   auto w = std::make_unique<ReduceScatterWork>(this, acquire(scratch_bytes(kind, count, dtype)),
                                                recv, count, dtype, op);
   alltoall_raw(send, w->scratch(), count, dtype, &w->reqs, kind);
-  return w;
+  return recorded(std::move(w), std::exchange(rec.seq, 0));
 }
 
 WorkHandle MpiCommunicator::start_all_reduce(const void* send, void* recv, size_t count,
                                              DType dtype, ReduceOp op) {
   const auto kind = CollectiveKind::kAllReduce;
   validate(kind, send, recv, count, dtype, op, 0);
+  Record rec{record_begin(kind, count, dtype)};
   check_agreement(kind, count, dtype, op, 0);
   count_bytes(kind, count, dtype, 0);
-  if (shm_on_) return shm_start(kind, send, recv, count, dtype, op);
+  if (shm_on_) {
+    return recorded(shm_start(kind, send, recv, count, dtype, op), std::exchange(rec.seq, 0));
+  }
   auto w = std::make_unique<AllReduceWork>(this, acquire(scratch_bytes(kind, count, dtype)), recv,
                                            count, dtype, op);
   const void* src = w->prepare(send);
   alltoall_raw(src, w->exchange_, ceil_div(count, static_cast<size_t>(size_)), dtype,
                &w->exchange_reqs, kind);
   pending_phase2_.push_back(w.get());
-  return w;
+  return recorded(std::move(w), std::exchange(rec.seq, 0));
 }
 
 }  // namespace zs

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "collectives/flight_recorder.h"
 #include "collectives/reduce_kernels.h"
 #include "core/error.h"
 
@@ -59,6 +60,7 @@ MpiCommunicatorOptions MpiCommunicatorOptions::from_settings(const Settings& s) 
   o.shared_memory = s.collectives_shm;
   o.shm_pass_bytes = s.collectives_shm_pass;
   o.check_collectives = s.check_collectives;
+  o.watchdog_timeout_s = s.watchdog_s.value_or(0.0);
   return o;
 }
 
@@ -78,6 +80,13 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiCommunicatorOptions& op
   MPI_Comm_set_errhandler(phase2_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  int world_size = 0, world_rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  record_ = size_ == world_size;
+  if (record_ && options_.watchdog_timeout_s > 0) {
+    start_watchdog(options_.watchdog_timeout_s, world_rank, world_size);
+  }
   shm_init();
 }
 

@@ -75,6 +75,10 @@ struct MpiCommunicatorOptions {
   size_t shm_pass_bytes = Settings{}.collectives_shm_pass;
   // The (min, max) agreement check before every collective (ZS_CHECK_COLLECTIVES).
   bool check_collectives = Settings{}.check_collectives;
+  // Seconds after which the watchdog ends a job stuck in a collective ([Note: flight recorder] in
+  // collectives/flight_recorder.h); 0: off (ZS_WATCHDOG_S). Started by the first communicator
+  // over the whole world made with it on.
+  double watchdog_timeout_s = 0;
 
   static MpiCommunicatorOptions from_settings(const Settings& s);
   // from_settings(Settings::from_environment()); throws as that does for a bad variable.
@@ -153,6 +157,14 @@ class MpiCommunicator final : public Communicator {
   class ReduceScatterWork;
   class AllReduceWork;
   class ShmWork;
+  class RecordedWork;
+  // [Note: flight recorder]: records a collective of this communicator when it spans the world.
+  struct Record {
+    uint64_t seq = 0;
+    ~Record();
+  };
+  uint64_t record_begin(CollectiveKind kind, size_t count, DType dtype);
+  WorkHandle recorded(WorkHandle w, uint64_t seq);
   struct Slot {
     Buffer buf;
     bool in_use = false;
@@ -212,6 +224,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   MpiCommunicatorOptions options_;
+  bool record_ = false;  // this communicator spans MPI_COMM_WORLD's ranks
   size_t chunk_limit_ = size_t{1} << 30;
   ByteCounters counters_;
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <string_view>
 
@@ -40,6 +41,18 @@ T parse_count(const char* name, std::string_view v, const char* what, const char
   return x;
 }
 
+// A finite decimal number >= 0.
+double parse_seconds(const char* name, std::string_view v) {
+  std::string s(v);
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(x) || x < 0) {
+    fail(ErrorCode::kInvalidArgument, "{}={}: not a time (allowed: a number of seconds >= 0)", name,
+         v);
+  }
+  return x;
+}
+
 }  // namespace
 
 Settings Settings::from_environment() {
@@ -65,6 +78,7 @@ Settings Settings::from_environment() {
     s.fake_nodes = parse_count<int>("ZS_FAKE_NODES", v, "a node count",
                                     "an integer >= 1 that divides the world size");
   }
+  if (const char* v = get("ZS_WATCHDOG_S")) s.watchdog_s = parse_seconds("ZS_WATCHDOG_S", v);
   return s;
 }
 

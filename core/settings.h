@@ -10,12 +10,13 @@
 //   ZS_COLLECTIVES_SHM_PASS  collectives_shm_pass  size_t     524288   an integer >= 1 (bytes)
 //   ZS_CHECK_COLLECTIVES     check_collectives     bool       0        0, 1
 //   ZS_FAKE_NODES            fake_nodes            int        0        an integer >= 1
+//   ZS_WATCHDOG_S            watchdog_s            double     unset    a number >= 0 (seconds)
 //
 // What each one does is said at its field below.
 //
 // Who owns them: the configuration of each part takes its defaults from one Settings value, read
 // when the part is made, and can be given explicitly instead: MpiCommunicatorOptions
-// (collectives_shm, collectives_shm_pass, check_collectives) and make_node_topology()'s
+// (collectives_shm, collectives_shm_pass, check_collectives, watchdog_s) and make_node_topology()'s
 // fake_nodes argument (collectives/topology.h). The ISA cap of core/cpu_features.h (max_isa,
 // force_scalar) is process-wide: read once, at the first dispatch, and fixed from then on (no
 // explicit form: the kernels must not change level mid-run). Settings::from_environment() is the
@@ -55,6 +56,11 @@ struct Settings {
   // contiguous blocks (K must divide the world size), to test multi-node paths on one host.
   // 0: the real nodes.
   int fake_nodes = 0;
+  // ZS_WATCHDOG_S=T: the collectives' watchdog ([Note: flight recorder] in
+  // collectives/flight_recorder.h) ends the job with a report of where each rank is when a
+  // collective has not completed after T seconds. 0: off. Unset (empty): the program's default,
+  // which is off for MpiCommunicatorOptions and 300 s for train_gpt.
+  std::optional<double> watchdog_s;
 
   // The defaults above, overridden by each variable of the table that is set and not empty. Reads
   // the environment at every call. Throws zs::Error(kInvalidArgument) for the first bad value (in

@@ -405,7 +405,12 @@ int main(int argc, char** argv) {
   {
     std::unique_ptr<zs::MpiCommunicator> comm;
     try {
-      comm = zs::MpiCommunicator::world();
+      // The collectives' watchdog is on by default here (300 s; ZS_WATCHDOG_S=T sets it, 0 turns
+      // it off): a hung job ends with where each rank is (docs/reliability.md).
+      const zs::Settings settings = zs::Settings::from_environment();
+      auto comm_options = zs::MpiCommunicatorOptions::from_settings(settings);
+      comm_options.watchdog_timeout_s = settings.watchdog_s.value_or(300.0);
+      comm = zs::MpiCommunicator::world(comm_options);
       rc = zs::train::run(argc, argv, *comm, start);
     } catch (const zs::Error& e) {
       if (e.code() != zs::ErrorCode::kNonFinite) {

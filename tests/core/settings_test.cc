@@ -22,6 +22,7 @@ const std::vector<std::string> kVariables = {"ZS_MAX_ISA",
                                              "ZS_COLLECTIVES_SHM_PASS",
                                              "ZS_CHECK_COLLECTIVES",
                                              "ZS_FAKE_NODES",
+                                             "ZS_WATCHDOG_S",
                                              "OMPI_COMM_WORLD_LOCAL_RANK",
                                              "MPI_LOCALRANKID",
                                              "SLURM_LOCALID",
@@ -152,6 +153,23 @@ TEST_F(SettingsTest, FakeNodes) {
     set("ZS_FAKE_NODES", bad);
     expect_refused(std::string("ZS_FAKE_NODES=") + bad +
                    ": not a node count (allowed: an integer >= 1 that divides the world size)");
+  }
+}
+
+TEST_F(SettingsTest, WatchdogSeconds) {
+  EXPECT_FALSE(Settings::from_environment().watchdog_s);
+  set("ZS_WATCHDOG_S", "");
+  EXPECT_FALSE(Settings::from_environment().watchdog_s);
+  set("ZS_WATCHDOG_S", "300");
+  EXPECT_EQ(Settings::from_environment().watchdog_s, 300.0);
+  set("ZS_WATCHDOG_S", "0.5");
+  EXPECT_EQ(Settings::from_environment().watchdog_s, 0.5);
+  set("ZS_WATCHDOG_S", "0");
+  EXPECT_EQ(Settings::from_environment().watchdog_s, 0.0);
+  for (const char* bad : {"-1", "x", "5s", "inf", "nan"}) {
+    set("ZS_WATCHDOG_S", bad);
+    expect_refused(std::string("ZS_WATCHDOG_S=") + bad +
+                   ": not a time (allowed: a number of seconds >= 0)");
   }
 }
 
