@@ -278,17 +278,7 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
 
   // Never a checkpoint of non-finite parameters: agreed before anything touches the directory,
   // so the last good checkpoint stays the latest.
-  ckpt::agree(comm, [&] {
-    for (size_t u = 0; u < e.num_units(); ++u) {
-      const UnitShardState st = e.shard_state(u);
-      for (int64_t i = 0; i < st.numel; ++i) {
-        ZS_CHECK(std::isfinite(st.master[i]), ErrorCode::kNonFinite,
-                 "save_checkpoint: unit '{}' holds a non-finite fp32 master value ({}) at element "
-                 "{} of its group: refusing to write step {}",
-                 e.unit_name(u), st.master[i], st.begin + i, step);
-      }
-    }
-  });
+  ckpt::agree(comm, [&] { e.check_master_finite(fmt::format("save_checkpoint step {}", step)); });
   ckpt::agree(comm, [&] {
     ZS_CHECK(!dir.empty(), ErrorCode::kInvalidArgument, "save_checkpoint: empty directory name");
     check_json_object(opt.trainer_state, "the trainer state");

@@ -533,6 +533,18 @@ UnitShardState Engine::shard_state(size_t ui) {
   return {v.master, v.exp_avg, v.exp_avg_sq, v.begin, v.numel};
 }
 
+void Engine::check_master_finite(std::string_view what) {
+  for (size_t u = 0; u < impl_->groups.size(); ++u) {
+    const UnitShardState st = shard_state(u);
+    for (int64_t i = 0; i < st.numel; ++i) {
+      ZS_CHECK(std::isfinite(st.master[i]), ErrorCode::kNonFinite,
+               "{}: unit '{}' holds a non-finite fp32 master value ({}) at element {} of its "
+               "group: refusing to write it",
+               what, unit_name(u), st.master[i], st.begin + i);
+    }
+  }
+}
+
 void Engine::refresh_params_from_master() {
   Impl& s = *impl_;
   s.ops.synchronize();  // offload staging (host_out) may still feed the last step's uploads

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -103,6 +104,10 @@ class Engine {
   // effect at the next refresh_params_from_master(), unless a step() came in between (the copies
   // are stale then, and are not uploaded).
   UnitShardState shard_state(size_t unit);
+  // Not collective: throws zs::Error(kNonFinite) naming the unit, the element and `what` when
+  // this rank's fp32 master holds a NaN or inf. Checkpoints and exports call it (agreed across
+  // ranks) so that non-finite parameters are never written.
+  void check_master_finite(std::string_view what);
   // After master weights were changed from outside (checkpoint load, import): recompute the
   // compute-dtype parameters from them on every rank. Collective.
   void refresh_params_from_master();

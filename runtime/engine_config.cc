@@ -1,5 +1,8 @@
 #include "runtime/engine_config.h"
 
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 #include "runtime/agreement.h"
 
@@ -71,8 +74,42 @@ void EngineConfig::validate() const {
   ZS_CHECK(
       max_consecutive_skips >= -1 && max_consecutive_skips <= 1000000, ErrorCode::kInvalidArgument,
       "max_consecutive_skips {} is outside -1 (the default) .. 1000000", max_consecutive_skips);
-  ZS_CHECK(optimizer.schedule.lr >= 0.0f, ErrorCode::kInvalidArgument,
-           "learning rate {} is negative", optimizer.schedule.lr);
+  // Values outside their domain train NaNs or divide by zero later: refused here, named.
+  auto finite_in = [](const char* name, double v, double lo, double hi, bool hi_open) {
+    ZS_CHECK(std::isfinite(v) && v >= lo && (hi_open ? v < hi : v <= hi),
+             ErrorCode::kInvalidArgument, "{} {} is outside [{}, {}{}", name, v, lo, hi,
+             hi_open ? ")" : "]");
+  };
+  const double inf = std::numeric_limits<double>::max();
+  const optim::AdamWConfig& a = optimizer.adamw;
+  finite_in("optimizer.schedule.lr", optimizer.schedule.lr, 0.0, inf, false);
+  finite_in("optimizer.schedule.min_ratio", optimizer.schedule.min_ratio, 0.0, 1.0, false);
+  ZS_CHECK(optimizer.schedule.warmup_steps >= 0 && optimizer.schedule.total_steps >= 0,
+           ErrorCode::kInvalidArgument, "warm-up {} and total steps {} must not be negative",
+           optimizer.schedule.warmup_steps, optimizer.schedule.total_steps);
+  finite_in("optimizer.adamw.beta1", a.beta1, 0.0, 1.0, true);
+  finite_in("optimizer.adamw.beta2", a.beta2, 0.0, 1.0, true);
+  finite_in("optimizer.adamw.weight_decay", a.weight_decay, 0.0, inf, false);
+  ZS_CHECK(std::isfinite(a.eps) && a.eps > 0.0f, ErrorCode::kInvalidArgument,
+           "optimizer.adamw.eps {} must be a finite number > 0", a.eps);
+  finite_in("optimizer.sgd.momentum", optimizer.sgd.momentum, 0.0, 1.0, true);
+  finite_in("optimizer.sgd.weight_decay", optimizer.sgd.weight_decay, 0.0, inf, false);
+  ZS_CHECK(!std::isnan(clip_norm) && std::isfinite(clip_norm), ErrorCode::kInvalidArgument,
+           "clip_norm {} must be a finite number (<= 0 disables clipping)", clip_norm);
+  const optim::LossScalerConfig& l = loss_scale;
+  ZS_CHECK(std::isfinite(l.initial) && l.initial > 0.0f && std::isfinite(l.min_scale) &&
+               l.min_scale > 0.0f,
+           ErrorCode::kInvalidArgument,
+           "loss scale initial {} and min_scale {} must be finite numbers > 0", l.initial,
+           l.min_scale);
+  finite_in("loss_scale.growth", l.growth, 1.0, 65536.0, false);
+  ZS_CHECK(std::isfinite(l.backoff) && l.backoff > 0.0f && l.backoff <= 1.0f,
+           ErrorCode::kInvalidArgument, "loss_scale.backoff {} is outside (0, 1]", l.backoff);
+  ZS_CHECK(l.growth_interval >= 1 && l.hysteresis >= 1, ErrorCode::kInvalidArgument,
+           "loss_scale.growth_interval {} and hysteresis {} must be at least 1", l.growth_interval,
+           l.hysteresis);
+  ZS_CHECK(optimizer_threads >= 0 && optimizer_threads <= 4096, ErrorCode::kInvalidArgument,
+           "optimizer_threads {} is outside 0 (the OpenMP default) .. 4096", optimizer_threads);
 }
 
 }  // namespace zs

@@ -107,6 +107,8 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
   ZS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, ErrorCode::kInvalidArgument,
            "safetensors export: dtype {} (fp32 or bf16 expected)", dtype_name(dtype));
   ZS_CHECK(!path.empty(), ErrorCode::kInvalidArgument, "safetensors export: empty path");
+  // Never an export of non-finite parameters (every rank agrees before anything is written).
+  ckpt::agree(comm, [&] { e.check_master_finite(fmt::format("safetensors export {}", path)); });
   const std::vector<std::vector<TensorName>> names = resolve_names(e, options.namer, true);
   const size_t esize = dtype_size(dtype);
   const char* dname = dtype == DType::kF32 ? "F32" : "BF16";

@@ -345,6 +345,12 @@ TEST(Checkpoint, RefusesNonFiniteParameters) {
   EXPECT_FALSE(fs::exists(dir / ".tmp-step-00000002"));
   ASSERT_TRUE(latest_checkpoint(dir.path()).has_value());
   EXPECT_EQ(*latest_checkpoint(dir.path()), good);
+  // Nor an export.
+  expect_error([&] { safetensors::export_model(a.engine, world(), dir / "nan.safetensors"); },
+               ErrorCode::kNonFinite, "safetensors export");
+  world().barrier();
+  EXPECT_FALSE(fs::exists(dir / "nan.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "nan.safetensors.tmp"));
 }
 
 // [Note: fault injection]: counts the write points it is asked about and, on the chosen rank,

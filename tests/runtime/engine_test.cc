@@ -5,7 +5,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -451,6 +454,45 @@ class EmptyModel : public Model {
   double loss() const override { return 0; }
   EmptyUnit u_;
 };
+
+// Values outside their domain are refused at construction, the field named (not NaN later).
+TEST(EngineErrors, ValuesOutsideTheirDomainNamed) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char* field;
+    std::function<void(EngineConfig&)> set;
+  };
+  const std::vector<Case> cases = {
+      {"optimizer.schedule.lr", [&](EngineConfig& c) { c.optimizer.schedule.lr = inf; }},
+      {"optimizer.schedule.lr", [&](EngineConfig& c) { c.optimizer.schedule.lr = nan; }},
+      {"optimizer.schedule.min_ratio", [](EngineConfig& c) { c.optimizer.schedule.min_ratio = 2; }},
+      {"optimizer.adamw.beta1", [](EngineConfig& c) { c.optimizer.adamw.beta1 = 1.0f; }},
+      {"optimizer.adamw.beta2", [&](EngineConfig& c) { c.optimizer.adamw.beta2 = nan; }},
+      {"optimizer.adamw.eps", [](EngineConfig& c) { c.optimizer.adamw.eps = 0.0f; }},
+      {"optimizer.adamw.weight_decay",
+       [](EngineConfig& c) { c.optimizer.adamw.weight_decay = -1; }},
+      {"optimizer.sgd.momentum", [](EngineConfig& c) { c.optimizer.sgd.momentum = -0.5f; }},
+      {"clip_norm", [&](EngineConfig& c) { c.clip_norm = nan; }},
+      {"loss scale initial", [](EngineConfig& c) { c.loss_scale.initial = 0.0f; }},
+      {"loss_scale.backoff", [](EngineConfig& c) { c.loss_scale.backoff = 2.0f; }},
+      {"loss_scale.growth", [&](EngineConfig& c) { c.loss_scale.growth = inf; }},
+      {"loss_scale.growth_interval", [](EngineConfig& c) { c.loss_scale.growth_interval = 0; }},
+      {"optimizer_threads", [](EngineConfig& c) { c.optimizer_threads = -3; }},
+  };
+  for (const Case& k : cases) {
+    EngineConfig c = make_config(3, DType::kBF16);
+    k.set(c);
+    try {
+      c.validate();
+      ADD_FAILURE() << k.field << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(k.field), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(make_config(3, DType::kBF16).validate());
+}
 
 TEST(EngineErrors, ZeroSizeUnitRejected) {
   EmptyModel m;
