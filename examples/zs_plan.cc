@@ -337,11 +337,13 @@ int run(int argc, char** argv) {
   if (vm.count("batch") && c.global_batch < 1)
     throw BadFlag(fmt::format("--batch {} < 1", c.global_batch));
   const double reserve = vm["reserve-gb"].as<double>();
-  if (!(reserve >= 0.0)) throw BadFlag(fmt::format("--reserve-gb {} < 0", reserve));
+  if (!(reserve >= 0.0 && reserve <= 1e9))
+    throw BadFlag(fmt::format("--reserve-gb {} is outside [0, 1e9]", reserve));
   c.reserve_bytes = static_cast<int64_t>(std::llround(reserve * kGB));
   if (vm.count("fit")) {
     o.fit_gb = vm["fit"].as<double>();
-    if (!(*o.fit_gb > 0.0)) throw BadFlag(fmt::format("--fit {} must be positive", *o.fit_gb));
+    if (!(*o.fit_gb > 0.0 && *o.fit_gb <= 1e9))
+      throw BadFlag(fmt::format("--fit {} is outside (0, 1e9] GB", *o.fit_gb));
   }
 
   if (o.shape) {

@@ -17,6 +17,22 @@ void TransformerShape::validate() const {
   ZS_CHECK(ffn >= 0, ErrorCode::kInvalidArgument, "transformer: ffn {} < 0", ffn);
   ZS_CHECK(width % heads == 0, ErrorCode::kInvalidArgument,
            "transformer: width {} must divide by heads {}", width, heads);
+  // Bounds that keep every size below int64 and the unit list small enough to build: a shape
+  // past them is a typo, not a model (the largest trained models have ~100 layers, width ~20k).
+  auto at_most = [](int64_t v, int64_t max, const char* name) {
+    ZS_CHECK(v <= max, ErrorCode::kInvalidArgument, "transformer: {} {} is above the {} allowed",
+             name, v, max);
+  };
+  at_most(layers, 100000, "layers");
+  at_most(width, int64_t{1} << 20, "width");
+  at_most(ffn, int64_t{1} << 22, "ffn");
+  at_most(vocab, int64_t{1} << 24, "vocab");
+  at_most(context, int64_t{1} << 24, "context");
+  const long double C = width, F = ffn > 0 ? ffn : 4.0L * width;
+  const long double params = (vocab + context) * C + layers * (4 * C * C + 2 * C * F) + vocab * C;
+  ZS_CHECK(params < 1e15L, ErrorCode::kInvalidArgument,
+           "transformer: about {:.3g} parameters, more than the 1e15 a plan can hold",
+           static_cast<double>(params));
 }
 
 std::vector<std::vector<int64_t>> TransformerShape::unit_param_numels() const {
@@ -96,6 +112,16 @@ ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_
   shape.validate();
   ZS_CHECK(micro_batch >= 1, ErrorCode::kInvalidArgument, "micro-batch of {} sequences < 1",
            micro_batch);
+  {  // Every activation size must fit in int64 with room to add: bound an over-estimate.
+    const long double B = micro_batch, T = shape.context, C = shape.width, H = shape.heads,
+                      F = shape.ffn_width(), V = shape.vocab, L = shape.layers;
+    const long double bytes =
+        (L + 2) * (6 * B * H * T * T + B * T * (16 * C + 8 * F)) + 16 * B * T * V;
+    ZS_CHECK(bytes < 1e18L, ErrorCode::kInvalidArgument,
+             "activations of {} sequence(s) x {} tokens (about {:.3g} bytes) are beyond what can "
+             "be planned (1e18 bytes)",
+             micro_batch, shape.context, static_cast<double>(bytes));
+  }
   if (shape.family == TransformerFamily::kGpt) {
     GptActivationDims d;
     d.batch = micro_batch;

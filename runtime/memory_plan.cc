@@ -57,7 +57,8 @@ int64_t ModelDesc::num_params() const {
 
 void PlanConfig::validate() const {
   engine.validate();
-  ZS_CHECK(world >= 1, ErrorCode::kInvalidArgument, "ranks {} < 1", world);
+  ZS_CHECK(world >= 1 && world <= (1 << 20), ErrorCode::kInvalidArgument,
+           "ranks {} is outside 1..{}", world, 1 << 20);
   ZS_CHECK(ranks_per_node >= 1 && ranks_per_node <= world && world % ranks_per_node == 0,
            ErrorCode::kInvalidArgument, "ranks per node {} must divide the {} ranks",
            ranks_per_node, world);
