@@ -6,6 +6,7 @@
 
 #include <xxhash.h>
 
+#include "collectives/flight_recorder.h"
 #include "core/buffer.h"
 #include "core/convert.h"
 #include "core/error.h"
@@ -431,6 +432,7 @@ StepStats Engine::Impl::gradient_stats(double loss_sum, float scale) {
   // The staged gradient shards are complete (and the next step may write the device shards).
   states->wait_gradients();
   for (size_t i = 0; i < U; ++i) reduce_vec[2 + i] = finite_flags[i] ? 0.0 : 1.0;
+  set_flight_tag("step stats");
   host_collective(reduce_vec.data(), reduce_vec.size(), DType::kF64, /*gather=*/false);
   StepStats stats;
   stats.loss = reduce_vec[0] / (static_cast<double>(k) * world);

@@ -1,5 +1,6 @@
 #include "runtime/param_group.h"
 
+#include "collectives/flight_recorder.h"
 #include "core/error.h"
 
 namespace zs {
@@ -38,6 +39,10 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> specs
     resident_views_.push_back({data, P_, s.numel, &specs_[p]});
   }
   slot_views_ = resident_views_;
+  tag_gather_ = name_ + " gather";
+  tag_reduce_ = name_ + " reduce";
+  tag_grad_gather_ = name_ + " grad gather";
+  tag_param_gather_ = name_ + " param gather";
 }
 
 std::span<const ParamView> ParamGroup::views() const {
@@ -50,6 +55,7 @@ void ParamGroup::start_gather(int slot, void* slot_data) {
   for (size_t p = 0; p < slot_views_.size(); ++p) {
     slot_views_[p].data = at(slot_data, layout_.params[p].offset, P_);
   }
+  set_flight_tag(tag_gather_.c_str());
   gather_work_ = comm_.start_all_gather(params_.data(), slot_data,
                                         static_cast<size_t>(layout_.shard_numel), P_);
   slot_ = slot;
@@ -82,6 +88,7 @@ void* ParamGroup::param_at(int64_t e) {
 
 WorkHandle ParamGroup::start_gather_updated_params() {
   if (!policy_.gather_updated_params()) return nullptr;
+  set_flight_tag(tag_param_gather_.c_str());
   return comm_.start_all_gather(param_at(layout_.shard_begin(rank_)), params_.data(),
                                 static_cast<size_t>(layout_.shard_numel), P_);
 }
@@ -105,6 +112,7 @@ void ParamGroup::start_reduce(const ReduceLane& lane, int micro, int micro_batch
     }
     grad_state_ = GradState::kAccumulating;
     if (!last) return;
+    set_flight_tag(tag_reduce_.c_str());
     reduce_work_ =
         comm_.start_reduce_scatter(grads_.data(), at(grads_.data(), layout_.shard_begin(rank_), G_),
                                    shard, G_, ReduceOp::kSum);
@@ -118,6 +126,7 @@ void ParamGroup::start_reduce(const ReduceLane& lane, int micro, int micro_batch
     // The first micro-batch's reduction lands in the shard; later ones are added to it.
     void* recv = micro == 0 ? grads_.data() : lane.recv;
     ZS_ASSERT(recv != nullptr);
+    set_flight_tag(tag_reduce_.c_str());
     reduce_work_ = comm_.start_reduce_scatter(send, recv, shard, G_, ReduceOp::kSum);
     pending_recv_ = micro == 0 ? nullptr : lane.recv;
   }
@@ -138,6 +147,7 @@ bool ParamGroup::finish_reduce() {
 WorkHandle ParamGroup::start_gather_reduced_grads() {
   if (!policy_.gather_reduced_grads()) return nullptr;
   ZS_ASSERT(grad_state_ == GradState::kReduced);
+  set_flight_tag(tag_grad_gather_.c_str());
   return comm_.start_all_gather(grad_shard(), grads_.data(),
                                 static_cast<size_t>(layout_.shard_numel), G_);
 }

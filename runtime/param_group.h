@@ -114,6 +114,9 @@ class ParamGroup {
   Buffer params_, grads_;
   Communicator& comm_;
   DeviceOps& ops_;
+  // Flight-recorder labels of this group's collectives (collectives/flight_recorder.h), made
+  // once: "<name> gather", "<name> reduce", "<name> grad gather", "<name> param gather".
+  std::string tag_gather_, tag_reduce_, tag_grad_gather_, tag_param_gather_;
   std::vector<ParamView> resident_views_;
   std::vector<ParamView> slot_views_;  // rebuilt when the group is gathered into a slot
   ParamState param_state_;
