@@ -24,6 +24,7 @@ thread_local char t_tag[48] = {};
 
 std::atomic<bool> g_usr1{false};
 std::atomic<bool> g_watchdog_started{false};
+std::atomic<double> g_watchdog_timeout{0.0};  // seconds; 0: do not fire
 std::atomic<bool> g_stopping{false};  // the process is exiting normally: publish nothing more
 std::string* g_dump_path = nullptr;   // this rank's dump file, removed at a normal exit
 
@@ -342,7 +343,7 @@ void print_prefixed(const std::string& text) {
   std::fflush(stderr);
 }
 
-void watchdog_loop(double timeout_s, int rank, int size) {
+void watchdog_loop(int rank, int size) {
   const std::string dir = flight_dump_dir();
   uint64_t published = UINT64_MAX;
   double last_publish = 0;
@@ -364,6 +365,8 @@ void watchdog_loop(double timeout_s, int rank, int size) {
       published = v;
       last_publish = now;
     }
+    const double timeout_s = g_watchdog_timeout.load();
+    if (timeout_s <= 0) continue;
     const auto entries = fr.snapshot();
     for (const auto& e : entries) {
       if (!e.in_flight() || now - e.start_s <= timeout_s) continue;
@@ -382,6 +385,7 @@ void watchdog_loop(double timeout_s, int rank, int size) {
 }  // namespace
 
 void start_watchdog(double timeout_s, int rank, int size) {
+  g_watchdog_timeout.store(std::max(timeout_s, 0.0));
   if (timeout_s <= 0 || g_watchdog_started.exchange(true)) return;
   g_dump_path = new std::string(flight_dump_dir() + "/rank-" + std::to_string(rank) + ".json");
   std::atexit(remove_dump_at_exit);
@@ -390,7 +394,7 @@ void start_watchdog(double timeout_s, int rank, int size) {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &sa, nullptr);
-  std::thread(watchdog_loop, timeout_s, rank, size).detach();
+  std::thread(watchdog_loop, rank, size).detach();
 }
 
 }  // namespace zs

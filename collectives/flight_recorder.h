@@ -89,7 +89,8 @@ bool parse_flight_json(const std::string& text, RankFlight* out);
 // that never arrived at the oldest collective some rank is stuck in, and where each rank is.
 std::string flight_report(const std::vector<RankFlight>& ranks, double now_s);
 
-// Starts the process's watchdog (once; later calls are no-ops). rank/size: in the world.
+// Starts the process's watchdog (the thread once) and sets its timeout: a later call only changes
+// the timeout, and 0 stops it firing (SIGUSR1 dumps go on). rank/size: in the world.
 void start_watchdog(double timeout_s, int rank, int size);
 // The dump directory of this job (see the Note).
 std::string flight_dump_dir();

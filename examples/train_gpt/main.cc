@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend.h"
+#include "collectives/flight_recorder.h"
 #include "collectives/mpi_communicator.h"
 #include "core/error.h"
 #include "core/settings.h"
@@ -148,6 +149,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
     error = e.what();
   }
   if (!agree(comm, error)) return 1;
+  start_watchdog(o.watchdog_timeout_s, comm.rank(), comm.size());  // --watchdog-timeout
   if (root) {
     for (const std::string& n : o.notes) std::fprintf(stderr, "train_gpt: note: %s\n", n.c_str());
   }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/settings.h"
 #include "dataset.h"
 #include "ds_config.h"
 
@@ -189,6 +190,7 @@ std::string configure_log_mode(const po::variables_map& vm, TrainOptions& o) {
 
 std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help) {
   TrainOptions o;
+  o.watchdog_timeout_s = Settings::from_environment().watchdog_s.value_or(300.0);
   std::string dtype = "bf16", grad_dtype = "fp32", optimizer = "adamw", config_file, schedule;
   int stage = 3;
   float lr = 2e-3f, min_lr_ratio = 0.1f;
@@ -216,6 +218,9 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
                             "when --json-log exists: new (refuse), append or overwrite; "
                             "default: new, append when resuming")(
       "log-every", po::value(&o.log_every)->default_value(1), "print every N steps")(
+      "watchdog-timeout", po::value(&o.watchdog_timeout_s)->default_value(o.watchdog_timeout_s),
+      "seconds a collective may wait before the watchdog ends a hung job, naming where each rank "
+      "is (0: off; default ZS_WATCHDOG_S, else 300)")(
       "eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
       "validation loss every N steps (0: only at the end)")(
       "eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches),
@@ -393,6 +398,10 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   ZS_CHECK(o.eval_every >= 0, ErrorCode::kInvalidArgument, "--eval-every must be >= 0");
   ZS_CHECK(o.eval_batches >= 1, ErrorCode::kInvalidArgument, "--eval-batches must be >= 1");
   ZS_CHECK(o.log_every >= 1, ErrorCode::kInvalidArgument, "{} must be >= 1", flag("log-every"));
+  ZS_CHECK(std::isfinite(o.watchdog_timeout_s) && o.watchdog_timeout_s >= 0 &&
+               o.watchdog_timeout_s <= 1e7,
+           ErrorCode::kInvalidArgument, "--watchdog-timeout {} is outside [0, 1e7] seconds",
+           o.watchdog_timeout_s);
   ZS_CHECK(o.sample_tokens >= 0, ErrorCode::kInvalidArgument, "--sample-tokens must be >= 0");
 
   // Combinations.

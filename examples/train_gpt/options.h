@@ -37,6 +37,9 @@ struct TrainOptions {
   std::string json_log;
   LogMode json_log_mode = LogMode::kNew;
   int64_t log_every = 1;
+  // --watchdog-timeout: seconds a collective may wait before the watchdog ends the job with where
+  // each rank is (docs/reliability.md); 0: off. Default: ZS_WATCHDOG_S, else 300.
+  double watchdog_timeout_s = 300.0;
   std::string device = "cpu";  // --device: cpu or cuda (examples/train_gpt/backend.h)
   double peak_tflops = 0.0;    // --peak-tflops: for MFU; 0 = the device's known peak, if any
   // --deepspeed-config: the file, and its train_batch_size when given (checked against the

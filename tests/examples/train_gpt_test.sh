@@ -355,6 +355,7 @@ JSON
     expect "data too short" "too short" --data "$work/short.txt"
     expect "config file" "cannot be read" --config "$work/missing.cfg"
     expect "bad device" "--device must be cpu or cuda" --device tpu
+    expect "watchdog" "--watchdog-timeout -1 is outside [0, 1e7] seconds" --watchdog-timeout -1
     if [ ! -e /dev/nvidia0 ]; then  # no GPU: a CPU build or a CUDA build must refuse cleanly
       expect "cuda without a GPU" "no CUDA" --device cuda
     fi
