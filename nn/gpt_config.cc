@@ -27,7 +27,17 @@ void GptConfig::validate() const {
       compute_dtype == DType::kF32 || compute_dtype == DType::kBF16 || compute_dtype == DType::kF16,
       ErrorCode::kInvalidArgument, "gpt config: compute dtype must be fp32, bf16 or fp16, got {}",
       dtype_name(compute_dtype));
-  ZS_CHECK(threads >= 0, ErrorCode::kInvalidArgument, "gpt config: threads {} < 0", threads);
+  ZS_CHECK(threads >= 0 && threads <= 1024, ErrorCode::kInvalidArgument,
+           "gpt config: threads {} is outside 0..1024", threads);
+  // Past these a model is a typo, not a model: refused before anything is allocated.
+  ZS_CHECK(layers <= 100000 && ffn_mult <= 64, ErrorCode::kInvalidArgument,
+           "gpt config: layers {} (at most 100000) or ffn_mult {} (at most 64) too large", layers,
+           ffn_mult);
+  const long double tokens = static_cast<long double>(batch) * context;
+  ZS_CHECK(tokens <= (1 << 24), ErrorCode::kInvalidArgument,
+           "gpt config: batch {} x context {} = {:.0f} tokens per micro-batch, more than the {} "
+           "allowed",
+           batch, context, static_cast<double>(tokens), 1 << 24);
 }
 
 int64_t GptConfig::num_params() const {

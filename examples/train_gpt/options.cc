@@ -396,13 +396,15 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   ZS_CHECK(o.val_fraction > 0.0 && o.val_fraction < 0.5, ErrorCode::kInvalidArgument,
            "--val-fraction {} must be in (0, 0.5)", o.val_fraction);
   ZS_CHECK(o.eval_every >= 0, ErrorCode::kInvalidArgument, "--eval-every must be >= 0");
-  ZS_CHECK(o.eval_batches >= 1, ErrorCode::kInvalidArgument, "--eval-batches must be >= 1");
+  ZS_CHECK(o.eval_batches >= 1 && o.eval_batches <= 100000, ErrorCode::kInvalidArgument,
+           "--eval-batches {} is outside 1..100000", o.eval_batches);
   ZS_CHECK(o.log_every >= 1, ErrorCode::kInvalidArgument, "{} must be >= 1", flag("log-every"));
   ZS_CHECK(std::isfinite(o.watchdog_timeout_s) && o.watchdog_timeout_s >= 0 &&
                o.watchdog_timeout_s <= 1e7,
            ErrorCode::kInvalidArgument, "--watchdog-timeout {} is outside [0, 1e7] seconds",
            o.watchdog_timeout_s);
-  ZS_CHECK(o.sample_tokens >= 0, ErrorCode::kInvalidArgument, "--sample-tokens must be >= 0");
+  ZS_CHECK(o.sample_tokens >= 0 && o.sample_tokens <= 1000000, ErrorCode::kInvalidArgument,
+           "--sample-tokens {} is outside 0..1000000", o.sample_tokens);
 
   // Combinations.
   const bool sgd = o.engine.optimizer.kind == OptimizerKind::kSgd;

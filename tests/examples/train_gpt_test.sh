@@ -356,6 +356,11 @@ JSON
     expect "config file" "cannot be read" --config "$work/missing.cfg"
     expect "bad device" "--device must be cpu or cuda" --device tpu
     expect "watchdog" "--watchdog-timeout -1 is outside [0, 1e7] seconds" --watchdog-timeout -1
+    expect "huge layers" "layers 100000000 (at most 100000)" --layers 100000000
+    expect "huge batch" "tokens per micro-batch, more than the 16777216 allowed" --batch 1000000000
+    expect "huge eval" "--eval-batches 1000000000 is outside 1..100000" --eval-batches 1000000000
+    expect "huge sample" "--sample-tokens 1000000000 is outside 0..1000000" --sample-tokens 1000000000
+    expect "huge threads" "threads 100000 is outside 0..1024" --threads 100000
     if [ ! -e /dev/nvidia0 ]; then  # no GPU: a CPU build or a CUDA build must refuse cleanly
       expect "cuda without a GPU" "no CUDA" --device cuda
     fi
