@@ -14,36 +14,38 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
   const optim::AdamWConfig& a = c.optimizer.adamw;
   const optim::LrSchedule& s = c.optimizer.schedule;
   const optim::LossScalerConfig& l = c.loss_scale;
-  return {{"stage", i(static_cast<int>(c.stage))},
-          {"precision.param_dtype", std::string(dtype_name(c.precision.param_dtype))},
-          {"precision.grad_dtype", std::string(dtype_name(c.precision.grad_dtype))},
-          {"optimizer.kind", c.optimizer.kind == OptimizerKind::kAdamW ? "adamw" : "sgd"},
-          {"optimizer.adamw.beta1", f(a.beta1)},
-          {"optimizer.adamw.beta2", f(a.beta2)},
-          {"optimizer.adamw.eps", f(a.eps)},
-          {"optimizer.adamw.weight_decay", f(a.weight_decay)},
-          {"optimizer.sgd.momentum", f(c.optimizer.sgd.momentum)},
-          {"optimizer.sgd.weight_decay", f(c.optimizer.sgd.weight_decay)},
-          {"optimizer.schedule.lr", f(s.lr)},
-          {"optimizer.schedule.warmup_steps", i(s.warmup_steps)},
-          {"optimizer.schedule.total_steps", i(s.total_steps)},
-          {"optimizer.schedule.min_ratio", f(s.min_ratio)},
-          {"loss_scale_set", i(c.loss_scale_set)},
-          {"loss_scale.dynamic", i(l.dynamic)},
-          {"loss_scale.initial", f(l.initial)},
-          {"loss_scale.growth", f(l.growth)},
-          {"loss_scale.backoff", f(l.backoff)},
-          {"loss_scale.growth_interval", i(l.growth_interval)},
-          {"loss_scale.min_scale", f(l.min_scale)},
-          {"loss_scale.hysteresis", i(l.hysteresis)},
-          {"clip_norm", f(c.clip_norm)},
-          {"micro_batches", i(c.micro_batches)},
-          {"prefetch", i(c.prefetch)},
-          {"seed", std::to_string(c.seed)},
-          {"offload.optimizer", i(c.offload.optimizer)},
-          {"align", i(c.align)},
-          {"optimizer_threads", i(c.optimizer_threads)},
-          {"max_consecutive_skips", i(c.max_consecutive_skips)}};
+  return {
+      {"stage", i(static_cast<int>(c.stage))},
+      {"precision.param_dtype", std::string(dtype_name(c.precision.param_dtype))},
+      {"precision.grad_dtype", std::string(dtype_name(c.precision.grad_dtype))},
+      {"optimizer.kind", c.optimizer.kind == OptimizerKind::kAdamW ? "adamw" : "sgd"},
+      {"optimizer.adamw.beta1", f(a.beta1)},
+      {"optimizer.adamw.beta2", f(a.beta2)},
+      {"optimizer.adamw.eps", f(a.eps)},
+      {"optimizer.adamw.weight_decay", f(a.weight_decay)},
+      {"optimizer.sgd.momentum", f(c.optimizer.sgd.momentum)},
+      {"optimizer.sgd.weight_decay", f(c.optimizer.sgd.weight_decay)},
+      {"optimizer.schedule.lr", f(s.lr)},
+      {"optimizer.schedule.warmup_steps", i(s.warmup_steps)},
+      {"optimizer.schedule.total_steps", i(s.total_steps)},
+      {"optimizer.schedule.min_ratio", f(s.min_ratio)},
+      {"loss_scale_set", i(c.loss_scale_set)},
+      {"loss_scale.dynamic", i(l.dynamic)},
+      {"loss_scale.initial", f(l.initial)},
+      {"loss_scale.growth", f(l.growth)},
+      {"loss_scale.backoff", f(l.backoff)},
+      {"loss_scale.growth_interval", i(l.growth_interval)},
+      {"loss_scale.min_scale", f(l.min_scale)},
+      {"loss_scale.hysteresis", i(l.hysteresis)},
+      {"clip_norm", f(c.clip_norm)},
+      {"micro_batches", i(c.micro_batches)},
+      {"prefetch", i(c.prefetch)},
+      {"seed", std::to_string(c.seed)},
+      {"offload.optimizer", i(c.offload.optimizer)},
+      {"frozen.storage", c.frozen.storage ? std::string(dtype_name(*c.frozen.storage)) : "compute"},
+      {"align", i(c.align)},
+      {"optimizer_threads", i(c.optimizer_threads)},
+      {"max_consecutive_skips", i(c.max_consecutive_skips)}};
 }
 
 ZeroStage zero_stage_from_int(int stage) {
@@ -62,6 +64,13 @@ void EngineConfig::validate() const {
   const DType g = precision.grad_dtype;
   ZS_CHECK(g == DType::kF32 || g == p, ErrorCode::kInvalidArgument,
            "gradient dtype {} must be fp32 or the compute dtype {}", dtype_name(g), dtype_name(p));
+  if (frozen.storage) {
+    const DType f = *frozen.storage;
+    ZS_CHECK(f == DType::kF32 || f == DType::kBF16 || f == DType::kF16 || f == DType::kI8,
+             ErrorCode::kInvalidArgument,
+             "frozen parameter storage dtype {} is not one of fp32, bf16, fp16, int8",
+             dtype_name(f));
+  }
   ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "micro_batches {} < 1", micro_batches);
   ZS_CHECK(prefetch >= 0 && prefetch <= 64, ErrorCode::kInvalidArgument,
            "prefetch depth {} is outside 0..64", prefetch);

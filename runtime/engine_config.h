@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,17 @@ struct OffloadPolicy {
   bool optimizer = false;
 };
 
+// How frozen parameters (ParamSpec::trainable = false, [Note: frozen parameters] in
+// runtime/unit.h) are stored. They have no master: what is stored is the only copy.
+struct FrozenPolicy {
+  // Unset: the compute dtype. fp32, bf16, fp16: stored in that dtype and converted into the
+  // compute dtype when a unit uses them (no conversion when they agree). int8: vector-wise, each
+  // matrix (2-D parameter) as int8 with one fp32 absmax scale per row (core/quantize.h), every
+  // other shape in the compute dtype; dequantized into the compute dtype before the unit computes.
+  std::optional<DType> storage;
+  DType storage_or(DType compute) const { return storage.value_or(compute); }
+};
+
 struct EngineConfig {
   ZeroStage stage = ZeroStage::k3;
   MixedPrecisionPolicy precision;
@@ -55,6 +67,7 @@ struct EngineConfig {
   int prefetch = 1;        // how many units ahead to gather (stage 3); 0 = gather on demand
   uint64_t seed = 1234;    // parameter initialisation
   OffloadPolicy offload;
+  FrozenPolicy frozen;
   int64_t align = 32;         // elements; see [Note: padding] in sharding/layout.h
   int optimizer_threads = 0;  // CPU Adam threads per rank; 0 = the OpenMP default
   // [Note: non-finite policy] A step whose gradient is not finite is skipped (no update). That is

@@ -45,6 +45,14 @@ struct ParamSpec {
   std::vector<int64_t> shape;  // row-major; numel is the product
   Init init;
   bool weight_decay = true;  // false for biases and norms, typically
+  // [Note: frozen parameters] A parameter that is not trainable (a fine-tuning base) has no
+  // gradient buffer, no fp32 master and no optimizer state, and is never reduced; it is still
+  // sharded (stage 3) and gathered for compute like any other. Its storage dtype is the engine's
+  // EngineConfig::frozen_dtype (the compute dtype, or int8 with one scale per row for matrices);
+  // the unit always sees it in the compute dtype. A unit may mix frozen and trainable parameters,
+  // or hold only frozen ones (its backward is still called, to pass gradients to the units
+  // before it).
+  bool trainable = true;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -74,6 +82,8 @@ struct ParamView {
 // Where a unit's backward writes its parameter gradients: one fp32 span per parameter, full size,
 // zeroed by the engine before each backward call. Units add (+=) their contributions. Asking for
 // a gradient marks it produced; the engine rejects a backward that leaves one unproduced.
+// A frozen parameter has no span: wanted(i) is false, the unit must skip computing its gradient,
+// and grad(i) throws.
 class GradViews {
  public:
   GradViews() = default;
@@ -81,7 +91,9 @@ class GradViews {
       : spans_(std::move(spans)), numels_(std::move(numels)), produced_(spans_.size(), 0) {}
   size_t size() const { return spans_.size(); }
   int64_t numel(size_t i) const { return numels_[i]; }
+  bool wanted(size_t i) const { return spans_[i] != nullptr; }
   float* grad(size_t i) {
+    if (spans_[i] == nullptr) frozen_grad_requested(i);
     produced_[i] = 1;
     return spans_[i];
   }
@@ -89,6 +101,7 @@ class GradViews {
   void clear_produced() { std::fill(produced_.begin(), produced_.end(), 0); }
 
  private:
+  [[noreturn]] void frozen_grad_requested(size_t i) const;
   std::vector<float*> spans_;
   std::vector<int64_t> numels_;
   std::vector<char> produced_;
