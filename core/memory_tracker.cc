@@ -18,6 +18,8 @@ std::string_view mem_category_name(MemCategory c) {
       return "comm_buffers";
     case MemCategory::kHostOffload:
       return "host_offload";
+    case MemCategory::kFrozen:
+      return "frozen";
     case MemCategory::kOther:
       return "other";
     case MemCategory::kCount:

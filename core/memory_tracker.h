@@ -20,6 +20,7 @@ enum class MemCategory : int {
   kActivations,  // activations kept for backward, the model's working buffers
   kCommBuffers,  // transient gather/prefetch buffers, unit gradient buffers, collective scratch
   kHostOffload,  // offloaded optimizer state in the host arena
+  kFrozen,       // frozen parameters in their storage dtype (full or shard; no master, no grads)
   kOther,
   kCount
 };

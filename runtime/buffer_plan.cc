@@ -2,10 +2,15 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace zs {
 
-BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const EngineConfig& cfg,
+BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
+                               const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
                                int rank, bool on_device) {
+  ZS_CHECK(frozen.empty() || frozen.size() == layouts.size(), ErrorCode::kInvalidArgument,
+           "{} frozen layouts for {} units", frozen.size(), layouts.size());
   BufferPlan plan;
   const int stage = static_cast<int>(cfg.stage);
   const int64_t P = static_cast<int64_t>(dtype_size(cfg.precision.param_dtype));
@@ -14,8 +19,26 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const En
   const bool params_are_master = cfg.precision.param_dtype == DType::kF32 && !offload;
   const bool adam = cfg.optimizer.kind == OptimizerKind::kAdamW;
   const bool momentum = adam || cfg.optimizer.sgd.momentum != 0.0f;
-  for (const GroupLayout& l : layouts) {
+  auto round64 = [](int64_t b) { return (b + 63) / 64 * 64; };
+  int64_t max_slot = 0, max_convert = 0;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    const GroupLayout& l = layouts[i];
     UnitBufferPlan u;
+    if (!frozen.empty() && !frozen[i].empty()) {
+      const FrozenLayout& f = frozen[i];
+      const GroupLayout& fb = f.bytes;
+      u.frozen_bytes = stage == 3 ? fb.shard_numel : fb.padded_numel;
+      int64_t held = 0;  // record bytes in what this rank stores
+      if (stage == 3) {
+        for (const ShardSegment& s : fb.shard_segments(rank)) held += s.length;
+      } else {
+        held = fb.numel;
+      }
+      plan.padding_bytes_ += u.frozen_bytes - held;
+      max_slot = std::max(max_slot, round64(P * l.padded_numel) + fb.padded_numel);
+      max_convert = std::max(max_convert, f.convert_numel);
+    }
+    max_slot = std::max(max_slot, P * l.padded_numel);
     const int64_t full = l.padded_numel;
     const int64_t shard = l.shard_numel;
     const int64_t pad_full = l.padding();
@@ -33,7 +56,6 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const En
     u.exp_avg_sq_bytes = adam ? 4 * u.master_numel : 0;
     if (offload) {  // carved from the host arena in 64-byte aligned spans
       u.master_category = u.optimizer_category = MemCategory::kHostOffload;
-      auto round64 = [](int64_t b) { return (b + 63) / 64 * 64; };
       u.master_bytes = round64(u.master_bytes);
       u.exp_avg_bytes = round64(u.exp_avg_bytes);
       u.exp_avg_sq_bytes = round64(u.exp_avg_sq_bytes);
@@ -45,7 +67,6 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const En
     plan.padding_bytes_ += P * pad_p + G * pad_g + (u.master_bytes ? 4 : 0) * pad_o +
                            (momentum ? 4 : 0) * pad_o + (adam ? 4 : 0) * pad_o;
     if (offload && on_device) {
-      auto round64 = [](int64_t b) { return (b + 63) / 64 * 64; };
       plan.host_staging_bytes += round64(G * shard) + round64(P * shard);
     }
     plan.units.push_back(u);
@@ -60,7 +81,8 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const En
   plan.recv_count = (stage >= 2 && cfg.micro_batches > 1) ? 2 : 0;
   plan.recv_bytes = G * plan.max_shard_numel;
   plan.gather_count = stage == 3 ? cfg.prefetch + 1 : 0;
-  plan.gather_bytes = P * plan.max_padded_numel;
+  plan.gather_bytes = max_slot;
+  plan.convert_bytes = P * max_convert;
   if (on_device && !layouts.empty()) {
     const int64_t world = layouts.front().world;
     plan.ctrl_bytes = 8 * std::max<int64_t>(world, 2 + static_cast<int64_t>(layouts.size()));
@@ -75,11 +97,12 @@ int64_t BufferPlan::bytes(MemCategory c) const {
     if (c == MemCategory::kGrads) b += u.grads_bytes;
     if (c == u.master_category) b += u.master_bytes;
     if (c == u.optimizer_category) b += u.exp_avg_bytes + u.exp_avg_sq_bytes;
+    if (c == MemCategory::kFrozen) b += u.frozen_bytes;
   }
   if (c == MemCategory::kHostOffload) b += host_staging_bytes;
   if (c == MemCategory::kCommBuffers) {
     b += grad_scratch_count * grad_scratch_bytes + send_count * send_bytes +
-         recv_count * recv_bytes + gather_count * gather_bytes + ctrl_bytes;
+         recv_count * recv_bytes + gather_count * gather_bytes + convert_bytes + ctrl_bytes;
   }
   return b;
 }

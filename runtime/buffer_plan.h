@@ -16,7 +16,14 @@
 //   send buffers: 2 x G * max Psi_u in stages 2-3 when G is not fp32 (the cast gradient in flight)
 //   receive buffers: 2 x G * max S_u in stages 2-3 with micro_batches > 1 (reduced micro-batch
 //     gradient before it is added to the shard)
-//   gather slots: (prefetch + 1) x P * max Psi_u in stage 3
+//   gather slots: (prefetch + 1) x max over units of the unit's slot in stage 3: P * Psi_u, or,
+//     for a unit with frozen parameters, round64(P * Psi_u) + its frozen byte group F_u
+//   frozen conversion: P * max over units of the frozen elements stored in another dtype
+//     (FrozenLayout::convert_numel): the compute-dtype values a unit sees, rewritten per use
+// Frozen parameters (sharding/frozen_layout.h; Psi_u above counts trainable elements only), per
+// unit, under kFrozen: F_u bytes (stages 0-2: resident) or F_u / world (stage 3: a shard), where
+// F_u is the padded byte group of the unit's encoded records. No gradient, master or optimizer
+// state.
 // Device engines (CUDA) with an offloaded optimizer also stage each unit's gradient shard and
 // updated parameter shard in page-locked host memory: (G + P) * S_u per unit, 64-byte aligned
 // spans, under kHostOffload (host_staging_bytes). The CPU backend reads and writes the shards in
@@ -30,6 +37,8 @@
 
 #include "core/memory_tracker.h"
 #include "runtime/engine_config.h"
+#include "runtime/unit.h"
+#include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 
 namespace zs {
@@ -40,6 +49,7 @@ struct UnitBufferPlan {
   int64_t master_bytes = 0;  // 0 when the parameters are their own master
   int64_t exp_avg_bytes = 0;
   int64_t exp_avg_sq_bytes = 0;
+  int64_t frozen_bytes = 0;  // kFrozen: the frozen byte group or this rank's shard of it
   MemCategory master_category = MemCategory::kMaster;
   MemCategory optimizer_category = MemCategory::kOptimizer;
   int64_t master_begin = 0;  // first padded-group element of the fp32 master held here
@@ -58,6 +68,7 @@ struct BufferPlan {
   int64_t recv_bytes = 0;
   int gather_count = 0;
   int64_t gather_bytes = 0;
+  int64_t convert_bytes = 0;       // frozen conversion buffer (kCommBuffers); 0 when none
   int64_t host_staging_bytes = 0;  // device engines with offload only (see above)
   int64_t ctrl_bytes = 0;          // device engines only (see above)
 
@@ -70,7 +81,20 @@ struct BufferPlan {
 
 // `rank` selects which shard the master covers (its begin); sizes do not depend on it.
 // `on_device`: the engine runs on a device the host cannot address (CUDA).
-BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts, const EngineConfig& cfg,
+// How a frozen parameter is laid out: a matrix (2-D) has rows = its first dimension (int8
+// storage gives it one scale per row); every other shape rows = 0.
+inline FrozenParamDesc frozen_param_desc(const ParamSpec& p) {
+  return {p.numel(), p.shape.size() == 2 ? p.shape[0] : 0};
+}
+
+// `frozen` is empty (no frozen parameters) or holds one FrozenLayout per unit.
+BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
+                               const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
                                int rank = 0, bool on_device = false);
+inline BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
+                                      const EngineConfig& cfg, int rank = 0,
+                                      bool on_device = false) {
+  return plan_engine_buffers(layouts, {}, cfg, rank, on_device);
+}
 
 }  // namespace zs

@@ -49,6 +49,7 @@ struct Engine::Impl {
   // when an error unwinds the engine (a reduction from a lane's buffers, a gather into a slot)
   // is waited for by the group's destructor while those buffers still exist.
   std::vector<Buffer> grad_scratch, send_bufs, recv_bufs;
+  Buffer convert_buf;  // frozen parameters converted into the compute dtype, one unit at a time
   std::unique_ptr<GatherSchedule> gathers;
   std::unique_ptr<OptimizerStates> states;  // where master and optimizer state live
   std::vector<ParamGroup> groups;
@@ -65,8 +66,10 @@ struct Engine::Impl {
   std::vector<uint8_t> finite_flags;
 
   // Construction.
-  void build(const std::vector<GroupLayout>& layouts, std::vector<std::vector<ParamSpec>> specs);
-  void check_agreement(const std::vector<GroupLayout>& layouts);
+  void build(const std::vector<GroupLayout>& layouts, const std::vector<FrozenLayout>& frozen,
+             std::vector<std::vector<ParamSpec>> specs);
+  void check_agreement(const std::vector<GroupLayout>& layouts,
+                       const std::vector<FrozenLayout>& frozen);
   void make_reduce_lanes();
   void init_parameters();
   void host_collective(void* data, size_t count, DType dt, bool gather);
@@ -113,8 +116,12 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
   }
   const size_t U = model.num_units();
   ZS_CHECK(U > 0, ErrorCode::kInvalidArgument, "the model has no units");
+  const DType compute = config_.precision.param_dtype;
+  const DType storage = config_.frozen.storage_or(compute);
   std::vector<std::vector<ParamSpec>> specs(U);
   std::vector<GroupLayout> layouts;
+  std::vector<FrozenLayout> frozen;
+  bool any_trainable = false;
   for (size_t u = 0; u < U; ++u) {
     Unit& unit = model.unit(u);
     specs[u] = unit.param_specs();
@@ -122,14 +129,26 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
              "unit {} ('{}') declares no parameters: every unit needs at least one", u,
              unit.name());
     std::vector<int64_t> numels;
+    std::vector<FrozenParamDesc> frozen_descs;
     for (const ParamSpec& p : specs[u]) {
       ZS_CHECK(p.numel() >= 1, ErrorCode::kInvalidArgument,
                "unit {} ('{}') parameter '{}' has {} elements", u, unit.name(), p.name, p.numel());
-      numels.push_back(p.numel());
+      if (p.trainable) {
+        numels.push_back(p.numel());
+      } else {
+        frozen_descs.push_back(frozen_param_desc(p));
+      }
     }
+    any_trainable = any_trainable || !numels.empty();
     layouts.push_back(compute_group_layout(numels, comm.size(), config_.align));
+    frozen.push_back(compute_frozen_layout(frozen_descs, storage, compute, comm.size()));
   }
-  impl_->build(layouts, std::move(specs));
+  ZS_CHECK(any_trainable, ErrorCode::kInvalidArgument,
+           "every parameter of the model is frozen: there is nothing to train");
+  ZS_CHECK(storage != DType::kI8 || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
+           "int8 storage of frozen parameters is implemented on the CPU backend only, not on {}",
+           impl_->ops.device().to_string());
+  impl_->build(layouts, frozen, std::move(specs));
 }
 
 Engine::~Engine() {
@@ -144,7 +163,8 @@ Engine::~Engine() {
   }
 }
 
-void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts) {
+void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts,
+                                   const std::vector<FrozenLayout>& frozen) {
   if (ops.host_accessible()) {
     // Named: the configuration's every field and the model's every parameter size.
     std::vector<Setting> s = engine_settings(config);
@@ -152,6 +172,10 @@ void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts) {
       for (size_t p = 0; p < layouts[u].params.size(); ++p) {
         s.push_back({fmt::format("unit {} parameter {} size", u, p),
                      std::to_string(layouts[u].params[p].numel)});
+      }
+      for (size_t f = 0; f < frozen[u].records.size(); ++f) {
+        s.push_back({fmt::format("unit {} frozen parameter {} bytes", u, f),
+                     std::to_string(frozen[u].records[f].bytes)});
       }
     }
     zs::check_agreement(comm, s, "engine");
@@ -174,6 +198,9 @@ void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts) {
   for (const GroupLayout& l : layouts) {
     for (const ParamSlot& s : l.params) add(&s.numel, sizeof(s.numel));
   }
+  for (const FrozenLayout& f : frozen) {
+    for (const FrozenRecord& r : f.records) add(&r.bytes, sizeof(r.bytes));
+  }
   std::vector<uint64_t> all(static_cast<size_t>(world));
   all[static_cast<size_t>(rank)] = XXH64_digest(h);
   XXH64_freeState(h);
@@ -181,7 +208,8 @@ void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts) {
   for (int r = 0; r < world; ++r) {
     ZS_CHECK(all[r] == all[0], ErrorCode::kInvalidArgument,
              "rank {} has a different model or engine configuration than rank 0 (stage, dtypes, "
-             "micro-batches, prefetch, optimizer, seed or parameter shapes differ)",
+             "micro-batches, prefetch, optimizer, seed, parameter shapes or frozen parameters "
+             "differ)",
              r);
   }
 }
@@ -213,6 +241,7 @@ void Engine::Impl::host_collective(void* data, size_t count, DType dt, bool gath
 }
 
 void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
+                         const std::vector<FrozenLayout>& frozen,
                          std::vector<std::vector<ParamSpec>> specs) {
   rank = comm.rank();
   world = comm.size();
@@ -221,21 +250,26 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
                                                  : (config.loss_scale.dynamic ? 16 : 0);
   const DType P = config.precision.param_dtype, G = config.precision.grad_dtype;
   if (config.optimizer_threads > 0) offload::set_cpu_adam_threads(config.optimizer_threads);
-  plan = plan_engine_buffers(layouts, config, rank, /*on_device=*/!ops.host_accessible());
+  plan = plan_engine_buffers(layouts, frozen, config, rank, /*on_device=*/!ops.host_accessible());
   Allocator* dev = &ops.allocator();
   if (plan.ctrl_bytes > 0) {
     ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker, dev);
   }
-  check_agreement(layouts);  // before the large allocations
+  check_agreement(layouts, frozen);  // before the large allocations
   const size_t U = layouts.size();
   states = OptimizerStates::create(config, plan, ops, tracker, rank);
+  if (plan.convert_bytes > 0) {
+    convert_buf =
+        Buffer(static_cast<size_t>(plan.convert_bytes), MemCategory::kCommBuffers, tracker, dev);
+  }
   groups.reserve(U);
   for (size_t i = 0; i < U; ++i) {
     const UnitBufferPlan& up = plan.units[i];
-    groups.emplace_back(static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i],
-                        policy, P, G, rank,
-                        Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
-                        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev), comm, ops);
+    groups.emplace_back(
+        static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i], frozen[i],
+        policy, P, G, rank, Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
+        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev),
+        Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert_buf.data(), comm, ops);
     states->attach(groups[i], up);
   }
   grad_scratch.resize(plan.grad_scratch_count);
@@ -282,12 +316,18 @@ void Engine::Impl::make_reduce_lanes() {
   }
   grad_views.resize(groups.size());
   for (ParamGroup& g : groups) {
+    // In the unit's order: trainable parameters address the scratch, frozen ones have no span.
+    const size_t n = g.specs().size() + g.frozen_specs().size();
     for (Buffer& s : grad_scratch) {
-      std::vector<float*> spans;
-      std::vector<int64_t> numels;
-      for (const ParamSlot& slot : g.layout().params) {
-        spans.push_back(s.as<float>() + slot.offset);
-        numels.push_back(slot.numel);
+      std::vector<float*> spans(n, nullptr);
+      std::vector<int64_t> numels(n, 0);
+      for (size_t p = 0; p < g.specs().size(); ++p) {
+        const ParamSlot& slot = g.layout().params[p];
+        spans[static_cast<size_t>(g.spec_index(p))] = s.as<float>() + slot.offset;
+        numels[static_cast<size_t>(g.spec_index(p))] = slot.numel;
+      }
+      for (size_t f = 0; f < g.frozen_specs().size(); ++f) {
+        numels[static_cast<size_t>(g.frozen_spec_index(f))] = g.frozen_layout().records[f].numel;
       }
       grad_views[g.index()].emplace_back(std::move(spans), std::move(numels));
     }
@@ -299,6 +339,13 @@ void Engine::Impl::init_parameters() {
   std::vector<float> tmp;
   std::vector<char> host_param;
   for (ParamGroup& g : groups) {
+    for (size_t f = 0; f < g.frozen_specs().size(); ++f) {
+      const FrozenRecord& r = g.frozen_layout().records[f];
+      tmp.resize(static_cast<size_t>(r.numel));
+      init_param_values(g.frozen_specs()[f].init, config.seed, static_cast<uint32_t>(g.index()),
+                        static_cast<uint32_t>(g.frozen_spec_index(f)), 0, r.numel, tmp.data());
+      g.set_frozen(f, tmp.data());
+    }
     states->initialize(g, config.seed);
     if (!policy.gather_updated_params()) {
       states->cast_to_params(g);
@@ -310,7 +357,7 @@ void Engine::Impl::init_parameters() {
       const size_t n = static_cast<size_t>(slot.numel);
       tmp.resize(n);
       init_param_values(g.specs()[p].init, config.seed, static_cast<uint32_t>(g.index()),
-                        static_cast<uint32_t>(p), 0, slot.numel, tmp.data());
+                        static_cast<uint32_t>(g.spec_index(p)), 0, slot.numel, tmp.data());
       void* dst = g.param_at(slot.offset);
       if (ops.host_accessible()) {
         convert(tmp.data(), DType::kF32, dst, P, n);
@@ -394,7 +441,7 @@ void Engine::Impl::compute_gradient(ParamGroup& g, const ReduceLane& lane, int s
   model.unit(static_cast<size_t>(g.index())).backward(gathers->acquire(g), gv, info);
   gathers->release(g);
   for (size_t p = 0; p < g.specs().size(); ++p) {
-    ZS_CHECK(gv.produced(p), ErrorCode::kInvalidArgument,
+    ZS_CHECK(gv.produced(static_cast<size_t>(g.spec_index(p))), ErrorCode::kInvalidArgument,
              "unit {} ('{}'): backward did not produce the gradient of parameter '{}'", g.index(),
              g.name(), g.specs()[p].name);
   }
@@ -512,6 +559,18 @@ const GroupLayout& Engine::layout(size_t u) const { return impl_->groups.at(u).l
 const std::vector<ParamSpec>& Engine::param_specs(size_t u) const {
   return impl_->groups.at(u).specs();
 }
+const std::vector<ParamSpec>& Engine::frozen_specs(size_t u) const {
+  return impl_->groups.at(u).frozen_specs();
+}
+const FrozenLayout& Engine::frozen_layout(size_t u) const {
+  return impl_->groups.at(u).frozen_layout();
+}
+int64_t Engine::num_frozen_params() const {
+  int64_t n = 0;
+  for (const ParamGroup& g : impl_->groups) n += g.frozen_layout().numel();
+  return n;
+}
+
 const std::string& Engine::unit_name(size_t u) const { return impl_->groups.at(u).name(); }
 
 int64_t Engine::num_params() const {
@@ -589,6 +648,35 @@ std::vector<float> Engine::gather_master_param(size_t ui, size_t p) {
   const std::vector<float> full = gather_master_group(ui);
   const ParamSlot& slot = impl_->groups.at(ui).layout().params.at(p);
   return {full.begin() + slot.offset, full.begin() + slot.offset + slot.numel};
+}
+
+std::vector<float> Engine::gather_frozen_param(size_t ui, size_t f) {
+  ParamGroup& g = impl_->groups.at(ui);
+  const FrozenRecord& r = g.frozen_layout().records.at(f);
+  const std::vector<uint8_t> bytes = g.gather_frozen_bytes();
+  std::vector<float> out(static_cast<size_t>(r.numel));
+  decode_frozen_record(bytes.data() + r.offset, r, out.data());
+  return out;
+}
+
+void Engine::set_frozen_param(size_t ui, size_t f, const float* values) {
+  impl_->ops.synchronize();  // a unit may still compute from the stored bytes
+  impl_->groups.at(ui).set_frozen(f, values);
+}
+
+uint64_t Engine::frozen_hash() {
+  XXH64_state_t* h = XXH64_createState();
+  XXH64_reset(h, 0);
+  for (ParamGroup& g : impl_->groups) {
+    if (g.frozen_layout().empty()) continue;
+    const std::vector<uint8_t> bytes = g.gather_frozen_bytes();
+    for (const FrozenRecord& r : g.frozen_layout().records) {
+      XXH64_update(h, bytes.data() + r.offset, static_cast<size_t>(r.bytes));
+    }
+  }
+  const uint64_t d = XXH64_digest(h);
+  XXH64_freeState(h);
+  return d;
 }
 
 uint64_t Engine::param_hash() {

@@ -34,6 +34,7 @@
 #include "core/memory_tracker.h"
 #include "runtime/engine_config.h"
 #include "runtime/unit.h"
+#include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 
 namespace zs {
@@ -97,8 +98,14 @@ class Engine {
   void restore_loss_scaler(const optim::LossScalerState& s);
 
   size_t num_units() const;
+  // The unit's trainable parameters: layout(unit).params[p] is param_specs(unit)[p], and the
+  // master, optimizer state, checkpoints and param_hash() cover these. The unit's frozen
+  // parameters ([Note: frozen parameters] in runtime/unit.h) are frozen_specs(unit), laid out by
+  // frozen_layout(unit) (sharding/frozen_layout.h). Both lists keep the unit's order.
   const GroupLayout& layout(size_t unit) const;
   const std::vector<ParamSpec>& param_specs(size_t unit) const;
+  const std::vector<ParamSpec>& frozen_specs(size_t unit) const;
+  const FrozenLayout& frozen_layout(size_t unit) const;
   // On the CPU, and for an offloaded optimizer, the pointers address the state itself. On a device
   // engine without offload they address host copies made by this call; writes to them take
   // effect at the next refresh_params_from_master(), unless a step() came in between (the copies
@@ -114,7 +121,8 @@ class Engine {
 
   const std::string& unit_name(size_t unit) const;
 
-  int64_t num_params() const;         // Psi: parameter elements, without padding
+  int64_t num_params() const;         // Psi: trainable parameter elements, without padding
+  int64_t num_frozen_params() const;  // frozen parameter elements
   int64_t num_padded_params() const;  // with padding
   // The bytes the engine allocated for a category (runtime/buffer_plan.h): model states and
   // communication buffers, not the model's activations. Equal to what the tracker shows for
@@ -131,6 +139,17 @@ class Engine {
   std::vector<float> gather_master_param(size_t unit, size_t param);
   // Collective: the whole padded fp32 master group of one unit, on every rank.
   std::vector<float> gather_master_group(size_t unit);
+
+  // Collective: frozen parameter f of a unit as fp32 values (int8: q * scale), on every rank.
+  std::vector<float> gather_frozen_param(size_t unit, size_t f);
+  // Sets frozen parameter f of a unit from its full fp32 values (an imported base), encoded as
+  // its storage says; this rank keeps its part. Not collective, but every rank must pass the same
+  // values. Takes effect at the next use of the unit.
+  void set_frozen_param(size_t unit, size_t f, const float* values);
+  // Collective: xxHash64 of the frozen parameters' stored bytes (every record, units and
+  // parameters in order, no padding), the same on every rank: identifies a base and shows it
+  // unchanged. 0 bytes hashed when nothing is frozen.
+  uint64_t frozen_hash();
 
  private:
   struct Impl;

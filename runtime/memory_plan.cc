@@ -29,11 +29,22 @@ ModelDesc ModelDesc::from_param_count(int64_t n) { return from_units(units_for_p
 
 ModelDesc ModelDesc::from_model(Model& model) {
   ModelDesc d;
+  bool any_frozen = false;
   for (size_t u = 0; u < model.num_units(); ++u) {
     std::vector<int64_t> numels;
-    for (const ParamSpec& p : model.unit(u).param_specs()) numels.push_back(p.numel());
+    std::vector<FrozenParamDesc> frozen;
+    for (const ParamSpec& p : model.unit(u).param_specs()) {
+      if (p.trainable) {
+        numels.push_back(p.numel());
+      } else {
+        frozen.push_back(frozen_param_desc(p));
+        any_frozen = true;
+      }
+    }
     d.units.push_back(std::move(numels));
+    d.frozen.push_back(std::move(frozen));
   }
+  if (!any_frozen) d.frozen.clear();
   const ActivationPlan a = model.activation_plan();
   if (a.counted) {
     d.activations = [a](int64_t micro_batch, bool checkpoint) {
@@ -46,6 +57,13 @@ ModelDesc ModelDesc::from_model(Model& model) {
     };
   }
   return d;
+}
+
+int64_t ModelDesc::num_frozen_params() const {
+  int64_t n = 0;
+  for (const auto& u : frozen)
+    for (const FrozenParamDesc& p : u) n += p.numel;
+  return n;
 }
 
 int64_t ModelDesc::num_params() const {
@@ -80,27 +98,38 @@ int64_t MemoryPlan::bytes(MemCategory c) const {
 int64_t MemoryPlan::model_states_bytes() const {
   int64_t b = 0;
   for (const UnitBufferPlan& u : buffers.units)
-    b += u.params_bytes + u.grads_bytes + u.master_bytes + u.exp_avg_bytes + u.exp_avg_sq_bytes;
+    b += u.params_bytes + u.grads_bytes + u.master_bytes + u.exp_avg_bytes + u.exp_avg_sq_bytes +
+         u.frozen_bytes;
   return b;
 }
 
 int64_t MemoryPlan::device_bytes() const {
   return bytes(MemCategory::kParams) + bytes(MemCategory::kGrads) + bytes(MemCategory::kMaster) +
-         bytes(MemCategory::kOptimizer) + bytes(MemCategory::kActivations) +
-         bytes(MemCategory::kCommBuffers) + reserve_bytes;
+         bytes(MemCategory::kOptimizer) + bytes(MemCategory::kFrozen) +
+         bytes(MemCategory::kActivations) + bytes(MemCategory::kCommBuffers) + reserve_bytes;
 }
 
 MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
   config.validate();
   ZS_CHECK(!model.units.empty(), ErrorCode::kInvalidArgument, "the model has no units");
+  ZS_CHECK(model.frozen.empty() || model.frozen.size() == model.units.size(),
+           ErrorCode::kInvalidArgument, "frozen parameters for {} units, the model has {}",
+           model.frozen.size(), model.units.size());
   std::vector<GroupLayout> layouts;
   layouts.reserve(model.units.size());
   for (const auto& u : model.units)
     layouts.push_back(compute_group_layout(u, config.world, config.engine.align));
+  const DType compute = config.engine.precision.param_dtype;
+  std::vector<FrozenLayout> frozen;
+  for (const auto& f : model.frozen) {
+    frozen.push_back(
+        compute_frozen_layout(f, config.engine.frozen.storage_or(compute), compute, config.world));
+  }
 
   MemoryPlan p;
-  p.buffers = plan_engine_buffers(layouts, config.engine, config.rank,
+  p.buffers = plan_engine_buffers(layouts, frozen, config.engine, config.rank,
                                   /*on_device=*/config.device == DeviceKind::kCuda);
+  p.num_frozen_params = model.num_frozen_params();
   p.world = config.world;
   p.ranks_per_node = config.ranks_per_node;
   p.stage = static_cast<int>(config.engine.stage);

@@ -22,6 +22,7 @@
 #include "runtime/buffer_plan.h"
 #include "runtime/engine_config.h"
 #include "runtime/unit.h"
+#include "sharding/frozen_layout.h"
 
 namespace zs {
 
@@ -36,7 +37,10 @@ std::vector<std::vector<int64_t>> units_for_param_count(int64_t n);
 using ActivationFn = std::function<ActivationPlan(int64_t micro_batch, bool checkpoint)>;
 
 struct ModelDesc {
-  std::vector<std::vector<int64_t>> units;  // parameter numels per unit, model order
+  std::vector<std::vector<int64_t>> units;  // trainable parameter numels per unit, model order
+  // Frozen parameters per unit ([Note: frozen parameters] in runtime/unit.h): empty (none), or
+  // one list per unit, stored as EngineConfig::frozen says.
+  std::vector<std::vector<FrozenParamDesc>> frozen;
   // Empty: activations are not counted (0), and fit_configurations() varies neither
   // checkpointing nor the micro-batch count.
   ActivationFn activations;
@@ -49,7 +53,8 @@ struct ModelDesc {
   // asking for others throws zs::Error(kInvalidArgument). No activations when the model does not
   // count them.
   static ModelDesc from_model(Model& model);
-  int64_t num_params() const;
+  int64_t num_params() const;  // trainable
+  int64_t num_frozen_params() const;
 };
 
 struct PlanConfig {
@@ -82,13 +87,15 @@ struct MemoryPlan {
   int64_t num_padded_params = 0;   // sum of the units' padded group sizes
   int64_t params_full_bytes = 0;   // P * padded Psi: one full replica in the compute dtype
   int64_t params_shard_bytes = 0;  // P * sum of shard sizes: what stage 3 keeps
+  int64_t num_frozen_params = 0;   // frozen elements, no padding
   int64_t reserve_bytes = 0;
 
-  // The tracker's categories: kParams, kGrads, kMaster, kOptimizer (device-resident),
+  // The tracker's categories: kParams, kGrads, kMaster, kOptimizer, kFrozen (device-resident),
   // kActivations, kCommBuffers, kHostOffload (host), kOther (activations.pinned_host: the
   // model's pinned host buffers).
   int64_t bytes(MemCategory c) const;
-  // Parameters, gradients, master weights, optimizer states, wherever they live (host included).
+  // Parameters, gradients, master weights, optimizer states and frozen parameters, wherever they
+  // live (host included).
   int64_t model_states_bytes() const;
   int64_t padding_bytes() const { return buffers.padding_bytes(); }
   int64_t host_bytes() const { return bytes(MemCategory::kHostOffload); }

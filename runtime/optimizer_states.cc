@@ -194,8 +194,8 @@ void OptimizerStates::initialize(ParamGroup& g, uint64_t seed) {
   }
   for (const ShardSegment& seg : s.segments) {
     init_param_values(g.specs()[seg.param].init, seed, static_cast<uint32_t>(g.index()),
-                      static_cast<uint32_t>(seg.param), seg.param_offset, seg.length,
-                      master + seg.shard_offset);
+                      static_cast<uint32_t>(g.spec_index(static_cast<size_t>(seg.param))),
+                      seg.param_offset, seg.length, master + seg.shard_offset);
   }
   write_master(s, master);
 }

@@ -1,5 +1,8 @@
 #include "runtime/param_group.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "collectives/flight_recorder.h"
 #include "core/error.h"
 
@@ -16,58 +19,204 @@ void* at(void* p, int64_t elems, DType dt) {
 
 }  // namespace
 
+namespace {
+
+std::vector<ParamSpec> trainable_only(const std::vector<ParamSpec>& specs, bool trainable) {
+  std::vector<ParamSpec> out;
+  for (const ParamSpec& s : specs) {
+    if (s.trainable == trainable) out.push_back(s);
+  }
+  return out;
+}
+
+int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
+
+}  // namespace
+
 ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> specs,
                        GroupLayout layout, const ShardingPolicy& policy, DType param_dtype,
                        DType grad_dtype, int rank, Buffer params, Buffer grads, Communicator& comm,
                        DeviceOps& ops)
+    : ParamGroup(index, std::move(name), std::move(specs), std::move(layout), FrozenLayout{},
+                 policy, param_dtype, grad_dtype, rank, std::move(params), std::move(grads),
+                 Buffer(), nullptr, comm, ops) {}
+
+ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_specs,
+                       GroupLayout layout, FrozenLayout frozen, const ShardingPolicy& policy,
+                       DType param_dtype, DType grad_dtype, int rank, Buffer params, Buffer grads,
+                       Buffer frozen_store, void* convert, Communicator& comm, DeviceOps& ops)
     : index_(index),
       name_(std::move(name)),
-      specs_(std::move(specs)),
+      specs_(trainable_only(unit_specs, true)),
+      frozen_specs_(trainable_only(unit_specs, false)),
       layout_(std::move(layout)),
+      frozen_(std::move(frozen)),
       policy_(policy),
       P_(param_dtype),
       G_(grad_dtype),
       rank_(rank),
       params_(std::move(params)),
       grads_(std::move(grads)),
+      frozen_store_(std::move(frozen_store)),
+      convert_(convert),
       comm_(comm),
       ops_(ops),
       param_state_(policy.shard_params ? ParamState::kSharded : ParamState::kGathered) {
-  for (size_t p = 0; p < specs_.size(); ++p) {
-    const ParamSlot& s = layout_.params[p];
-    const void* data = policy_.shard_params ? nullptr : at(params_.data(), s.offset, P_);
-    resident_views_.push_back({data, P_, s.numel, &specs_[p]});
+  ZS_ASSERT(layout_.params.size() == specs_.size());
+  ZS_ASSERT(frozen_.records.size() == frozen_specs_.size());
+  for (size_t i = 0; i < unit_specs.size(); ++i) {
+    if (unit_specs[i].trainable) {
+      unit_order_.push_back(static_cast<int>(trainable_index_.size()));
+      trainable_index_.push_back(static_cast<int>(i));
+    } else {
+      unit_order_.push_back(-static_cast<int>(frozen_index_.size()) - 1);
+      frozen_index_.push_back(static_cast<int>(i));
+    }
   }
+  for (const FrozenRecord& r : frozen_.records) any_convert_ = any_convert_ || r.convert;
+  ZS_ASSERT(!any_convert_ || convert_ != nullptr);
+  frozen_slot_offset_ = round64(layout_.padded_numel * static_cast<int64_t>(dtype_size(P_)));
+  build_views();
   slot_views_ = resident_views_;
   tag_gather_ = name_ + " gather";
   tag_reduce_ = name_ + " reduce";
   tag_grad_gather_ = name_ + " grad gather";
   tag_param_gather_ = name_ + " param gather";
+  tag_frozen_gather_ = name_ + " frozen gather";
 }
 
-std::span<const ParamView> ParamGroup::views() const {
+// Views in the unit's order. A resident replica points into the group's own buffers; sharded
+// parameters get their pointers when gathered (start_gather). Converted frozen parameters always
+// live in the shared conversion buffer.
+void ParamGroup::build_views() {
+  resident_views_.clear();
+  for (int code : unit_order_) {
+    ParamView v;
+    v.dtype = P_;
+    if (code >= 0) {
+      const ParamSlot& s = layout_.params[static_cast<size_t>(code)];
+      v.numel = s.numel;
+      v.spec = &specs_[static_cast<size_t>(code)];
+      v.data = policy_.shard_params ? nullptr : at(params_.data(), s.offset, P_);
+    } else {
+      const size_t f = static_cast<size_t>(-code - 1);
+      const FrozenRecord& r = frozen_.records[f];
+      v.numel = r.numel;
+      v.spec = &frozen_specs_[f];
+      if (r.convert) {
+        v.data = at(convert_, r.convert_offset, P_);
+      } else {
+        v.data = policy_.shard_params ? nullptr : at(frozen_store_.data(), r.offset, DType::kU8);
+      }
+    }
+    resident_views_.push_back(v);
+  }
+}
+
+int64_t ParamGroup::slot_bytes() const {
+  return frozen_.empty() ? layout_.padded_numel * static_cast<int64_t>(dtype_size(P_))
+                         : frozen_slot_offset_ + frozen_.bytes.padded_numel;
+}
+
+void ParamGroup::convert_frozen(const void* frozen_bytes) {
+  if (!any_convert_) return;
+  for (const FrozenRecord& r : frozen_.records) {
+    if (!r.convert) continue;
+    const void* src = at(frozen_bytes, r.offset, DType::kU8);
+    void* dst = at(convert_, r.convert_offset, P_);
+    if (ops_.host_accessible()) {
+      convert_frozen_record(src, r, dst, P_);
+    } else {
+      ZS_ASSERT(r.dtype != DType::kI8);  // the engine refuses int8 storage on devices
+      ops_.convert(src, r.dtype, dst, P_, r.numel);
+    }
+  }
+}
+
+std::span<const ParamView> ParamGroup::views() {
   ZS_ASSERT(!policy_.shard_params);
+  convert_frozen(frozen_store_.data());
   return resident_views_;
 }
 
 void ParamGroup::start_gather(int slot, void* slot_data) {
   ZS_ASSERT(policy_.shard_params && param_state_ == ParamState::kSharded);
-  for (size_t p = 0; p < slot_views_.size(); ++p) {
-    slot_views_[p].data = at(slot_data, layout_.params[p].offset, P_);
+  void* frozen_data = at(slot_data, frozen_slot_offset_, DType::kU8);
+  for (size_t i = 0; i < unit_order_.size(); ++i) {
+    const int code = unit_order_[i];
+    if (code >= 0) {
+      slot_views_[i].data = at(slot_data, layout_.params[static_cast<size_t>(code)].offset, P_);
+    } else {
+      const FrozenRecord& r = frozen_.records[static_cast<size_t>(-code - 1)];
+      if (!r.convert) slot_views_[i].data = at(frozen_data, r.offset, DType::kU8);
+    }
   }
-  set_flight_tag(tag_gather_.c_str());
-  gather_work_ = comm_.start_all_gather(params_.data(), slot_data,
-                                        static_cast<size_t>(layout_.shard_numel), P_);
+  if (layout_.padded_numel > 0) {
+    set_flight_tag(tag_gather_.c_str());
+    gather_work_ = comm_.start_all_gather(params_.data(), slot_data,
+                                          static_cast<size_t>(layout_.shard_numel), P_);
+  }
+  if (!frozen_.empty()) {
+    set_flight_tag(tag_frozen_gather_.c_str());
+    frozen_work_ =
+        comm_.start_all_gather(frozen_store_.data(), frozen_data,
+                               static_cast<size_t>(frozen_.bytes.shard_numel), DType::kU8);
+  }
   slot_ = slot;
+  slot_data_ = slot_data;
   param_state_ = ParamState::kGathering;
 }
 
 std::span<const ParamView> ParamGroup::wait_gather() {
   ZS_ASSERT(param_state_ == ParamState::kGathering);
-  gather_work_->wait();
+  if (gather_work_) gather_work_->wait();
   gather_work_.reset();
+  if (frozen_work_) {
+    frozen_work_->wait();
+    frozen_work_.reset();
+    convert_frozen(at(slot_data_, frozen_slot_offset_, DType::kU8));
+  }
   param_state_ = ParamState::kGathered;
   return slot_views_;
+}
+
+void ParamGroup::set_frozen(size_t f, const float* values) {
+  const FrozenRecord& r = frozen_.records.at(f);
+  std::vector<uint8_t> rec(static_cast<size_t>(r.bytes));
+  encode_frozen_record(values, r, rec.data());
+  // This rank's stored range of the padded byte group, and its overlap with the record.
+  const int64_t lo = policy_.shard_params ? frozen_.bytes.shard_begin(rank_) : 0;
+  const int64_t hi =
+      lo + (policy_.shard_params ? frozen_.bytes.shard_numel : frozen_.bytes.padded_numel);
+  const int64_t b = std::max(lo, r.offset), e = std::min(hi, r.offset + r.bytes);
+  if (b >= e) return;
+  void* dst = at(frozen_store_.data(), b - lo, DType::kU8);
+  const uint8_t* src = rec.data() + (b - r.offset);
+  if (ops_.host_accessible()) {
+    std::memcpy(dst, src, static_cast<size_t>(e - b));
+  } else {
+    ops_.copy_from_host(dst, src, static_cast<size_t>(e - b));
+    ops_.synchronize();  // `rec` goes away
+  }
+}
+
+std::vector<uint8_t> ParamGroup::gather_frozen_bytes() {
+  const size_t total = static_cast<size_t>(frozen_.bytes.padded_numel);
+  std::vector<uint8_t> out(total);
+  if (total == 0) return out;
+  if (!policy_.shard_params) {
+    ops_.copy_to_host(out.data(), frozen_store_.data(), total);
+    return out;
+  }
+  const size_t shard = static_cast<size_t>(frozen_.bytes.shard_numel);
+  if (ops_.host_accessible()) {
+    comm_.all_gather(frozen_store_.data(), out.data(), shard, DType::kU8);
+    return out;
+  }
+  Buffer all(total, MemCategory::kOther, nullptr, &ops_.allocator());
+  comm_.all_gather(frozen_store_.data(), all.data(), shard, DType::kU8);
+  ops_.copy_to_host(out.data(), all.data(), total);
+  return out;
 }
 
 int ParamGroup::release() {
@@ -87,7 +236,7 @@ void* ParamGroup::param_at(int64_t e) {
 }
 
 WorkHandle ParamGroup::start_gather_updated_params() {
-  if (!policy_.gather_updated_params()) return nullptr;
+  if (!policy_.gather_updated_params() || layout_.padded_numel == 0) return nullptr;
   set_flight_tag(tag_param_gather_.c_str());
   return comm_.start_all_gather(param_at(layout_.shard_begin(rank_)), params_.data(),
                                 static_cast<size_t>(layout_.shard_numel), P_);
@@ -103,6 +252,10 @@ void ParamGroup::start_reduce(const ReduceLane& lane, int micro, int micro_batch
   const int64_t full = layout_.padded_numel;
   const size_t shard = static_cast<size_t>(layout_.shard_numel);
   const bool last = micro == micro_batches - 1;
+  if (full == 0) {  // only frozen parameters: nothing to reduce
+    grad_state_ = last ? GradState::kReduced : GradState::kAccumulating;
+    return;
+  }
   if (!policy_.shard_grads) {
     // A full gradient buffer: sum the micro-batches locally, reduce once, in place.
     if (micro == 0) {
@@ -147,6 +300,7 @@ bool ParamGroup::finish_reduce() {
 WorkHandle ParamGroup::start_gather_reduced_grads() {
   if (!policy_.gather_reduced_grads()) return nullptr;
   ZS_ASSERT(grad_state_ == GradState::kReduced);
+  if (layout_.padded_numel == 0) return nullptr;
   set_flight_tag(tag_grad_gather_.c_str());
   return comm_.start_all_gather(grad_shard(), grads_.data(),
                                 static_cast<size_t>(layout_.shard_numel), G_);

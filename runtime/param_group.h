@@ -11,6 +11,13 @@
 //                                      (a full-buffer policy stays accumulating until the last
 //                                      micro-batch: start_reduce only folds the gradient in)
 //
+// Frozen parameters ([Note: frozen parameters] in runtime/unit.h) ride along: the group also
+// owns their encoded bytes (sharding/frozen_layout.h), sharded or resident by the same
+// policy.shard_params, gathered into the same slot after the trainable parameters, and converted
+// into the compute dtype (a buffer the engine shares between groups) when the group is acquired
+// for compute. They have no gradient: the gradient buffers, reductions and the optimizer see
+// only the trainable parameters, which is what layout() and specs() describe.
+//
 // The transient buffers a reduction uses (the fp32 gradient the unit wrote, the cast copy on the
 // wire, the received shard of a later micro-batch) belong to a ReduceLane the engine lends for
 // the duration of one reduction; a gather slot likewise comes from GatherSchedule.
@@ -29,6 +36,7 @@
 #include "core/buffer.h"
 #include "device/device_ops.h"
 #include "runtime/unit.h"
+#include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 #include "sharding/sharding_policy.h"
 
@@ -47,21 +55,41 @@ class ParamGroup {
   enum class GradState { kClear, kAccumulating, kReducing, kReduced };
 
   // `params` and `grads` are sized by plan_engine_buffers(): full or shard as the policy says.
+  // All parameters trainable.
   ParamGroup(int index, std::string name, std::vector<ParamSpec> specs, GroupLayout layout,
              const ShardingPolicy& policy, DType param_dtype, DType grad_dtype, int rank,
              Buffer params, Buffer grads, Communicator& comm, DeviceOps& ops);
+  // `unit_specs` are the unit's parameters in its order, trainable and frozen; `layout` covers
+  // the trainable ones in that order, `frozen` the frozen ones. `frozen_store` holds the frozen
+  // byte group (or this rank's shard of it); `convert` addresses frozen.convert_numel elements
+  // of the compute dtype, which the group may overwrite whenever it is acquired.
+  ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_specs, GroupLayout layout,
+             FrozenLayout frozen, const ShardingPolicy& policy, DType param_dtype, DType grad_dtype,
+             int rank, Buffer params, Buffer grads, Buffer frozen_store, void* convert,
+             Communicator& comm, DeviceOps& ops);
   ParamGroup(ParamGroup&&) = default;
 
   int index() const { return index_; }
   const std::string& name() const { return name_; }
+  // The trainable parameters, in the unit's order; layout().params[p] is specs()[p].
   const std::vector<ParamSpec>& specs() const { return specs_; }
+  // Index in the unit's param_specs() of trainable parameter p (for the initial draws).
+  int spec_index(size_t p) const { return trainable_index_[p]; }
   const GroupLayout& layout() const { return layout_; }
+  // The frozen parameters, in the unit's order; frozen_layout().records[f] is frozen_specs()[f].
+  const std::vector<ParamSpec>& frozen_specs() const { return frozen_specs_; }
+  int frozen_spec_index(size_t f) const { return frozen_index_[f]; }
+  const FrozenLayout& frozen_layout() const { return frozen_; }
+  // Bytes of a gather slot this group needs: the trainable parameters, then (64-byte aligned)
+  // the frozen byte group.
+  int64_t slot_bytes() const;
   ParamState param_state() const { return param_state_; }
   GradState grad_state() const { return grad_state_; }
 
   // --- Parameters
-  // Resident replica: the parameter views, valid at any time.
-  std::span<const ParamView> views() const;
+  // Resident replica: the parameter views, valid until another group is acquired (frozen
+  // parameters stored in another dtype are converted into the shared buffer here).
+  std::span<const ParamView> views();
   // Sharded parameters: starts the all-gather of this rank's shard into gather slot `slot`
   // (GatherSchedule's buffer `slot_data`). sharded -> gathering.
   void start_gather(int slot, void* slot_data);
@@ -71,6 +99,14 @@ class ParamGroup {
   int release();
   // The slot this group is gathered (or being gathered) into; -1 when sharded.
   int slot() const { return slot_; }
+  // --- Frozen parameters (not collective unless said)
+  // Writes frozen parameter f from its full fp32 values: this rank keeps the bytes of its shard
+  // (or all of them), encoded as the record says.
+  void set_frozen(size_t f, const float* values);
+  // Collective when the frozen parameters are sharded: the whole padded frozen byte group, on
+  // every rank, in host memory.
+  std::vector<uint8_t> gather_frozen_bytes();
+
   // The compute-dtype parameter at element `e` of the padded group in this rank's buffer: the
   // replica holds every element, a shard [shard_begin, shard_begin + shard_numel).
   void* param_at(int64_t e);
@@ -106,23 +142,36 @@ class ParamGroup {
  private:
   int index_;
   std::string name_;
-  std::vector<ParamSpec> specs_;
+  void build_views();
+  void convert_frozen(const void* frozen_bytes);
+
+  std::vector<ParamSpec> specs_;         // trainable
+  std::vector<ParamSpec> frozen_specs_;  // frozen
+  std::vector<int> trainable_index_, frozen_index_;
+  // Per unit parameter: trainable p as p, frozen f as -(f + 1).
+  std::vector<int> unit_order_;
   GroupLayout layout_;
+  FrozenLayout frozen_;
+  int64_t frozen_slot_offset_ = 0;  // where the frozen bytes start in a gather slot
   ShardingPolicy policy_;
   DType P_, G_;
   int rank_;
-  Buffer params_, grads_;
+  Buffer params_, grads_, frozen_store_;
+  void* convert_ = nullptr;
+  bool any_convert_ = false;
   Communicator& comm_;
   DeviceOps& ops_;
   // Flight-recorder labels of this group's collectives (collectives/flight_recorder.h), made
   // once: "<name> gather", "<name> reduce", "<name> grad gather", "<name> param gather".
-  std::string tag_gather_, tag_reduce_, tag_grad_gather_, tag_param_gather_;
+  std::string tag_gather_, tag_reduce_, tag_grad_gather_, tag_param_gather_, tag_frozen_gather_;
   std::vector<ParamView> resident_views_;
   std::vector<ParamView> slot_views_;  // rebuilt when the group is gathered into a slot
   ParamState param_state_;
   GradState grad_state_ = GradState::kClear;
   int slot_ = -1;
+  void* slot_data_ = nullptr;
   WorkHandle gather_work_;
+  WorkHandle frozen_work_;
   WorkHandle reduce_work_;
   void* pending_recv_ = nullptr;  // a later micro-batch's shard to add once received
   bool pending_last_ = false;

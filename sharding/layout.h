@@ -43,8 +43,9 @@ struct GroupLayout {
   std::vector<ShardSegment> shard_segments(int rank) const;
 };
 
-// Throws zs::Error(kInvalidArgument) for world < 1, align < 1, an empty list, or a parameter
-// with numel < 1.
+// An empty list gives an empty group (0 elements, 0 per shard): a unit whose parameters are all
+// frozen has no trainable group. Throws zs::Error(kInvalidArgument) for world < 1, align < 1, or
+// a parameter with numel < 1.
 GroupLayout compute_group_layout(std::span<const int64_t> param_numels, int world,
                                  int64_t align = 32);
 

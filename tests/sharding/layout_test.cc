@@ -71,7 +71,11 @@ TEST(Layout, BadInput) {
   EXPECT_THROW(compute_group_layout(ok, 0, 32), Error);
   EXPECT_THROW(compute_group_layout(ok, 2, 0), Error);
   EXPECT_THROW(compute_group_layout(zero, 2, 32), Error);
-  EXPECT_THROW(compute_group_layout(std::vector<int64_t>{}, 2, 32), Error);
+  const GroupLayout empty = compute_group_layout(std::vector<int64_t>{}, 2, 32);
+  EXPECT_EQ(empty.numel, 0);
+  EXPECT_EQ(empty.padded_numel, 0);
+  EXPECT_EQ(empty.shard_numel, 0);
+  EXPECT_TRUE(empty.shard_segments(1).empty());
 }
 
 }  // namespace

@@ -1,0 +1,73 @@
+// The layout of one unit's frozen parameters ([Note: frozen parameters] in runtime/unit.h), as a
+// pure value: how each is encoded in its storage dtype, and how the encoded records are laid out
+// and sharded as bytes.
+//
+// [Note: frozen records] A frozen parameter is stored as one record of bytes:
+//   int8 storage, a matrix (rows > 0):   rows fp32 scales, then rows * cols int8 values
+//                                         (vector-wise: one absmax scale per row, core/quantize.h)
+//   int8 storage, any other shape:       numel values in the compute dtype (norms and biases are
+//                                         not quantized, as in LLM.int8())
+//   fp32 / bf16 / fp16 storage:          numel values in that dtype
+// Records are concatenated in the unit's order of its frozen parameters, each starting at a
+// multiple of kFrozenAlignBytes, and the whole is a byte group (sharding/layout.h with align =
+// kFrozenAlignBytes) that splits into `world` equal byte shards: rank r stores bytes
+// [r * shard, (r + 1) * shard) when parameters are sharded, and all of it otherwise; it is
+// all-gathered as bytes. A record whose storage is not the compute dtype is converted into the
+// compute dtype (dequantized) when its unit computes, into a buffer of convert_numel elements.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/dtype.h"
+#include "sharding/layout.h"
+
+namespace zs {
+
+inline constexpr int64_t kFrozenAlignBytes = 64;
+
+struct FrozenParamDesc {
+  int64_t numel = 0;
+  int64_t rows = 0;  // the first dimension of a matrix (2-D parameter); 0 for any other shape
+};
+
+struct FrozenRecord {
+  DType dtype = DType::kF32;  // kI8 (scales then values) or the float dtype the values are in
+  int64_t numel = 0;
+  int64_t rows = 0;  // int8 records: one scale per row; else 0
+  int64_t cols = 0;
+  int64_t bytes = 0;           // the record's size, without alignment padding
+  bool convert = false;        // stored in a dtype other than the compute dtype
+  int64_t convert_offset = 0;  // first element in the conversion buffer (when convert)
+  int64_t offset = 0;          // first byte in the padded byte group
+};
+
+struct FrozenLayout {
+  std::vector<FrozenRecord> records;  // in the order of the unit's frozen parameters
+  GroupLayout bytes;                  // the byte group: params[i] is records[i]'s bytes
+  int64_t convert_numel = 0;          // compute-dtype elements converted at each use
+  int64_t numel() const;              // parameter elements, without padding
+  bool empty() const { return records.empty(); }
+};
+
+// Throws zs::Error(kInvalidArgument) for a storage dtype other than fp32/bf16/fp16/int8, a
+// compute dtype other than fp32/bf16/fp16, world < 1, or a parameter with numel < 1 or rows
+// that do not divide it.
+FrozenLayout compute_frozen_layout(std::span<const FrozenParamDesc> params, DType storage,
+                                   DType compute, int world);
+
+// The bytes of one record from a parameter's full fp32 values (int8: vector-wise quantization
+// with round half to even; floats: rounded once to nearest even). `out` holds record.bytes.
+void encode_frozen_record(const float* values, const FrozenRecord& record, void* out);
+// The fp32 values a record holds (int8: q * scale), numel of them.
+void decode_frozen_record(const void* record_bytes, const FrozenRecord& record, float* out);
+// The record's values in the compute dtype, as a unit sees them: for int8 each q * scale is
+// computed in fp32 and rounded once to `compute`; for floats the conversion of core/convert.h.
+// Host memory.
+void convert_frozen_record(const void* record_bytes, const FrozenRecord& record, void* out,
+                           DType compute);
+
+}  // namespace zs
