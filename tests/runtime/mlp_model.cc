@@ -21,8 +21,11 @@ class DenseUnit : public Unit {
   std::string name() const override { return head_ ? "head" : "hidden." + std::to_string(index_); }
   std::vector<ParamSpec> param_specs() const override {
     const float std = 1.0f / std::sqrt(static_cast<float>(in_));
-    return {{"weight", {out_, in_}, Init::normal(0.0f, std), true},
-            {"bias", {out_}, Init::uniform(-0.1f, 0.1f), false}};
+    std::vector<ParamSpec> s = {{"weight", {out_, in_}, Init::normal(0.0f, std), true},
+                                {"bias", {out_}, Init::uniform(-0.1f, 0.1f), false}};
+    s[0].trainable = !(m_.shape.frozen_mask >> (2 * index_) & 1u);
+    s[1].trainable = !(m_.shape.frozen_mask >> (2 * index_ + 1) & 1u);
+    return s;
   }
   void forward(std::span<const ParamView> p, const StepInfo&) override {
     const auto& xin = m_.x[index_];
@@ -54,16 +57,19 @@ class DenseUnit : public Unit {
         dz[k] = m_.dx[index_ + 1][k] * (1.0f - y[k] * y[k]);
       }
     }
-    float* gw = g.grad(0);
-    for (int s = 0; s < m_.b; ++s)
-      for (int o = 0; o < out_; ++o)
-        for (int i = 0; i < in_; ++i) gw[o * in_ + i] += dz[s * out_ + o] * xin[s * in_ + i];
-    if (!(m_.drop_ && index_ == 0)) {
+    float* gw = nullptr;
+    if (g.wanted(0) || (m_.shape.ask_frozen_grad && index_ == 0)) {
+      gw = g.grad(0);
+      for (int s = 0; s < m_.b; ++s)
+        for (int o = 0; o < out_; ++o)
+          for (int i = 0; i < in_; ++i) gw[o * in_ + i] += dz[s * out_ + o] * xin[s * in_ + i];
+    }
+    if (!(m_.drop_ && index_ == 0) && g.wanted(1)) {
       float* gb = g.grad(1);
       for (int s = 0; s < m_.b; ++s)
         for (int o = 0; o < out_; ++o) gb[o] += dz[s * out_ + o];
     }
-    if (head_ && m_.poison_ && info.micro_batch == 0)
+    if (head_ && m_.poison_ && info.micro_batch == 0 && gw)
       gw[0] = std::numeric_limits<float>::infinity();
     auto& dxin = m_.dx[index_];
     for (int s = 0; s < m_.b; ++s)
@@ -72,7 +78,7 @@ class DenseUnit : public Unit {
         for (int o = 0; o < out_; ++o) acc += dz[s * out_ + o] * p[0].at(o * in_ + i);
         dxin[s * in_ + i] = acc;
       }
-    if (m_.poison_from_ == index_ && info.micro_batch == 0) {
+    if (m_.poison_from_ == index_ && info.micro_batch == 0 && gw) {
       gw[0] = std::numeric_limits<float>::quiet_NaN();
       if (index_ > 0) dxin[0] = std::numeric_limits<float>::quiet_NaN();
     }

@@ -23,6 +23,12 @@ struct MlpShape {
   int width = 20;
   int out = 3;
   int global_batch = 8;
+  // Frozen parameters (ParamSpec::trainable = false): bit 2u freezes unit u's weight, bit 2u + 1
+  // its bias. A frozen parameter's gradient is not computed (GradViews::wanted).
+  uint32_t frozen_mask = 0;
+  // Makes unit 0's backward ask for its weight's gradient even when it is frozen (to test the
+  // engine's error).
+  bool ask_frozen_grad = false;
 };
 
 class MlpModel : public Model {
