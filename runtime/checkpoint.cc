@@ -29,19 +29,27 @@ constexpr int64_t kMaxManifestBytes = int64_t{256} << 20;
 
 const char* optimizer_name(OptimizerKind k) { return k == OptimizerKind::kAdamW ? "adamw" : "sgd"; }
 
+// From the configuration (a unit whose parameters are all frozen holds no state to look at):
+// AdamW keeps m and v, SGD with momentum its momentum (in exp_avg).
 uint32_t engine_state_mask(Engine& e) {
-  const UnitShardState st = e.shard_state(0);
+  const OptimizerConfig& o = e.config().optimizer;
   uint32_t mask = ckpt::kStateMaster;
-  if (st.exp_avg != nullptr) mask |= ckpt::kStateExpAvg;
-  if (st.exp_avg_sq != nullptr) mask |= ckpt::kStateExpAvgSq;
+  if (o.kind == OptimizerKind::kAdamW || o.sgd.momentum != 0.0f) mask |= ckpt::kStateExpAvg;
+  if (o.kind == OptimizerKind::kAdamW) mask |= ckpt::kStateExpAvgSq;
   return mask;
 }
 
+// Collective: the base a checkpoint's trainable state belongs to, or "" without frozen
+// parameters.
+std::string engine_frozen_hash(Engine& e) {
+  return e.num_frozen_params() > 0 ? ckpt::hex64(e.frozen_hash()) : std::string();
+}
+
 // The state arrays of a shard in mask order.
-std::vector<float*> state_ptrs(const UnitShardState& st) {
+std::vector<float*> state_ptrs(const UnitShardState& st, uint32_t mask) {
   std::vector<float*> v{st.master};
-  if (st.exp_avg != nullptr) v.push_back(st.exp_avg);
-  if (st.exp_avg_sq != nullptr) v.push_back(st.exp_avg_sq);
+  if (mask & ckpt::kStateExpAvg) v.push_back(st.exp_avg);
+  if (mask & ckpt::kStateExpAvgSq) v.push_back(st.exp_avg_sq);
   return v;
 }
 
@@ -76,6 +84,7 @@ Manifest describe_engine(Engine& e, Communicator& comm) {
   m.state_mask = engine_state_mask(e);
   m.align = e.config().align;
   m.loss_scaler = e.loss_scaler_state();
+  m.frozen_hash = engine_frozen_hash(e);
   for (size_t u = 0; u < e.num_units(); ++u) {
     const GroupLayout& l = e.layout(u);
     const std::vector<ParamSpec>& specs = e.param_specs(u);
@@ -106,7 +115,9 @@ FileEntry write_shard(Engine& e, const fs::path& path, int rank, int world, uint
   out.write(header.data(), header.size());
   for (size_t u = 0; u < e.num_units(); ++u) {
     const UnitShardState st = e.shard_state(u);
-    for (float* p : state_ptrs(st)) out.write(p, static_cast<size_t>(st.numel) * sizeof(float));
+    if (st.numel == 0) continue;  // only frozen parameters: no state
+    for (float* p : state_ptrs(st, mask))
+      out.write(p, static_cast<size_t>(st.numel) * sizeof(float));
   }
   out.finish();
   ZS_ASSERT(out.size() == h.file_bytes());
@@ -163,8 +174,9 @@ Manifest read_manifest(const fs::path& dir) {
   }
 }
 
-void check_compatible(const Manifest& m, Engine& e, const fs::path& manifest_path,
-                      const CheckpointLoadOptions& opt) {
+// `base`: the engine's engine_frozen_hash(), computed collectively before.
+void check_compatible(const Manifest& m, Engine& e, const std::string& base,
+                      const fs::path& manifest_path, const CheckpointLoadOptions& opt) {
   const std::string where = manifest_path.string();
   auto mismatch = [&](const std::string& what) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -202,6 +214,12 @@ void check_compatible(const Manifest& m, Engine& e, const fs::path& manifest_pat
   if (m.state_mask != mask)
     mismatch(fmt::format("checkpoint holds {}, the engine needs {}",
                          ckpt::state_mask_text(m.state_mask), ckpt::state_mask_text(mask)));
+  // The frozen base is not in the checkpoint: the engine must hold the one it was trained on.
+  if (m.frozen_hash != base)
+    mismatch(
+        fmt::format("the checkpoint's trainable state belongs to frozen base {}, the engine "
+                    "holds {}",
+                    m.frozen_hash.empty() ? "none" : m.frozen_hash, base.empty() ? "none" : base));
   if (!opt.expect_model_description.empty()) {
     const nlohmann::json want = nlohmann::json::parse(opt.expect_model_description, nullptr, false);
     ZS_CHECK(!want.is_discarded(), ErrorCode::kInvalidArgument,
@@ -352,9 +370,10 @@ CheckpointInfo load_checkpoint(Engine& e, Communicator& comm, const std::string&
   Manifest m;
   // staged[u][s]: this rank's shard of unit u, state s (engine mask order), padding zero.
   std::vector<std::vector<std::vector<float>>> staged(e.num_units());
+  const std::string base = engine_frozen_hash(e);  // collective: before any rank can fail
   ckpt::agree(comm, [&] {
     m = read_manifest(dir);
-    check_compatible(m, e, dir / ckpt::kManifestName, opt);
+    check_compatible(m, e, base, dir / ckpt::kManifestName, opt);
     std::map<size_t, OpenShard> open;
     auto get = [&](size_t fi) -> OpenShard& {
       auto it = open.find(fi);
@@ -402,7 +421,8 @@ CheckpointInfo load_checkpoint(Engine& e, Communicator& comm, const std::string&
   });
   // Every rank has everything: now (and only now) overwrite the engine's state.
   for (size_t u = 0; u < e.num_units(); ++u) {
-    const std::vector<float*> dst = state_ptrs(e.shard_state(u));
+    if (e.shard_state(u).numel == 0) continue;  // only frozen parameters: no state
+    const std::vector<float*> dst = state_ptrs(e.shard_state(u), m.state_mask);
     for (size_t s = 0; s < dst.size(); ++s)
       std::memcpy(dst[s], staged[u][s].data(), staged[u][s].size() * sizeof(float));
   }

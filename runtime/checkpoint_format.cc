@@ -263,6 +263,7 @@ std::string serialize_manifest(const Manifest& m) {
   json model;
   model["align"] = m.align;
   model["description"] = json::parse(m.model_description);
+  if (!m.frozen_hash.empty()) model["frozen_hash"] = m.frozen_hash;
   json units = json::array();
   for (const UnitEntry& u : m.units) {
     json params = json::array();
@@ -360,9 +361,12 @@ ParamEntry parse_param(const json& j, const std::string& pw, const UnitEntry& u,
 UnitEntry parse_unit(const json& j, const std::string& where) {
   UnitEntry u;
   u.name = get_string(j, "name", where);
-  u.padded_numel = get_int(j, "padded_numel", where, 1, kMaxElements);
+  // A unit whose parameters are all frozen has no trainable group (0 elements, no parameters).
+  u.padded_numel = get_int(j, "padded_numel", where, 0, kMaxElements);
   const json& params = get_array(j, "params", where);
-  if (params.empty()) corrupt(fmt::format("{} has no parameters", where));
+  if (params.empty() != (u.padded_numel == 0))
+    corrupt(
+        fmt::format("{} has {} parameters in {} elements", where, params.size(), u.padded_numel));
   std::set<std::string> names;
   int64_t end = 0;
   for (size_t pi = 0; pi < params.size(); ++pi) {
@@ -375,6 +379,12 @@ UnitEntry parse_unit(const json& j, const std::string& where) {
 void parse_model(const json& model, Manifest& m) {
   m.align = get_int(model, "align", "model", 1, int64_t{1} << 20);
   m.model_description = field(model, "description", "model").dump();
+  if (model.contains("frozen_hash")) {
+    m.frozen_hash = get_string(model, "frozen_hash", "model");
+    if (m.frozen_hash.size() != 16 ||
+        m.frozen_hash.find_first_not_of("0123456789abcdef") != std::string::npos)
+      corrupt(fmt::format("model.frozen_hash '{}' is not 16 hex digits", m.frozen_hash));
+  }
   const json& units = get_array(model, "units", "model");
   if (units.empty() || static_cast<int64_t>(units.size()) > kMaxUnits)
     corrupt(fmt::format("model has {} units", units.size()));

@@ -119,6 +119,10 @@ struct Manifest {
   optim::LossScalerState loss_scaler;
   std::string trainer_state = "{}";      // JSON text of an object, opaque to the library
   std::string model_description = "{}";  // JSON text, opaque; compared on load when asked
+  // The frozen base the trainable state was trained on (Engine::frozen_hash() as 16 hex digits),
+  // or empty when the model has no frozen parameters. Frozen parameters are not saved: a load
+  // requires the engine to hold the same base.
+  std::string frozen_hash;
   std::vector<FileEntry> files;
 };
 

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "collectives/mpi_communicator.h"
 #include "core/error.h"
 #include "mlp_model.h"
+#include "runtime/checkpoint.h"
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
 
@@ -274,6 +276,48 @@ TEST(Frozen, SetFrozenParamRoundTripsAndChangesTheHash) {
   engine.set_frozen_param(2, 0, v.data());  // each row's absmax is 127: the scale is 1, exact
   EXPECT_EQ(engine.gather_frozen_param(2, 0), v);
   EXPECT_NE(engine.frozen_hash(), before);
+}
+
+// Checkpoints hold the trainable state only, plus the frozen base's hash: a resume on the same
+// base continues bit for bit (here at another stage), a resume on another base is refused.
+TEST(Frozen, CheckpointsSaveTrainableStateAndCheckTheBase) {
+  const std::string dir =
+      fmt::format("{}/zs_frozen_ckpt_np{}", ::testing::TempDir(), world().size());
+  EngineConfig c = make_config(3, DType::kBF16, DType::kI8);
+  c.micro_batches = 1;
+  MlpModel straight_model(frozen_shape(), world().size(), world().rank(), 1);
+  Engine straight(straight_model, world(), c);
+  std::string path;
+  for (int s = 0; s < 4; ++s) {
+    straight_model.set_step(s);
+    straight.step();
+    if (s == 1) path = save_checkpoint(straight, world(), dir);
+  }
+  EngineConfig c1 = c;
+  c1.stage = ZeroStage::k1;  // bitwise equal to stage 3 at one micro-batch
+  MlpModel resumed_model(frozen_shape(), world().size(), world().rank(), 1);
+  Engine resumed(resumed_model, world(), c1);
+  load_checkpoint(resumed, world(), path);
+  for (int s = 2; s < 4; ++s) {
+    resumed_model.set_step(s);
+    resumed.step();
+  }
+  EXPECT_EQ(resumed.param_hash(), straight.param_hash());
+  EXPECT_EQ(resumed.frozen_hash(), straight.frozen_hash());
+
+  MlpModel other_model(frozen_shape(), world().size(), world().rank(), 1);
+  Engine other(other_model, world(), c);
+  std::vector<float> v = other.gather_frozen_param(2, 0);
+  v[0] += 1.0f;
+  other.set_frozen_param(2, 0, v.data());
+  try {
+    load_checkpoint(other, world(), path);
+    ADD_FAILURE() << "a checkpoint of another base loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("belongs to frozen base"), std::string::npos) << e.what();
+  }
+  world().barrier();
+  if (world().rank() == 0) std::filesystem::remove_all(dir);
 }
 
 TEST(Frozen, BadInputIsRefusedWithAMessage) {
