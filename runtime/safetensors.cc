@@ -43,25 +43,33 @@ std::vector<int64_t> file_shape(const ParamSpec& s, bool transposed) {
   return {s.shape[1], s.shape[0]};
 }
 
-// The namer's answer for every parameter of the engine, [unit][param], checked: transposed
-// parameters are 2-D and, for an export (`distinct`), no name is given twice.
-std::vector<std::vector<TensorName>> resolve_names(Engine& e, const TensorNamer& namer,
-                                                   bool distinct) {
-  std::vector<std::vector<TensorName>> names(e.num_units());
+// The namer's answer for every parameter of the engine, trainable [unit][param] and frozen
+// [unit][frozen param], checked: transposed parameters are 2-D and, for an export (`distinct`),
+// no name is given twice.
+struct Names {
+  std::vector<std::vector<TensorName>> trainable, frozen;
+};
+
+Names resolve_names(Engine& e, const TensorNamer& namer, bool distinct) {
+  Names names;
+  names.trainable.resize(e.num_units());
+  names.frozen.resize(e.num_units());
   std::set<std::string> seen;
+  auto resolve = [&](size_t u, const ParamSpec& s) {
+    TensorName n = namer ? namer(e.unit_name(u), s) : default_tensor_name(e.unit_name(u), s);
+    ZS_CHECK(!n.name.empty(), ErrorCode::kInvalidArgument,
+             "safetensors: no tensor name for parameter {}.{}", e.unit_name(u), s.name);
+    ZS_CHECK(seen.insert(n.name).second || !distinct, ErrorCode::kInvalidArgument,
+             "safetensors: tensor name \"{}\" given to two parameters (the second: {}.{})", n.name,
+             e.unit_name(u), s.name);
+    ZS_CHECK(!n.transposed || s.shape.size() == 2, ErrorCode::kInvalidArgument,
+             "safetensors: parameter {}.{} is stored transposed but has {} dimensions",
+             e.unit_name(u), s.name, s.shape.size());
+    return n;
+  };
   for (size_t u = 0; u < e.num_units(); ++u) {
-    for (const ParamSpec& s : e.param_specs(u)) {
-      TensorName n = namer ? namer(e.unit_name(u), s) : default_tensor_name(e.unit_name(u), s);
-      ZS_CHECK(!n.name.empty(), ErrorCode::kInvalidArgument,
-               "safetensors: no tensor name for parameter {}.{}", e.unit_name(u), s.name);
-      ZS_CHECK(seen.insert(n.name).second || !distinct, ErrorCode::kInvalidArgument,
-               "safetensors: tensor name \"{}\" given to two parameters (the second: {}.{})",
-               n.name, e.unit_name(u), s.name);
-      ZS_CHECK(!n.transposed || s.shape.size() == 2, ErrorCode::kInvalidArgument,
-               "safetensors: parameter {}.{} is stored transposed but has {} dimensions",
-               e.unit_name(u), s.name, s.shape.size());
-      names[u].push_back(std::move(n));
-    }
+    for (const ParamSpec& s : e.param_specs(u)) names.trainable[u].push_back(resolve(u, s));
+    for (const ParamSpec& s : e.frozen_specs(u)) names.frozen[u].push_back(resolve(u, s));
   }
   return names;
 }
@@ -109,20 +117,35 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
   ZS_CHECK(!path.empty(), ErrorCode::kInvalidArgument, "safetensors export: empty path");
   // Never an export of non-finite parameters (every rank agrees before anything is written).
   ckpt::agree(comm, [&] { e.check_master_finite(fmt::format("safetensors export {}", path)); });
-  const std::vector<std::vector<TensorName>> names = resolve_names(e, options.namer, true);
+  const Names names = resolve_names(e, options.namer, true);
+  // What is written, per unit: trainable parameters, then frozen ones, as `include` says.
+  struct Entry {
+    const ParamSpec* spec;
+    const TensorName* name;
+  };
+  std::vector<std::vector<Entry>> entries(e.num_units());
+  for (size_t u = 0; u < e.num_units(); ++u) {
+    auto add = [&](const std::vector<ParamSpec>& specs, const std::vector<TensorName>& n) {
+      for (size_t p = 0; p < specs.size(); ++p) {
+        if (!options.include || options.include(e.unit_name(u), specs[p]))
+          entries[u].push_back({&specs[p], &n[p]});
+      }
+    };
+    add(e.param_specs(u), names.trainable[u]);
+    add(e.frozen_specs(u), names.frozen[u]);
+  }
   const size_t esize = dtype_size(dtype);
   const char* dname = dtype == DType::kF32 ? "F32" : "BF16";
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"}, {"producer", "zeroshard"}};
   for (const auto& [k, v] : options.metadata) header["__metadata__"][k] = v;
   uint64_t off = 0;
-  for (size_t u = 0; u < e.num_units(); ++u) {
-    const std::vector<ParamSpec>& specs = e.param_specs(u);
-    for (size_t p = 0; p < specs.size(); ++p) {
-      const uint64_t bytes = static_cast<uint64_t>(specs[p].numel()) * esize;
-      header[names[u][p].name] = {{"dtype", dname},
-                                  {"shape", file_shape(specs[p], names[u][p].transposed)},
-                                  {"data_offsets", {off, off + bytes}}};
+  for (const std::vector<Entry>& unit : entries) {
+    for (const Entry& en : unit) {
+      const uint64_t bytes = static_cast<uint64_t>(en.spec->numel()) * esize;
+      header[en.name->name] = {{"dtype", dname},
+                               {"shape", file_shape(*en.spec, en.name->transposed)},
+                               {"data_offsets", {off, off + bytes}}};
       off += bytes;
     }
   }
@@ -160,22 +183,43 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
   std::vector<float> flipped;
   std::vector<uint16_t> half;
   for (size_t u = 0; u < e.num_units(); ++u) {
-    const std::vector<float> full = e.gather_master_group(u);  // collective: every rank
-    guarded([&] {
-      const GroupLayout& l = e.layout(u);
+    // Every parameter's full values, by name (collective: every rank gathers).
+    UnitValues values;
+    const GroupLayout& l = e.layout(u);
+    if (l.padded_numel > 0) {
+      const std::vector<float> full = e.gather_master_group(u);
       const std::vector<ParamSpec>& specs = e.param_specs(u);
-      for (size_t p = 0; p < l.params.size(); ++p) {
-        const ParamSlot& slot = l.params[p];
-        const float* src = full.data() + slot.offset;
-        if (names[u][p].transposed) {
-          flipped.resize(static_cast<size_t>(slot.numel));
-          transpose(src, flipped.data(), specs[p].shape[0], specs[p].shape[1]);
+      for (size_t p = 0; p < specs.size(); ++p) {
+        const float* src = full.data() + l.params[p].offset;
+        values[specs[p].name].assign(src, src + l.params[p].numel);
+      }
+    }
+    for (size_t f = 0; f < e.frozen_specs(u).size(); ++f) {
+      values[e.frozen_specs(u)[f].name] = e.gather_frozen_param(u, f);
+    }
+    guarded([&] {
+      if (options.transform) {
+        std::map<std::string, size_t> sizes;
+        for (const auto& [k, v] : values) sizes[k] = v.size();
+        options.transform(e.unit_name(u), values);
+        for (const auto& [k, n] : sizes) {
+          ZS_CHECK(values.count(k) && values[k].size() == n, ErrorCode::kInvalidArgument,
+                   "safetensors export: the transform changed the size of {}.{}", e.unit_name(u),
+                   k);
+        }
+      }
+      for (const Entry& en : entries[u]) {
+        const std::vector<float>& v = values.at(en.spec->name);
+        const float* src = v.data();
+        if (en.name->transposed) {
+          flipped.resize(v.size());
+          transpose(src, flipped.data(), en.spec->shape[0], en.spec->shape[1]);
           src = flipped.data();
         }
         if (dtype == DType::kF32) {
-          out->write(src, static_cast<size_t>(slot.numel) * 4);
+          out->write(src, v.size() * 4);
         } else {
-          half.resize(static_cast<size_t>(slot.numel));
+          half.resize(v.size());
           fp32_to_bf16(src, half.data(), half.size());
           out->write(half.data(), half.size() * 2);
         }
@@ -201,9 +245,10 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
 ImportReport import_model(Engine& e, Communicator& comm, const std::string& path,
                           const ImportOptions& options) {
   std::vector<std::vector<float>> staged(e.num_units());
+  std::vector<std::vector<std::vector<float>>> staged_frozen(e.num_units());
   ImportReport report;
   ckpt::agree(comm, [&] {
-    const std::vector<std::vector<TensorName>> names = resolve_names(e, options.namer, false);
+    const Names all_names = resolve_names(e, options.namer, false);
     ckpt::InFile f(path);
     Header h;
     try {
@@ -223,29 +268,67 @@ ImportReport import_model(Engine& e, Communicator& comm, const std::string& path
     for (const TensorInfo& t : h.tensors) by_name[t.name] = &t;
     std::set<std::string> read;
     std::vector<float> whole;
+    // The tensor of parameter `spec`, checked; null when it is optional and absent.
+    auto find = [&](size_t u, const ParamSpec& spec, const TensorName& tn,
+                    DType& dt) -> const TensorInfo* {
+      const std::string& name = tn.name;
+      auto it = by_name.find(name);
+      if (it == by_name.end() && options.optional && options.optional(e.unit_name(u), spec)) {
+        report.absent.push_back(e.unit_name(u) + "." + spec.name);
+        return nullptr;
+      }
+      ZS_CHECK(it != by_name.end(), ErrorCode::kInvalidArgument, "{}: tensor \"{}\" is missing",
+               path, name);
+      const TensorInfo& t = *it->second;
+      read.insert(name);
+      const std::vector<int64_t> want = file_shape(spec, tn.transposed);
+      ZS_CHECK(t.shape == want, ErrorCode::kInvalidArgument,
+               "{}: tensor \"{}\" has shape [{}], the model needs [{}]{}", path, name,
+               fmt::join(t.shape, ", "), fmt::join(want, ", "),
+               tn.transposed ? fmt::format(" (the transpose of {}.{})", e.unit_name(u), spec.name)
+                             : std::string());
+      ZS_CHECK(to_dtype(t.dtype, dt), ErrorCode::kInvalidArgument,
+               "{}: tensor \"{}\" has dtype {} (F32, BF16 or F16 expected)", path, name, t.dtype);
+      return &t;
+    };
     for (size_t u = 0; u < e.num_units(); ++u) {
+      // Frozen parameters: the whole tensor on every rank (int8 rows need whole rows).
+      const std::vector<ParamSpec>& fspecs = e.frozen_specs(u);
+      staged_frozen[u].resize(fspecs.size());
+      for (size_t q = 0; q < fspecs.size(); ++q) {
+        const TensorName& tn = all_names.frozen[u][q];
+        DType dt = DType::kF32;
+        const TensorInfo* t = find(u, fspecs[q], tn, dt);
+        if (t == nullptr) continue;
+        const size_t numel = static_cast<size_t>(fspecs[q].numel());
+        std::vector<std::byte> raw(numel * dtype_size(dt));
+        f.read_at(static_cast<int64_t>(h.data_start() + t->begin), raw.data(), raw.size());
+        std::vector<float>& dst = staged_frozen[u][q];
+        dst.resize(numel);
+        if (!tn.transposed) {
+          convert(raw.data(), dt, dst.data(), DType::kF32, numel);
+        } else {
+          whole.resize(numel);
+          convert(raw.data(), dt, whole.data(), DType::kF32, numel);
+          transpose(whole.data(), dst.data(), fspecs[q].shape[1], fspecs[q].shape[0]);
+        }
+        const int64_t bad = first_nonfinite(dst.data(), numel);
+        ZS_CHECK(bad < 0, ErrorCode::kInvalidArgument,
+                 "{}: tensor \"{}\" holds a non-finite value at element {} of {}.{}", path, tn.name,
+                 bad, e.unit_name(u), fspecs[q].name);
+      }
       const std::vector<ParamSpec>& specs = e.param_specs(u);
       const GroupLayout& l = e.layout(u);
       const UnitShardState st = e.shard_state(u);
-      staged[u].assign(static_cast<size_t>(st.numel), 0.0f);
+      // Optional parameters the file lacks keep their values.
+      staged[u].assign(st.master, st.master + st.numel);
       for (size_t p = 0; p < specs.size(); ++p) {
-        const TensorName& tn = names[u][p];
+        const TensorName& tn = all_names.trainable[u][p];
         const std::string& name = tn.name;
-        auto it = by_name.find(name);
-        ZS_CHECK(it != by_name.end(), ErrorCode::kInvalidArgument, "{}: tensor \"{}\" is missing",
-                 path, name);
-        const TensorInfo& t = *it->second;
-        read.insert(name);
-        const std::vector<int64_t> want = file_shape(specs[p], tn.transposed);
-        ZS_CHECK(t.shape == want, ErrorCode::kInvalidArgument,
-                 "{}: tensor \"{}\" has shape [{}], the model needs [{}]{}", path, name,
-                 fmt::join(t.shape, ", "), fmt::join(want, ", "),
-                 tn.transposed
-                     ? fmt::format(" (the transpose of {}.{})", e.unit_name(u), specs[p].name)
-                     : std::string());
         DType dt = DType::kF32;
-        ZS_CHECK(to_dtype(t.dtype, dt), ErrorCode::kInvalidArgument,
-                 "{}: tensor \"{}\" has dtype {} (F32, BF16 or F16 expected)", path, name, t.dtype);
+        const TensorInfo* tp = find(u, specs[p], tn, dt);
+        if (tp == nullptr) continue;
+        const TensorInfo& t = *tp;
         const int64_t off = l.params[p].offset;
         const int64_t lo = std::max(st.begin, off);
         const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
@@ -298,7 +381,12 @@ ImportReport import_model(Engine& e, Communicator& comm, const std::string& path
   });
   for (size_t u = 0; u < e.num_units(); ++u) {
     const UnitShardState st = e.shard_state(u);
-    std::memcpy(st.master, staged[u].data(), staged[u].size() * sizeof(float));
+    if (!staged[u].empty()) {
+      std::memcpy(st.master, staged[u].data(), staged[u].size() * sizeof(float));
+    }
+    for (size_t f = 0; f < staged_frozen[u].size(); ++f) {
+      if (!staged_frozen[u][f].empty()) e.set_frozen_param(u, f, staged_frozen[u][f].data());
+    }
   }
   e.refresh_params_from_master();
   return report;

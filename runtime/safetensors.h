@@ -38,9 +38,18 @@ using TensorNamer = std::function<TensorName(const std::string& unit, const Para
 // Our own naming: "<unit>.<param>", not transposed.
 TensorName default_tensor_name(const std::string& unit, const ParamSpec& param);
 
+// A unit's parameters by name, full fp32 values (trainable: the master; frozen: what is stored,
+// int8 dequantized), for an export's transform.
+using UnitValues = std::map<std::string, std::vector<float>>;
+
 struct ExportOptions {
   DType dtype = DType::kF32;  // kF32 or kBF16 (rounded to nearest even)
   TensorNamer namer;          // empty: default_tensor_name
+  // Which parameters to write (trainable and frozen alike); empty: every one.
+  std::function<bool(const std::string& unit, const ParamSpec& param)> include;
+  // Called with each unit's values before they are written, on the writing rank; may change
+  // values but not sizes (a model merges its adapters into the base weights here).
+  std::function<void(const std::string& unit, UnitValues& values)> transform;
   // Added to "__metadata__" (which always holds format "pt" and producer "zeroshard").
   std::map<std::string, std::string> metadata;
   // Small files written beside the safetensors file (file name -> content), e.g. a config.json;
@@ -51,6 +60,8 @@ struct ExportOptions {
 
 struct ImportOptions {
   TensorNamer namer;  // empty: default_tensor_name
+  // Parameters the file may lack (adapters a base does not have): they keep their values.
+  std::function<bool(const std::string& unit, const ParamSpec& param)> optional;
   // Tensors that no parameter reads and that may be present (another framework's buffers); they
   // are skipped. Any other extra tensor is an error. Empty: none may be.
   std::function<bool(const std::string& name)> ignorable;
@@ -58,10 +69,12 @@ struct ImportOptions {
 
 struct ImportReport {
   std::vector<std::string> ignored;  // ignorable tensors present in the file, in file order
+  std::vector<std::string> absent;   // optional parameters the file lacked ("unit.param")
 };
 
-// Writes the consolidated fp32 master weights to `path` as options.dtype under options.namer's
-// names and layouts: every rank gathers, rank 0 writes (to path.tmp, fsync, rename; creating the
+// Writes the consolidated fp32 master weights and the frozen parameters (Engine::frozen_specs;
+// per unit, trainable then frozen) to `path` as options.dtype under options.namer's names and
+// layouts: every rank gathers, rank 0 writes (to path.tmp, fsync, rename; creating the
 // directory if options.create_directory), then writes options.side_files beside it. Collective;
 // errors (an unsupported dtype, duplicate names, a transposed parameter that is not 2-D, I/O) are
 // thrown on every rank.
@@ -70,13 +83,14 @@ void export_model(Engine& engine, Communicator& comm, const std::string& path,
 void export_model(Engine& engine, Communicator& comm, const std::string& path,
                   DType dtype = DType::kF32);
 
-// Sets the fp32 master weights from a safetensors file (F32, BF16 or F16 tensors): every rank
-// reads the header and the ranges of its own shard (the whole tensor where it is stored
-// transposed). Every parameter's tensor (options.namer) must be present
-// with the parameter's shape (transposed where the namer says so) and finite values, and no tensor
-// that is neither read nor ignorable may be: zs::Error(kInvalidArgument) naming the file and the
-// tensor. A malformed file gives kCorruptData, a missing one kNotFound. Nothing is changed unless
-// every rank succeeded. Optimizer state and step are left as they are. Collective.
+// Sets the fp32 master weights and the frozen parameters (encoded in their storage dtype, int8
+// quantized) from a safetensors file (F32, BF16 or F16 tensors): every rank reads the header and
+// the ranges of its own shard (the whole tensor where it is stored transposed, or frozen). Every
+// parameter's tensor (options.namer) must be present with the parameter's shape (transposed where
+// the namer says so) and finite values, and no tensor that is neither read nor ignorable may be:
+// zs::Error(kInvalidArgument) naming the file and the tensor. A malformed file gives kCorruptData,
+// a missing one kNotFound. Nothing is changed unless every rank succeeded. Optimizer state and step
+// are left as they are. Collective.
 ImportReport import_model(Engine& engine, Communicator& comm, const std::string& path,
                           const ImportOptions& options = {});
 

@@ -6,6 +6,8 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -21,6 +23,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
+#include "runtime/safetensors.h"
 
 namespace zs {
 namespace {
@@ -31,6 +34,19 @@ using testing::MlpShape;
 Communicator& world() {
   static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
   return *w;
+}
+
+// A fresh directory shared by every rank (rank 0 makes it; concurrent test processes, such as
+// the AVX2 twin, get different ones).
+std::string shared_temp_dir() {
+  char name[4096] = {};
+  if (world().rank() == 0) {
+    const std::string pattern = ::testing::TempDir() + "zs_frozen_XXXXXX";
+    std::snprintf(name, sizeof(name), "%s", pattern.c_str());
+    if (mkdtemp(name) == nullptr) name[0] = 0;
+  }
+  world().broadcast(name, sizeof(name), DType::kU8, 0);
+  return name;
 }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -281,8 +297,7 @@ TEST(Frozen, SetFrozenParamRoundTripsAndChangesTheHash) {
 // Checkpoints hold the trainable state only, plus the frozen base's hash: a resume on the same
 // base continues bit for bit (here at another stage), a resume on another base is refused.
 TEST(Frozen, CheckpointsSaveTrainableStateAndCheckTheBase) {
-  const std::string dir =
-      fmt::format("{}/zs_frozen_ckpt_np{}", ::testing::TempDir(), world().size());
+  const std::string dir = shared_temp_dir();
   EngineConfig c = make_config(3, DType::kBF16, DType::kI8);
   c.micro_batches = 1;
   MlpModel straight_model(frozen_shape(), world().size(), world().rank(), 1);
@@ -315,6 +330,70 @@ TEST(Frozen, CheckpointsSaveTrainableStateAndCheckTheBase) {
     ADD_FAILURE() << "a checkpoint of another base loaded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("belongs to frozen base"), std::string::npos) << e.what();
+  }
+  world().barrier();
+  if (world().rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// safetensors: an export writes trainable and frozen parameters; an import sets both (here into
+// an int8 base: quantized on the way in); `include` selects, `transform` rewrites, `optional`
+// parameters may be absent.
+TEST(Frozen, SafetensorsExportImportIncludeTransformOptional) {
+  const std::string dir = shared_temp_dir();
+  const std::string all = dir + "/all.safetensors", part = dir + "/part.safetensors";
+  EngineConfig c = make_config(3, DType::kF32, std::nullopt);
+  c.micro_batches = 1;
+  MlpModel src_model(frozen_shape(), world().size(), world().rank(), 1);
+  Engine src(src_model, world(), c);
+  src_model.set_step(0);
+  src.step();
+  safetensors::ExportOptions o;
+  o.create_directory = true;
+  safetensors::export_model(src, world(), all, o);
+
+  // Into a model with nothing frozen: every tensor is read as a trainable parameter.
+  MlpModel plain_model(MlpShape{}, world().size(), world().rank(), 1);
+  Engine plain(plain_model, world(), make_config(1, DType::kF32, std::nullopt));
+  safetensors::import_model(plain, world(), all);
+  EXPECT_EQ(plain.gather_master_param(0, 0), src.gather_frozen_param(0, 0));
+  EXPECT_EQ(plain.gather_master_param(1, 0), src.gather_master_param(1, 0));
+  EXPECT_EQ(plain.gather_master_param(4, 1), src.gather_frozen_param(4, 0));  // the head's bias
+
+  // Into an int8 base: frozen matrices quantized as set_frozen_param does.
+  MlpModel q_model(frozen_shape(), world().size(), world().rank(), 1);
+  Engine q(q_model, world(), make_config(2, DType::kBF16, DType::kI8));
+  safetensors::import_model(q, world(), all);
+  MlpModel ref_model(frozen_shape(), world().size(), world().rank(), 1);
+  Engine ref(ref_model, world(), make_config(2, DType::kBF16, DType::kI8));
+  const std::vector<float> w = src.gather_frozen_param(2, 0);
+  ref.set_frozen_param(2, 0, w.data());
+  EXPECT_EQ(q.gather_frozen_param(2, 0), ref.gather_frozen_param(2, 0));
+  EXPECT_EQ(q.gather_master_param(3, 0), src.gather_master_param(3, 0));
+
+  // include: frozen parameters only; transform: doubled; optional: the trainable ones.
+  o.include = [](const std::string&, const ParamSpec& p) { return !p.trainable; };
+  o.transform = [](const std::string&, safetensors::UnitValues& v) {
+    for (auto& [name, values] : v)
+      for (float& x : values) x *= 2.0f;
+  };
+  safetensors::export_model(src, world(), part, o);
+  MlpModel f_model(frozen_shape(), world().size(), world().rank(), 1);
+  Engine f(f_model, world(), c);
+  const uint64_t trainable_before = f.param_hash();
+  safetensors::ImportOptions io;
+  io.optional = [](const std::string&, const ParamSpec& p) { return p.trainable; };
+  const safetensors::ImportReport rep = safetensors::import_model(f, world(), part, io);
+  EXPECT_EQ(rep.absent.size(), 6u);  // 10 parameters, 4 frozen
+  EXPECT_EQ(f.param_hash(), trainable_before);
+  std::vector<float> doubled = src.gather_frozen_param(2, 0);
+  for (float& x : doubled) x *= 2.0f;
+  EXPECT_EQ(f.gather_frozen_param(2, 0), doubled);
+  // Without `optional`, the missing trainable tensors are an error naming one.
+  try {
+    safetensors::import_model(f, world(), part);
+    ADD_FAILURE() << "an import with missing tensors succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is missing"), std::string::npos) << e.what();
   }
   world().barrier();
   if (world().rank() == 0) std::filesystem::remove_all(dir);
