@@ -69,12 +69,12 @@ void embedding_forward(const int32_t* tokens, int B, int T, int C, const ParamVi
 void embedding_backward(const int32_t* tokens, int B, int T, int C, const float* dout, float* dwte,
                         float* dwpe) {
   // Serial over tokens (rows of dwte may repeat); vectorized over C. Deterministic.
-  for (int64_t i = 0; i < static_cast<int64_t>(B) * T; ++i) {
+  for (int64_t i = 0; dwte != nullptr && i < static_cast<int64_t>(B) * T; ++i) {
     float* g = dwte + static_cast<int64_t>(tokens[i]) * C;
     const float* d = dout + i * C;
     for (int c = 0; c < C; ++c) g[c] += d[c];
   }
-  for (int b = 0; b < B; ++b)
+  for (int b = 0; dwpe != nullptr && b < B; ++b)
     for (int t = 0; t < T; ++t) {
       float* g = dwpe + static_cast<int64_t>(t) * C;
       const float* d = dout + (static_cast<int64_t>(b) * T + t) * C;

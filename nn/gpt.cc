@@ -6,6 +6,7 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "nn/gpt_activations.h"
+#include "nn/gpt_specs.h"
 #include "nn/gpt_state.h"
 #include "nn/kernels.h"
 #include "nn/threads.h"
@@ -46,6 +47,9 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   if (n.dnarrow_mm > 0) dnarrow_mm = act(n.dnarrow_mm);
   if (n.wscratch > 0) wscratch = act(n.wscratch);
   pscratch = act(n.pscratch);
+  if (n.lora_t > 0) lora_t = act(n.lora_t);
+  if (n.lora_t_mm > 0) lora_t_mm = act(n.lora_t_mm);
+  if (n.lora_wscratch > 0) lora_wscratch = act(n.lora_wscratch);
 
   gemm_ws = std::make_unique<GemmWorkspace>(tracker);
   GemmWorkspace* ws = gemm_ws.get();
@@ -55,6 +59,18 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   fcproj_lin = Linear(M, F, C, true, true, mm, tracker, ws);
   head_lin = Linear(M, C, V, false, false, mm, tracker, ws);
   attn = Attention(B, T, C, H, mm, tracker, ws);
+  if (c.lora.enabled()) {
+    lora_rank = c.lora.rank;
+    int slot = 0;
+    for (int t = 0; t < kNumGptLoraTargets; ++t) {
+      lora_index[t] = gpt_lora_param_index(c, static_cast<GptLoraTarget>(t));
+      if (lora_index[t] < 0) continue;
+      lora_slot[t] = slot++;
+      int64_t in = 0, out = 0;
+      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
+      lora[t] = LoraAdapter(M, in, out, lora_rank, c.lora.scaling(), mm, tracker, ws);
+    }
+  }
   act_bytes += static_cast<int64_t>(gemm_ws->size());
 }
 
@@ -86,6 +102,21 @@ const void* GptModel::State::weight_mm(const ParamView& p) {
   if (p.dtype == mm) return p.data;
   param_to_fp32(p, wscratch.as<float>());
   return wscratch.data();
+}
+
+std::array<const void*, 2> GptModel::State::lora_weights_mm(const ParamView& a,
+                                                            const ParamView& b) {
+  if (a.dtype == mm && b.dtype == mm) return {a.data, b.data};
+  float* a32 = lora_wscratch.as<float>();
+  float* b32 = a32 + a.numel;
+  param_to_fp32(a, a32);
+  param_to_fp32(b, b32);
+  return {a32, b32};
+}
+
+void* GptModel::State::lora_u(BlockActs& acts, int t) {
+  const int64_t bytes = M * lora_rank * static_cast<int64_t>(dtype_size(mm));
+  return static_cast<char*>(acts.lora_u.data()) + lora_slot[t] * bytes;
 }
 
 const void* GptModel::State::to_mm(const float* src, Buffer& dst, int64_t n) {

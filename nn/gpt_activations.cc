@@ -1,6 +1,7 @@
 #include "nn/gpt_activations.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 
 #include "core/error.h"
@@ -8,6 +9,7 @@
 #include "nn/cuda/workspace_sizes.h"
 #include "nn/gemm.h"
 #include "nn/linear.h"
+#include "nn/lora.h"
 
 namespace zs::nn {
 
@@ -35,11 +37,17 @@ GptActivationDims GptActivationDims::of(const GptConfig& c) {
   d.layers = c.layers;
   d.compute_dtype = c.compute_dtype;
   d.checkpoint = c.checkpoint_activations;
+  d.lora_rank = c.lora.rank;
+  d.lora_targets = c.lora.target_mask();
   return d;
 }
 
+int64_t GptActivationDims::lora_count() const {
+  return lora_rank > 0 ? std::popcount(lora_targets) : 0;
+}
+
 int64_t GptBlockBytes::total() const {
-  return h1 + q + k + v + a + h2 + mean1 + rstd1 + mean2 + rstd2 + p + pm + x2 + f + g;
+  return h1 + q + k + v + a + h2 + mean1 + rstd1 + mean2 + rstd2 + p + pm + x2 + f + g + lora_u;
 }
 
 GptBlockBytes gpt_block_bytes(const GptActivationDims& d, DType mm) {
@@ -54,6 +62,7 @@ GptBlockBytes gpt_block_bytes(const GptActivationDims& d, DType mm) {
   b.x2 = M * C * kF4;
   b.f = M * F * kF4;
   b.g = M * F * e;
+  b.lora_u = d.lora_count() * M * d.lora_rank * e;
   return b;
 }
 
@@ -89,6 +98,16 @@ GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d) {
   n.wscratch =
       d.compute_dtype == DType::kF16 ? std::max<int64_t>({3 * C * C, F * C, V * C}) * kF4 : 0;
   n.pscratch = 4 * std::max<int64_t>(F, 3 * C) * kF4;
+  if (d.lora_count() > 0) {
+    n.lora_t = M * d.lora_rank * kF4;
+    n.lora_t_mm = lowp ? M * d.lora_rank * e : 0;
+    for (int t = 0; t < kNumGptLoraTargets && d.compute_dtype == DType::kF16; ++t) {
+      if (!((d.lora_targets >> t) & 1u)) continue;
+      int64_t in = 0, out = 0;
+      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
+      n.lora_wscratch = std::max(n.lora_wscratch, d.lora_rank * (in + out) * kF4);
+    }
+  }
   return n;
 }
 
@@ -127,6 +146,14 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
   };
   const int64_t C = d.width, F = d.ffn, V = d.vocab, T = d.context;
   int64_t b = std::max({linear(C, 3 * C), linear(C, C), linear(C, F), linear(F, C), linear(C, V)});
+  // nn/lora.cc: LoraAdapter's six products per adapted linear, each its own Gemm.
+  for (int t = 0; t < kNumGptLoraTargets && d.lora_count() > 0; ++t) {
+    if (!((d.lora_targets >> t) & 1u)) continue;
+    int64_t in = 0, out = 0;
+    gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
+    for (const GemmDesc& g : LoraAdapter::gemm_descs(M, in, out, d.lora_rank))
+      b = std::max(b, need(g));
+  }
   // nn/attention.cc: per (sequence, head) products, causal rows split at h = T/2 (T >= 16) into a
   // top part over keys [0, h) and a bottom part ([Note: causal split]); qk and dp, pv and dq, dv
   // and dk share shapes. lda/ldb are row strides, sa/sb per-head strides.
@@ -160,6 +187,7 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
 GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d) {
   const int64_t M = d.tokens(), C = d.width, F = d.ffn, V = d.vocab, L = d.layers;
   const int64_t bhtt = d.batch * d.heads * d.context * d.context;
+  check_gpt_lora_device(d.lora_rank, DeviceKind::kCuda);
   const int64_t nids = kCudaGptIdsPerToken * M + 1;
   ZS_CHECK(nids <= std::numeric_limits<int32_t>::max(), ErrorCode::kInvalidArgument,
            "cuda gpt: batch x context = {} tokens is too many", M);
@@ -234,7 +262,8 @@ ActivationPlan gpt_activation_plan(const GptActivationDims& d, DeviceKind device
   a.head = n.xs - d.layers * n.block_input + n.hf + n.meanf + n.rstdf + n.logits + n.row_loss +
            n.last_logits;
   a.workspace = n.qkv + n.att_s + n.att_o + n.att_dom + n.att_dsm + n.att_dq + n.att_dk + n.att_dv +
-                n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.wscratch + n.pscratch;
+                n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.wscratch + n.pscratch +
+                n.lora_t + n.lora_t_mm + n.lora_wscratch;
   a.gemm_workspace = gpt_cpu_gemm_workspace_bytes(d, cpu_gemm);
   return a;
 }

@@ -14,6 +14,13 @@
 // recompute set, [Note: block activations] in nn/gpt_state.h). Once per model: inputs, the head,
 // temporaries shared by all units, and the matrix-product workspace.
 //
+// LoRA adapters ([Note: LoRA] in nn/gpt_config.h, CPU only) of rank r on n targeted linears add,
+// per kept block set, u = x A^T of each ([n][M, r] mm, GptBlockBytes::lora_u: saved in forward
+// for dB = s dy^T u, recomputed with the block under checkpointing) and, once per model, an
+// [M, r] fp32 temporary (x A^T or dy B as the GEMM writes it) with its mm copy when lowp, and
+// with fp16 compute one adapter's A and B converted to fp32; the GEMM workspace covers their
+// products too.
+//
 // Pure functions of their arguments; thread-safe (this_process_cpu_gemm() asks oneDNN once).
 #pragma once
 
@@ -49,6 +56,10 @@ struct GptActivationDims {
   int64_t layers = 1;   // L
   DType compute_dtype = DType::kF32;
   bool checkpoint = false;
+  int64_t lora_rank = 0;      // r; 0: no adapters
+  uint32_t lora_targets = 0;  // bit t: GptLoraTarget t adapted (GptLoraConfig::target_mask())
+
+  int64_t lora_count() const;  // adapted linears per block (0 without adapters)
 
   int64_t tokens() const { return batch * context; }  // M
   static GptActivationDims of(const GptConfig& c);
@@ -64,6 +75,7 @@ struct GptBlockBytes {
   int64_t x2 = 0;                                      // [M, C] fp32
   int64_t f = 0;                                       // [M, F] fp32
   int64_t g = 0;                                       // [M, F] mm
+  int64_t lora_u = 0;                                  // [lora_count][M, r] mm (LoRA)
   int64_t total() const;
 };
 // The block set for matmul dtype `mm` (fp32, bf16 or fp16).
@@ -91,6 +103,8 @@ struct GptCpuBytes {
   int64_t dnarrow = 0, dnarrow_mm = 0;         // [M, C] fp32, mm (lowp)
   int64_t wscratch = 0;                        // fp16 compute: the largest weight in fp32
   int64_t pscratch = 0;                        // [4][max(F, 3C)] fp32
+  int64_t lora_t = 0, lora_t_mm = 0;           // [M, r] fp32, mm (lowp); LoRA only
+  int64_t lora_wscratch = 0;                   // fp16 compute: max r (in + out) fp32; LoRA only
 };
 GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d);
 
@@ -99,7 +113,8 @@ GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d);
 // (64-byte aligned) when `cpu_gemm` widens and the compute dtype is bf16, a linear layer's
 // backward pair and an attention split pair (Linear::backward_workspace_need,
 // Attention::pair_workspace_need) on the widened oneDNN path, plus the fp32 m x n product for
-// kEigen. oneDNN's own scratchpads are the library's choice and not included.
+// kEigen; with LoRA, the adapters' products too (LoraAdapter, nn/lora.h). oneDNN's own
+// scratchpads are the library's choice and not included.
 int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gemm);
 
 // [Note: token upload] (nn/cuda/gpt_cuda_state.h): inputs, targets and the embedding-gradient
@@ -133,7 +148,8 @@ struct GptCudaBytes {
   int64_t bias_scratch = 0;      // column-sum scratch of bias_backward and layernorm_backward
   int64_t cublas_workspace = 0;  // CublasContext's workspace (nn/cuda/workspace_sizes.h)
 };
-// Throws zs::Error(kInvalidArgument) when the ids do not fit int32 (too many tokens).
+// Throws zs::Error(kInvalidArgument) when the ids do not fit int32 (too many tokens), and
+// zs::Error(kUnsupported) for LoRA adapters (check_gpt_lora_device, nn/gpt_config.h).
 GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d);
 
 // The GPT's activations on `device`: kCpu, GptModel's (its GEMM workspace for `cpu_gemm`); kCuda,

@@ -24,9 +24,10 @@ struct GptBlockBuffers {
   Buffer mean2, rstd2;  // [M] fp32
   Buffer f;             // [M, F] fp32: the GELU's saved derivative (CPU) or its input (CUDA)
   Buffer g;             // [M, F] GELU output, mm
+  Buffer lora_u;        // [adapted linears][M, r] mm: x A^T of each LoRA adapter (CPU only)
 
   // Allocates every buffer of `bytes` (gpt_block_bytes()) through `act(bytes)`, which returns a
-  // registered Buffer; pm only when mm is 16-bit (bytes.pm > 0).
+  // registered Buffer; pm only when mm is 16-bit (bytes.pm > 0), lora_u only with adapters.
   template <typename Act>
   void allocate(const GptBlockBytes& bytes, Act&& act) {
     h1 = act(bytes.h1);
@@ -44,6 +45,7 @@ struct GptBlockBuffers {
     rstd2 = act(bytes.rstd2);
     f = act(bytes.f);
     g = act(bytes.g);
+    if (bytes.lora_u > 0) lora_u = act(bytes.lora_u);
   }
 };
 

@@ -3,10 +3,42 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "core/buffer.h"
 #include "core/dtype.h"
 
 namespace zs::nn {
+
+// The linears of a block that LoRA can adapt, in the order their adapters follow the block's base
+// parameters (nn/gpt_specs.h); kGptLoraTargetNames spells them as GptLoraConfig::targets does.
+enum class GptLoraTarget : uint8_t { kQkv, kProj, kFc, kFcProj };
+constexpr int kNumGptLoraTargets = 4;
+constexpr const char* kGptLoraTargetNames[kNumGptLoraTargets] = {"qkv", "proj", "fc", "fc_proj"};
+
+// [Note: LoRA] Low-rank adapters (Hu et al. 2021, as Hugging Face PEFT's LoraConfig): each
+// targeted linear y = x W^T + b of every block becomes y = x W^T + b + (alpha / rank) (x A^T) B^T
+// with A [rank, in] (PEFT's kaiming_uniform(a = sqrt(5)): uniform(-1/sqrt(in), 1/sqrt(in))) and
+// B [out, rank] (zeros), so an adapted model starts as its base. The adapters are parameters
+// "<target>.lora_A" and "<target>.lora_B" appended after the block's base parameters; the base
+// parameters keep their order and indices (checkpoints and Hugging Face interop of the base do not
+// move). With freeze_base every base parameter (embeddings, layer norms, weights, biases, head) is
+// frozen (ParamSpec::trainable = false, [Note: frozen parameters] in runtime/unit.h) and only the
+// adapters train. CPU model only: nn::CudaGptModel refuses a config with adapters
+// (check_gpt_lora_device).
+struct GptLoraConfig {
+  int rank = 0;        // r in [0, 4096]; 0: no adapters (every other field is then unused)
+  float alpha = 8.0f;  // PEFT's lora_alpha (default 8); finite and > 0
+  std::vector<std::string> targets = {"qkv", "proj", "fc", "fc_proj"};  // a subset, no repeats
+  bool freeze_base = true;  // the base parameters are frozen; false: base and adapters train
+
+  bool enabled() const { return rank > 0; }
+  float scaling() const { return alpha / static_cast<float>(rank); }  // s = alpha / r
+  // Bit t set when GptLoraTarget t is adapted; 0 without adapters. Assumes validated targets.
+  uint32_t target_mask() const;
+  bool targets_linear(GptLoraTarget t) const { return (target_mask() >> static_cast<int>(t)) & 1u; }
+};
 
 struct GptConfig {
   int layers = 4;
@@ -24,11 +56,24 @@ struct GptConfig {
   DType compute_dtype = DType::kF32;
   // OpenMP/oneDNN/Eigen threads for this model's compute; 0 = default_threads().
   int threads = 0;
+  // Low-rank adapters ([Note: LoRA]); off by default.
+  GptLoraConfig lora;
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field.
   void validate() const;
-  // Parameter elements of the model (embeddings, blocks, head), no padding.
+  // Parameter elements of the model (embeddings, blocks with their adapters, head), no padding.
   int64_t num_params() const;
+  // The trainable ones: num_params(), or the adapters alone when lora.freeze_base.
+  int64_t num_trainable_params() const;
+  // Adapter elements of one block (0 without adapters).
+  int64_t num_lora_params_per_block() const;
 };
+
+// (in, out) of the linear GptLoraTarget `t` adapts in a block of width C and FFN width F.
+void gpt_lora_linear_shape(GptLoraTarget t, int64_t C, int64_t F, int64_t* in, int64_t* out);
+
+// Throws zs::Error(kUnsupported) "... LoRA adapters are implemented on the CPU backend only" when
+// a model with adapters (lora_rank > 0) is asked for on a device other than the CPU.
+void check_gpt_lora_device(int64_t lora_rank, DeviceKind device);
 
 }  // namespace zs::nn

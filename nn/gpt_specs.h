@@ -29,10 +29,20 @@ enum GptBlockParam {
   kNumBlockParams
 };
 
+// Every base parameter below (embeddings, blocks' first kNumBlockParams, head) has
+// trainable = !(c.lora.enabled() && c.lora.freeze_base) ([Note: LoRA] in nn/gpt_config.h).
+
 // Unit 0 "embed": wte [vocab, width], wpe [context, width].
 std::vector<ParamSpec> gpt_embed_specs(const GptConfig& c);
-// Units 1..layers "block.i": the kNumBlockParams parameters above, in that order.
+// Units 1..layers "block.i": the kNumBlockParams parameters above, in that order; then, with LoRA
+// adapters, for each targeted linear in GptLoraTarget order (qkv, proj, fc, fc_proj)
+// "<target>.lora_A" [rank, in] (uniform(-1/sqrt(in), 1/sqrt(in))) and "<target>.lora_B"
+// [out, rank] (zeros), both trainable and weight-decayed (PEFT leaves them to the optimizer's
+// weight decay).
 std::vector<ParamSpec> gpt_block_specs(const GptConfig& c);
+// The index in gpt_block_specs(c) of "<t>.lora_A" (its lora_B follows at + 1), or -1 when `t` is
+// not adapted.
+int gpt_lora_param_index(const GptConfig& c, GptLoraTarget t);
 // Unit layers + 1 "head": ln_f.weight, ln_f.bias, lm_head.weight.
 std::vector<ParamSpec> gpt_head_specs(const GptConfig& c);
 // "embed", "block.<l>" or "head" for unit `unit` of a model with c.layers blocks.

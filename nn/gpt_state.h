@@ -7,6 +7,7 @@
 // bitwise those of the non-checkpointed model.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "nn/gpt_block_buffers.h"
 #include "nn/gpt_common.h"
 #include "nn/linear.h"
+#include "nn/lora.h"
 
 namespace zs::nn {
 
@@ -61,6 +63,8 @@ struct GptModel::State : GptDims {
   Buffer dnarrow_mm;              // [M, C] mm copy of dres / dnarrow (empty when mm is fp32)
   Buffer wscratch;                // [max weight numel] fp32 (fp16 compute: weights converted)
   Buffer pscratch;                // [4][max(F, 3C)] fp32 small parameters converted
+  Buffer lora_t, lora_t_mm;       // [M, r] fp32 and mm (lowp): x A^T or dy B (LoRA only)
+  Buffer lora_wscratch;           // fp16 compute: one adapter's A and B in fp32 (LoRA only)
 
   // Widened GEMM operands (nn/gemm.h [Note: GEMM paths]); counted in act_bytes. Declared before
   // the layers that reserve in it.
@@ -69,6 +73,14 @@ struct GptModel::State : GptDims {
   // Shared layers (one per shape).
   Linear qkv_lin, proj_lin, fc_lin, fcproj_lin, head_lin;
   Attention attn;
+
+  // LoRA ([Note: LoRA] in nn/gpt_config.h), by GptLoraTarget: the adapter of each adapted linear
+  // shape, the index of its lora_A in the block's parameters (-1: not adapted) and its slot in
+  // BlockActs::lora_u.
+  int64_t lora_rank = 0;
+  std::array<LoraAdapter, kNumGptLoraTargets> lora;
+  std::array<int, kNumGptLoraTargets> lora_index{-1, -1, -1, -1};
+  std::array<int, kNumGptLoraTargets> lora_slot{-1, -1, -1, -1};
 
   State(const GptConfig& c, MemoryTracker* t);
   Buffer act(int64_t bytes);  // a kActivations buffer, counted in act_bytes
@@ -81,6 +93,10 @@ struct GptModel::State : GptDims {
   const void* weight_mm(const ParamView& p);
   // src in mm: src itself when mm is fp32, else converted into dst (n elements).
   const void* to_mm(const float* src, Buffer& dst, int64_t n);
+  // An adapter's A and B in mm: the views' data, or (fp16 compute) fp32 copies in lora_wscratch.
+  std::array<const void*, 2> lora_weights_mm(const ParamView& a, const ParamView& b);
+  // Target t's u = x A^T [M, r] in mm within the block set `acts`.
+  void* lora_u(BlockActs& acts, int t);
 };
 
 }  // namespace zs::nn

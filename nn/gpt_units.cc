@@ -12,6 +12,10 @@ namespace zs::nn {
 
 namespace {
 
+// The span of parameter i's gradient, or null when it is frozen (GradViews::wanted): the kernels
+// skip a null gradient, so no work is spent on a frozen parameter.
+float* wanted_grad(GradViews& g, size_t i) { return g.wanted(i) ? g.grad(i) : nullptr; }
+
 class EmbedUnit : public GptUnit {
  public:
   explicit EmbedUnit(GptModel::State& s) : GptUnit(s.cfg, 0), s_(s) {}
@@ -20,11 +24,13 @@ class EmbedUnit : public GptUnit {
     ThreadScope scope(s_.threads);
     embedding_forward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, p[0], p[1], s_.x(0));
   }
+  // Frozen wte and wpe (a LoRA fine-tune): nothing to do.
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
     check_params(p);
+    if (!g.wanted(0) && !g.wanted(1)) return;
     ThreadScope scope(s_.threads);
-    embedding_backward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, s_.dres.as<float>(), g.grad(0),
-                       g.grad(1));
+    embedding_backward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, s_.dres.as<float>(),
+                       wanted_grad(g, 0), wanted_grad(g, 1));
   }
 
  private:
@@ -57,17 +63,48 @@ class BlockUnit : public GptUnit {
                       s.mm, a.mean1.as<float>(), a.rstd1.as<float>());
     s.qkv_lin.forward(a.h1.data(), s.weight_mm(p[kQkvW]), s.small_f32(p[kQkvB], 0),
                       s.qkv.as<float>());
+    lora_forward(p, GptLoraTarget::kQkv, a, a.h1.data(), s.qkv.as<float>());
     s.attn.forward(s.qkv.as<float>(), a.attn(), s.attn_work(), a.a.data());
     // Residual: x2 = x + proj(a), fused as the GEMM's sum post-op on a copy of x.
     std::memcpy(a.x2.data(), x, sizeof(float) * M * C);
     s.proj_lin.forward(a.a.data(), s.weight_mm(p[kProjW]), s.small_f32(p[kProjB], 0),
                        a.x2.as<float>());
+    lora_forward(p, GptLoraTarget::kProj, a, a.a.data(), a.x2.as<float>());
     layernorm_forward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0), s.small_f32(p[kLn2B], 1), M, C,
                       a.h2.data(), s.mm, a.mean2.as<float>(), a.rstd2.as<float>());
     s.fc_lin.forward(a.h2.data(), s.weight_mm(p[kFcW]), s.small_f32(p[kFcB], 0), a.f.as<float>());
+    lora_forward(p, GptLoraTarget::kFc, a, a.h2.data(), a.f.as<float>());
     gelu_forward_save_grad(a.f.as<float>(), a.g.data(), s.mm, M * F);  // f := gelu'(f)
     std::memcpy(y, a.x2.data(), sizeof(float) * M * C);
     s.fcproj_lin.forward(a.g.data(), s.weight_mm(p[kFcProjW]), s.small_f32(p[kFcProjB], 0), y);
+    lora_forward(p, GptLoraTarget::kFcProj, a, a.g.data(), y);
+  }
+
+  // [Note: LoRA] y += s (x A^T) B^T after the base linear of `target`, keeping x A^T in the block
+  // set for backward; nothing when the linear has no adapter.
+  void lora_forward(std::span<const ParamView> p, GptLoraTarget target, BlockActs& a, const void* x,
+                    float* y) {
+    GptModel::State& s = s_;
+    const int t = static_cast<int>(target), i = s.lora_index[t];
+    if (i < 0) return;
+    const auto w = s.lora_weights_mm(p[i], p[i + 1]);
+    s.lora[t].forward(x, w[0], w[1], s.lora_t.as<float>(), s.lora_u(a, t), y);
+  }
+
+  // The backward of linear `target` (weight parameter kw, bias kb; bias_cols columns): dx = dy W
+  // (+ its adapter's s v A), dW, db and the adapter's dA, dB for those wanted. dy32 is dy in fp32
+  // (for the bias), dy its mm copy, x the linear's saved input.
+  void linear_backward(std::span<const ParamView> p, GradViews& g, Linear& lin,
+                       GptLoraTarget target, int kw, int kb, const float* dy32, const void* dy,
+                       int bias_cols, const void* x, float* dx, BlockActs& a) {
+    GptModel::State& s = s_;
+    lin.backward(dy, x, s.weight_mm(p[kw]), dx, wanted_grad(g, kw));
+    if (g.wanted(kb)) bias_backward(dy32, s.M, bias_cols, g.grad(kb));
+    const int t = static_cast<int>(target), i = s.lora_index[t];
+    if (i < 0) return;
+    const auto w = s.lora_weights_mm(p[i], p[i + 1]);
+    s.lora[t].backward(dy, x, s.lora_u(a, t), w[0], w[1], s.lora_t.as<float>(), s.lora_t_mm.data(),
+                       dx, wanted_grad(g, i), wanted_grad(g, i + 1));
   }
 
   // On entry s.dres = dL/d(block output); on exit dL/d(block input).
@@ -82,26 +119,26 @@ class BlockUnit : public GptUnit {
 
     // MLP: y = x2 + fc_proj(gelu(fc(ln2(x2)))).
     const void* dy = s.to_mm(dres, s.dnarrow_mm, M * C);
-    s.fcproj_lin.backward(dy, a.g.data(), s.weight_mm(p[kFcProjW]), dwide,
-                          g.grad(kFcProjW));  // dg [M, F]
-    bias_backward(dres, M, C, g.grad(kFcProjB));
+    linear_backward(p, g, s.fcproj_lin, GptLoraTarget::kFcProj, kFcProjW, kFcProjB, dres, dy, C,
+                    a.g.data(), dwide, a);                      // dg [M, F]
     gelu_backward_saved(a.f.as<float>(), dwide, dwide, M * F);  // df
     const void* df = s.to_mm(dwide, s.dwide_mm, M * F);
-    s.fc_lin.backward(df, a.h2.data(), s.weight_mm(p[kFcW]), dnarrow, g.grad(kFcW));  // dh2
-    bias_backward(dwide, M, F, g.grad(kFcB));
+    linear_backward(p, g, s.fc_lin, GptLoraTarget::kFc, kFcW, kFcB, dwide, df, F, a.h2.data(),
+                    dnarrow, a);  // dh2
     layernorm_backward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0), a.mean2.as<float>(),
-                       a.rstd2.as<float>(), dnarrow, M, C, dres, g.grad(kLn2W), g.grad(kLn2B));
+                       a.rstd2.as<float>(), dnarrow, M, C, dres, wanted_grad(g, kLn2W),
+                       wanted_grad(g, kLn2B));
 
     // Attention: x2 = x + proj(attn(qkv(ln1(x)))).
     const void* dx2 = s.to_mm(dres, s.dnarrow_mm, M * C);
-    s.proj_lin.backward(dx2, a.a.data(), s.weight_mm(p[kProjW]), dnarrow, g.grad(kProjW));  // da
-    bias_backward(dres, M, C, g.grad(kProjB));
+    linear_backward(p, g, s.proj_lin, GptLoraTarget::kProj, kProjW, kProjB, dres, dx2, C,
+                    a.a.data(), dnarrow, a);                   // da
     s.attn.backward(dnarrow, a.attn(), s.attn_work(), dwide);  // dqkv [M, 3C]
     const void* dqkv = s.to_mm(dwide, s.dwide_mm, M * 3 * C);
-    s.qkv_lin.backward(dqkv, a.h1.data(), s.weight_mm(p[kQkvW]), dnarrow, g.grad(kQkvW));  // dh1
-    bias_backward(dwide, M, 3 * C, g.grad(kQkvB));
+    linear_backward(p, g, s.qkv_lin, GptLoraTarget::kQkv, kQkvW, kQkvB, dwide, dqkv, 3 * C,
+                    a.h1.data(), dnarrow, a);  // dh1
     layernorm_backward(s.x(l_), s.small_f32(p[kLn1W], 0), a.mean1.as<float>(), a.rstd1.as<float>(),
-                       dnarrow, M, C, dres, g.grad(kLn1W), g.grad(kLn1B));
+                       dnarrow, M, C, dres, wanted_grad(g, kLn1W), wanted_grad(g, kLn1B));
   }
 
   GptModel::State& s_;
@@ -139,11 +176,11 @@ class HeadUnit : public GptUnit {
     cross_entropy_backward(dlogits, s.targets.as<int32_t>(), s.M, s.V, info.loss_scale, dlogits);
     const void* dl = s.to_mm(dlogits, s.dwide_mm, s.M * s.V);
     float* dh = s.dnarrow.as<float>();
-    s.head_lin.backward(dl, s.hf.data(), s.weight_mm(p[2]), dh, g.grad(2));
+    s.head_lin.backward(dl, s.hf.data(), s.weight_mm(p[2]), dh, wanted_grad(g, 2));
     float* dres = s.dres.as<float>();
     std::memset(dres, 0, sizeof(float) * s.M * s.C);
     layernorm_backward(s.x(s.L), s.small_f32(p[0], 0), s.meanf.as<float>(), s.rstdf.as<float>(), dh,
-                       s.M, s.C, dres, g.grad(0), g.grad(1));
+                       s.M, s.C, dres, wanted_grad(g, 0), wanted_grad(g, 1));
   }
 
  private:

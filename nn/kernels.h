@@ -20,14 +20,16 @@ void param_to_fp32(const ParamView& p, float* dst);
 // out[b*T + t, :] = wte[tokens[b*T+t], :] + wpe[t, :]; tokens [B*T], out [B*T, C] fp32.
 void embedding_forward(const int32_t* tokens, int B, int T, int C, const ParamView& wte,
                        const ParamView& wpe, float* out);
-// dwte[tokens[i], :] += dout[i, :]; dwpe[t, :] += sum_b dout[b*T + t, :].
+// dwte[tokens[i], :] += dout[i, :]; dwpe[t, :] += sum_b dout[b*T + t, :]. A null dwte or dwpe
+// is skipped (a frozen table).
 void embedding_backward(const int32_t* tokens, int B, int T, int C, const float* dout, float* dwte,
                         float* dwpe);
 
 // out = (x - mean) * rstd * w + b per row (eps 1e-5), written in dt; mean, rstd [M] kept.
 void layernorm_forward(const float* x, const float* w, const float* b, int64_t M, int C, void* out,
                        DType dt, float* mean, float* rstd);
-// dx += dLN/dx (accumulates), dw += sum_rows dy * xhat, db += sum_rows dy.
+// dx += dLN/dx (accumulates), dw += sum_rows dy * xhat, db += sum_rows dy. A null dw or db is
+// skipped (frozen norm parameters); dx is the same bits either way.
 void layernorm_backward(const float* x, const float* w, const float* mean, const float* rstd,
                         const float* dy, int64_t M, int C, float* dx, float* dw, float* db);
 

@@ -62,10 +62,10 @@ ZS_SIMD_BODY(void, ln_param_grad,
       ab[j] += dr[j];
     }
   }
-  for (int j = 0; j < n; ++j) {
-    dw[j0 + j] += aw[j];
-    db[j0 + j] += ab[j];
-  }
+  if (dw != nullptr)
+    for (int j = 0; j < n; ++j) dw[j0 + j] += aw[j];
+  if (db != nullptr)
+    for (int j = 0; j < n; ++j) db[j0 + j] += ab[j];
 }
 ZS_SIMD_DISPATCH(void, ln_param_grad,
                  (const float* x, const float* mean, const float* rstd, const float* dy, int64_t M,
@@ -96,7 +96,7 @@ void layernorm_backward(const float* x, const float* w, const float* mean, const
 #pragma omp for schedule(static) nowait
     for (int64_t i = 0; i < M; ++i)
       ln_row_grad(x + i * C, w, mean[i], rstd[i], dy + i * C, C, dx + i * C);
-    const int blocks = (C + 63) / 64;
+    const int blocks = dw != nullptr || db != nullptr ? (C + 63) / 64 : 0;
 #pragma omp for schedule(static)
     for (int blk = 0; blk < blocks; ++blk)
       ln_param_grad(x, mean, rstd, dy, M, C, blk * 64, std::min(C, blk * 64 + 64), dw, db);

@@ -47,9 +47,9 @@ size_t Linear::backward_workspace_need(int64_t M, int in, int out) {
 }
 
 void Linear::backward(const void* dy, const void* x, const void* w, float* dx, float* dw) {
-  if (ws_ == nullptr) {
+  if (ws_ == nullptr || dw == nullptr) {
     backward_data(dy, w, dx);
-    backward_weight(dy, x, dw);
+    if (dw != nullptr) backward_weight(dy, x, dw);
     return;
   }
   // [Note: GEMM paths] widened: dy once for both products, then w and x in turn after it.

@@ -28,7 +28,7 @@ class Linear {
   // dw[out, in] += dy^T x (accumulates). dy [M, out] and x [M, in] in mm.
   void backward_weight(const void* dy, const void* x, float* dw);
   // backward_data then backward_weight, the same bits; on a widening GEMM path (nn/gemm.h) dy is
-  // widened once for both products.
+  // widened once for both products. dw null: backward_data alone (a frozen weight).
   void backward(const void* dy, const void* x, const void* w, float* dx, float* dw);
 
   int64_t rows() const { return M_; }

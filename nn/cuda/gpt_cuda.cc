@@ -144,6 +144,7 @@ static_assert(gpu::kMaxRow >= kMaxRow, "the CUDA layer norm accepts every valid 
 CudaGptModel::CudaGptModel(const GptConfig& config, cudaStream_t stream, MemoryTracker* tracker,
                            Allocator* device_alloc)
     : GptModelBase(config) {
+  check_gpt_lora_device(this->config().lora.rank, DeviceKind::kCuda);  // [Note: LoRA]
   ZS_CHECK(cuda_device_count() > 0, ErrorCode::kUnsupported, "cuda gpt: no CUDA device");
   state_ = std::make_unique<State>(this->config(), stream,
                                    tracker ? tracker : &MemoryTracker::process(), device_alloc);

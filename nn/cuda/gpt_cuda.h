@@ -49,8 +49,9 @@ class CudaGptModel : public GptModelBase {
   // Runs on the current CUDA device (cudaGetDevice), to which `stream` must belong. Allocates
   // every device buffer for (batch, context), the cuBLAS handles and every GEMM descriptor;
   // `tracker` receives the bytes (the process tracker when null). Throws zs::Error:
-  // kInvalidArgument for a bad config, kUnsupported without a device or for an allocator of another
-  // device, kOutOfMemory when the buffers do not fit. config.threads is ignored.
+  // kInvalidArgument for a bad config, kUnsupported for LoRA adapters (config.lora.rank > 0: CPU
+  // only, check_gpt_lora_device), without a device or for an allocator of another device,
+  // kOutOfMemory when the buffers do not fit. config.threads is ignored.
   CudaGptModel(const GptConfig& config, cudaStream_t stream, MemoryTracker* tracker = nullptr,
                Allocator* device_alloc = nullptr);
   // Waits for the stream, then frees everything.

@@ -1,6 +1,9 @@
 // Test harness: owns the parameters and gradients of a zs::Model's units and drives them by hand
 // (forward over all units, backward in reverse with zeroed GradViews), as the engine would for
 // one rank without sharding. fp32 master values, converted to the compute dtype for the views.
+// With `frozen`, a parameter whose spec is not trainable gets no gradient span (GradViews::
+// wanted() false, as the engine gives it; its grad() stays zero and sgd() leaves it unchanged);
+// without, every parameter gets one.
 #pragma once
 
 #include <cmath>
@@ -15,7 +18,8 @@ namespace zs::nn::testing {
 
 class UnitHarness {
  public:
-  UnitHarness(Model& model, DType compute, uint64_t seed) : model_(model), dtype_(compute) {
+  UnitHarness(Model& model, DType compute, uint64_t seed, bool frozen = false)
+      : model_(model), dtype_(compute) {
     std::mt19937_64 rng(seed);
     units_.resize(model.num_units());
     for (size_t u = 0; u < units_.size(); ++u) {
@@ -50,9 +54,9 @@ class UnitHarness {
       }
       std::vector<float*> spans;
       std::vector<int64_t> numels;
-      for (auto& g : st.grads) {
-        spans.push_back(g.data());
-        numels.push_back(static_cast<int64_t>(g.size()));
+      for (size_t i = 0; i < st.grads.size(); ++i) {
+        spans.push_back(frozen && !st.specs[i].trainable ? nullptr : st.grads[i].data());
+        numels.push_back(static_cast<int64_t>(st.grads[i].size()));
       }
       st.grad_views = GradViews(spans, numels);
     }
@@ -101,7 +105,7 @@ class UnitHarness {
       GradViews& gv = st.grad_views;
       gv.clear_produced();
       model_.unit(u).backward(st.views, gv, info);
-      for (size_t i = 0; i < gv.size(); ++i) produced_all_ &= gv.produced(i);
+      for (size_t i = 0; i < gv.size(); ++i) produced_all_ &= !gv.wanted(i) || gv.produced(i);
     }
   }
 
