@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "nn/gpt_lora_io.h"
 #include "nn/gpt_specs.h"
 
 namespace zs::nn {
@@ -189,8 +190,11 @@ void export_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& c, const
   safetensors::ExportOptions o;
   o.dtype = dtype;
   o.namer = [](const std::string& unit, const ParamSpec& p) {
+    // Adapters are merged into their weights, not written (nn/gpt_lora_io.h).
+    if (is_lora_param(p)) return safetensors::default_tensor_name(unit, p);
     return gpt_hf_tensor_name(unit, p, false);
   };
+  merge_lora_on_export(c, o);
   o.side_files[kConfig] = gpt_hf_config_json(c, dtype);
   o.create_directory = true;
   safetensors::export_model(engine, comm, (std::filesystem::path(dir) / kWeights).string(), o);
@@ -209,8 +213,10 @@ GptHfImport import_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& m
   const bool tied = r.config.tied;
   safetensors::ImportOptions o;
   o.namer = [tied](const std::string& unit, const ParamSpec& p) {
+    if (is_lora_param(p)) return safetensors::default_tensor_name(unit, p);
     return gpt_hf_tensor_name(unit, p, tied);
   };
+  lora_optional_on_import(model, o);  // a GPT-2 directory has no adapters
   // Tied: HF's model uses transformer.wte.weight as its output matrix whatever lm_head.weight a
   // file holds, and so do we.
   o.ignorable = [tied](const std::string& name) {

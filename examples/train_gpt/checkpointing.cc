@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "nn/gpt_hf.h"
+#include "nn/gpt_lora_io.h"
 #include "runtime/checkpoint.h"
 #include "runtime/safetensors.h"
 
@@ -38,7 +39,8 @@ void check_flags(const CheckpointFlags& f) {
            "--save-every needs --save-dir");
   ZS_CHECK(f.init_from.empty() || f.init_from_hf.empty(), ErrorCode::kInvalidArgument,
            "--init-safetensors and --init-from-hf are exclusive");
-  if (!f.export_safetensors.empty() || !f.export_hf.empty()) export_dtype(f);
+  if (!f.export_safetensors.empty() || !f.export_hf.empty() || !f.export_adapters.empty())
+    export_dtype(f);
 }
 
 // Rank 0's answer, the same on every rank.
@@ -139,8 +141,15 @@ bool resume_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
     }
   }
   if (!flags.init_from.empty()) {
-    safetensors::import_model(engine, comm, flags.init_from);
-    if (comm.rank() == 0) std::printf("initial weights from %s\n", flags.init_from.c_str());
+    safetensors::ImportOptions o;
+    nn::lora_optional_on_import(model, o);  // a base file has no adapters
+    const safetensors::ImportReport r = safetensors::import_model(engine, comm, flags.init_from, o);
+    if (comm.rank() == 0) {
+      std::printf("initial weights from %s", flags.init_from.c_str());
+      if (!r.absent.empty())
+        std::printf(" (%zu adapter tensors not in it: initialised)", r.absent.size());
+      std::printf("\n");
+    }
   }
   return false;
 }
@@ -163,7 +172,10 @@ void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flag
 void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
                      const nn::GptConfig& model) {
   if (!flags.export_safetensors.empty()) {
-    safetensors::export_model(engine, comm, flags.export_safetensors, export_dtype(flags));
+    safetensors::ExportOptions o;
+    o.dtype = export_dtype(flags);
+    nn::merge_lora_on_export(model, o);  // with adapters: the merged model
+    safetensors::export_model(engine, comm, flags.export_safetensors, o);
     if (comm.rank() == 0)
       std::printf("exported %s (%s)\n", flags.export_safetensors.c_str(),
                   flags.export_dtype.c_str());
@@ -173,6 +185,12 @@ void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
     if (comm.rank() == 0)
       std::printf("exported %s/model.safetensors and config.json (Hugging Face GPT-2, %s)\n",
                   flags.export_hf.c_str(), flags.export_dtype.c_str());
+  }
+  if (!flags.export_adapters.empty()) {
+    nn::export_gpt_peft_adapters(engine, comm, model, flags.export_adapters, export_dtype(flags));
+    if (comm.rank() == 0)
+      std::printf("exported %s/adapter_model.safetensors and adapter_config.json (PEFT LoRA, %s)\n",
+                  flags.export_adapters.c_str(), flags.export_dtype.c_str());
   }
 }
 

@@ -32,6 +32,7 @@ struct CheckpointFlags {
   std::string init_from;              // --init-safetensors FILE: initial weights
   std::string export_hf;              // --export-hf DIR: a GPT2LMHeadModel directory at the end
   std::string init_from_hf;           // --init-from-hf DIR: initial weights from such a directory
+  std::string export_adapters;        // --export-adapters DIR: LoRA adapters in PEFT's layout
 };
 
 void add_checkpoint_flags(boost::program_options::options_description& desc,

@@ -301,11 +301,25 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   add_checkpoint_flags(ckpt, o.checkpoint);
   po::options_description hf("Hugging Face interop");
   add_hf_flags(hf, o.checkpoint);
+  std::string lora_targets = "qkv,proj,fc,fc_proj", base_dtype;
+  po::options_description finetune("Fine-tuning (LoRA, frozen base; docs/finetune.md)");
+  finetune.add_options()("lora-rank", po::value(&o.model.lora.rank)->default_value(0),
+                         "LoRA adapter rank r (0: off); the base is frozen, only adapters train")(
+      "lora-alpha", po::value(&o.model.lora.alpha)->default_value(8.0f, "8"),
+      "LoRA alpha: the adapters are scaled by alpha / r")(
+      "lora-targets", po::value(&lora_targets)->default_value(lora_targets),
+      "comma-separated linears to adapt: qkv, proj, fc, fc_proj")(
+      "base-dtype", po::value(&base_dtype),
+      "storage of the frozen base: fp32, bf16, fp16 or int8 (vector-wise, one scale per row); "
+      "default: the compute dtype")(
+      "export-adapters", po::value(&o.checkpoint.export_adapters),
+      "at the end, write the adapters alone in Hugging Face PEFT's layout to this directory "
+      "(adapter_model.safetensors in --export-dtype, adapter_config.json)");
 
   po::options_description all(
       "train_gpt: train a byte-level GPT with zeroshard under mpirun\n"
       "usage: mpirun -np N train_gpt [options]");
-  all.add(general).add(model).add(engine).add(scaler).add(optim).add(ckpt).add(hf);
+  all.add(general).add(model).add(engine).add(scaler).add(optim).add(ckpt).add(hf).add(finetune);
 
   po::variables_map vm;
   std::map<std::string, std::string> from_ds;  // flag -> DeepSpeed key path
@@ -355,6 +369,17 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   o.engine.precision.grad_dtype = parse_dtype(grad_dtype);
   o.engine.offload.optimizer = offload;
   o.model.compute_dtype = o.engine.precision.param_dtype;
+  o.model.lora.targets.clear();
+  for (size_t b = 0; b <= lora_targets.size();) {
+    const size_t e = std::min(lora_targets.find(',', b), lora_targets.size());
+    o.model.lora.targets.push_back(lora_targets.substr(b, e - b));
+    b = e + 1;
+  }
+  if (!base_dtype.empty()) {
+    o.engine.frozen.storage = base_dtype == "int8" ? DType::kI8 : parse_dtype(base_dtype);
+    ZS_CHECK(o.model.lora.rank > 0, ErrorCode::kInvalidArgument,
+             "--base-dtype {} needs a frozen base: give --lora-rank", base_dtype);
+  }
   o.model.checkpoint_activations = checkpoint_activations;
   if (optimizer == "adamw") {
     o.engine.optimizer.kind = OptimizerKind::kAdamW;
