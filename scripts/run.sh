@@ -16,9 +16,10 @@ packages=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-de
           libboost-program-options-dev libgtest-dev libfmt-dev nlohmann-json3-dev libxxhash-dev
           libdnnl-dev ocl-icd-opencl-dev clang libclang-rt-14-dev clang-format python3 python3-venv)
 
-# For `test`: Debian's PyTorch, the reference the gradient parity check compares against, and
-# matplotlib for the plot script's test (train_gpt_plot).
-[ "$mode" = test ] && packages+=(python3-torch python3-matplotlib)
+# For `test`: Debian's PyTorch, the reference the gradient parity check compares against,
+# matplotlib for the plot script's test (train_gpt_plot), and iproute2 for the simulated cluster
+# (scripts/sim_cluster.sh: network namespaces; its tests skip where they cannot be made).
+[ "$mode" = test ] && packages+=(python3-torch python3-matplotlib iproute2)
 
 install_missing() {
   local missing=()
