@@ -1,8 +1,9 @@
 // bench_collectives: zeroshard's MpiCommunicator against the raw MPI calls, side by side in one
-// run.
+// run, and with --hierarchical its HierarchicalCommunicator beside them.
 //
 //   mpirun -np 2 bench_collectives [--min-bytes 1024] [--max-bytes 268435456] [--step 4]
 //          [--iters 10] [--warmup 3] [--ops all_gather,reduce_scatter,all_reduce] [--json]
+//          [--hierarchical] [--fake-nodes K] [--fit]
 //
 // Method (nccl-tests style): fp32 sum; `size` is the bytes of the full buffer (all-gather's
 // output, reduce-scatter's input, all-reduce's buffer) and `count` its elements. Each iteration is
@@ -13,6 +14,18 @@
 // and reduce-scatter, * 2(n-1)/n for all-reduce. #wrong counts the elements of one further call
 // of each implementation, run alone on a zeroed output, that differ from the expected values
 // (data are small integers, so sums are exact in any order), summed over ranks.
+// --hierarchical adds a third implementation to every row, zeroshard's HierarchicalCommunicator
+// over the same world ([Note: hierarchical collectives] in collectives/hierarchical_communicator.h;
+// nodes as MPI finds them, or --fake-nodes K contiguous blocks), interleaved with the other two;
+// its inter_B column is the inter-node bytes one call sends per rank ([Note: link counters]), max
+// over ranks. --fit ends each op with time = alpha + beta * B per implementation, B = the ring
+// lower bound of the bytes each rank sends (all-gather and reduce-scatter (n-1)/n * size,
+// all-reduce 2(n-1)/n * size; for a 2-rank all-gather exactly the bytes each rank sends): beta is
+// the least-squares slope over the larger half of the rows (at least two), where bandwidth
+// dominates; alpha is the smallest row's time, where latency does. Two regimes rather than one
+// least-squares line, because neither link is linear over the whole range: a tbf-shaped link
+// passes its bucket (1 ms at the rate) at wire speed, and shared memory is 10x faster for
+// messages that stay in cache.
 #include <mpi.h>
 
 #include <algorithm>
@@ -27,6 +40,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_communicator.h"
 #include "core/buffer.h"
 #include "core/error.h"
@@ -46,23 +60,27 @@ struct Options {
   int warmup = 3;
   std::vector<std::string> ops = {"all_gather", "reduce_scatter", "all_reduce"};
   bool json = false;
+  bool hierarchical = false;
+  int fake_nodes = -1;  // -1: ZS_FAKE_NODES (Settings), 0: the real nodes
+  bool fit = false;
 };
 
 struct Result {
   double time_us = 0, algbw = 0, busbw = 0;
   long wrong = 0;
+  long inter_bytes = -1;  // hierarchical: inter-node bytes sent per rank per call (max over ranks)
 };
 
 float value(int rank, size_t global_index) {
   return static_cast<float>((rank + global_index) % 13);
 }
 
-// Times the two implementations of one row as described at the top, their iterations
-// interleaved (zeroshard, raw, zeroshard, raw, ...) so that both see the same machine state;
+// Times the implementations of one row as described at the top, their iterations interleaved
+// (zeroshard, raw, [hierarchical,] zeroshard, ...) so that all see the same machine state;
 // returns the median of the per-iteration max over ranks of each.
-std::pair<double, double> time_pair(const std::function<void()>& a, const std::function<void()>& b,
-                                    const Options& o) {
-  std::vector<double> times[2];
+std::vector<double> time_interleaved(const std::vector<std::function<void()>>& fs,
+                                     const Options& o) {
+  std::vector<std::vector<double>> times(fs.size());
   auto once = [](const std::function<void()>& op) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
@@ -72,20 +90,39 @@ std::pair<double, double> time_pair(const std::function<void()>& a, const std::f
     return tmax;
   };
   for (int it = 0; it < o.warmup + o.iters; ++it) {
-    const double ta = once(a);
-    const double tb = once(b);
-    if (it >= o.warmup) {
-      times[0].push_back(ta);
-      times[1].push_back(tb);
+    for (size_t k = 0; k < fs.size(); ++k) {
+      const double t = once(fs[k]);
+      if (it >= o.warmup) times[k].push_back(t);
     }
   }
-  double med[2];
-  for (int k = 0; k < 2; ++k) {
+  std::vector<double> med(fs.size());
+  for (size_t k = 0; k < fs.size(); ++k) {
     std::sort(times[k].begin(), times[k].end());
     const size_t m = times[k].size();
     med[k] = m % 2 ? times[k][m / 2] : 0.5 * (times[k][m / 2 - 1] + times[k][m / 2]);
   }
-  return {med[0], med[1]};
+  return med;
+}
+
+// alpha, beta of time = alpha + beta * x over rows in increasing x (see --fit at the top): beta
+// the least-squares slope over the larger half of the rows (at least two), alpha the first row's
+// time. {0, 0} with fewer than two rows.
+std::pair<double, double> fit_alpha_beta(const std::vector<double>& x,
+                                         const std::vector<double>& t) {
+  const size_t m = x.size();
+  if (m < 2) return {0, 0};
+  const size_t from = std::min(m / 2, m - 2);
+  double sx = 0, st = 0, sxx = 0, sxt = 0;
+  const double k = static_cast<double>(m - from);
+  for (size_t i = from; i < m; ++i) {
+    sx += x[i];
+    st += t[i];
+    sxx += x[i] * x[i];
+    sxt += x[i] * t[i];
+  }
+  const double det = k * sxx - sx * sx;
+  const double beta = det == 0 ? 0 : (k * sxt - sx * st) / det;
+  return {t[0], beta};
 }
 
 class Bench {
@@ -99,6 +136,14 @@ class Bench {
     send_ = zs::Buffer(elems * sizeof(float), zs::MemCategory::kOther);
     recv_ = zs::Buffer(elems * sizeof(float), zs::MemCategory::kOther);
     zs_->reserve(zs_->scratch_bytes(CollectiveKind::kAllReduce, elems, DType::kF32));
+    if (o.hierarchical) {
+      h_ = o.fake_nodes < 0 ? std::make_unique<zs::HierarchicalCommunicator>(*zs_)
+                            : std::make_unique<zs::HierarchicalCommunicator>(*zs_, o.fake_nodes);
+      for (auto kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+        h_->reserve(kind, elems / n_, DType::kF32);
+      }
+      h_->reserve(CollectiveKind::kAllReduce, elems, DType::kF32);
+    }
   }
   ~Bench() { MPI_Comm_free(&raw_); }
 
@@ -107,16 +152,18 @@ class Bench {
     return std::max<size_t>(bytes / sizeof(float) / n_, 1) * n_;
   }
 
-  // Both implementations of one row: {zeroshard, raw MPI}.
-  std::pair<Result, Result> run(const std::string& op, size_t total) {
+  // The implementations of one row: {zeroshard, raw MPI[, hierarchical]}.
+  std::vector<Result> run(const std::string& op, size_t total) {
     float* s = send_.as<float>();
     float* r = recv_.as<float>();
     const size_t per_rank = total / n_;
-    std::function<void()> fz, fm;
+    std::function<void()> fz, fm, fh;
+    zs::HierarchicalCommunicator* h = h_.get();
     double factor = static_cast<double>(n_ - 1) / n_;
     if (op == "all_gather") {
       for (size_t i = 0; i < per_rank; ++i) s[i] = value(rank_, rank_ * per_rank + i);
       fz = [&] { zs_->all_gather(s, r, per_rank, DType::kF32); };
+      fh = [&] { h->all_gather(s, r, per_rank, DType::kF32); };
       fm = [&] {
         MPI_Allgather(s, static_cast<int>(per_rank), MPI_FLOAT, r, static_cast<int>(per_rank),
                       MPI_FLOAT, raw_);
@@ -124,6 +171,7 @@ class Bench {
     } else if (op == "reduce_scatter") {
       for (size_t i = 0; i < total; ++i) s[i] = value(rank_, i);
       fz = [&] { zs_->reduce_scatter(s, r, per_rank, DType::kF32, ReduceOp::kSum); };
+      fh = [&] { h->reduce_scatter(s, r, per_rank, DType::kF32, ReduceOp::kSum); };
       fm = [&] {
         MPI_Reduce_scatter_block(s, r, static_cast<int>(per_rank), MPI_FLOAT, MPI_SUM, raw_);
       };
@@ -131,25 +179,38 @@ class Bench {
       for (size_t i = 0; i < total; ++i) s[i] = value(rank_, i);
       factor *= 2;
       fz = [&] { zs_->all_reduce(s, r, total, DType::kF32, ReduceOp::kSum); };
+      fh = [&] { h->all_reduce(s, r, total, DType::kF32, ReduceOp::kSum); };
       fm = [&] { MPI_Allreduce(s, r, static_cast<int>(total), MPI_FLOAT, MPI_SUM, raw_); };
     } else {
       zs::fail(zs::ErrorCode::kInvalidArgument,
                "bench_collectives: unknown op '{}' (all_gather, reduce_scatter, all_reduce)", op);
     }
-    const auto [tz, tm] = time_pair(fz, fm, o_);
-    Result res[2];
-    const double t[2] = {tz, tm};
-    const std::function<void()>* f[2] = {&fz, &fm};
-    for (int k = 0; k < 2; ++k) {
+    std::vector<std::function<void()>> f = {fz, fm};
+    if (h != nullptr) f.push_back(fh);
+    const std::vector<double> t = time_interleaved(f, o_);
+    std::vector<Result> res(f.size());
+    for (size_t k = 0; k < f.size(); ++k) {
       res[k].time_us = t[k] * 1e6;
       res[k].algbw = total * sizeof(float) / t[k] / 1e9;
       res[k].busbw = res[k].algbw * factor;
       std::memset(r, 0, total * sizeof(float));
-      (*f[k])();  // once more, alone, to check its result
+      if (k == 2) h->reset_counters();
+      f[k]();  // once more, alone, to check its result
       long wrong = check(op, total);
       MPI_Allreduce(&wrong, &res[k].wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      if (k == 2) {
+        long inter = static_cast<long>(h->link_counters().inter_node.total_sent());
+        MPI_Allreduce(&inter, &res[k].inter_bytes, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+      }
     }
-    return {res[0], res[1]};
+    return res;
+  }
+
+  // "N node(s) x L rank(s), hierarchical on|off", or "" without --hierarchical.
+  std::string layout() const {
+    if (!h_) return "";
+    return std::to_string(h_->num_nodes()) + " node(s) x " + std::to_string(h_->local_size()) +
+           " rank(s), hierarchical " + (h_->hierarchical() ? "on" : "off (flat)");
   }
 
   int rank() const { return rank_; }
@@ -177,6 +238,7 @@ class Bench {
 
   Options o_;
   std::unique_ptr<zs::MpiCommunicator> zs_;
+  std::unique_ptr<zs::HierarchicalCommunicator> h_;
   MPI_Comm raw_ = MPI_COMM_NULL;
   zs::Buffer send_, recv_;
   int rank_ = 0, n_ = 1;
@@ -203,7 +265,12 @@ bool parse(int argc, char** argv, Options& o, int rank) {
       "iters", po::value(&o.iters)->default_value(o.iters), "timed iterations per row (median)")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed iterations per row")(
       "ops", po::value(&ops)->default_value(ops), "comma-separated collectives")(
-      "json", po::bool_switch(&o.json), "one JSON object per row instead of the table");
+      "json", po::bool_switch(&o.json), "one JSON object per row instead of the table")(
+      "hierarchical", po::bool_switch(&o.hierarchical),
+      "also time HierarchicalCommunicator (node-local + cross-node steps)")(
+      "fake-nodes", po::value(&o.fake_nodes)->default_value(o.fake_nodes),
+      "with --hierarchical: K contiguous blocks as nodes; 0 real nodes; -1 ZS_FAKE_NODES")(
+      "fit", po::bool_switch(&o.fit), "fit time = alpha + beta * bytes per op and implementation");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, d), vm);
   po::notify(vm);
@@ -228,38 +295,71 @@ void run(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o, rank)) return;
   Bench b(o);
+  const bool hier = o.hierarchical;
+  const char* names[3] = {"zeroshard", "mpi", "hierarchical"};
+  const int impls = hier ? 3 : 2;
   if (rank == 0 && !o.json) {
     std::printf(
         "# bench_collectives: %d ranks, fp32 sum, %d warm-up + %d timed iterations, "
-        "median of per-iteration max over ranks\n",
-        b.size(), o.warmup, o.iters);
-    std::printf("# %-14s %10s %12s %5s %5s | %-38s | %-38s\n", "", "", "", "", "",
+        "median of per-iteration max over ranks%s%s\n",
+        b.size(), o.warmup, o.iters, hier ? "; " : "", b.layout().c_str());
+    std::printf("# %-14s %10s %12s %5s %5s | %-38s | %-38s", "", "", "", "", "",
                 "            zeroshard", "            raw MPI");
-    std::printf("# %-14s %10s %12s %5s %5s | %10s %8s %8s %8s | %10s %8s %8s %8s\n", "op", "size",
+    if (hier) std::printf(" | %-50s", "            hierarchical");
+    std::printf("\n# %-14s %10s %12s %5s %5s | %10s %8s %8s %8s | %10s %8s %8s %8s", "op", "size",
                 "count", "type", "redop", "time_us", "algbw", "busbw", "#wrong", "time_us", "algbw",
                 "busbw", "#wrong");
+    if (hier) {
+      std::printf(" | %10s %8s %8s %8s %11s", "time_us", "algbw", "busbw", "#wrong", "inter_B");
+    }
+    std::printf("\n");
   }
   for (const auto& op : o.ops) {
+    std::vector<double> x;                  // bytes per rank by the ring bound, per row
+    std::vector<std::vector<double>> t(3);  // seconds, per implementation and row
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step) {
       const size_t total = b.total_count(bytes);
-      const auto [z, m] = b.run(op, total);
+      const std::vector<Result> res = b.run(op, total);
       if (rank != 0) continue;
       const size_t sz = total * sizeof(float);
+      const double n = b.size();
+      x.push_back(sz * (n - 1) / n * (op == "all_reduce" ? 2 : 1));
+      for (int k = 0; k < impls; ++k) t[k].push_back(res[k].time_us * 1e-6);
       if (o.json) {
-        for (const auto& [impl, r] : {std::pair{"zeroshard", z}, std::pair{"mpi", m}}) {
+        for (int k = 0; k < impls; ++k) {
+          const Result& r = res[k];
           std::printf(
               "{\"op\": \"%s\", \"bytes\": %zu, \"ranks\": %d, \"impl\": \"%s\", "
               "\"time_us\": %.2f, \"algbw_gbps\": %.3f, \"busbw_gbps\": %.3f, "
-              "\"wrong\": %ld}\n",
-              op.c_str(), sz, b.size(), impl, r.time_us, r.algbw, r.busbw, r.wrong);
+              "\"wrong\": %ld",
+              op.c_str(), sz, b.size(), names[k], r.time_us, r.algbw, r.busbw, r.wrong);
+          if (r.inter_bytes >= 0) std::printf(", \"inter_node_bytes\": %ld", r.inter_bytes);
+          std::printf("}\n");
         }
       } else {
         const char* redop = op == "all_gather" ? "none" : "sum";
+        const Result& z = res[0];
+        const Result& m = res[1];
         std::printf(
             "  %-14s %10s %12zu %5s %5s | %10.1f %8.2f %8.2f %8ld | %10.1f %8.2f %8.2f "
-            "%8ld\n",
+            "%8ld",
             op.c_str(), human(sz).c_str(), total, "float", redop, z.time_us, z.algbw, z.busbw,
             z.wrong, m.time_us, m.algbw, m.busbw, m.wrong);
+        if (hier) {
+          const Result& h = res[2];
+          std::printf(" | %10.1f %8.2f %8.2f %8ld %11ld", h.time_us, h.algbw, h.busbw, h.wrong,
+                      h.inter_bytes);
+        }
+        std::printf("\n");
+      }
+      std::fflush(stdout);
+    }
+    if (rank == 0 && o.fit) {
+      for (int k = 0; k < impls; ++k) {
+        const auto [alpha, beta] = fit_alpha_beta(x, t[k]);
+        std::printf(
+            "# fit %-14s %-12s alpha = %9.2f us  beta = %8.4f ns/B  (1/beta = %7.3f GB/s)\n",
+            op.c_str(), names[k], alpha * 1e6, beta * 1e9, beta > 0 ? 1e-9 / beta : 0.0);
       }
       std::fflush(stdout);
     }
