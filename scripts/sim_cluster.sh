@@ -45,7 +45,7 @@
 #     gives both); root: the namespaces need it anyway.
 #   OMPI_MCA_mpi_yield_when_idle=1 (unless already set): N*R ranks usually outnumber this
 #     machine's cores, so waiting ranks yield the core instead of spinning (at 2x2 on 2 cores,
-#     1 MiB all-gathers ran 2-3x faster); it costs latency where ranks have a core each (2 ranks:
+#     1 MiB all-gathers ran 2.3-3.5x faster); it costs latency where ranks have a core each (2 ranks:
 #     about 4 us instead of 1.5 us on shared memory). `--mca mpi_yield_when_idle 0` on the mpirun
 #     line overrides it (an MCA parameter may appear only once on the command line, hence the
 #     environment).
