@@ -50,7 +50,10 @@
 // completes it, and test() completes it (blocking on the node-local last step) once its
 // cross-node step is done. Operations therefore always run in call order on every rank, whatever
 // order the ranks wait in; an all-gather's or reduction's network step overlaps with what the
-// caller does until its next call.
+// caller does until its next call. While one is pending, collectives called directly on the world
+// communicator (or on any other communicator over these ranks) may deadlock against its
+// remaining node-local step: wait for it first, or go through this communicator. Likewise a flat
+// Work (set_hierarchical(false)) must be complete before set_hierarchical(true).
 //
 // broadcast, barrier and split are the world's (flat).
 //
