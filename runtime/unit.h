@@ -21,6 +21,7 @@
 
 #include "core/convert.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "runtime/activation_plan.h"
 
 namespace zs {
@@ -101,7 +102,13 @@ class GradViews {
   void clear_produced() { std::fill(produced_.begin(), produced_.end(), 0); }
 
  private:
-  [[noreturn]] void frozen_grad_requested(size_t i) const;
+  // Inline: the unit interface is header-only (models link no runtime library).
+  [[noreturn]] void frozen_grad_requested(size_t i) const {
+    fail(ErrorCode::kInvalidArgument,
+         "backward asked for the gradient of parameter {}, which is frozen (ParamSpec::trainable "
+         "= false): check GradViews::wanted() and skip its gradient",
+         i);
+  }
   std::vector<float*> spans_;
   std::vector<int64_t> numels_;
   std::vector<char> produced_;
