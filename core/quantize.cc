@@ -3,7 +3,9 @@
 #include <cmath>
 #include <limits>
 
+#include "core/convert.h"
 #include "core/error.h"
+#include "core/simd_dispatch.h"
 
 namespace zs {
 
@@ -40,6 +42,9 @@ float block_scale(const float* x, size_t m) {
   float scale = absmax / 127.0f;
   // In the subnormal range the division loses bits; round up so absmax / scale <= 127.
   if (scale * 127.0f < absmax) scale = std::nextafter(scale, std::numeric_limits<float>::max());
+  // Near FLT_MAX the rounded quotient can make 127 * scale overflow: dequantizing the absmax
+  // would give inf. Round down instead; the absmax then clamps to 127, off by a few of its ulps.
+  while (std::isinf(scale * 127.0f)) scale = std::nextafter(scale, 0.0f);
   return scale;
 }
 
@@ -68,6 +73,57 @@ void dequantize_int8_blockwise(const int8_t* q, const float* scales, size_t n, s
     const size_t m = n - begin < block ? n - begin : block;
     const float scale = scales[b];
     for (size_t i = 0; i < m; ++i) x[begin + i] = static_cast<float>(q[begin + i]) * scale;
+  }
+}
+
+void quantize_int8_rows(const float* x, size_t rows, size_t cols, int8_t* q, float* scales) {
+  if (cols == 0) {  // empty rows: zero blocks (quantize.h)
+    for (size_t r = 0; r < rows; ++r) scales[r] = 0.0f;
+    return;
+  }
+  quantize_int8_blockwise(x, rows * cols, cols, q, scales);
+}
+
+namespace {
+
+// out[i] = float(q[i]) * s: one fp32 multiply per element (exact conversion, one rounding), the
+// same expression as the scalar reference, so every level gives the same bits.
+ZS_SIMD_BODY(void, dequant_chunk,
+             (const int8_t* __restrict q, float s, size_t n, float* __restrict out)) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * s;
+}
+ZS_SIMD_DISPATCH(void, dequant_chunk,
+                 (const int8_t* __restrict q, float s, size_t n, float* __restrict out),
+                 (q, s, n, out))
+
+}  // namespace
+
+void dequantize_int8_rows(const int8_t* q, const float* scales, size_t rows, size_t cols, void* out,
+                          DType out_dtype) {
+  ZS_CHECK(out_dtype == DType::kF32 || out_dtype == DType::kBF16 || out_dtype == DType::kF16,
+           ErrorCode::kInvalidArgument,
+           "dequantize_int8_rows: output dtype must be fp32, bf16 or fp16, got {} ({} x {})",
+           dtype_name(out_dtype), rows, cols);
+  if (out_dtype == DType::kF32) {
+    auto* o = static_cast<float*>(out);
+    for (size_t r = 0; r < rows; ++r) dequant_chunk(q + r * cols, scales[r], cols, o + r * cols);
+    return;
+  }
+  // 16-bit output: the fp32 products of a piece of the row in an L1-sized tile, then the bulk
+  // rounding of convert.h (the bits of convert(kF32 -> out_dtype)).
+  void (*narrow)(const float*, uint16_t*, size_t) =
+      out_dtype == DType::kBF16 ? fp32_to_bf16 : fp32_to_fp16;
+  auto* o = static_cast<uint16_t*>(out);
+  constexpr size_t kTile = 2048;  // 8 KiB of fp32
+  alignas(64) float tile[kTile];
+  for (size_t r = 0; r < rows; ++r) {
+    const int8_t* qr = q + r * cols;
+    uint16_t* orow = o + r * cols;
+    for (size_t j = 0; j < cols; j += kTile) {
+      const size_t m = cols - j < kTile ? cols - j : kTile;
+      dequant_chunk(qr + j, scales[r], m, tile);
+      narrow(tile, orow + j, m);
+    }
   }
 }
 
