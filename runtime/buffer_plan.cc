@@ -8,7 +8,7 @@ namespace zs {
 
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
-                               int rank, bool on_device) {
+                               int rank, bool on_device, int world) {
   ZS_CHECK(frozen.empty() || frozen.size() == layouts.size(), ErrorCode::kInvalidArgument,
            "{} frozen layouts for {} units", frozen.size(), layouts.size());
   BufferPlan plan;
@@ -84,8 +84,8 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
   plan.gather_bytes = max_slot;
   plan.convert_bytes = P * max_convert;
   if (on_device && !layouts.empty()) {
-    const int64_t world = layouts.front().world;
-    plan.ctrl_bytes = 8 * std::max<int64_t>(world, 2 + static_cast<int64_t>(layouts.size()));
+    const int64_t ranks = world > 0 ? world : layouts.front().world;
+    plan.ctrl_bytes = 8 * std::max<int64_t>(ranks, 2 + static_cast<int64_t>(layouts.size()));
   }
   return plan;
 }

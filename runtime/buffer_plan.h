@@ -80,7 +80,9 @@ struct BufferPlan {
 };
 
 // `rank` selects which shard the master covers (its begin); sizes do not depend on it.
-// `on_device`: the engine runs on a device the host cannot address (CUDA).
+// `on_device`: the engine runs on a device the host cannot address (CUDA). `world`: the ranks of
+// the job when they are more than the layouts' (hybrid sharding: layouts span one shard group);
+// 0 = the layouts' world. Only the device control buffer depends on it.
 // How a frozen parameter is laid out: a matrix (2-D) has rows = its first dimension (int8
 // storage gives it one scale per row); every other shape rows = 0.
 inline FrozenParamDesc frozen_param_desc(const ParamSpec& p) {
@@ -90,7 +92,7 @@ inline FrozenParamDesc frozen_param_desc(const ParamSpec& p) {
 // `frozen` is empty (no frozen parameters) or holds one FrozenLayout per unit.
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
-                               int rank = 0, bool on_device = false);
+                               int rank = 0, bool on_device = false, int world = 0);
 inline BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                       const EngineConfig& cfg, int rank = 0,
                                       bool on_device = false) {

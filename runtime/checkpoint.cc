@@ -316,7 +316,9 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
   Manifest m = describe_engine(e, comm);
   m.trainer_state = opt.trainer_state;
   m.model_description = opt.model_description;
-  const bool writes = m.stage != 0 || rank == 0;
+  // One copy of the state: stage 0's replica from rank 0, else the shards of the first shard
+  // group (ranks 0..S-1, whose shard ranks equal their ranks; the other groups hold copies).
+  const bool writes = (m.stage != 0 || rank == 0) && e.replica_index() == 0;
   FileEntry mine;
   ckpt::agree(comm, [&] {
     if (writes) mine = write_shard(e, tmp / shard_file_name(rank), rank, world, m.state_mask);
@@ -329,7 +331,7 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
 
   ckpt::agree(comm, [&] {
     if (rank != 0) return;
-    const int writers = m.stage == 0 ? 1 : world;
+    const int writers = m.stage == 0 ? 1 : e.shard_group_size();
     for (int r = 0; r < writers; ++r) {
       FileEntry f;
       f.name = shard_file_name(r);

@@ -38,9 +38,16 @@ struct Engine::Impl {
   MemoryTracker* tracker;
   DeviceOps& ops;
   ShardingPolicy policy;  // what the stage keeps resident and when it communicates
-  int rank = 0;
+  int rank = 0;           // in `comm` (the job)
   int world = 1;
-  int skip_limit = 0;  // [Note: non-finite policy] in engine_config.h
+  // [Note: hybrid sharding] in engine_config.h. Without it `shard` is `comm` and there are no
+  // replicas; the layouts, plan and states are always those of the shard group.
+  std::unique_ptr<Communicator> shard_owned, replica_comm;
+  Communicator* shard = nullptr;
+  int shard_rank = 0;
+  int shard_size = 1;
+  int replica_index = 0;  // which shard group this rank is in
+  int skip_limit = 0;     // [Note: non-finite policy] in engine_config.h
   int consecutive_skips = 0;
 
   BufferPlan plan;
@@ -70,6 +77,7 @@ struct Engine::Impl {
              std::vector<std::vector<ParamSpec>> specs);
   void check_agreement(const std::vector<GroupLayout>& layouts,
                        const std::vector<FrozenLayout>& frozen);
+  void make_shard_groups();
   void make_reduce_lanes();
   void init_parameters();
   void host_collective(void* data, size_t count, DType dt, bool gather);
@@ -118,6 +126,10 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
   ZS_CHECK(U > 0, ErrorCode::kInvalidArgument, "the model has no units");
   const DType compute = config_.precision.param_dtype;
   const DType storage = config_.frozen.storage_or(compute);
+  // The layouts span one shard group; a size that does not divide the world is refused after the
+  // ranks have agreed on it (make_shard_groups), so lay out over the world until then.
+  const int S = config_.shard_group_size;
+  const int group = S > 0 && S <= comm.size() && comm.size() % S == 0 ? S : comm.size();
   std::vector<std::vector<ParamSpec>> specs(U);
   std::vector<GroupLayout> layouts;
   std::vector<FrozenLayout> frozen;
@@ -140,8 +152,8 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
       }
     }
     any_trainable = any_trainable || !numels.empty();
-    layouts.push_back(compute_group_layout(numels, comm.size(), config_.align));
-    frozen.push_back(compute_frozen_layout(frozen_descs, storage, compute, comm.size()));
+    layouts.push_back(compute_group_layout(numels, group, config_.align));
+    frozen.push_back(compute_frozen_layout(frozen_descs, storage, compute, group));
   }
   ZS_CHECK(any_trainable, ErrorCode::kInvalidArgument,
            "every parameter of the model is frozen: there is nothing to train");
@@ -245,19 +257,24 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
                          std::vector<std::vector<ParamSpec>> specs) {
   rank = comm.rank();
   world = comm.size();
+  shard_size = layouts.front().world;
+  shard_rank = rank % shard_size;
+  replica_index = rank / shard_size;
   policy = ShardingPolicy::for_stage(static_cast<int>(config.stage));
   skip_limit = config.max_consecutive_skips >= 0 ? config.max_consecutive_skips
                                                  : (config.loss_scale.dynamic ? 16 : 0);
   const DType P = config.precision.param_dtype, G = config.precision.grad_dtype;
   if (config.optimizer_threads > 0) offload::set_cpu_adam_threads(config.optimizer_threads);
-  plan = plan_engine_buffers(layouts, frozen, config, rank, /*on_device=*/!ops.host_accessible());
+  plan = plan_engine_buffers(layouts, frozen, config, shard_rank,
+                             /*on_device=*/!ops.host_accessible(), world);
   Allocator* dev = &ops.allocator();
   if (plan.ctrl_bytes > 0) {
     ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker, dev);
   }
   check_agreement(layouts, frozen);  // before the large allocations
+  make_shard_groups();
   const size_t U = layouts.size();
-  states = OptimizerStates::create(config, plan, ops, tracker, rank);
+  states = OptimizerStates::create(config, plan, ops, tracker, shard_rank);
   if (plan.convert_bytes > 0) {
     convert_buf =
         Buffer(static_cast<size_t>(plan.convert_bytes), MemCategory::kCommBuffers, tracker, dev);
@@ -265,11 +282,13 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   groups.reserve(U);
   for (size_t i = 0; i < U; ++i) {
     const UnitBufferPlan& up = plan.units[i];
-    groups.emplace_back(
-        static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i], frozen[i],
-        policy, P, G, rank, Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
-        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev),
-        Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert_buf.data(), comm, ops);
+    groups.emplace_back(static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i],
+                        frozen[i], policy, P, G, shard_rank,
+                        Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
+                        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev),
+                        Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev),
+                        convert_buf.data(), *shard, ops);
+    groups.back().set_replicas(replica_comm.get());
     states->attach(groups[i], up);
   }
   grad_scratch.resize(plan.grad_scratch_count);
@@ -288,18 +307,39 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
     for (size_t i = U; i-- > 0;) step_order.push_back(&groups[i]);
   }
   for (ParamGroup& g : groups) eval_order.push_back(&g);
-  in_flight.reserve(static_cast<size_t>(config.micro_batches) * U);
+  in_flight.reserve(static_cast<size_t>(config.micro_batches + 1) * U);
   works.reserve(2 * U);
   reduce_vec.assign(2 + U, 0.0);
   finite_flags.assign(U, 1);
   for (ParamGroup& g : groups) {
     const char* shard = static_cast<const char*>(g.grad_shard());
-    for (const ShardSegment& seg : g.layout().shard_segments(rank)) {
+    for (const ShardSegment& seg : g.layout().shard_segments(shard_rank)) {
       stats_spans.push_back({shard + seg.shard_offset * static_cast<int64_t>(dtype_size(G)), G,
                              seg.length, g.index()});
     }
   }
   init_parameters();
+}
+
+// [Note: hybrid sharding] in engine_config.h: the shard group's communicator (ranks
+// [S*g, S*g + S)) and the replica group's (ranks with the same rank mod S), split from `comm` once
+// every rank is known to have the same shard_group_size.
+void Engine::Impl::make_shard_groups() {
+  ZS_CHECK(config.shard_group_size <= world && world % std::max(config.shard_group_size, 1) == 0,
+           ErrorCode::kInvalidArgument,
+           "shard group size {} does not divide the {} ranks: hybrid sharding needs whole shard "
+           "groups (0 = all ranks)",
+           config.shard_group_size, world);
+  if (shard_size == world) {
+    shard = &comm;
+    return;
+  }
+  shard_owned = comm.split(replica_index, rank);
+  replica_comm = comm.split(shard_rank, rank);
+  ZS_ASSERT(shard_owned && shard_owned->size() == shard_size && shard_owned->rank() == shard_rank);
+  ZS_ASSERT(replica_comm && replica_comm->size() == world / shard_size &&
+            replica_comm->rank() == replica_index);
+  shard = shard_owned.get();
 }
 
 // The scratch a unit's backward writes into, and the buffers its reduction sends and receives
@@ -422,10 +462,14 @@ void Engine::Impl::backward(int micro, const StepInfo& info) {
   for (size_t j = groups.size(); j-- > 0;) {
     ParamGroup& g = groups[j];
     const int b = static_cast<int>(lane_turn++ % static_cast<int64_t>(lanes.size()));
-    while (in_flight_head < in_flight.size() && in_flight[in_flight_head]->lane_busy() &&
-           in_flight.size() - in_flight_head >= lanes.size()) {
-      finish_oldest_reduction();  // lane b's previous reduction
-    }
+    // Lane b's previous reduction is the oldest of those in flight that use a lane, once as
+    // many as there are lanes do (a replica all-reduce in flight uses none).
+    auto lanes_in_use = [&] {
+      size_t n = 0;
+      for (size_t i = in_flight_head; i < in_flight.size(); ++i) n += in_flight[i]->lane_busy();
+      return n;
+    };
+    while (lanes_in_use() >= lanes.size()) finish_oldest_reduction();
     while (g.reducing()) finish_oldest_reduction();  // one unit: its previous micro-batch's
     compute_gradient(g, lanes[b], grad_scratch.size() > 1 ? b : 0, info);
     g.start_reduce(lanes[b], micro, config.micro_batches);
@@ -449,7 +493,11 @@ void Engine::Impl::compute_gradient(ParamGroup& g, const ReduceLane& lane, int s
 
 void Engine::Impl::finish_oldest_reduction() {
   ParamGroup& g = *in_flight[in_flight_head++];
-  if (g.finish_reduce()) states->gradient_final(g);
+  if (g.finish_reduce()) {
+    states->gradient_final(g);
+  } else if (g.reducing()) {
+    in_flight.push_back(&g);  // its shard's all-reduce across the replicas, started just now
+  }
   if (in_flight_head == in_flight.size()) {
     in_flight.clear();
     in_flight_head = 0;
@@ -476,6 +524,7 @@ StepStats Engine::Impl::gradient_stats(double loss_sum, float scale) {
   const int k = config.micro_batches;
   reduce_vec[0] = loss_sum;
   reduce_vec[1] = ops.grad_stats(stats_spans, finite_flags);
+  if (replica_index != 0) reduce_vec[1] = 0.0;  // each shard's squares counted once
   // The staged gradient shards are complete (and the next step may write the device shards).
   states->wait_gradients();
   for (size_t i = 0; i < U; ++i) reduce_vec[2 + i] = finite_flags[i] ? 0.0 : 1.0;
@@ -573,6 +622,12 @@ int64_t Engine::num_frozen_params() const {
 
 const std::string& Engine::unit_name(size_t u) const { return impl_->groups.at(u).name(); }
 
+int Engine::shard_group_size() const { return impl_->shard_size; }
+int Engine::shard_group_rank() const { return impl_->shard_rank; }
+int Engine::replica_index() const { return impl_->replica_index; }
+Communicator& Engine::shard_communicator() { return *impl_->shard; }
+Communicator* Engine::replica_communicator() { return impl_->replica_comm.get(); }
+
 int64_t Engine::num_params() const {
   int64_t n = 0;
   for (const ParamGroup& g : impl_->groups) n += g.layout().numel;
@@ -629,7 +684,7 @@ std::vector<float> Engine::gather_master_group(size_t ui) {
   if (m.numel == l.padded_numel) {  // the whole group is held
     s.ops.copy_to_host(full.data(), m.master_ptr, full.size() * sizeof(float));
   } else if (s.ops.host_accessible()) {
-    s.comm.all_gather(m.master_ptr, full.data(), static_cast<size_t>(l.shard_numel), DType::kF32);
+    s.shard->all_gather(m.master_ptr, full.data(), static_cast<size_t>(l.shard_numel), DType::kF32);
   } else {  // a device communicator gathers device memory: stage through two temporaries
     Buffer shard(shard_bytes, MemCategory::kOther, s.tracker, &s.ops.allocator());
     Buffer all(full.size() * sizeof(float), MemCategory::kOther, s.tracker, &s.ops.allocator());
@@ -638,7 +693,7 @@ std::vector<float> Engine::gather_master_group(size_t ui) {
     } else {
       s.ops.convert(m.master_ptr, DType::kF32, shard.data(), DType::kF32, l.shard_numel);
     }
-    s.comm.all_gather(shard.data(), all.data(), static_cast<size_t>(l.shard_numel), DType::kF32);
+    s.shard->all_gather(shard.data(), all.data(), static_cast<size_t>(l.shard_numel), DType::kF32);
     s.ops.copy_to_host(full.data(), all.data(), full.size() * sizeof(float));
   }
   return full;

@@ -121,6 +121,18 @@ class Engine {
 
   const std::string& unit_name(size_t unit) const;
 
+  // Hybrid sharding ([Note: hybrid sharding] in runtime/engine_config.h): the ranks of this
+  // rank's shard group (all ranks without it), this rank's place in it (what layout(u)'s shard
+  // functions take), and which shard group it is in (0 without it).
+  int shard_group_size() const;
+  int shard_group_rank() const;
+  int replica_index() const;
+  // The communicators the parameter groups use, for their byte counters: the shard group's (the
+  // engine's `comm` itself without hybrid sharding) and the replica group's (null without). Set-up
+  // and the step's statistics (one small all-reduce) go over `comm`.
+  Communicator& shard_communicator();
+  Communicator* replica_communicator();
+
   int64_t num_params() const;         // Psi: trainable parameter elements, without padding
   int64_t num_frozen_params() const;  // frozen parameter elements
   int64_t num_padded_params() const;  // with padding

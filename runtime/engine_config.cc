@@ -45,6 +45,7 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"frozen.storage", c.frozen.storage ? std::string(dtype_name(*c.frozen.storage)) : "compute"},
       {"align", i(c.align)},
       {"optimizer_threads", i(c.optimizer_threads)},
+      {"shard_group_size", i(c.shard_group_size)},
       {"max_consecutive_skips", i(c.max_consecutive_skips)}};
 }
 
@@ -119,6 +120,8 @@ void EngineConfig::validate() const {
            l.hysteresis);
   ZS_CHECK(optimizer_threads >= 0 && optimizer_threads <= 4096, ErrorCode::kInvalidArgument,
            "optimizer_threads {} is outside 0 (the OpenMP default) .. 4096", optimizer_threads);
+  ZS_CHECK(shard_group_size >= 0 && shard_group_size <= (1 << 20), ErrorCode::kInvalidArgument,
+           "shard group size {} is outside 0 (all ranks) .. 2^20", shard_group_size);
 }
 
 }  // namespace zs

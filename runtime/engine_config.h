@@ -70,6 +70,19 @@ struct EngineConfig {
   FrozenPolicy frozen;
   int64_t align = 32;         // elements; see [Note: padding] in sharding/layout.h
   int optimizer_threads = 0;  // CPU Adam threads per rank; 0 = the OpenMP default
+  // [Note: hybrid sharding] The ranks that shard the model states among themselves (HSDP; ZeRO's
+  // MiCS, FSDP2's 2-D mesh). 0 = all ranks (flat sharding). Otherwise S must divide the world
+  // size W: the shard group of rank r is ranks [S*(r/S), S*(r/S) + S) and its replica group the
+  // W/S ranks with the same r mod S. Inside a shard group the stage holds as with a world of S
+  // ranks (gathers and reduce-scatters over it; master and optimizer state split S ways); after
+  // a unit's gradient is reduce-scattered within the group, its shard is all-reduced (sum) across
+  // the replica group, so every replica applies the same update to the same shard. With block
+  // placement and S = ranks per node, parameter gathers and the reduce-scatter stay on the node
+  // and only the gradient shards' all-reduce crosses nodes. Reduction order: for each element,
+  // sum over the replica groups (in replica order) of the sum within each shard group (in rank
+  // order), each sum in fp32 and rounded to the gradient dtype (so twice for fp16/bf16
+  // gradients); it agrees with the flat sum within fp32 rounding for fp32 gradients.
+  int shard_group_size = 0;
   // [Note: non-finite policy] A step whose gradient is not finite is skipped (no update). That is
   // expected with dynamic loss scaling (fp16), where the scale backs off until the gradient
   // fits; without it nothing makes the next step better. step() throws zs::Error(kNonFinite) on

@@ -83,6 +83,10 @@ void PlanConfig::validate() const {
   ZS_CHECK(rank >= 0 && rank < world, ErrorCode::kInvalidArgument, "rank {} outside [0, {})", rank,
            world);
   ZS_CHECK(reserve_bytes >= 0, ErrorCode::kInvalidArgument, "reserve {} bytes < 0", reserve_bytes);
+  ZS_CHECK(engine.shard_group_size <= world && world % std::max(engine.shard_group_size, 1) == 0,
+           ErrorCode::kInvalidArgument,
+           "shard group size {} does not divide the {} ranks (0 = all ranks)",
+           engine.shard_group_size, world);
   const int64_t per_step = static_cast<int64_t>(world) * engine.micro_batches;
   ZS_CHECK(global_batch >= 0 && global_batch % per_step == 0, ErrorCode::kInvalidArgument,
            "batch {} must be a positive multiple of ranks x micro-batches = {}", global_batch,
@@ -115,20 +119,23 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
   ZS_CHECK(model.frozen.empty() || model.frozen.size() == model.units.size(),
            ErrorCode::kInvalidArgument, "frozen parameters for {} units, the model has {}",
            model.frozen.size(), model.units.size());
+  // Model states are split over one shard group ([Note: hybrid sharding]).
+  const int group =
+      config.engine.shard_group_size > 0 ? config.engine.shard_group_size : config.world;
   std::vector<GroupLayout> layouts;
   layouts.reserve(model.units.size());
   for (const auto& u : model.units)
-    layouts.push_back(compute_group_layout(u, config.world, config.engine.align));
+    layouts.push_back(compute_group_layout(u, group, config.engine.align));
   const DType compute = config.engine.precision.param_dtype;
   std::vector<FrozenLayout> frozen;
   for (const auto& f : model.frozen) {
     frozen.push_back(
-        compute_frozen_layout(f, config.engine.frozen.storage_or(compute), compute, config.world));
+        compute_frozen_layout(f, config.engine.frozen.storage_or(compute), compute, group));
   }
 
   MemoryPlan p;
-  p.buffers = plan_engine_buffers(layouts, frozen, config.engine, config.rank,
-                                  /*on_device=*/config.device == DeviceKind::kCuda);
+  p.buffers = plan_engine_buffers(layouts, frozen, config.engine, config.rank % group,
+                                  /*on_device=*/config.device == DeviceKind::kCuda, config.world);
   p.num_frozen_params = model.num_frozen_params();
   p.world = config.world;
   p.ranks_per_node = config.ranks_per_node;

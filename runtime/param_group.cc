@@ -80,6 +80,7 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_
   slot_views_ = resident_views_;
   tag_gather_ = name_ + " gather";
   tag_reduce_ = name_ + " reduce";
+  tag_replica_ = name_ + " replica reduce";
   tag_grad_gather_ = name_ + " grad gather";
   tag_param_gather_ = name_ + " param gather";
   tag_frozen_gather_ = name_ + " frozen gather";
@@ -291,8 +292,22 @@ bool ParamGroup::finish_reduce() {
   ZS_ASSERT(grad_state_ == GradState::kReducing);
   reduce_work_->wait();
   reduce_work_.reset();
+  if (replica_stage_) {
+    replica_stage_ = false;
+    grad_state_ = GradState::kReduced;
+    return true;
+  }
   if (pending_recv_) ops_.accumulate(grads_.data(), G_, pending_recv_, G_, layout_.shard_numel);
   pending_recv_ = nullptr;
+  if (pending_last_ && replicas_ != nullptr && replicas_->size() > 1) {
+    // The shard group's sum of this shard, summed across the replica groups in place.
+    set_flight_tag(tag_replica_.c_str());
+    void* shard = const_cast<void*>(grad_shard());
+    reduce_work_ = replicas_->start_all_reduce(
+        shard, shard, static_cast<size_t>(layout_.shard_numel), G_, ReduceOp::kSum);
+    replica_stage_ = true;
+    return false;
+  }
   grad_state_ = pending_last_ ? GradState::kReduced : GradState::kAccumulating;
   return pending_last_;
 }

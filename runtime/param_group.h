@@ -125,12 +125,21 @@ class ParamGroup {
   // `lane` must stay untouched until finish_reduce() when lane_busy() says so.
   void start_reduce(const ReduceLane& lane, int micro, int micro_batches);
   // True while a reduction started by start_reduce is in flight and uses its lane's buffers.
-  bool lane_busy() const { return grad_state_ == GradState::kReducing && policy_.shard_grads; }
+  bool lane_busy() const {
+    return grad_state_ == GradState::kReducing && policy_.shard_grads && !replica_stage_;
+  }
   bool reducing() const { return grad_state_ == GradState::kReducing; }
   // reducing -> reduced (the step's last reduction) or accumulating: waits, and adds a later
   // micro-batch's received shard into the gradient shard. Returns true when the gradient is
-  // final for this step.
+  // final for this step. With replicas (set_replicas), the step's last reduce-scatter is
+  // followed by the all-reduce of the shard across the replica group: the call that finishes
+  // the reduce-scatter starts it and returns false with the group still reducing (no lane in
+  // use); the next call waits for it and returns true.
   bool finish_reduce();
+  // Hybrid sharding ([Note: hybrid sharding] in runtime/engine_config.h): the communicator over
+  // the ranks that hold the same shard in other shard groups (this group's `comm` is the shard
+  // group). Null (the default): no replicas. Set before the first step.
+  void set_replicas(Communicator* replicas) { replicas_ = replicas; }
   // Starts the all-gather of the whole reduced gradient (policy.gather_reduced_grads()); null
   // otherwise. Requires reduced.
   WorkHandle start_gather_reduced_grads();
@@ -160,6 +169,7 @@ class ParamGroup {
   void* convert_ = nullptr;
   bool any_convert_ = false;
   Communicator& comm_;
+  Communicator* replicas_ = nullptr;
   DeviceOps& ops_;
   // Flight-recorder labels of this group's collectives (collectives/flight_recorder.h), made
   // once: "<name> gather", "<name> reduce", "<name> grad gather", "<name> param gather".
@@ -175,6 +185,8 @@ class ParamGroup {
   WorkHandle reduce_work_;
   void* pending_recv_ = nullptr;  // a later micro-batch's shard to add once received
   bool pending_last_ = false;
+  bool replica_stage_ = false;  // reduce_work_ is the all-reduce across replicas
+  std::string tag_replica_;
 };
 
 }  // namespace zs

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_communicator.h"
 #include "core/memory_tracker.h"
 #include "device/device_ops.h"
@@ -27,12 +28,20 @@ class Backend {
   virtual void synchronize() {}
   // Dense bf16/fp16 peak of one device in TFLOP/s for MFU; 0 when unknown.
   virtual double peak_tflops() const { return 0.0; }
+  // engine_comm() as a HierarchicalCommunicator, for its node layout and link counters; null
+  // when it is not one (CUDA, one rank).
+  virtual HierarchicalCommunicator* hierarchical() { return nullptr; }
 };
 
 // device: "cpu" or "cuda". Throws zs::Error(kUnsupported) for "cuda" in a build without the CUDA
 // backend or on a node without a GPU for this rank, kInvalidArgument for another name.
+// The CPU backend with more than one rank gives the engine a HierarchicalCommunicator over
+// `world` (collective: every rank constructs it), running the two-level algorithms when
+// `hierarchical_collectives` and the node layout allows them, the flat ones otherwise; either
+// way its link counters split the bytes by link class.
 std::unique_ptr<Backend> make_backend(const std::string& device, const nn::GptConfig& cfg,
-                                      MpiCommunicator& world, MemoryTracker& tracker);
+                                      MpiCommunicator& world, MemoryTracker& tracker,
+                                      bool hierarchical_collectives = false);
 
 // The CUDA backend (backend_cuda.cc, built with the toolkit only).
 std::unique_ptr<Backend> make_cuda_backend(const nn::GptConfig& cfg, MpiCommunicator& world,

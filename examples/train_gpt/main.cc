@@ -27,6 +27,7 @@
 #include "core/settings.h"
 #include "dataset.h"
 #include "kernel_report.h"
+#include "link_meter.h"
 #include "nn/gpt.h"
 #include "options.h"
 #include "run_log.h"
@@ -165,7 +166,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   try {
     kernels = kernel_report(o.engine.precision.param_dtype, o.device);
     data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.context);
-    backend = make_backend(o.device, o.model, comm, tracker);
+    backend = make_backend(o.device, o.model, comm, tracker, o.collectives == "hierarchical");
     model = &backend->model();
     // CPU: the same core budget as the model; CUDA: the host cores of this rank.
     o.engine.optimizer_threads = o.device == "cpu" ? model->threads() : nn::default_threads();
@@ -232,18 +233,20 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   double tok_s_sum = 0.0, ms_sum = 0.0, last_loss = 0.0, last_val = NAN;
   std::vector<double> step_ms;  // steps after the first, for the median
   step_ms.reserve(static_cast<size_t>(o.steps));
-  int64_t timed = 0, comm_bytes_step = 0;
+  int64_t timed = 0;
+  StepBytes step_bytes;
+  LinkMeter meter(*engine, ecomm, backend->hierarchical());
   const int64_t first = state.step;
   const auto loop_start = Clock::now();
   for (int64_t s = first; s < o.steps; ++s) {
     data->fill_train(s, k, W, comm.rank(), o.model.batch, o.engine.seed, tokens);
     model->set_tokens(tokens);
-    const ByteCounters before = ecomm.counters();
+    meter.start();
     const auto t0 = Clock::now();
     const StepStats st = engine->step();
     backend->synchronize();  // a device step ends when its last kernel does
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    comm_bytes_step = ecomm.counters().total_sent() - before.total_sent();
+    step_bytes = meter.stop();
     state.step = s + 1;
     state.data_cursor = s + 1;
     const double tok_s = tokens_per_step / (ms / 1e3);
@@ -287,9 +290,13 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
           {"step_ms", ms},
           {"tokens_per_s", tok_s},
           {"skipped", st.skipped},
-          {"comm_bytes", comm_bytes_step},
+          {"comm_bytes", step_bytes.total},
           {"mem_peak_bytes", static_cast<double>(engine->tracker().peak_total())},
           {"eta_s", std::round(eta * 10) / 10}};
+      if (step_bytes.intra >= 0) {
+        j["comm_bytes_intra"] = step_bytes.intra;
+        j["comm_bytes_inter"] = step_bytes.inter;
+      }
       if (eval_now) j["val_loss"] = last_val;
       json.write("step", j);
     }
@@ -304,8 +311,15 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
     median_ms = step_ms[step_ms.size() / 2];
   }
   comm.all_reduce(&median_ms, &median_ms, 1, DType::kF64, ReduceOp::kMax);
-  double comm_max = static_cast<double>(comm_bytes_step);
+  // Bytes sent in the last step: the most any rank sent, and by link class all ranks together
+  // (-1: unknown on some rank).
+  double comm_max = static_cast<double>(step_bytes.total);
   comm.all_reduce(&comm_max, &comm_max, 1, DType::kF64, ReduceOp::kMax);
+  const bool classed = step_bytes.intra >= 0;
+  double link_sum[3] = {static_cast<double>(step_bytes.intra),
+                        static_cast<double>(step_bytes.inter), classed ? 0.0 : 1.0};
+  comm.all_reduce(link_sum, link_sum, 3, DType::kF64, ReduceOp::kSum);
+  if (link_sum[2] > 0) link_sum[0] = link_sum[1] = -1;
   // Model FLOPs per token, PaLM's count: 6 per parameter (forward + backward) plus attention's
   // 12 * layers * context * width; activation recomputation is not counted.
   const double flops_per_token =
@@ -328,10 +342,15 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
     }
     std::printf(" total %s\n", human_bytes(peaks.back()).c_str());
     std::printf(
-        "bytes sent per rank per step: %s; mean over steps after the first: %.1f ms, "
+        "bytes sent per rank per step: %s%s; mean over steps after the first: %.1f ms, "
         "%.0f tok/s\n",
-        human_bytes(comm_max).c_str(), timed ? ms_sum / timed : 0.0,
-        timed ? tok_s_sum / timed : 0.0);
+        human_bytes(comm_max).c_str(),
+        link_sum[0] >= 0 ? fmt::format(" (most on one rank; all ranks: {} within nodes, {} between "
+                                       "nodes)",
+                                       human_bytes(link_sum[0]), human_bytes(link_sum[1]))
+                               .c_str()
+                         : "",
+        timed ? ms_sum / timed : 0.0, timed ? tok_s_sum / timed : 0.0);
     std::printf("model FLOP/s (median step): %.3f TFLOP/s in all, %.3f per rank%s\n", model_tflops,
                 model_tflops / W,
                 peak > 0 ? fmt::format(", MFU {:.1f}% of {:.1f} TFLOP/s per rank",
@@ -368,6 +387,10 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
           {"mfu", peak > 0 ? model_tflops / W / peak : 0.0},
           {"memory_bytes", mem},
           {"comm_bytes_per_step", comm_max},
+          {"comm_bytes_intra_all_ranks", link_sum[0]},
+          {"comm_bytes_inter_all_ranks", link_sum[1]},
+          {"shard_group_size", engine->shard_group_size()},
+          {"collectives", o.collectives},
           {"param_hash", hash},
           {"kernels", nlohmann::ordered_json::parse(kernels.dump())},
           {"sample", sample}};

@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -257,6 +258,12 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
       "accumulated-gradient and reduction dtype: fp32 or the compute dtype")(
       "prefetch", po::value(&o.engine.prefetch)->default_value(1),
       "units gathered ahead of use in stage 3 (0: none)")(
+      "shard-group-size", po::value(&o.engine.shard_group_size)->default_value(0),
+      "hybrid sharding (HSDP): shard the model states over groups of this many ranks and "
+      "replicate across groups, e.g. the ranks of one node (0: all ranks; must divide them)")(
+      "collectives", po::value(&o.collectives)->default_value(o.collectives),
+      "flat, or hierarchical: the engine's all-rank collectives in two levels, within each node "
+      "then across nodes (docs/scaling.md; CPU only)")(
       "offload-optimizer", po::bool_switch(&offload),
       "keep the fp32 master and Adam state in host memory and update them with the CPU Adam")(
       "device", po::value(&o.device)->default_value(o.device),
@@ -452,6 +459,12 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   o.engine.optimizer.schedule.total_steps = o.steps;
   o.engine.optimizer.schedule.min_ratio = min_lr_ratio;
 
+  ZS_CHECK(o.collectives == "flat" || o.collectives == "hierarchical", ErrorCode::kInvalidArgument,
+           "--collectives '{}' is not one of flat, hierarchical", o.collectives);
+  ZS_CHECK(o.collectives == "flat" || o.device == "cpu", ErrorCode::kUnsupported,
+           "--collectives hierarchical is implemented for --device cpu only (MPI), not {}",
+           o.device);
+
   configure_loss_scaler(vm, flag, dtype, o.engine);
   const std::string mode = configure_log_mode(vm, o);
 
@@ -477,6 +490,9 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
 }
 
 void check_world_size(const TrainOptions& o, int world_size) {
+  const int S = o.engine.shard_group_size;
+  ZS_CHECK(S <= world_size && world_size % std::max(S, 1) == 0, ErrorCode::kInvalidArgument,
+           "--shard-group-size {} does not divide the {} ranks (0: all ranks)", S, world_size);
   if (!o.ds_train_batch_size) return;
   const int64_t product = static_cast<int64_t>(o.model.batch) * o.engine.micro_batches * world_size;
   ZS_CHECK(*o.ds_train_batch_size == product, ErrorCode::kInvalidArgument,

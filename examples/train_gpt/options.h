@@ -41,7 +41,10 @@ struct TrainOptions {
   // each rank is (docs/reliability.md); 0: off. Default: ZS_WATCHDOG_S, else 300.
   double watchdog_timeout_s = 300.0;
   std::string device = "cpu";  // --device: cpu or cuda (examples/train_gpt/backend.h)
-  double peak_tflops = 0.0;    // --peak-tflops: for MFU; 0 = the device's known peak, if any
+  // --collectives: "flat" or "hierarchical" (the CPU engine's world communicator is then a
+  // HierarchicalCommunicator running the two-level algorithms; docs/scaling.md).
+  std::string collectives = "flat";
+  double peak_tflops = 0.0;  // --peak-tflops: for MFU; 0 = the device's known peak, if any
   // --deepspeed-config: the file, and its train_batch_size when given (checked against the
   // world size by check_world_size()).
   std::string ds_config;
