@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/mpi_communicator.h"
+#include "collectives/topology.h"
 #include "core/error.h"
 #include "mlp_model.h"
 #include "runtime/checkpoint.h"
@@ -252,6 +253,28 @@ TEST(HybridSharding, CheckpointsResumeAndMoveToFlat) {
     EXPECT_EQ(flat.param_hash(), saved_hash);
     world().barrier();
     if (world().rank() == 0) std::filesystem::remove_all(dir);
+  }
+}
+
+// On a (simulated) cluster, ZS_TEST_EXPECT_NODES=N: the job spans N nodes of L ranks in blocks,
+// so shard groups of L ranks are the nodes and every replica all-reduce crosses the network.
+// Training with them agrees with flat sharding as above (run there by the tests before).
+TEST(HybridSharding, ShardGroupsAreTheNodesOnACluster) {
+  const char* expect = std::getenv("ZS_TEST_EXPECT_NODES");
+  if (expect == nullptr || *expect == 0) GTEST_SKIP() << "ZS_TEST_EXPECT_NODES is not set";
+  auto& mpi = static_cast<MpiCommunicator&>(world());
+  const NodeTopology topo = make_node_topology(mpi);
+  ASSERT_EQ(topo.num_nodes, std::atoi(expect));
+  ASSERT_EQ(world().rank(), topo.node_index * topo.local_size + topo.local_rank) << "not blocks";
+  const EngineConfig c = make_config(3, topo.local_size);
+  MlpModel model(shape(), world().size(), world().rank(), c.micro_batches);
+  Engine engine(model, world(), c);
+  EXPECT_EQ(engine.replica_index(), topo.node_index);
+  EXPECT_EQ(engine.shard_group_rank(), topo.local_rank);
+  const RunResult flat = train(make_config(3, 0), 3);
+  const RunResult h = train(c, 3);
+  for (size_t s = 0; s < flat.losses.size(); ++s) {
+    EXPECT_NEAR(h.losses[s], flat.losses[s], 1e-6 * std::abs(flat.losses[s]));
   }
 }
 
