@@ -3,7 +3,7 @@
 //
 //   mpirun -np 2 bench_collectives [--min-bytes 1024] [--max-bytes 268435456] [--step 4]
 //          [--iters 10] [--warmup 3] [--ops all_gather,reduce_scatter,all_reduce] [--json]
-//          [--hierarchical] [--fake-nodes K] [--fit]
+//          [--hierarchical] [--fake-nodes K] [--fit] [--fit-out FILE --fit-class CLASS]
 //
 // Method (nccl-tests style): fp32 sum; `size` is the bytes of the full buffer (all-gather's
 // output, reduce-scatter's input, all-reduce's buffer) and `count` its elements. Each iteration is
@@ -26,12 +26,17 @@
 // least-squares line, because neither link is linear over the whole range: a tbf-shaped link
 // passes its bucket (1 ms at the rate) at wire speed, and shared memory is 10x faster for
 // messages that stay in cache.
+// --fit-out FILE (implies --fit) writes the first op's zeroshard fit into FILE as the link class
+// --fit-class (intra_node or inter_node; the other class already in FILE is kept), the form
+// runtime/comm_model.h loads (zs_plan --links FILE): run it on a 1-node x 2-rank layout for
+// intra_node and a 2-node x 1-rank one for inter_node (docs/scaling.md).
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <sstream>
@@ -39,6 +44,7 @@
 #include <vector>
 
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 
 #include "collectives/hierarchical_communicator.h"
 #include "collectives/mpi_communicator.h"
@@ -63,6 +69,8 @@ struct Options {
   bool hierarchical = false;
   int fake_nodes = -1;  // -1: ZS_FAKE_NODES (Settings), 0: the real nodes
   bool fit = false;
+  std::string fit_out;                   // --fit-out: the links file to write
+  std::string fit_class = "inter_node";  // --fit-class
 };
 
 struct Result {
@@ -270,7 +278,10 @@ bool parse(int argc, char** argv, Options& o, int rank) {
       "also time HierarchicalCommunicator (node-local + cross-node steps)")(
       "fake-nodes", po::value(&o.fake_nodes)->default_value(o.fake_nodes),
       "with --hierarchical: K contiguous blocks as nodes; 0 real nodes; -1 ZS_FAKE_NODES")(
-      "fit", po::bool_switch(&o.fit), "fit time = alpha + beta * bytes per op and implementation");
+      "fit", po::bool_switch(&o.fit), "fit time = alpha + beta * bytes per op and implementation")(
+      "fit-out", po::value(&o.fit_out), "write the first op's zeroshard fit into this links file")(
+      "fit-class", po::value(&o.fit_class)->default_value(o.fit_class),
+      "the link class --fit-out writes: intra_node or inter_node");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, d), vm);
   po::notify(vm);
@@ -283,10 +294,43 @@ bool parse(int argc, char** argv, Options& o, int rank) {
            zs::ErrorCode::kInvalidArgument,
            "bench_collectives: need step >= 2, iters >= 1, warmup >= 0, 4 <= min-bytes <= "
            "max-bytes");
+  ZS_CHECK(o.fit_class == "intra_node" || o.fit_class == "inter_node",
+           zs::ErrorCode::kInvalidArgument,
+           "bench_collectives: --fit-class '{}' is not one of intra_node, inter_node", o.fit_class);
+  if (!o.fit_out.empty()) o.fit = true;
   o.ops.clear();
   std::stringstream ss(ops);
   for (std::string op; std::getline(ss, op, ',');) o.ops.push_back(op);
   return true;
+}
+
+// Writes one link class's alpha-beta into the links file, keeping what else it holds.
+void write_fit(const Options& o, const std::string& op, int ranks, double alpha, double beta,
+               const std::vector<double>& x) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  if (std::ifstream in(o.fit_out); in.good()) {
+    try {
+      in >> j;
+    } catch (const nlohmann::json::exception&) {
+      j = nlohmann::ordered_json::object();  // not JSON: replaced
+    }
+  }
+  char host[256] = {};
+  int len = 0;
+  MPI_Get_processor_name(host, &len);
+  j[o.fit_class] = {{"alpha_s", alpha},
+                    {"beta_s_per_byte", beta},
+                    {"fit", op + ", zeroshard (MpiCommunicator), alpha = smallest row's time, "
+                                 "beta = least-squares slope over the larger half of the rows"},
+                    {"ranks", ranks},
+                    {"min_bytes_per_rank", x.empty() ? 0.0 : x.front()},
+                    {"max_bytes_per_rank", x.empty() ? 0.0 : x.back()},
+                    {"host", std::string(host, static_cast<size_t>(len))}};
+  std::ofstream out(o.fit_out);
+  out << j.dump(2) << "\n";
+  ZS_CHECK(out.good(), zs::ErrorCode::kInvalidArgument, "bench_collectives: cannot write '{}'",
+           o.fit_out);
+  std::printf("# wrote %s of %s\n", o.fit_class.c_str(), o.fit_out.c_str());
 }
 
 void run(int argc, char** argv) {
@@ -360,6 +404,9 @@ void run(int argc, char** argv) {
         std::printf(
             "# fit %-14s %-12s alpha = %9.2f us  beta = %8.4f ns/B  (1/beta = %7.3f GB/s)\n",
             op.c_str(), names[k], alpha * 1e6, beta * 1e9, beta > 0 ? 1e-9 / beta : 0.0);
+        if (k == 0 && !o.fit_out.empty() && op == o.ops.front()) {
+          write_fit(o, op, b.size(), alpha, beta, x);
+        }
       }
       std::fflush(stdout);
     }
