@@ -1,5 +1,7 @@
 #include "core/cpu_features.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "core/error.h"
@@ -30,6 +32,10 @@ CpuFeatures detect() {
   // asks the OS for the tile state itself).
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) f.amx_bf16 = (d >> 22) & 1u;
+  // AVX512_VNNI: CPUID.(EAX=7,ECX=0):ECX[11] (needs the AVX-512 state: avx512f checked it);
+  // AVX-VNNI: CPUID.(EAX=7,ECX=1):EAX[4] (needs the YMM state: avx2 checked it).
+  f.avx512vnni = f.avx512f && ((c >> 11) & 1u);
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = f.avx2 && ((a >> 4) & 1u);
 #endif
   return f;
 }
@@ -88,6 +94,8 @@ std::string cpu_features_string() {
   add(f.avx512bf16, "avx512bf16");
   add(f.avx512fp16, "avx512fp16");
   add(f.amx_bf16, "amx-bf16");
+  add(f.avx512vnni, "avx512vnni");
+  add(f.avx_vnni, "avx-vnni");
   return s.empty() ? "none" : s;
 }
 
@@ -155,6 +163,34 @@ SimdLevel active_simd_level() {
     return SimdLevel::kScalar;
   }();
   return level;
+}
+
+namespace {
+// Whether oneDNN, capped by ONEDNN_MAX_CPU_ISA = `cap`, may run a VNNI kernel.
+bool onednn_cap_allows_vnni(std::string cap) {
+  if (cap.empty()) return true;
+  std::transform(cap.begin(), cap.end(), cap.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  if (cap == "ALL") return true;
+  for (const char* k : {"VNNI", "BF16", "FP16", "AMX"})
+    if (cap.find(k) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
+bool int8_gemm_supported() {
+  static const bool onednn_ok = [] {
+    try {
+      return onednn_cap_allows_vnni(Settings::from_environment().onednn_max_cpu_isa);
+    } catch (const Error&) {
+      return false;  // a bad setting: active_simd_level() below throws it
+    }
+  }();
+  const CpuFeatures& f = cpu_features();
+  const SimdLevel level = active_simd_level();
+  const bool vnni =
+      (f.avx512vnni && level >= SimdLevel::kAvx512) || (f.avx_vnni && level >= SimdLevel::kAvx2);
+  return vnni && onednn_ok;
 }
 
 }  // namespace zs

@@ -33,12 +33,14 @@ struct CpuFeatures {
   bool avx512bf16 = false;
   bool avx512fp16 = false;
   bool amx_bf16 = false;
+  bool avx512vnni = false;  // AVX512_VNNI: vpdpbusd on zmm (Intel Cascade Lake+, AMD Zen 4+)
+  bool avx_vnni = false;    // AVX-VNNI: vpdpbusd on ymm without AVX-512 (Intel Alder Lake+)
 };
 
 // The features of this CPU (with OS support for the register state), detected once.
 const CpuFeatures& cpu_features();
 // The detected features as names, e.g. "avx2 f16c fma avx512f avx512bw avx512dq avx512vl
-// avx512bf16" ("none" when there are none).
+// avx512bf16 avx512vnni" ("none" when there are none).
 std::string cpu_features_string();
 // The CPU's brand string from cpuid, e.g. "AMD EPYC 9R45" ("unknown" where cpuid has none).
 std::string cpu_model_name();
@@ -66,5 +68,16 @@ bool force_scalar();
 // The level dispatched kernels use: the highest supported level not above the cap. Fixed for the
 // life of the process. Throws like max_simd_level() for a bad setting.
 SimdLevel active_simd_level();
+
+// [Note: int8 GEMM support] True when an int8 x int8 matrix product (oneDNN's s8 matmul,
+// nn/int8_linear.h) is exact on this process: the CPU has VNNI (vpdpbusd accumulates u8 x s8
+// products in 32 bits) and neither cap forbids it: ZS_MAX_ISA leaves kAvx512 active for
+// AVX512_VNNI (or at least kAvx2 for AVX-VNNI), and ONEDNN_MAX_CPU_ISA is unset, "ALL", or names a
+// level with VNNI (AVX2_VNNI, AVX512_CORE_VNNI, AVX512_CORE_BF16, AVX512_CORE_FP16,
+// AVX512_CORE_AMX...; case-insensitive). Without VNNI oneDNN pairs the products in saturating
+// 16-bit sums (vpmaddubsw) and full-range int8 weights give wrong results (5-21% of max |y|,
+// docs/benchmarks.md), so callers must not use the int8 GEMM there. Throws like
+// max_simd_level() for a bad setting.
+bool int8_gemm_supported();
 
 }  // namespace zs

@@ -79,6 +79,7 @@ Settings Settings::from_environment() {
                                     "an integer >= 1 that divides the world size");
   }
   if (const char* v = get("ZS_WATCHDOG_S")) s.watchdog_s = parse_seconds("ZS_WATCHDOG_S", v);
+  if (const char* v = get("ONEDNN_MAX_CPU_ISA")) s.onednn_max_cpu_isa = v;
   return s;
 }
 

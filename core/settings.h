@@ -12,6 +12,10 @@
 //   ZS_FAKE_NODES            fake_nodes            int        0        an integer >= 1
 //   ZS_WATCHDOG_S            watchdog_s            double     unset    a number >= 0 (seconds)
 //
+// One variable that is not ours is read here too, never refused: ONEDNN_MAX_CPU_ISA, the cap
+// oneDNN applies to its own kernels (it validates the value itself), into onednn_max_cpu_isa, so
+// that int8_gemm_supported() (core/cpu_features.h) knows which kernels oneDNN will run.
+//
 // What each one does is said at its field below.
 //
 // Who owns them: the configuration of each part takes its defaults from one Settings value, read
@@ -61,6 +65,8 @@ struct Settings {
   // collective has not completed after T seconds. 0: off. Unset (empty): the program's default,
   // which is off for MpiCommunicatorOptions and 300 s for train_gpt.
   std::optional<double> watchdog_s;
+  // ONEDNN_MAX_CPU_ISA as set (e.g. "AVX2"), empty when unset; read only, see the note above.
+  std::string onednn_max_cpu_isa;
 
   // The defaults above, overridden by each variable of the table that is set and not empty. Reads
   // the environment at every call. Throws zs::Error(kInvalidArgument) for the first bad value (in
