@@ -23,6 +23,9 @@
 #   nonfinite  --lr 1e30 makes the parameters non-finite: the run stops at once (one message,
 #              exit 1), writes no checkpoint or export after it, and the last good checkpoint
 #              resumes to the bits of an uninterrupted run
+#   hsdp       4 ranks on 2 fake nodes: --shard-group-size 2 and --collectives hierarchical agree
+#              with flat sharding, hybrid sends fewer bytes between nodes, shard groups of one
+#              rank give flat's bits at stage 1
 #   isa        our kernels capped at scalar, avx2 and avx512 (ZS_MAX_ISA) give the same
 #              param_hash (fp32 and bf16, resident and offloaded Adam); the first lines name the
 #              paths taken; a bad cap is refused on every rank
@@ -361,6 +364,8 @@ JSON
     expect "huge eval" "--eval-batches 1000000000 is outside 1..100000" --eval-batches 1000000000
     expect "huge sample" "--sample-tokens 1000000000 is outside 0..1000000" --sample-tokens 1000000000
     expect "huge threads" "threads 100000 is outside 0..1024" --threads 100000
+    expect "shard group" "--shard-group-size 3 does not divide the 2 ranks" --shard-group-size 3
+    expect "collectives" "--collectives 'tree' is not one of flat, hierarchical" --collectives tree
     if [ ! -e /dev/nvidia0 ]; then  # no GPU: a CPU build or a CUDA build must refuse cleanly
       expect "cuda without a GPU" "no CUDA" --device cuda
     fi
@@ -385,6 +390,31 @@ JSON
     mpmd "stage at 4 ranks" "options: ranks disagree on --zero-stage: 3 on rank 0, 1 on rank 3" 4 --zero-stage 1
     mpmd "seed" "options: ranks disagree on --seed: 1234 on rank 0, 7 on rank 1" 2 --seed 7
     mpmd "validation share" "ranks disagree on --val-fraction: 0.1 on rank 0, 0.2 on rank 1" 2 --val-fraction 0.2
+    mpmd "shard group" "ranks disagree on --shard-group-size: 0 on rank 0, 2 on rank 3" 4 --shard-group-size 2
+    ;;
+  hsdp)
+    # 4 ranks on 2 fake nodes (ZS_FAKE_NODES=2): hybrid sharding with the nodes as shard groups
+    # agrees with flat sharding (losses to 4 decimals) and sends fewer bytes between nodes (the
+    # link-class figures of the final line); shard groups of one rank are flat's bits at stage 1;
+    # hierarchical collectives train the same model.
+    export ZS_FAKE_NODES=2
+    run "$work/flat.txt" 4 "${tiny[@]}" || { cat "$work/flat.txt"; fail "flat"; }
+    run "$work/hsdp.txt" 4 "${tiny[@]}" --shard-group-size 2 || { cat "$work/hsdp.txt"; fail "hsdp"; }
+    run "$work/hier.txt" 4 "${tiny[@]}" --collectives hierarchical || { cat "$work/hier.txt"; fail "hier"; }
+    losses() { grep -oE '^step +[0-9]+/6 \| loss [0-9.]+' "$1" | awk '{print $NF}' | cut -c1-6; }
+    for f in hsdp hier; do
+      [ "$(losses "$work/flat.txt")" = "$(losses "$work/$f.txt")" ] ||
+        fail "$f losses $(losses "$work/$f.txt" | tr '\n' ' ') vs flat $(losses "$work/flat.txt" | tr '\n' ' ')"
+    done
+    between() { grep -oE '[0-9.]+ [KMG]?i?B between nodes' "$1" | head -1; }
+    to_bytes() { awk '{v=$1; u=$2; m=1; if(u=="KiB")m=1024; if(u=="MiB")m=1048576; if(u=="GiB")m=1073741824; printf "%d\n", v*m}'; }
+    bf=$(between "$work/flat.txt" | to_bytes) bh=$(between "$work/hsdp.txt" | to_bytes)
+    echo "between nodes per step: flat $bf B, hsdp $bh B"
+    [ -n "$bf" ] && [ -n "$bh" ] && [ "$bh" -lt "$bf" ] || fail "hsdp sends $bh B between nodes, flat $bf"
+    run "$work/f1.txt" 4 "${tiny[@]}" --zero-stage 1 || fail "flat stage 1"
+    run "$work/h1.txt" 4 "${tiny[@]}" --zero-stage 1 --shard-group-size 1 || fail "hsdp 1 stage 1"
+    same_hash "shard groups of one rank, stage 1" "$work/f1.txt" "$work/h1.txt"
+    unset ZS_FAKE_NODES
     ;;
   nonfinite)
     # Parameters that become non-finite stop the run at once (one message, exit 1 on every
