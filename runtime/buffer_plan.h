@@ -86,7 +86,7 @@ struct BufferPlan {
 // How a frozen parameter is laid out: a matrix (2-D) has rows = its first dimension (int8
 // storage gives it one scale per row); every other shape rows = 0.
 inline FrozenParamDesc frozen_param_desc(const ParamSpec& p) {
-  return {p.numel(), p.shape.size() == 2 ? p.shape[0] : 0};
+  return {p.numel(), p.shape.size() == 2 ? p.shape[0] : 0, p.accepts_int8};
 }
 
 // `frozen` is empty (no frozen parameters) or holds one FrozenLayout per unit.

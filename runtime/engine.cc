@@ -153,7 +153,8 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
     }
     any_trainable = any_trainable || !numels.empty();
     layouts.push_back(compute_group_layout(numels, group, config_.align));
-    frozen.push_back(compute_frozen_layout(frozen_descs, storage, compute, group));
+    frozen.push_back(
+        compute_frozen_layout(frozen_descs, storage, compute, group, config_.frozen.hands_int8()));
   }
   ZS_CHECK(any_trainable, ErrorCode::kInvalidArgument,
            "every parameter of the model is frozen: there is nothing to train");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "runtime/agreement.h"
 
@@ -43,10 +44,29 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"seed", std::to_string(c.seed)},
       {"offload.optimizer", i(c.offload.optimizer)},
       {"frozen.storage", c.frozen.storage ? std::string(dtype_name(*c.frozen.storage)) : "compute"},
+      {"frozen.int8_compute", int8_compute_name(c.frozen.int8_compute)},
       {"align", i(c.align)},
       {"optimizer_threads", i(c.optimizer_threads)},
       {"shard_group_size", i(c.shard_group_size)},
       {"max_consecutive_skips", i(c.max_consecutive_skips)}};
+}
+
+const char* int8_compute_name(FrozenPolicy::Int8Compute c) {
+  switch (c) {
+    case FrozenPolicy::Int8Compute::kAuto:
+      return "auto";
+    case FrozenPolicy::Int8Compute::kDequantize:
+      return "dequantize";
+    case FrozenPolicy::Int8Compute::kInt8Gemm:
+      return "int8-gemm";
+  }
+  return "invalid";
+}
+
+bool FrozenPolicy::hands_int8() const {
+  if (storage != DType::kI8) return false;
+  return int8_compute == Int8Compute::kInt8Gemm ||
+         (int8_compute == Int8Compute::kAuto && int8_gemm_supported());
 }
 
 ZeroStage zero_stage_from_int(int stage) {
@@ -72,6 +92,21 @@ void EngineConfig::validate() const {
              "frozen parameter storage dtype {} is not one of fp32, bf16, fp16, int8",
              dtype_name(f));
   }
+  using I8 = FrozenPolicy::Int8Compute;
+  const I8 ic = frozen.int8_compute;
+  ZS_CHECK(ic == I8::kAuto || ic == I8::kDequantize || ic == I8::kInt8Gemm,
+           ErrorCode::kInvalidArgument, "frozen.int8_compute {} is not auto, dequantize, int8-gemm",
+           static_cast<int>(ic));
+  ZS_CHECK(ic != I8::kInt8Gemm || frozen.storage == DType::kI8, ErrorCode::kInvalidArgument,
+           "frozen.int8_compute int8-gemm needs int8 storage of the frozen parameters (storage "
+           "is {})",
+           frozen.storage ? std::string(dtype_name(*frozen.storage)) : "the compute dtype");
+  ZS_CHECK(
+      ic != I8::kInt8Gemm || int8_gemm_supported(), ErrorCode::kUnsupported,
+      "frozen.int8_compute int8-gemm: this CPU cannot run the int8 GEMM correctly (no VNNI "
+      "under the ISA caps: cpu [{}], ZS_MAX_ISA level {}; see ONEDNN_MAX_CPU_ISA too): without "
+      "VNNI oneDNN's int8 products saturate. Use auto or dequantize",
+      cpu_features_string(), simd_level_name(active_simd_level()));
   ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "micro_batches {} < 1", micro_batches);
   ZS_CHECK(prefetch >= 0 && prefetch <= 64, ErrorCode::kInvalidArgument,
            "prefetch depth {} is outside 0..64", prefetch);

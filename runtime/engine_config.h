@@ -52,7 +52,24 @@ struct FrozenPolicy {
   // other shape in the compute dtype; dequantized into the compute dtype before the unit computes.
   std::optional<DType> storage;
   DType storage_or(DType compute) const { return storage.value_or(compute); }
+  // [Note: int8 compute] With int8 storage, how units compute from the int8 matrices of
+  // parameters that accept them (ParamSpec::accepts_int8, [Note: frozen parameters]):
+  //   kDequantize  dequantized into the compute dtype before the unit computes, like every other
+  //                frozen parameter;
+  //   kInt8Gemm    handed to the unit as int8 records (no conversion buffer for them), for an int8
+  //                GEMM (nn/int8_linear.h); refused where int8_gemm_supported()
+  //                (core/cpu_features.h) is false: without VNNI the int8 products are wrong;
+  //   kAuto        kInt8Gemm where int8_gemm_supported(), else kDequantize.
+  // kAuto therefore depends on the machine (and its ISA caps): ranks agree on the setting, and
+  // each rank resolves it on its own CPU.
+  enum class Int8Compute : uint8_t { kAuto, kDequantize, kInt8Gemm };
+  Int8Compute int8_compute = Int8Compute::kAuto;
+  // True when int8 records of accepting parameters are handed to units: int8 storage and kInt8Gemm
+  // (or kAuto where int8_gemm_supported()).
+  bool hands_int8() const;
 };
+// "auto", "dequantize", "int8-gemm".
+const char* int8_compute_name(FrozenPolicy::Int8Compute c);
 
 struct EngineConfig {
   ZeroStage stage = ZeroStage::k3;
@@ -91,7 +108,8 @@ struct EngineConfig {
   // non-finite gradient stops the run).
   int max_consecutive_skips = -1;
 
-  // Throws zs::Error(kInvalidArgument) naming the first bad field.
+  // Throws zs::Error(kInvalidArgument) naming the first bad field; zs::Error(kUnsupported) for
+  // frozen.int8_compute = kInt8Gemm on a process without the int8 GEMM ([Note: int8 compute]).
   void validate() const;
 };
 

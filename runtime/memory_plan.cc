@@ -129,8 +129,8 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
   const DType compute = config.engine.precision.param_dtype;
   std::vector<FrozenLayout> frozen;
   for (const auto& f : model.frozen) {
-    frozen.push_back(
-        compute_frozen_layout(f, config.engine.frozen.storage_or(compute), compute, group));
+    frozen.push_back(compute_frozen_layout(f, config.engine.frozen.storage_or(compute), compute,
+                                           group, config.engine.frozen.hands_int8()));
   }
 
   MemoryPlan p;

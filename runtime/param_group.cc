@@ -31,6 +31,18 @@ std::vector<ParamSpec> trainable_only(const std::vector<ParamSpec>& specs, bool 
 
 int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
+// Points v at a frozen record that is not converted: its values in the compute dtype, or an int8
+// record as the unit takes it ([Note: frozen parameters] in runtime/unit.h): scales, then values.
+void point_at_record(ParamView& v, const FrozenRecord& r, const void* record) {
+  if (r.dtype != DType::kI8) {
+    v.data = record;
+    return;
+  }
+  v.dtype = DType::kI8;
+  v.row_scales = static_cast<const float*>(record);
+  v.data = record == nullptr ? nullptr : static_cast<const char*>(record) + 4 * r.rows;
+}
+
 }  // namespace
 
 ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> specs,
@@ -107,7 +119,8 @@ void ParamGroup::build_views() {
       if (r.convert) {
         v.data = at(convert_, r.convert_offset, P_);
       } else {
-        v.data = policy_.shard_params ? nullptr : at(frozen_store_.data(), r.offset, DType::kU8);
+        point_at_record(
+            v, r, policy_.shard_params ? nullptr : at(frozen_store_.data(), r.offset, DType::kU8));
       }
     }
     resident_views_.push_back(v);
@@ -149,7 +162,7 @@ void ParamGroup::start_gather(int slot, void* slot_data) {
       slot_views_[i].data = at(slot_data, layout_.params[static_cast<size_t>(code)].offset, P_);
     } else {
       const FrozenRecord& r = frozen_.records[static_cast<size_t>(-code - 1)];
-      if (!r.convert) slot_views_[i].data = at(frozen_data, r.offset, DType::kU8);
+      if (!r.convert) point_at_record(slot_views_[i], r, at(frozen_data, r.offset, DType::kU8));
     }
   }
   if (layout_.padded_numel > 0) {

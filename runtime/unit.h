@@ -53,7 +53,15 @@ struct ParamSpec {
   // the unit always sees it in the compute dtype. A unit may mix frozen and trainable parameters,
   // or hold only frozen ones (its backward is still called, to pass gradients to the units
   // before it).
+  // With int8 storage, a frozen matrix whose spec sets accepts_int8 may be handed to the unit as
+  // its int8 record instead, without dequantizing it, when EngineConfig::frozen.int8_compute says
+  // so (FrozenPolicy::hands_int8(), runtime/engine_config.h): its ParamView then has dtype kI8,
+  // data pointing at the rows * cols int8 values and row_scales at the rows fp32 scales (row =
+  // the first dimension; value = q * scale). A unit that sets accepts_int8 must compute from
+  // either form (nn::Int8Linear, nn/int8_linear.h, does); the flag is ignored for trainable
+  // parameters, other shapes and other storage.
   bool trainable = true;
+  bool accepts_int8 = false;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -67,17 +75,25 @@ struct ParamSpec {
 // communicator are ordered on, and must not assume the host can read the views. A model is
 // written for one device (nn::GptModel for the CPU, nn::CudaGptModel for CUDA).
 //
-// A parameter's full values in the compute dtype (fp32, bf16 or fp16), valid during the call.
+// A parameter's full values in the compute dtype (fp32, bf16 or fp16), valid during the call; or
+// a frozen int8 matrix as its record (dtype kI8, [Note: frozen parameters]).
 struct ParamView {
   const void* data = nullptr;
   DType dtype = DType::kF32;
   int64_t numel = 0;
   const ParamSpec* spec = nullptr;
+  const float* row_scales = nullptr;  // dtype kI8 only: one fp32 scale per row; else null
   template <typename T>
   const T* as() const {
     return static_cast<const T*>(data);
   }
-  float at(int64_t i) const { return load_as_fp32(data, dtype, static_cast<size_t>(i)); }
+  // Element i as fp32 (an int8 record's q * scale of its row, as fp32 dequantization computes it).
+  float at(int64_t i) const {
+    if (dtype == DType::kI8) {
+      return static_cast<float>(as<int8_t>()[i]) * row_scales[i / (numel / spec->shape[0])];
+    }
+    return load_as_fp32(data, dtype, static_cast<size_t>(i));
+  }
 };
 
 // Where a unit's backward writes its parameter gradients: one fp32 span per parameter, full size,

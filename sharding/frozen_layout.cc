@@ -23,7 +23,7 @@ int64_t FrozenLayout::numel() const {
 }
 
 FrozenLayout compute_frozen_layout(std::span<const FrozenParamDesc> params, DType storage,
-                                   DType compute, int world) {
+                                   DType compute, int world, bool hand_int8) {
   ZS_CHECK(is_float(storage) || storage == DType::kI8, ErrorCode::kInvalidArgument,
            "frozen storage dtype {} is not one of fp32, bf16, fp16, int8", dtype_name(storage));
   ZS_CHECK(is_float(compute), ErrorCode::kInvalidArgument,
@@ -49,7 +49,7 @@ FrozenLayout compute_frozen_layout(std::span<const FrozenParamDesc> params, DTyp
       r.dtype = storage == DType::kI8 ? compute : storage;
       r.bytes = r.numel * static_cast<int64_t>(dtype_size(r.dtype));
     }
-    r.convert = r.dtype != compute;
+    r.convert = r.dtype != compute && !(r.dtype == DType::kI8 && hand_int8 && p.accepts_int8);
     if (r.convert) {
       r.convert_offset = round_up(l.convert_numel, convert_align);
       l.convert_numel = r.convert_offset + r.numel;

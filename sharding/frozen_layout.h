@@ -13,7 +13,9 @@
 // kFrozenAlignBytes) that splits into `world` equal byte shards: rank r stores bytes
 // [r * shard, (r + 1) * shard) when parameters are sharded, and all of it otherwise; it is
 // all-gathered as bytes. A record whose storage is not the compute dtype is converted into the
-// compute dtype (dequantized) when its unit computes, into a buffer of convert_numel elements.
+// compute dtype (dequantized) when its unit computes, into a buffer of convert_numel elements;
+// except, when `hand_int8`, an int8 record of a parameter that accepts_int8: it is handed to the
+// unit as it is (convert = false, no room in the conversion buffer).
 //
 // Pure functions; thread-safe.
 #pragma once
@@ -32,6 +34,7 @@ inline constexpr int64_t kFrozenAlignBytes = 64;
 struct FrozenParamDesc {
   int64_t numel = 0;
   int64_t rows = 0;  // the first dimension of a matrix (2-D parameter); 0 for any other shape
+  bool accepts_int8 = false;  // ParamSpec::accepts_int8: the unit computes from the int8 record
 };
 
 struct FrozenRecord {
@@ -40,7 +43,7 @@ struct FrozenRecord {
   int64_t rows = 0;  // int8 records: one scale per row; else 0
   int64_t cols = 0;
   int64_t bytes = 0;           // the record's size, without alignment padding
-  bool convert = false;        // stored in a dtype other than the compute dtype
+  bool convert = false;        // converted into the compute dtype before its unit computes
   int64_t convert_offset = 0;  // first element in the conversion buffer (when convert)
   int64_t offset = 0;          // first byte in the padded byte group
 };
@@ -55,9 +58,9 @@ struct FrozenLayout {
 
 // Throws zs::Error(kInvalidArgument) for a storage dtype other than fp32/bf16/fp16/int8, a
 // compute dtype other than fp32/bf16/fp16, world < 1, or a parameter with numel < 1 or rows
-// that do not divide it.
+// that do not divide it. `hand_int8`: FrozenPolicy::hands_int8() (runtime/engine_config.h).
 FrozenLayout compute_frozen_layout(std::span<const FrozenParamDesc> params, DType storage,
-                                   DType compute, int world);
+                                   DType compute, int world, bool hand_int8 = false);
 
 // The bytes of one record from a parameter's full fp32 values (int8: vector-wise quantization
 // with round half to even; floats: rounded once to nearest even). `out` holds record.bytes.

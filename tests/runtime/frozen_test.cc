@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/mpi_communicator.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "mlp_model.h"
 #include "runtime/checkpoint.h"
@@ -431,6 +432,72 @@ TEST(Frozen, BadInputIsRefusedWithAMessage) {
         Engine engine(model, world(), make_config(3, DType::kF32, DType::kF64));
       },
       "frozen parameter storage dtype fp64 is not one of fp32, bf16, fp16, int8");
+  expect_error(
+      [] {
+        EngineConfig c = make_config(3, DType::kF32, DType::kBF16);
+        c.frozen.int8_compute = FrozenPolicy::Int8Compute::kInt8Gemm;
+        c.validate();
+      },
+      "frozen.int8_compute int8-gemm needs int8 storage of the frozen parameters (storage is "
+      "bf16)");
+}
+
+// [Note: int8 compute]: int8 records of weights that accept them are handed to the units raw
+// (dtype kI8 + row scales) instead of being dequantized. At fp32 compute the unit's q * scale is
+// the engine's fp32 dequantization, so training is bitwise that of the dequantize path; the
+// conversion buffer loses those records, and the planner still equals the tracker. Without the
+// int8 GEMM (the AVX2 twin) int8-gemm is refused and auto dequantizes.
+TEST(Frozen, Int8RecordsHandedToUnitsRaw) {
+  using I8 = FrozenPolicy::Int8Compute;
+  MlpShape shape = frozen_shape();
+  shape.accepts_int8 = true;
+  auto config = [](int stage, I8 mode) {
+    EngineConfig c = make_config(stage, DType::kF32, DType::kI8);
+    c.frozen.int8_compute = mode;
+    return c;
+  };
+  auto plan_of = [&](const EngineConfig& c) {
+    MlpModel model(shape, world().size(), world().rank(), c.micro_batches);
+    PlanConfig pc;
+    pc.engine = c;
+    pc.world = world().size();
+    pc.rank = world().rank();
+    return plan_memory(ModelDesc::from_model(model), pc);
+  };
+  EXPECT_FALSE(config(3, I8::kDequantize).frozen.hands_int8());
+  EXPECT_EQ(config(3, I8::kAuto).frozen.hands_int8(), int8_gemm_supported());
+  if (!int8_gemm_supported()) {
+    try {
+      config(3, I8::kInt8Gemm).validate();
+      ADD_FAILURE() << "int8-gemm accepted without VNNI";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+      EXPECT_NE(std::string(e.what()).find("cannot run the int8 GEMM correctly"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(plan_of(config(3, I8::kAuto)).bytes(MemCategory::kCommBuffers),
+              plan_of(config(3, I8::kDequantize)).bytes(MemCategory::kCommBuffers));
+    GTEST_SKIP() << "no int8 GEMM on this process: raw int8 records are not handed over";
+  }
+  for (int stage : {0, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    const TrainResult deq = train(config(stage, I8::kDequantize), 3, shape);
+    const TrainResult raw = train(config(stage, I8::kInt8Gemm), 3, shape);
+    EXPECT_EQ(raw.losses, deq.losses);
+    EXPECT_EQ(raw.trainable_after, deq.trainable_after);
+    EXPECT_EQ(raw.frozen_after, deq.frozen_after);
+    EXPECT_NE(raw.trainable_after, raw.trainable_before);
+    // The planner equals the tracker with raw records, and its conversion buffer is smaller.
+    const EngineConfig c = config(stage, I8::kInt8Gemm);
+    MlpModel model(shape, world().size(), world().rank(), c.micro_batches);
+    MemoryTracker tracker;
+    Engine engine(model, world(), c, &tracker);
+    const MemoryPlan plan = plan_of(c);
+    for (MemCategory cat : {MemCategory::kParams, MemCategory::kFrozen, MemCategory::kCommBuffers})
+      EXPECT_EQ(plan.bytes(cat), tracker.current(cat)) << mem_category_name(cat);
+    EXPECT_LT(plan.bytes(MemCategory::kCommBuffers),
+              plan_of(config(stage, I8::kDequantize)).bytes(MemCategory::kCommBuffers));
+  }
 }
 
 }  // namespace

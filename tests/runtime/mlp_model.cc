@@ -25,6 +25,7 @@ class DenseUnit : public Unit {
                                 {"bias", {out_}, Init::uniform(-0.1f, 0.1f), false}};
     s[0].trainable = !(m_.shape.frozen_mask >> (2 * index_) & 1u);
     s[1].trainable = !(m_.shape.frozen_mask >> (2 * index_ + 1) & 1u);
+    s[0].accepts_int8 = m_.shape.accepts_int8;
     return s;
   }
   void forward(std::span<const ParamView> p, const StepInfo&) override {

@@ -29,6 +29,9 @@ struct MlpShape {
   // Makes unit 0's backward ask for its weight's gradient even when it is frozen (to test the
   // engine's error).
   bool ask_frozen_grad = false;
+  // The weights declare ParamSpec::accepts_int8 (the units read every view through at(), which
+  // takes int8 records too).
+  bool accepts_int8 = false;
 };
 
 class MlpModel : public Model {
