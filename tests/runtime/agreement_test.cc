@@ -14,14 +14,12 @@
 #include "mlp_model.h"
 #include "runtime/agreement.h"
 #include "runtime/engine.h"
+#include "test_world.h"
 
 namespace zs {
 namespace {
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
+using testing::world;
 
 // Runs fn on every rank and returns its error message ("" when none); every rank must agree on
 // whether it failed.

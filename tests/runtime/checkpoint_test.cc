@@ -30,6 +30,7 @@
 #include "runtime/checkpoint_io.h"
 #include "runtime/engine.h"
 #include "runtime/safetensors.h"
+#include "test_world.h"
 
 namespace zs {
 namespace {
@@ -38,10 +39,7 @@ namespace fs = std::filesystem;
 using testing::MlpModel;
 using testing::MlpShape;
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
+using testing::world;
 
 // A fresh directory under /tmp, created by rank 0, the same name on every rank; removed at the
 // end of the test.

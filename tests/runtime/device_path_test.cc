@@ -23,6 +23,7 @@
 #include "device/device_ops.h"
 #include "mlp_model.h"
 #include "runtime/engine.h"
+#include "test_world.h"
 
 namespace zs {
 namespace {
@@ -199,10 +200,7 @@ class FakeDeviceModel final : public Model {
   std::vector<UnitWrap> units_;
 };
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
+using testing::world;
 
 // One engine's worth of fake-device pieces over a one-micro-batch MlpModel.
 struct FakeRig {

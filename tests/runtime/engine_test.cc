@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "mlp_model.h"
 #include "runtime/engine.h"
+#include "test_world.h"
 
 namespace zs {
 namespace {
@@ -23,10 +24,7 @@ namespace {
 using testing::MlpModel;
 using testing::MlpShape;
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
+using testing::world;
 Communicator& self() {
   static auto s = std::make_unique<MpiCommunicator>(MPI_COMM_SELF);
   return *s;

@@ -23,6 +23,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
+#include "test_world.h"
 
 namespace zs {
 namespace {
@@ -30,21 +31,7 @@ namespace {
 using testing::MlpModel;
 using testing::MlpShape;
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
-
-std::string shared_temp_dir() {
-  char name[4096] = {};
-  if (world().rank() == 0) {
-    const std::string pattern = ::testing::TempDir() + "zs_hsdp_XXXXXX";
-    std::snprintf(name, sizeof(name), "%s", pattern.c_str());
-    if (mkdtemp(name) == nullptr) name[0] = 0;
-  }
-  world().broadcast(name, sizeof(name), DType::kU8, 0);
-  return name;
-}
+using testing::world;
 
 // The shard group sizes below the world that divide it (S = world is flat sharding).
 std::vector<int> hybrid_sizes() {
@@ -220,7 +207,7 @@ TEST(HybridSharding, BytesAndMemoryEqualTheFormulas) {
 TEST(HybridSharding, CheckpointsResumeAndMoveToFlat) {
   for (int S : hybrid_sizes()) {
     SCOPED_TRACE(::testing::Message() << "shard group " << S);
-    const std::string dir = shared_temp_dir();
+    const std::string dir = testing::shared_temp_dir("zs_hsdp_");
     const EngineConfig c = make_config(3, S, 1);
     MlpModel model(shape(), world().size(), world().rank(), 1);
     Engine straight(model, world(), c);

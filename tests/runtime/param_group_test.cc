@@ -12,6 +12,7 @@
 #include "device/device_ops.h"
 #include "runtime/gather_schedule.h"
 #include "runtime/param_group.h"
+#include "test_world.h"
 
 namespace zs {
 namespace {
@@ -19,10 +20,7 @@ namespace {
 using PS = ParamGroup::ParamState;
 using GS = ParamGroup::GradState;
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
+using testing::world;
 
 struct Fixture {
   MemoryTracker tracker;

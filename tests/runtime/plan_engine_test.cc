@@ -24,6 +24,7 @@
 #include "nn/transformer_shapes.h"
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
+#include "test_world.h"
 
 namespace zs {
 namespace {
@@ -31,10 +32,7 @@ namespace {
 using testing::MlpModel;
 using testing::MlpShape;
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
+using testing::world;
 
 constexpr MemCategory kAll[] = {MemCategory::kParams,      MemCategory::kGrads,
                                 MemCategory::kMaster,      MemCategory::kOptimizer,
