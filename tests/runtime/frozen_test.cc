@@ -25,6 +25,7 @@
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
 #include "runtime/safetensors.h"
+#include "test_world.h"
 
 namespace zs {
 namespace {
@@ -32,23 +33,7 @@ namespace {
 using testing::MlpModel;
 using testing::MlpShape;
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
-
-// A fresh directory shared by every rank (rank 0 makes it; concurrent test processes, such as
-// the AVX2 twin, get different ones).
-std::string shared_temp_dir() {
-  char name[4096] = {};
-  if (world().rank() == 0) {
-    const std::string pattern = ::testing::TempDir() + "zs_frozen_XXXXXX";
-    std::snprintf(name, sizeof(name), "%s", pattern.c_str());
-    if (mkdtemp(name) == nullptr) name[0] = 0;
-  }
-  world().broadcast(name, sizeof(name), DType::kU8, 0);
-  return name;
-}
+using testing::world;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -298,7 +283,7 @@ TEST(Frozen, SetFrozenParamRoundTripsAndChangesTheHash) {
 // Checkpoints hold the trainable state only, plus the frozen base's hash: a resume on the same
 // base continues bit for bit (here at another stage), a resume on another base is refused.
 TEST(Frozen, CheckpointsSaveTrainableStateAndCheckTheBase) {
-  const std::string dir = shared_temp_dir();
+  const std::string dir = testing::shared_temp_dir("zs_frozen_");
   EngineConfig c = make_config(3, DType::kBF16, DType::kI8);
   c.micro_batches = 1;
   MlpModel straight_model(frozen_shape(), world().size(), world().rank(), 1);
@@ -340,7 +325,7 @@ TEST(Frozen, CheckpointsSaveTrainableStateAndCheckTheBase) {
 // an int8 base: quantized on the way in); `include` selects, `transform` rewrites, `optional`
 // parameters may be absent.
 TEST(Frozen, SafetensorsExportImportIncludeTransformOptional) {
-  const std::string dir = shared_temp_dir();
+  const std::string dir = testing::shared_temp_dir("zs_frozen_");
   const std::string all = dir + "/all.safetensors", part = dir + "/part.safetensors";
   EngineConfig c = make_config(3, DType::kF32, std::nullopt);
   c.micro_batches = 1;
