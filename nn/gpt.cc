@@ -71,6 +71,15 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
       lora[t] = LoraAdapter(M, in, out, lora_rank, c.lora.scaling(), mm, tracker, ws);
     }
   }
+  if (c.int8.accept) {
+    int8_ws = std::make_unique<GemmWorkspace>(tracker);
+    const GptActivationDims dims = GptActivationDims::of(c);
+    for (int t = 0; t < kNumGptLoraTargets; ++t) {
+      int8_lin[t] = Int8Linear(gpt_int8_linear_desc(dims, static_cast<GptLoraTarget>(t)), tracker,
+                               ws, int8_ws.get());
+    }
+    act_bytes += static_cast<int64_t>(int8_ws->size());
+  }
   act_bytes += static_cast<int64_t>(gemm_ws->size());
 }
 

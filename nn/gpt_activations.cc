@@ -39,6 +39,8 @@ GptActivationDims GptActivationDims::of(const GptConfig& c) {
   d.checkpoint = c.checkpoint_activations;
   d.lora_rank = c.lora.rank;
   d.lora_targets = c.lora.target_mask();
+  d.int8_accept = c.int8.accept;
+  d.int8_outlier_threshold = c.int8.outlier_threshold;
   return d;
 }
 
@@ -108,7 +110,27 @@ GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d) {
       n.lora_wscratch = std::max(n.lora_wscratch, d.lora_rank * (in + out) * kF4);
     }
   }
+  if (d.int8_accept) {
+    const bool int8 = Int8Linear::resolves_to_int8(Int8Path::kAuto);
+    for (int t = 0; t < kNumGptLoraTargets; ++t) {
+      const Int8LinearDesc l = gpt_int8_linear_desc(d, static_cast<GptLoraTarget>(t));
+      n.int8_ws = std::max(n.int8_ws, Int8Linear::workspace_need(l, int8, false));
+    }
+  }
   return n;
+}
+
+Int8LinearDesc gpt_int8_linear_desc(const GptActivationDims& d, GptLoraTarget t) {
+  Int8LinearDesc l;
+  l.M = d.tokens();
+  gpt_lora_linear_shape(t, d.width, d.ffn, &l.in, &l.out);
+  l.bias = true;
+  l.residual = t == GptLoraTarget::kProj || t == GptLoraTarget::kFcProj;
+  l.mm = d.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  l.path = Int8Path::kAuto;
+  l.backward = Int8Backward::kDequantize;
+  l.outlier_threshold = d.int8_outlier_threshold;
+  return l;
 }
 
 int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gemm) {
@@ -263,7 +285,7 @@ ActivationPlan gpt_activation_plan(const GptActivationDims& d, DeviceKind device
            n.last_logits;
   a.workspace = n.qkv + n.att_s + n.att_o + n.att_dom + n.att_dsm + n.att_dq + n.att_dk + n.att_dv +
                 n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.wscratch + n.pscratch +
-                n.lora_t + n.lora_t_mm + n.lora_wscratch;
+                n.lora_t + n.lora_t_mm + n.lora_wscratch + n.int8_ws;
   a.gemm_workspace = gpt_cpu_gemm_workspace_bytes(d, cpu_gemm);
   return a;
 }

@@ -29,6 +29,7 @@
 #include "core/buffer.h"
 #include "core/dtype.h"
 #include "nn/gpt_config.h"
+#include "nn/int8_linear.h"
 #include "runtime/activation_plan.h"
 
 namespace zs::nn {
@@ -58,6 +59,8 @@ struct GptActivationDims {
   bool checkpoint = false;
   int64_t lora_rank = 0;      // r; 0: no adapters
   uint32_t lora_targets = 0;  // bit t: GptLoraTarget t adapted (GptLoraConfig::target_mask())
+  bool int8_accept = false;   // GptConfig::int8.accept ([Note: int8 base compute])
+  float int8_outlier_threshold = 0.0f;
 
   int64_t lora_count() const;  // adapted linears per block (0 without adapters)
 
@@ -105,8 +108,17 @@ struct GptCpuBytes {
   int64_t pscratch = 0;                        // [4][max(F, 3C)] fp32
   int64_t lora_t = 0, lora_t_mm = 0;           // [M, r] fp32, mm (lowp); LoRA only
   int64_t lora_wscratch = 0;                   // fp16 compute: max r (in + out) fp32; LoRA only
+  // [Note: int8 base compute] the Int8Linears' shared workspace: the largest
+  // Int8Linear::workspace_need of the four base linears on the path this process resolves
+  // Int8Path::kAuto to (int8_accept only).
+  int64_t int8_ws = 0;
 };
 GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d);
+
+// The Int8Linear of base linear `t` (qkv, proj, fc, fc_proj; [Note: int8 base compute]) as
+// GptModel builds it: M tokens, bias, residual for proj and fc_proj, x in the CPU's mm,
+// Int8Path::kAuto, backward-data on the dequantized weight.
+Int8LinearDesc gpt_int8_linear_desc(const GptActivationDims& d, GptLoraTarget t);
 
 // The GEMM workspace GptModel allocates (nn::GemmWorkspace, shared by all its products) when its
 // products take `cpu_gemm`: the largest need of one product, widened bf16 A and B extents

@@ -96,6 +96,10 @@ void GptConfig::validate() const {
   pos(ffn_mult, "ffn_mult");
   ZS_CHECK(width % heads == 0, ErrorCode::kInvalidArgument,
            "gpt config: width {} must divide by heads {}", width, heads);
+  ZS_CHECK(std::isfinite(int8.outlier_threshold) && int8.outlier_threshold >= 0.0f,
+           ErrorCode::kInvalidArgument,
+           "gpt config: int8.outlier_threshold {} must be a finite number >= 0 (0 = off)",
+           int8.outlier_threshold);
   // The layer norm's row buffers bound the width (the CPU's and the CUDA kernels' kMaxRow alike);
   // the vocabulary is unbounded (GPT-2's 50257).
   ZS_CHECK(width <= kMaxRow, ErrorCode::kInvalidArgument, "gpt config: width {} must be at most {}",

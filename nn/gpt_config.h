@@ -40,6 +40,19 @@ struct GptLoraConfig {
   bool targets_linear(GptLoraTarget t) const { return (target_mask() >> static_cast<int>(t)) & 1u; }
 };
 
+// [Note: int8 base compute] With `accept`, the four base linear weights of each block (qkv, proj,
+// fc, fc_proj) declare ParamSpec::accepts_int8: on an int8 frozen base whose records the engine
+// hands over raw (EngineConfig::frozen.int8_compute, [Note: int8 compute] in
+// runtime/engine_config.h) the block computes from them with nn::Int8Linear (nn/int8_linear.h):
+// forward through the int8 GEMM with LLM.int8()'s outlier decomposition at outlier_threshold
+// (0 = off), backward-data on the dequantized weight (measured in docs/finetune.md). Views in the
+// compute dtype (any other storage or int8_compute) take nn::Linear as before. The model then
+// keeps one Int8Linear per shape and their workspace (GptCpuBytes::int8_ws). CPU only.
+struct GptInt8Config {
+  bool accept = false;
+  float outlier_threshold = 6.0f;  // LLM.int8()'s default
+};
+
 struct GptConfig {
   int layers = 4;
   int heads = 4;
@@ -58,6 +71,8 @@ struct GptConfig {
   int threads = 0;
   // Low-rank adapters ([Note: LoRA]); off by default.
   GptLoraConfig lora;
+  // Computing from int8 base weights ([Note: int8 base compute]); off by default.
+  GptInt8Config int8;
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field.
   void validate() const;

@@ -49,6 +49,9 @@ std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
                                   spec("fc_proj.weight", {C, F}, wres, true),
                                   spec("fc_proj.bias", {C}, Init::zeros(), false)};
   specs = base(c, std::move(specs));
+  // [Note: int8 base compute]
+  for (int i : {kQkvW, kProjW, kFcW, kFcProjW})
+    specs[static_cast<size_t>(i)].accepts_int8 = c.int8.accept;
   // [Note: LoRA] PEFT's initialisation: A kaiming_uniform(a = sqrt(5)), whose bound
   // sqrt(6 / ((1 + 5) fan_in)) is 1/sqrt(in); B zeros, so the adapted model starts as its base.
   const int64_t r = c.lora.rank;

@@ -19,6 +19,7 @@
 #include "nn/gpt.h"
 #include "nn/gpt_block_buffers.h"
 #include "nn/gpt_common.h"
+#include "nn/int8_linear.h"
 #include "nn/linear.h"
 #include "nn/lora.h"
 
@@ -81,6 +82,11 @@ struct GptModel::State : GptDims {
   std::array<LoraAdapter, kNumGptLoraTargets> lora;
   std::array<int, kNumGptLoraTargets> lora_index{-1, -1, -1, -1};
   std::array<int, kNumGptLoraTargets> lora_slot{-1, -1, -1, -1};
+
+  // [Note: int8 base compute] (cfg.int8.accept): the base linears on int8 weights, by
+  // GptLoraTarget, sharing int8_ws (declared before them).
+  std::unique_ptr<GemmWorkspace> int8_ws;
+  std::array<Int8Linear, kNumGptLoraTargets> int8_lin;
 
   State(const GptConfig& c, MemoryTracker* t);
   Buffer act(int64_t bytes);  // a kActivations buffer, counted in act_bytes

@@ -61,23 +61,41 @@ class BlockUnit : public GptUnit {
     float* y = s.x(l_ + 1);
     layernorm_forward(x, s.small_f32(p[kLn1W], 0), s.small_f32(p[kLn1B], 1), M, C, a.h1.data(),
                       s.mm, a.mean1.as<float>(), a.rstd1.as<float>());
-    s.qkv_lin.forward(a.h1.data(), s.weight_mm(p[kQkvW]), s.small_f32(p[kQkvB], 0),
-                      s.qkv.as<float>());
+    base_forward(p, s.qkv_lin, GptLoraTarget::kQkv, kQkvW, kQkvB, a.h1.data(), s.qkv.as<float>());
     lora_forward(p, GptLoraTarget::kQkv, a, a.h1.data(), s.qkv.as<float>());
     s.attn.forward(s.qkv.as<float>(), a.attn(), s.attn_work(), a.a.data());
     // Residual: x2 = x + proj(a), fused as the GEMM's sum post-op on a copy of x.
     std::memcpy(a.x2.data(), x, sizeof(float) * M * C);
-    s.proj_lin.forward(a.a.data(), s.weight_mm(p[kProjW]), s.small_f32(p[kProjB], 0),
-                       a.x2.as<float>());
+    base_forward(p, s.proj_lin, GptLoraTarget::kProj, kProjW, kProjB, a.a.data(), a.x2.as<float>());
     lora_forward(p, GptLoraTarget::kProj, a, a.a.data(), a.x2.as<float>());
     layernorm_forward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0), s.small_f32(p[kLn2B], 1), M, C,
                       a.h2.data(), s.mm, a.mean2.as<float>(), a.rstd2.as<float>());
-    s.fc_lin.forward(a.h2.data(), s.weight_mm(p[kFcW]), s.small_f32(p[kFcB], 0), a.f.as<float>());
+    base_forward(p, s.fc_lin, GptLoraTarget::kFc, kFcW, kFcB, a.h2.data(), a.f.as<float>());
     lora_forward(p, GptLoraTarget::kFc, a, a.h2.data(), a.f.as<float>());
     gelu_forward_save_grad(a.f.as<float>(), a.g.data(), s.mm, M * F);  // f := gelu'(f)
     std::memcpy(y, a.x2.data(), sizeof(float) * M * C);
-    s.fcproj_lin.forward(a.g.data(), s.weight_mm(p[kFcProjW]), s.small_f32(p[kFcProjB], 0), y);
+    base_forward(p, s.fcproj_lin, GptLoraTarget::kFcProj, kFcProjW, kFcProjB, a.g.data(), y);
     lora_forward(p, GptLoraTarget::kFcProj, a, a.g.data(), y);
+  }
+
+  // The base linear of `target` (weight kw, bias kb): y = x W^T + b (+= for the residual ones),
+  // from an int8 record through the target's Int8Linear ([Note: int8 base compute]).
+  void base_forward(std::span<const ParamView> p, Linear& lin, GptLoraTarget target, int kw, int kb,
+                    const void* x, float* y) {
+    GptModel::State& s = s_;
+    if (p[kw].dtype == DType::kI8) {
+      s.int8_lin[static_cast<int>(target)].forward(x, int8_weight(p[kw]), s.small_f32(p[kb], 0), y);
+      return;
+    }
+    lin.forward(x, s.weight_mm(p[kw]), s.small_f32(p[kb], 0), y);
+  }
+
+  Int8Weight int8_weight(const ParamView& w) const {
+    ZS_CHECK(s_.cfg.int8.accept && w.row_scales != nullptr, ErrorCode::kInvalidArgument,
+             "{}: an int8 view of '{}' but the model was not built to accept int8 weights "
+             "(GptConfig::int8.accept)",
+             name(), w.spec ? w.spec->name : "?");
+    return {w.as<int8_t>(), w.row_scales};
   }
 
   // [Note: LoRA] y += s (x A^T) B^T after the base linear of `target`, keeping x A^T in the block
@@ -98,7 +116,13 @@ class BlockUnit : public GptUnit {
                        GptLoraTarget target, int kw, int kb, const float* dy32, const void* dy,
                        int bias_cols, const void* x, float* dx, BlockActs& a) {
     GptModel::State& s = s_;
-    lin.backward(dy, x, s.weight_mm(p[kw]), dx, wanted_grad(g, kw));
+    if (p[kw].dtype == DType::kI8) {  // a frozen int8 weight: dx only
+      ZS_CHECK(!g.wanted(kw), ErrorCode::kInvalidArgument,
+               "{}: a trainable parameter '{}' was handed over as int8", name(), p[kw].spec->name);
+      s.int8_lin[static_cast<int>(target)].backward_data(dy, int8_weight(p[kw]), dx);
+    } else {
+      lin.backward(dy, x, s.weight_mm(p[kw]), dx, wanted_grad(g, kw));
+    }
     if (g.wanted(kb)) bias_backward(dy32, s.M, bias_cols, g.grad(kb));
     const int t = static_cast<int>(target), i = s.lora_index[t];
     if (i < 0) return;

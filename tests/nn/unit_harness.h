@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "core/quantize.h"
 #include "runtime/unit.h"
 
 namespace zs::nn::testing {
@@ -63,15 +64,47 @@ class UnitHarness {
     refresh();
   }
 
+  // int8 storage of the frozen matrices that accept it ([Note: int8 compute] in
+  // runtime/engine_config.h): each quantized per row (core/quantize.h); raw: handed over as its
+  // record (dtype kI8 + row scales), else dequantized into the compute dtype as the engine does.
+  void set_int8(bool raw) {
+    int8_ = true;
+    raw_ = raw;
+    refresh();
+  }
   // Re-derives the compute-dtype views from the fp32 master values.
   void refresh() {
     for (UnitState& st : units_) {
       st.views.clear();
+      st.q.resize(st.specs.size());
+      st.scales.resize(st.specs.size());
       for (size_t i = 0; i < st.specs.size(); ++i) {
         ParamView v;
         v.dtype = dtype_;
         v.numel = st.specs[i].numel();
         v.spec = &st.specs[i];
+        const ParamSpec& sp = st.specs[i];
+        if (int8_ && !sp.trainable && sp.accepts_int8 && sp.shape.size() == 2) {
+          const size_t rows = static_cast<size_t>(sp.shape[0]),
+                       cols = static_cast<size_t>(sp.shape[1]);
+          st.q[i].resize(rows * cols);
+          st.scales[i].resize(rows);
+          quantize_int8_rows(st.master[i].data(), rows, cols, st.q[i].data(), st.scales[i].data());
+          if (raw_) {
+            v.dtype = DType::kI8;
+            v.data = st.q[i].data();
+            v.row_scales = st.scales[i].data();
+          } else {
+            st.deq32.resize(st.specs.size());
+            st.deq32[i].resize(dtype_ == DType::kF32 ? rows * cols : 0);
+            void* out = dtype_ == DType::kF32 ? static_cast<void*>(st.deq32[i].data())
+                                              : static_cast<void*>(st.lowp[i].data());
+            dequantize_int8_rows(st.q[i].data(), st.scales[i].data(), rows, cols, out, dtype_);
+            v.data = out;
+          }
+          st.views.push_back(v);
+          continue;
+        }
         if (dtype_ == DType::kF32) {
           v.data = st.master[i].data();
         } else {
@@ -131,6 +164,8 @@ class UnitHarness {
     std::vector<ParamSpec> specs;
     std::vector<std::vector<float>> master, grads;
     std::vector<std::vector<uint16_t>> lowp;
+    std::vector<std::vector<int8_t>> q;  // int8 records (set_int8)
+    std::vector<std::vector<float>> scales, deq32;
     std::vector<ParamView> views;
     GradViews grad_views;
   };
@@ -138,6 +173,7 @@ class UnitHarness {
   DType dtype_;
   std::vector<UnitState> units_;
   bool produced_all_ = true;
+  bool int8_ = false, raw_ = false;
 };
 
 }  // namespace zs::nn::testing
