@@ -200,15 +200,26 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   if (root) {
     std::printf("%s", kernel_report_text(kernels).c_str());
     std::printf(
-        "zeroshard train_gpt: %d ranks on %s, ZeRO-%d, %s compute, %s grads, %lld params "
-        "(%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
+        "zeroshard train_gpt: %d ranks on %s, ZeRO-%d%s, %s compute, %s grads, %lld trainable "
+        "params%s (%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
         "step, %d threads per rank, data %s (%lld train / %lld val bytes)\n",
         W, backend->device_name().c_str(), static_cast<int>(o.engine.stage),
+        engine->shard_group_size() < W
+            ? fmt::format(" in shard groups of {} ranks x {} replicas", engine->shard_group_size(),
+                          W / engine->shard_group_size())
+                  .c_str()
+            : "",
         std::string(dtype_name(o.engine.precision.param_dtype)).c_str(),
         std::string(dtype_name(o.engine.precision.grad_dtype)).c_str(),
-        static_cast<long long>(engine->num_params()), o.model.layers, o.model.width, o.model.heads,
-        o.model.context, k, o.model.batch, model->threads(), o.data.c_str(),
-        static_cast<long long>(data->train_bytes()), static_cast<long long>(data->val_bytes()));
+        static_cast<long long>(engine->num_params()),
+        engine->num_frozen_params() > 0
+            ? fmt::format(" + {} frozen ({})", engine->num_frozen_params(),
+                          dtype_name(o.engine.frozen.storage_or(o.engine.precision.param_dtype)))
+                  .c_str()
+            : "",
+        o.model.layers, o.model.width, o.model.heads, o.model.context, k, o.model.batch,
+        model->threads(), o.data.c_str(), static_cast<long long>(data->train_bytes()),
+        static_cast<long long>(data->val_bytes()));
     std::fflush(stdout);
   }
   if (json.enabled()) {
@@ -222,6 +233,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
     h["cpu_features"] = kernels.at("features");
     h["kernels"] = nlohmann::ordered_json::parse(kernels.dump());
     h["params"] = engine->num_params();
+    h["frozen_params"] = engine->num_frozen_params();
     h["tokens_per_step"] = tokens_per_step;
     h["resumed_at_step"] = state.step;
     h["command_line"] = command_line(argc, argv);
@@ -320,10 +332,12 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
                         static_cast<double>(step_bytes.inter), classed ? 0.0 : 1.0};
   comm.all_reduce(link_sum, link_sum, 3, DType::kF64, ReduceOp::kSum);
   if (link_sum[2] > 0) link_sum[0] = link_sum[1] = -1;
-  // Model FLOPs per token, PaLM's count: 6 per parameter (forward + backward) plus attention's
+  // Model FLOPs per token, PaLM's count: 6 per trainable parameter (forward + backward), 4 per
+  // frozen one (forward and the input gradient; no weight gradient) plus attention's
   // 12 * layers * context * width; activation recomputation is not counted.
   const double flops_per_token =
       6.0 * static_cast<double>(engine->num_params()) +
+      4.0 * static_cast<double>(engine->num_frozen_params()) +
       12.0 * o.model.layers * static_cast<double>(o.model.context) * o.model.width;
   const double median_tok_s = median_ms > 0 ? tokens_per_step / (median_ms / 1e3) : 0.0;
   const double model_tflops = flops_per_token * median_tok_s / 1e12;
@@ -372,6 +386,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
       nlohmann::ordered_json j = {
           {"final", true},
           {"params", engine->num_params()},
+          {"frozen_params", engine->num_frozen_params()},
           {"world_size", W},
           {"stage", static_cast<int>(o.engine.stage)},
           {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
