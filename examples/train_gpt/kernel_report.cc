@@ -8,6 +8,7 @@
 #include "core/convert.h"
 #include "core/cpu_features.h"
 #include "nn/gemm.h"
+#include "nn/int8_linear.h"
 #include "offload/cpu_adam.h"
 
 namespace zs::train {
@@ -35,6 +36,7 @@ nlohmann::json kernel_report(DType compute_dtype, const std::string& device) {
       {"elementwise", level},
       {"cpu_adam", offload::cpu_adam_isa()},
       {"reductions", std::string(reduce_path_name())},
+      {"int8_gemm", device == "cpu" ? nn::int8_gemm_description() : "none (" + device + ")"},
   };
   if (compute_dtype != DType::kF32) {
     j["conversions"] =
@@ -52,9 +54,10 @@ std::string kernel_report_text(const nlohmann::json& r) {
       "cpu: {} | features: {} | our kernels at {} (ZS_MAX_ISA {}), oneDNN cap "
       "ONEDNN_MAX_CPU_ISA {}\n"
       "kernel paths: gemm {} {} | conversions {} | elementwise {} | cpu adam {} | "
-      "reductions {}\n",
+      "reductions {} | {}\n",
       s("cpu"), s("features"), s("isa"), s("isa_cap"), s("onednn_isa_cap"), s("gemm_dtype"),
-      s("gemm"), s("conversions"), s("elementwise"), s("cpu_adam"), s("reductions"));
+      s("gemm"), s("conversions"), s("elementwise"), s("cpu_adam"), s("reductions"),
+      r.value("int8_gemm", std::string("int8 gemm: ?")));
 }
 
 }  // namespace zs::train

@@ -308,7 +308,8 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   add_checkpoint_flags(ckpt, o.checkpoint);
   po::options_description hf("Hugging Face interop");
   add_hf_flags(hf, o.checkpoint);
-  std::string lora_targets = "qkv,proj,fc,fc_proj", base_dtype;
+  std::string lora_targets = "qkv,proj,fc,fc_proj", base_dtype, int8_compute = "auto";
+  float outlier_threshold = 6.0f;
   po::options_description finetune("Fine-tuning (LoRA, frozen base; docs/finetune.md)");
   finetune.add_options()("lora-rank", po::value(&o.model.lora.rank)->default_value(0),
                          "LoRA adapter rank r (0: off); the base is frozen, only adapters train")(
@@ -319,6 +320,13 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
       "base-dtype", po::value(&base_dtype),
       "storage of the frozen base: fp32, bf16, fp16 or int8 (vector-wise, one scale per row); "
       "default: the compute dtype")(
+      "int8-compute", po::value(&int8_compute)->default_value(int8_compute),
+      "with --base-dtype int8, how the base linears compute: int8-gemm (int8 x int8 products, "
+      "needs VNNI), dequantize (into the compute dtype first), auto (int8-gemm where the CPU has "
+      "VNNI under the ISA caps)")(
+      "int8-outlier-threshold", po::value(&outlier_threshold)->default_value(6.0f, "6"),
+      "int8 GEMM: activation columns with max |x| above this are computed in fp32 against the "
+      "dequantized weight columns (LLM.int8()'s decomposition); 0 disables")(
       "export-adapters", po::value(&o.checkpoint.export_adapters),
       "at the end, write the adapters alone in Hugging Face PEFT's layout to this directory "
       "(adapter_model.safetensors in --export-dtype, adapter_config.json)");
@@ -386,6 +394,26 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
     o.engine.frozen.storage = base_dtype == "int8" ? DType::kI8 : parse_dtype(base_dtype);
     ZS_CHECK(o.model.lora.rank > 0, ErrorCode::kInvalidArgument,
              "--base-dtype {} needs a frozen base: give --lora-rank", base_dtype);
+  }
+  {
+    using I8 = FrozenPolicy::Int8Compute;
+    const std::map<std::string, I8> modes = {
+        {"auto", I8::kAuto}, {"dequantize", I8::kDequantize}, {"int8-gemm", I8::kInt8Gemm}};
+    const auto m = modes.find(int8_compute);
+    ZS_CHECK(m != modes.end(), ErrorCode::kInvalidArgument,
+             "--int8-compute {} is not one of auto, dequantize, int8-gemm", int8_compute);
+    ZS_CHECK(
+        std::isfinite(outlier_threshold) && outlier_threshold >= 0.0f, ErrorCode::kInvalidArgument,
+        "--int8-outlier-threshold {} must be a finite number >= 0 (0 disables)", outlier_threshold);
+    const bool int8_base = o.engine.frozen.storage == DType::kI8;
+    for (const char* f : {"int8-compute", "int8-outlier-threshold"}) {
+      ZS_CHECK(int8_base || !given(vm, f), ErrorCode::kInvalidArgument,
+               "--{} applies to an int8 base: give --base-dtype int8 (and --lora-rank)", f);
+    }
+    o.engine.frozen.int8_compute = m->second;
+    // [Note: int8 base compute]: the model accepts int8 records unless told to dequantize.
+    o.model.int8.accept = int8_base && m->second != I8::kDequantize;
+    o.model.int8.outlier_threshold = outlier_threshold;
   }
   o.model.checkpoint_activations = checkpoint_activations;
   if (optimizer == "adamw") {
