@@ -53,6 +53,8 @@ declare -A flags=(
   [lora-int8]="${lora[*]} --base-dtype int8"
 )
 if "$bin" --help 2>/dev/null | grep -q -- "--int8-compute"; then
+  # The default (auto) is the int8 GEMM where it runs: name the dequantize path for the third.
+  flags[lora-int8]+=" --int8-compute dequantize"
   names+=(lora-int8-gemm)
   flags[lora-int8-gemm]="${lora[*]} --base-dtype int8 --int8-compute int8-gemm"
   # Only where the int8 GEMM runs (VNNI); elsewhere train_gpt refuses the flag.
