@@ -7,11 +7,14 @@
 //   zs_plan --params 7.5e9 --ranks 64 --zero-stage 1 --dtype fp16
 //   zs_plan --model llama-7b --ranks 8 --zero-stage 3 --dtype bf16 --batch 16 --fit 80
 //   zs_plan --model gpt2-medium --ranks 8 --zero-stage 3 --dtype bf16 --device cuda --fit 80
+//   zs_plan --model gpt-6b --ranks 2 --zero-stage 3 --dtype bf16 --lora-rank 8 --base-dtype int8
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
@@ -22,6 +25,7 @@
 #include "nn/gpt_activations.h"
 #include "nn/transformer_shapes.h"
 #include "runtime/memory_plan.h"
+#include "sharding/frozen_layout.h"
 
 namespace po = boost::program_options;
 
@@ -38,6 +42,57 @@ zs::DType parse_dtype(const std::string& s, const char* flag) {
   if (s == "bf16" || s == "bfloat16") return zs::DType::kBF16;
   if (s == "fp16" || s == "f16" || s == "float16") return zs::DType::kF16;
   throw BadFlag(fmt::format("{} '{}' is not one of fp32, bf16, fp16", flag, s));
+}
+
+// As train_gpt's --base-dtype: a float dtype or int8 (vector-wise, one fp32 scale per row).
+zs::DType parse_base_dtype(const std::string& s) {
+  if (s == "int8" || s == "i8") return zs::DType::kI8;
+  if (s == "fp32" || s == "bf16" || s == "fp16") return parse_dtype(s, "--base-dtype");
+  throw BadFlag(fmt::format("--base-dtype '{}' is not one of fp32, bf16, fp16, int8", s));
+}
+
+// "qkv,proj" -> {"qkv", "proj"}, as train_gpt's --lora-targets (validated by the shape).
+std::vector<std::string> split_targets(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t b = 0; b <= s.size();) {
+    const size_t e = std::min(s.find(',', b), s.size());
+    out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+// The planner's description of a transformer: each unit's trainable parameter sizes and, with a
+// frozen base (LoRA), its frozen parameters with their rows (an int8 base keeps one scale per
+// row), as GptModel declares them (ModelDesc::from_model splits a built model the same way).
+zs::ModelDesc describe_shape(const zs::nn::TransformerShape& s) {
+  zs::ModelDesc d;
+  bool any_frozen = false;
+  for (const auto& unit : s.unit_params()) {
+    d.units.emplace_back();
+    d.frozen.emplace_back();
+    for (const zs::nn::TransformerParam& p : unit) {
+      if (p.trainable) {
+        d.units.back().push_back(p.numel);
+      } else {
+        d.frozen.back().push_back({p.numel, p.rows, p.accepts_int8});
+        any_frozen = true;
+      }
+    }
+  }
+  if (!any_frozen) d.frozen.clear();
+  return d;
+}
+
+// The frozen base's encoded bytes on one rank holding all of it, without alignment or shard
+// padding ([Note: frozen records] in sharding/frozen_layout.h): int8, numel + 4 rows per matrix
+// and the rest in the compute dtype; a float dtype, numel times its size.
+int64_t frozen_record_bytes(const zs::ModelDesc& d, zs::DType storage, zs::DType compute) {
+  int64_t b = 0;
+  for (const auto& unit : d.frozen)
+    for (const zs::FrozenRecord& r : zs::compute_frozen_layout(unit, storage, compute, 1).records)
+      b += r.bytes;
+  return b;
 }
 
 std::string human(int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / kGB); }
@@ -78,22 +133,55 @@ struct Options {
   zs::ModelDesc model;
   std::optional<zs::nn::TransformerShape> shape;  // --model or dimensions: activations counted
   zs::PlanConfig config;
+  int64_t frozen_record_bytes = 0;  // the base's encoded bytes, unpadded (frozen_record_bytes())
   std::optional<double> fit_gb;
   bool json = false;
   int fit_rows = 12;
 };
 
+// ", LoRA r=8 on qkv,fc, frozen base in int8", or nothing without adapters.
+std::string describe_lora(const Options& o) {
+  if (!o.shape || !o.shape->lora.enabled()) return "";
+  std::string targets;
+  for (const std::string& t : o.shape->lora.targets) targets += (targets.empty() ? "" : ",") + t;
+  const zs::EngineConfig& e = o.config.engine;
+  return fmt::format(
+      ", LoRA r={} on {}, frozen base in {}{}", o.shape->lora.rank, targets,
+      zs::dtype_name(e.frozen.storage_or(e.precision.param_dtype)),
+      e.frozen.storage == zs::DType::kI8
+          ? fmt::format(" computed by {}", e.frozen.hands_int8() ? "the int8 GEMM" : "dequantizing")
+          : std::string());
+}
+
 std::string describe_config(const Options& o) {
   const zs::EngineConfig& e = o.config.engine;
   return fmt::format(
       "{} ranks ({} per node) on {}, ZeRO stage {}, {} params, {} grads, {}, offload {}, "
-      "activation checkpointing {}, {} micro-batch(es)",
+      "activation checkpointing {}, {} micro-batch(es){}",
       o.config.world, o.config.ranks_per_node, device_name(o.config.device),
       static_cast<int>(e.stage), zs::dtype_name(e.precision.param_dtype),
       zs::dtype_name(e.precision.grad_dtype),
       e.optimizer.kind == zs::OptimizerKind::kAdamW ? "AdamW" : "SGD",
       e.offload.optimizer ? "on" : "off", o.config.checkpoint_activations ? "on" : "off",
-      e.micro_batches);
+      e.micro_batches, describe_lora(o));
+}
+
+// Master weights and optimizer states (Adam m and v, or SGD's momentum) wherever they live (on the
+// device, or on the host when offloaded).
+struct OptimizerStateBytes {
+  int64_t master = 0, optimizer = 0;
+};
+OptimizerStateBytes optimizer_state_bytes(const zs::MemoryPlan& p) {
+  OptimizerStateBytes b;
+  for (const zs::UnitBufferPlan& u : p.buffers.units) {
+    b.master += u.master_bytes;
+    b.optimizer += u.exp_avg_bytes + u.exp_avg_sq_bytes;
+  }
+  return b;
+}
+
+double per_param(int64_t bytes, int64_t params) {
+  return params > 0 ? static_cast<double>(bytes) / static_cast<double>(params) : 0.0;
 }
 
 nlohmann::json plan_json(const zs::MemoryPlan& p) {
@@ -105,6 +193,11 @@ nlohmann::json plan_json(const zs::MemoryPlan& p) {
   j["grads_bytes"] = p.bytes(MemCategory::kGrads);
   j["master_bytes"] = p.bytes(MemCategory::kMaster);
   j["optimizer_bytes"] = p.bytes(MemCategory::kOptimizer);
+  j["frozen_bytes"] = p.bytes(MemCategory::kFrozen);
+  j["frozen_convert_bytes"] = p.buffers.convert_bytes;
+  const OptimizerStateBytes s = optimizer_state_bytes(p);
+  j["optimizer_bytes_per_trainable_param"] = per_param(s.optimizer, p.num_params);
+  j["master_bytes_per_trainable_param"] = per_param(s.master, p.num_params);
   j["activations_bytes"] = p.bytes(MemCategory::kActivations);
   j["comm_buffers_bytes"] = p.bytes(MemCategory::kCommBuffers);
   j["host_offload_bytes"] = p.host_bytes();
@@ -133,9 +226,17 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
   const zs::EngineConfig& e = o.config.engine;
   const int stage = static_cast<int>(e.stage);
   const double psi = static_cast<double>(p.num_params);
-  std::printf("model: %s, %.4g parameters (%s) in %zu units, %s padded\n", o.model_name.c_str(),
-              psi, grouped(p.num_params).c_str(), o.model.units.size(),
-              grouped(p.num_padded_params).c_str());
+  if (p.num_frozen_params > 0) {
+    std::printf(
+        "model: %s, %.4g parameters: %s trainable (%s padded) and %s frozen, in %zu units\n",
+        o.model_name.c_str(), psi + static_cast<double>(p.num_frozen_params),
+        grouped(p.num_params).c_str(), grouped(p.num_padded_params).c_str(),
+        grouped(p.num_frozen_params).c_str(), o.model.units.size());
+  } else {
+    std::printf("model: %s, %.4g parameters (%s) in %zu units, %s padded\n", o.model_name.c_str(),
+                psi, grouped(p.num_params).c_str(), o.model.units.size(),
+                grouped(p.num_padded_params).c_str());
+  }
   std::printf("config: %s\n\n", describe_config(o).c_str());
   auto row = [](const char* name, int64_t b, const std::string& note) {
     std::printf("  %-24s %18s %10s   %s\n", name, grouped(b).c_str(), human(b).c_str(),
@@ -148,17 +249,32 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
           ? fmt::format("shard (full replica {} GB, gathered per unit)", human(p.params_full_bytes))
           : fmt::format("full replica (shard would be {} GB)", human(p.params_shard_bytes)));
   row("gradients", p.bytes(MemCategory::kGrads), stage >= 2 ? "shard" : "full buffer");
-  int64_t master = 0, optim = 0;
-  for (const zs::UnitBufferPlan& u : p.buffers.units) {
-    master += u.master_bytes;
-    optim += u.exp_avg_bytes + u.exp_avg_sq_bytes;
-  }
-  const std::string where = off ? "on the host (offloaded)" : (stage >= 1 ? "shard" : "full");
+  const OptimizerStateBytes s = optimizer_state_bytes(p);
+  const int64_t master = s.master, optim = s.optimizer;
+  const std::string where = stage >= 1 ? "shard" : "full";
+  auto per_trainable = [&](int64_t b) {
+    return fmt::format("{:.2f} bytes/trainable param", per_param(b, p.num_params));
+  };
   row("master weights", off ? 0 : master,
       master == 0 ? "none: fp32 parameters are their own master"
-                  : (off ? fmt::format("{} GB on the host", human(master)) : where));
+                  : fmt::format("{}, {}", off ? human(master) + " GB on the host" : where,
+                                per_trainable(master)));
   row("optimizer states", off ? 0 : optim,
-      off ? fmt::format("{} GB on the host", human(optim)) : where);
+      fmt::format("{}, {}", off ? human(optim) + " GB on the host" : where, per_trainable(optim)));
+  if (p.num_frozen_params > 0) {
+    const zs::DType compute = e.precision.param_dtype;
+    const zs::DType storage = e.frozen.storage_or(compute);
+    const int64_t whole = p.bytes(MemCategory::kFrozen) * (stage == 3 ? p.world : 1);
+    const std::string how =
+        storage == zs::DType::kI8
+            ? fmt::format("int8 matrices + fp32 row scales, vectors in {}", zs::dtype_name(compute))
+            : std::string(zs::dtype_name(storage));
+    row("frozen base", p.bytes(MemCategory::kFrozen),
+        fmt::format("{}: {}; {} bytes unpadded, {:.2f} bytes/frozen param",
+                    stage == 3 ? fmt::format("shard of {} GB, gathered per unit", human(whole))
+                               : std::string("full copy"),
+                    how, grouped(o.frozen_record_bytes), per_param(whole, p.num_frozen_params)));
+  }
   const zs::ActivationPlan& a = p.activations;
   std::string anote = "not counted: give a transformer shape (--model or --layers ...)";
   if (a.counted) {
@@ -190,6 +306,7 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
   part(b.send_count, b.send_bytes, "reduce-scatter send");
   part(b.recv_count, b.recv_bytes, "reduce-scatter receive");
   part(b.gather_count, b.gather_bytes, "gather/prefetch");
+  part(b.convert_bytes > 0 ? 1 : 0, b.convert_bytes, "frozen base conversion");
   if (b.ctrl_bytes > 0) parts += fmt::format(", {} bytes device control", b.ctrl_bytes);
   row("comm/prefetch buffers", p.bytes(MemCategory::kCommBuffers), parts);
   row("framework reserve", p.reserve_bytes, "--reserve-gb (CUDA context, library workspaces)");
@@ -204,9 +321,17 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
           : "");
   if (a.pinned_host > 0)
     row("host (model, pinned)", a.pinned_host, "the GPT's token staging and loss/logits read-back");
-  row("model states", p.model_states_bytes(),
-      fmt::format("params + grads + master + optimizer, {:.2f} bytes/param",
-                  static_cast<double>(p.model_states_bytes()) / psi));
+  if (p.num_frozen_params > 0) {
+    const int64_t trainable = p.model_states_bytes() - p.bytes(MemCategory::kFrozen);
+    row("model states", p.model_states_bytes(),
+        fmt::format("params + grads + master + optimizer + frozen base; trainable {:.2f} "
+                    "bytes/trainable param",
+                    per_param(trainable, p.num_params)));
+  } else {
+    row("model states", p.model_states_bytes(),
+        fmt::format("params + grads + master + optimizer, {:.2f} bytes/param",
+                    static_cast<double>(p.model_states_bytes()) / psi));
+  }
   row("  of which padding", p.padding_bytes(), "alignment and shard padding");
 }
 
@@ -250,6 +375,17 @@ int run(int argc, char** argv) {
        "auto | native | widened | eigen: how the CPU GPT's bf16 products run (native: oneDNN's "
        "bf16 kernels; widened: operands widened to fp32 into a GEMM workspace, AVX2 CPUs; auto: "
        "what this machine does)")
+      ("lora-rank", po::value<int>()->default_value(0), "LoRA adapter rank r (0: off), as "
+       "train_gpt's: the base is frozen and only the adapters train (a gpt shape: --model or "
+       "--layers ...)")
+      ("lora-targets", po::value<std::string>()->default_value("qkv,proj,fc,fc_proj"),
+       "comma-separated linears to adapt: qkv, proj, fc, fc_proj")
+      ("base-dtype", po::value<std::string>(), "storage of the frozen base: fp32 | bf16 | fp16 | "
+       "int8 (vector-wise: one fp32 scale per row of a matrix); default: the compute dtype")
+      ("int8-compute", po::value<std::string>(), "with --base-dtype int8, as train_gpt's: "
+       "auto (default: int8-gemm where this CPU has it) | dequantize | int8-gemm")
+      ("int8-outlier-threshold", po::value<float>(), "with the int8 GEMM, as train_gpt's "
+       "(default 6; 0 disables the outlier decomposition)")
       ("fit", po::value<double>(), "list the cheapest configurations whose device total fits "
        "in this many GB per device")
       ("json", "print one JSON object instead of the table");
@@ -272,6 +408,43 @@ int run(int argc, char** argv) {
                     vm.count("ffn") || vm.count("vocab") || vm.count("context");
   if (vm.count("params") && (vm.count("model") || dims))
     throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
+  zs::nn::GptLoraConfig lora;
+  lora.rank = vm["lora-rank"].as<int>();
+  lora.targets = split_targets(vm["lora-targets"].as<std::string>());
+  if (lora.rank != 0 && vm.count("params"))
+    throw BadFlag("--lora-rank needs the model's linears: give --model or --layers/--width/...");
+  if (vm.count("base-dtype") && lora.rank == 0)
+    throw BadFlag("--base-dtype needs a frozen base: give --lora-rank");
+  // [Note: int8 base compute] as train_gpt maps it: the model accepts int8 records of an int8
+  // base unless told to dequantize; the engine's policy decides whether it hands them over.
+  const std::optional<zs::DType> base_dtype =
+      vm.count("base-dtype") ? std::optional(parse_base_dtype(vm["base-dtype"].as<std::string>()))
+                             : std::nullopt;
+  const bool int8_base = base_dtype == zs::DType::kI8;
+  for (const char* f : {"int8-compute", "int8-outlier-threshold"})
+    if (vm.count(f) && !int8_base)
+      throw BadFlag(fmt::format("--{} applies to an int8 base: give --base-dtype int8", f));
+  using I8 = zs::FrozenPolicy::Int8Compute;
+  I8 int8_compute = I8::kAuto;
+  if (vm.count("int8-compute")) {
+    const std::string m = vm["int8-compute"].as<std::string>();
+    if (m == "dequantize") {
+      int8_compute = I8::kDequantize;
+    } else if (m == "int8-gemm") {
+      int8_compute = I8::kInt8Gemm;
+    } else if (m != "auto") {
+      throw BadFlag(
+          fmt::format("--int8-compute '{}' is not one of auto, dequantize, int8-gemm", m));
+    }
+  }
+  zs::nn::GptInt8Config int8;
+  int8.accept = int8_base && int8_compute != I8::kDequantize;
+  if (vm.count("int8-outlier-threshold")) {
+    int8.outlier_threshold = vm["int8-outlier-threshold"].as<float>();
+    if (!(int8.outlier_threshold >= 0.0f && std::isfinite(int8.outlier_threshold)))
+      throw BadFlag(fmt::format("--int8-outlier-threshold {} must be a finite number >= 0",
+                                int8.outlier_threshold));
+  }
   if (vm.count("params")) {
     const double n = vm["params"].as<double>();
     if (!(n >= 1.0 && n < 1e15) || std::floor(n) != n)
@@ -304,7 +477,9 @@ int run(int argc, char** argv) {
     if (vm.count("ffn")) s.ffn = vm["ffn"].as<int>();
     if (vm.count("vocab")) s.vocab = vm["vocab"].as<int>();
     if (vm.count("context")) s.context = vm["context"].as<int>();
-    o.model = zs::ModelDesc::from_units(s.unit_param_numels());  // validates the shape
+    s.lora = lora;
+    s.int8 = int8;
+    o.model = describe_shape(s);  // validates the shape
     o.shape = s;
     o.model_name += fmt::format(
         " ({}: {} layers, width {}, {} heads, FFN {}, vocab {}, context {})", family_name(s.family),
@@ -323,6 +498,12 @@ int run(int argc, char** argv) {
   e.precision.grad_dtype = vm.count("grad-dtype")
                                ? parse_dtype(vm["grad-dtype"].as<std::string>(), "--grad-dtype")
                                : e.precision.param_dtype;
+  e.frozen.storage = base_dtype;
+  e.frozen.int8_compute = int8_compute;
+  if (!o.model.frozen.empty()) {
+    o.frozen_record_bytes = frozen_record_bytes(
+        o.model, e.frozen.storage_or(e.precision.param_dtype), e.precision.param_dtype);
+  }
   const std::string opt = vm["optimizer"].as<std::string>();
   if (opt != "adamw" && opt != "sgd")
     throw BadFlag(fmt::format("--optimizer '{}' is not one of adamw, sgd", opt));
@@ -376,6 +557,15 @@ int run(int argc, char** argv) {
     j["offload"] = e.offload.optimizer;
     j["checkpoint_activations"] = c.checkpoint_activations;
     j["micro_batches"] = e.micro_batches;
+    j["num_trainable_params"] = plan.num_params;
+    j["num_frozen_params"] = plan.num_frozen_params;
+    j["frozen_record_bytes"] = o.frozen_record_bytes;
+    j["lora_rank"] = o.shape ? o.shape->lora.rank : 0;
+    if (o.shape && o.shape->lora.enabled()) {
+      j["lora_targets"] = o.shape->lora.targets;
+      j["base_dtype"] = std::string(zs::dtype_name(e.frozen.storage_or(e.precision.param_dtype)));
+      j["int8_gemm"] = e.frozen.hands_int8();
+    }
     if (o.fit_gb) {
       j["fit_budget_bytes"] = static_cast<int64_t>(*o.fit_gb * kGB);
       nlohmann::json arr = nlohmann::json::array();

@@ -1,6 +1,7 @@
 #include "nn/transformer_shapes.h"
 
 #include "core/error.h"
+#include "nn/gpt_specs.h"
 
 namespace zs::nn {
 
@@ -33,26 +34,66 @@ void TransformerShape::validate() const {
   ZS_CHECK(params < 1e15L, ErrorCode::kInvalidArgument,
            "transformer: about {:.3g} parameters, more than the 1e15 a plan can hold",
            static_cast<double>(params));
+  if (lora.rank != 0 || int8.accept) {
+    ZS_CHECK(family == TransformerFamily::kGpt, ErrorCode::kInvalidArgument,
+             "transformer: LoRA adapters (rank {}) and int8 compute are planned for the gpt family "
+             "only",
+             lora.rank);
+    GptConfig g;  // the defaults are valid: only these fields can fail, with its messages
+    g.lora = lora;
+    g.int8 = int8;
+    g.validate();
+  }
 }
 
-std::vector<std::vector<int64_t>> TransformerShape::unit_param_numels() const {
+std::vector<std::vector<TransformerParam>> TransformerShape::unit_params() const {
   validate();
   const int64_t C = width, F = ffn_width(), V = vocab, T = context;
-  std::vector<std::vector<int64_t>> units;
+  // [Note: LoRA] with freeze_base every base parameter is frozen.
+  const bool base_trains = !(lora.enabled() && lora.freeze_base);
+  auto mat = [&](int64_t rows, int64_t cols) {
+    return TransformerParam{rows * cols, rows, base_trains};
+  };
+  auto vec = [&](int64_t n) { return TransformerParam{n, 0, base_trains}; };
+  std::vector<std::vector<TransformerParam>> units;
   if (family == TransformerFamily::kGpt) {
     // nn/gpt_specs.cc: embed {wte, wpe}; block {ln1.w, ln1.b, qkv.w, qkv.b, proj.w, proj.b,
-    // ln2.w, ln2.b, fc.w, fc.b, fc_proj.w, fc_proj.b}; head {ln_f.w, ln_f.b, lm_head.w}.
-    units.push_back({V * C, T * C});
-    for (int l = 0; l < layers; ++l)
-      units.push_back({C, C, 3 * C * C, 3 * C, C * C, C, C, C, F * C, F, C * F, C});
-    units.push_back({C, C, V * C});
+    // ln2.w, ln2.b, fc.w, fc.b, fc_proj.w, fc_proj.b, then per target lora_A, lora_B};
+    // head {ln_f.w, ln_f.b, lm_head.w}.
+    units.push_back({mat(V, C), mat(T, C)});
+    std::vector<TransformerParam> block = {vec(C),    vec(C), mat(3 * C, C), vec(3 * C),
+                                           mat(C, C), vec(C), vec(C),        vec(C),
+                                           mat(F, C), vec(F), mat(C, F),     vec(C)};
+    // [Note: int8 base compute] as gpt_block_specs(): the four linears' weights.
+    for (int i : {kQkvW, kProjW, kFcW, kFcProjW})
+      block[static_cast<size_t>(i)].accepts_int8 = int8.accept;
+    const int64_t r = lora.rank;
+    for (int t = 0; t < kNumGptLoraTargets && lora.enabled(); ++t) {
+      if (!lora.targets_linear(static_cast<GptLoraTarget>(t))) continue;
+      int64_t in = 0, out = 0;
+      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
+      block.push_back({r * in, r, true});     // lora_A [r, in]
+      block.push_back({out * r, out, true});  // lora_B [out, r]
+    }
+    for (int l = 0; l < layers; ++l) units.push_back(block);
+    units.push_back({vec(C), vec(C), mat(V, C)});
   } else {
     // embed {tok_embeddings}; block {attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3};
     // head {norm, output}.
-    units.push_back({V * C});
+    units.push_back({mat(V, C)});
     for (int l = 0; l < layers; ++l)
-      units.push_back({C, C * C, C * C, C * C, C * C, C, F * C, C * F, F * C});
-    units.push_back({C, V * C});
+      units.push_back({vec(C), mat(C, C), mat(C, C), mat(C, C), mat(C, C), vec(C), mat(F, C),
+                       mat(C, F), mat(F, C)});
+    units.push_back({vec(C), mat(V, C)});
+  }
+  return units;
+}
+
+std::vector<std::vector<int64_t>> TransformerShape::unit_param_numels() const {
+  std::vector<std::vector<int64_t>> units;
+  for (const auto& u : unit_params()) {
+    units.emplace_back();
+    for (const TransformerParam& p : u) units.back().push_back(p.numel);
   }
   return units;
 }
@@ -61,6 +102,13 @@ int64_t TransformerShape::num_params() const {
   int64_t n = 0;
   for (const auto& u : unit_param_numels())
     for (int64_t p : u) n += p;
+  return n;
+}
+
+int64_t TransformerShape::num_trainable_params() const {
+  int64_t n = 0;
+  for (const auto& u : unit_params())
+    for (const TransformerParam& p : u) n += p.trainable ? p.numel : 0;
   return n;
 }
 
@@ -73,6 +121,8 @@ TransformerShape transformer_shape_of(const GptConfig& c) {
   s.ffn = c.ffn_mult * c.width;
   s.vocab = c.vocab;
   s.context = c.context;
+  s.lora = c.lora;
+  s.int8 = c.int8;
   return s;
 }
 
@@ -88,6 +138,12 @@ std::optional<TransformerShape> transformer_shape_by_name(std::string_view name)
   if (name == "gpt2-medium") return gpt(24, 1024, 16);
   if (name == "gpt2-large") return gpt(36, 1280, 20);
   if (name == "gpt2-xl") return gpt(48, 1600, 25);
+  if (name == "gpt-6b") {
+    TransformerShape s = gpt(28, 4096, 16);
+    s.vocab = 50400;
+    s.context = 2048;
+    return s;
+  }
   if (name == "llama-7b" || name == "llama-6.7b") {
     TransformerShape s;
     s.family = TransformerFamily::kLlama;
@@ -103,7 +159,7 @@ std::optional<TransformerShape> transformer_shape_by_name(std::string_view name)
 }
 
 std::vector<std::string> transformer_shape_names() {
-  return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-7b"};
+  return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-6b", "llama-7b"};
 }
 
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
@@ -133,6 +189,10 @@ ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_
     d.layers = shape.layers;
     d.compute_dtype = compute_dtype;
     d.checkpoint = checkpoint;
+    d.lora_rank = shape.lora.rank;
+    d.lora_targets = shape.lora.target_mask();
+    d.int8_accept = shape.int8.accept;
+    d.int8_outlier_threshold = shape.int8.outlier_threshold;
     return gpt_activation_plan(d, device, cpu_gemm);
   }
   // LLaMA: an estimate in the manner of Korthikanti et al. 2022 (no dropout, no sequence

@@ -27,6 +27,17 @@ namespace zs::nn {
 //   three [F, C] matrices, untied output; same unit split.
 enum class TransformerFamily { kGpt, kLlama };
 
+// One parameter as a planner sees it: its elements, its first dimension when it is a matrix
+// (2-D; 0 for any other shape, as frozen_param_desc() in runtime/buffer_plan.h: an int8 frozen
+// base keeps one scale per row of a matrix), and whether it trains.
+struct TransformerParam {
+  int64_t numel = 0;
+  int64_t rows = 0;
+  bool trainable = true;
+  bool accepts_int8 = false;  // ParamSpec::accepts_int8 ([Note: int8 base compute], gpt_config.h)
+  bool operator==(const TransformerParam&) const = default;
+};
+
 struct TransformerShape {
   TransformerFamily family = TransformerFamily::kGpt;
   int layers = 12;
@@ -35,22 +46,35 @@ struct TransformerShape {
   int ffn = 0;  // F; 0 = 4 * width. Any F plans; GptModel itself needs a multiple of the width.
   int vocab = 50257;
   int context = 1024;  // T
+  // LoRA adapters ([Note: LoRA] in nn/gpt_config.h), kGpt only: each block's targeted linears get
+  // lora_A [r, in] and lora_B [out, r] after its base parameters, and with lora.freeze_base every
+  // base parameter is frozen, as GptModel declares them (nn/gpt_specs.h). rank 0: none.
+  GptLoraConfig lora;
+  // Computing from int8 base weights ([Note: int8 base compute] in nn/gpt_config.h), kGpt only:
+  // with int8.accept the four base linear weights of each block accept int8 records, and the
+  // activations include the Int8Linears' workspace (GptCpuBytes::int8_ws) at its threshold.
+  GptInt8Config int8;
 
   int ffn_width() const { return ffn > 0 ? ffn : 4 * width; }
-  // Throws zs::Error(kInvalidArgument) naming the first bad field.
+  // Throws zs::Error(kInvalidArgument) naming the first bad field (LoRA: GptConfig's messages).
   void validate() const;
-  // Parameter elements per unit, per parameter, in the order the model declares them. Validates.
+  // Each unit's parameters in the order the model declares them (adapters included). Validates.
+  std::vector<std::vector<TransformerParam>> unit_params() const;
+  // Parameter elements per unit, per parameter, in the order the model declares them, trainable
+  // and frozen alike. Validates.
   std::vector<std::vector<int64_t>> unit_param_numels() const;
   int64_t num_params() const;
+  int64_t num_trainable_params() const;  // num_params() less the frozen base
 };
 
-// The kGpt shape of a GptConfig (its batch, dtype and checkpointing are the activation plan's
-// arguments).
+// The kGpt shape of a GptConfig, its adapters and int8 settings included (its batch, dtype and
+// checkpointing are the activation plan's arguments).
 TransformerShape transformer_shape_of(const GptConfig& c);
 
-// gpt2, gpt2-medium, gpt2-large, gpt2-xl (GPT-2 dims, our GPT's untied head), llama-7b (LLaMA
-// 6.7B dims: 32 layers, hidden 4096, 32 heads, FFN 11008, vocab 32000, context 2048). nullopt
-// for an unknown name.
+// gpt2, gpt2-medium, gpt2-large, gpt2-xl (GPT-2 dims, our GPT's untied head), gpt-6b (GPT-J 6B's
+// dims on our GPT: 28 layers, hidden 4096, 16 heads, FFN 16384, vocab 50400, context 2048: 6.06e9
+// parameters), llama-7b (LLaMA 6.7B dims: 32 layers, hidden 4096, 32 heads, FFN 11008, vocab
+// 32000, context 2048). nullopt for an unknown name.
 std::optional<TransformerShape> transformer_shape_by_name(std::string_view name);
 std::vector<std::string> transformer_shape_names();
 
@@ -58,8 +82,9 @@ std::vector<std::string> transformer_shape_names();
 // for the shape's dimensions, the bytes nn::GptModel (kCpu, its GEMM workspace for `cpu_gemm`
 // included) or nn::CudaGptModel (kCuda, its cuBLASLt workspace included, and its pinned host
 // bytes) allocates for GptConfig{layers, heads, width, context, vocab, batch = micro_batch,
-// ffn_mult = ffn / width, checkpoint, compute_dtype}. kLlama: an estimate (docs/memory.md), the
-// same on both devices. Throws zs::Error(kInvalidArgument) for a bad shape or micro_batch < 1.
+// ffn_mult = ffn / width, checkpoint, compute_dtype, lora, int8}. kLlama: an estimate
+// (docs/memory.md), the same on both devices. Throws zs::Error(kInvalidArgument) for a bad shape or
+// micro_batch < 1, and zs::Error(kUnsupported) for adapters on kCuda (check_gpt_lora_device).
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
                                            DType compute_dtype, bool checkpoint,
                                            DeviceKind device = DeviceKind::kCpu,
