@@ -344,7 +344,8 @@ int run(int argc, char** argv) {
   desc.add_options()
       ("help,h", "show this help")
       ("params", po::value<double>(), "bare parameter count (e.g. 7.5e9), split into ~equal units")
-      ("model", po::value<std::string>(), "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | llama-7b")
+      ("model", po::value<std::string>(),
+       "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b")
       ("family", po::value<std::string>()->default_value("gpt"),
        "gpt (zeroshard's GPT, exact activations) | llama (estimated activations)")
       ("layers", po::value<int>(), "transformer layers (overrides --model's)")
