@@ -26,6 +26,7 @@
 #include "nn/transformer_shapes.h"
 #include "runtime/memory_plan.h"
 #include "sharding/frozen_layout.h"
+#include "zs_plan_comm.h"
 
 namespace po = boost::program_options;
 
@@ -391,6 +392,7 @@ int run(int argc, char** argv) {
        "in this many GB per device")
       ("json", "print one JSON object instead of the table");
   // clang-format on
+  zs::plan::add_comm_options(desc);  // the communication per step (docs/scaling.md)
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -581,10 +583,12 @@ int run(int argc, char** argv) {
       }
       j["fit"] = arr;
     }
+    if (zs::plan::comm_requested(vm)) zs::plan::print_comm_section(vm, o.model, c, &j);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   print_table(o, plan);
+  if (zs::plan::comm_requested(vm)) zs::plan::print_comm_section(vm, o.model, c, nullptr);
   if (o.fit_gb) {
     std::printf("\nconfigurations that fit %.2f GB per device, cheapest first (%zu found):\n",
                 *o.fit_gb, fits.size());

@@ -48,12 +48,14 @@
 //   flat, both classes (linear)        max(phases*alpha_inter + beta_inter*bytes_node,
 //                                          phases*alpha_intra + beta_intra*bytes_rank)
 //   hierarchical                       the sum of its node-local and cross-node steps
-// CommPlan::time_s sums every call of the step: it assumes no overlap with compute. The CPU
-// engine starts most collectives asynchronously, but Open MPI (no progress thread) moves a
-// non-blocking collective's data only inside MPI calls, and a rank computing makes none; the
-// share that the engine would overlap on a backend with asynchronous progress (NCCL) is
-// CommPlan::overlappable_s (every async item except the stage 0-1 reduce-scatter and the grad
-// all-gather, which the step waits for at once).
+// CommPlan::time_s sums every call of the step: no overlap with compute, an upper bound on the
+// communication a step exposes. The engine starts most collectives asynchronously (stage 3's
+// prefetched gathers, stage 2-3 reduce-scatters in backward, the replica all-reduces, the stage
+// 1-2 re-gathers behind the updates); CommPlan::overlappable_s is their share, which a backend
+// with asynchronous progress (NCCL) can hide behind compute, so time_s - overlappable_s is the
+// lower bound. On the CPU, Open MPI (no progress thread) advances a non-blocking collective only
+// inside MPI calls, but what it has handed to the kernel's socket buffers drains over the link
+// while the rank computes, so CPU runs land between the two (docs/scaling.md, measured).
 //
 // Thread-safety: pure functions; LinkModel values are immutable once loaded.
 #pragma once

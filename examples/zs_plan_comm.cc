@@ -1,0 +1,145 @@
+#include "zs_plan_comm.h"
+
+#include <cstdio>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "runtime/comm_model.h"
+
+namespace po = boost::program_options;
+
+namespace zs::plan {
+namespace {
+
+std::string grouped(int64_t v) {
+  if (v < 0) return "?";
+  std::string d = std::to_string(v), out;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i > 0 && (d.size() - i) % 3 == 0) out += ',';
+    out += d[i];
+  }
+  return out;
+}
+
+nlohmann::json item_json(const CommItem& it) {
+  return {{"what", it.what},
+          {"collective", std::string(collective_kind_name(it.kind))},
+          {"scope", std::string(comm_scope_name(it.scope))},
+          {"hierarchical", it.hierarchical},
+          {"overlappable", it.overlappable},
+          {"calls", it.calls},
+          {"intra_bytes_per_rank", it.intra_rank},
+          {"inter_bytes_per_rank", it.inter_rank},
+          {"intra_bytes_all_ranks", it.intra_all},
+          {"inter_bytes_all_ranks", it.inter_all},
+          {"counted_intra_bytes_all_ranks", it.counted_intra_all},
+          {"counted_inter_bytes_all_ranks", it.counted_inter_all},
+          {"time_s", it.time_s}};
+}
+
+}  // namespace
+
+void add_comm_options(po::options_description& desc) {
+  // clang-format off
+  desc.add_options()
+      ("nodes", po::value<int>(), "nodes the ranks are spread over, in blocks (default: --ranks / "
+       "--ranks-per-node); prints the communication per step")
+      ("links", po::value<std::string>(), "alpha-beta per link class (bench_collectives "
+       "--fit-out, e.g. data/links/sim_1gbit.json): predicts communication time")
+      ("shard-group-size", po::value<int>()->default_value(0), "hybrid sharding: shard over groups "
+       "of this many ranks, replicate across them (0: all ranks)")
+      ("collectives", po::value<std::string>()->default_value("flat"), "flat | hierarchical: the "
+       "world's collectives in one level or two (node-local, then across nodes)");
+  // clang-format on
+}
+
+bool comm_requested(const po::variables_map& vm) {
+  return vm.count("nodes") || vm.count("links") || !vm["shard-group-size"].defaulted() ||
+         !vm["collectives"].defaulted();
+}
+
+void print_comm_section(const po::variables_map& vm, const ModelDesc& model,
+                        const PlanConfig& config, nlohmann::json* json) {
+  const EngineConfig& e = config.engine;
+  CommConfig c;
+  c.world = config.world;
+  c.nodes =
+      vm.count("nodes") ? vm["nodes"].as<int>() : config.world / std::max(config.ranks_per_node, 1);
+  ZS_CHECK(c.nodes >= 1 && config.world % c.nodes == 0, ErrorCode::kInvalidArgument,
+           "--nodes {} does not divide --ranks {}", c.nodes, config.world);
+  c.stage = e.stage;
+  c.shard_group_size = vm["shard-group-size"].as<int>();
+  c.param_dtype = e.precision.param_dtype;
+  c.grad_dtype = e.precision.grad_dtype;
+  c.frozen_storage = e.frozen.storage_or(e.precision.param_dtype);
+  c.micro_batches = e.micro_batches;
+  c.align = e.align;
+  const std::string coll = vm["collectives"].as<std::string>();
+  ZS_CHECK(coll == "flat" || coll == "hierarchical", ErrorCode::kInvalidArgument,
+           "--collectives '{}' is not one of flat, hierarchical", coll);
+  c.hierarchical = coll == "hierarchical";
+  std::optional<LinkModel> links;
+  if (vm.count("links")) links = load_link_model(vm["links"].as<std::string>());
+  const CommPlan p = plan_communication(model, c, links ? &*links : nullptr);
+  const int L = c.ranks_per_node();
+
+  if (json != nullptr) {
+    nlohmann::json j = {{"nodes", c.nodes},
+                        {"ranks_per_node", L},
+                        {"shard_group_size", c.shard_size()},
+                        {"collectives", coll},
+                        {"intra_bytes_per_rank", p.intra_rank},
+                        {"inter_bytes_per_rank", p.inter_rank},
+                        {"intra_bytes_all_ranks", p.intra_all},
+                        {"inter_bytes_all_ranks", p.inter_all},
+                        {"counted_intra_bytes_all_ranks", p.counted_intra_all},
+                        {"counted_inter_bytes_all_ranks", p.counted_inter_all}};
+    if (links) {
+      j["time_s"] = p.time_s;
+      j["overlappable_s"] = p.overlappable_s;
+      j["links"] = vm["links"].as<std::string>();
+    }
+    j["items"] = nlohmann::json::array();
+    for (const CommItem& it : p.items) j["items"].push_back(item_json(it));
+    (*json)["communication"] = j;
+    return;
+  }
+  std::printf(
+      "\ncommunication per step: %d ranks = %d node(s) x %d, block placement; %s collectives; "
+      "shard group %d rank(s)%s (docs/scaling.md)\n",
+      c.world, c.nodes, L, coll.c_str(), c.shard_size(),
+      c.shard_size() < c.world ? fmt::format(", {} replicas", c.world / c.shard_size()).c_str()
+                               : "");
+  std::printf("  %-20s %-22s %-13s %6s %15s %15s %10s\n", "what", "collective", "scope", "calls",
+              "intra B/rank", "inter B/rank", links ? "time ms" : "");
+  for (const CommItem& it : p.items) {
+    std::printf(
+        "  %-20s %-22s %-13s %6lld %15s %15s %10s\n", it.what.c_str(),
+        fmt::format("{}{}", collective_kind_name(it.kind), it.hierarchical ? " (2-lvl)" : "")
+            .c_str(),
+        std::string(comm_scope_name(it.scope)).c_str(), static_cast<long long>(it.calls),
+        grouped(it.intra_rank).c_str(), grouped(it.inter_rank).c_str(),
+        links ? fmt::format("{:.3f}", it.time_s * 1e3).c_str() : "");
+  }
+  std::printf("  %-20s %-22s %-13s %6s %15s %15s %10s\n", "total", "", "", "",
+              grouped(p.intra_rank).c_str(), grouped(p.inter_rank).c_str(),
+              links ? fmt::format("{:.3f}", p.time_s * 1e3).c_str() : "");
+  std::printf(
+      "  across nodes, all ranks: %s B sent (zeroshard's link counters report %s B; they count "
+      "a flat collective by its ring bound)\n",
+      grouped(p.inter_all).c_str(), grouped(p.counted_inter_all).c_str());
+  if (links) {
+    std::printf(
+        "  time: alpha-beta per call from %s (intra %.2f us + %.4f ns/B per rank, inter %.2f us + "
+        "%.4f ns/B per node link), every call serialized with compute (an upper bound); %.3f ms "
+        "of it the engine issues asynchronously, hidden where the backend moves it during compute "
+        "(runtime/comm_model.h)\n",
+        vm["links"].as<std::string>().c_str(), links->intra.alpha_s * 1e6,
+        links->intra.beta_s_per_byte * 1e9, links->inter.alpha_s * 1e6,
+        links->inter.beta_s_per_byte * 1e9, p.overlappable_s * 1e3);
+  }
+}
+
+}  // namespace zs::plan
