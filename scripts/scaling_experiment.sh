@@ -26,10 +26,11 @@
 #   node K sent (its veth's far end), tx_bytes what it received, read before mpirun and after it
 #   returns; they count Ethernet/IP/TCP headers and ACKs besides MPI's payload.
 # * Step time: train_gpt's median step time (max over ranks) of the long run.
-# * Measured communication per step = step time - the compute-only step time: the same model and
-#   per-rank batch on 1 rank (no communication at all), times max(1, ranks / cores) when the
-#   ranks outnumber the cores (they then share them). Stated, not hidden: the oversubscribed
-#   layouts' reference is an estimate.
+# * Measured communication per step = step time - the reference's step time + the reference's
+#   predicted (node-local) communication. The reference of a configuration runs its flags on one
+#   node with as many ranks (--rate none: no inter-node link), so it shares the cores as the run
+#   does (4 ranks on 2 cores are twice as slow whatever the network); what remains is what the
+#   inter-node links add. A 1-rank run (no communication at all) is listed beside them.
 # * Link fits: data/links/sim_RATE.json if present (--links-dir to look elsewhere); --fit (or a
 #   missing file) runs bench_collectives --fit-out on 1x2 (intra-node) and 2x1 (inter-node) first
 #   and writes DIR/links/sim_RATE.json.
