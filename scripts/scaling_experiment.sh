@@ -36,7 +36,7 @@
 #   and writes DIR/links/sim_RATE.json.
 # --quick: one tiny configuration (2x1, zero3, 1gbit, 1 and 2 steps) for CI; --check-bytes TOL
 # fails (exit 1) when the interface counters' inter-node bytes per step differ from the model's by
-# more than TOL (relative). Exit 77 where the simulated cluster is unavailable (sim_cluster.sh's
+# more than TOL (relative), or train_gpt's link counters from the model's figure for them at all. Exit 77 where the simulated cluster is unavailable (sim_cluster.sh's
 # skip), 0 on success, 1 on a failed run or check.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -12,7 +12,9 @@ interface counters, and zs_plan's prediction) and writes:
   OUT_DIR/*.png         plots (matplotlib; without it the plots are skipped with a message)
 Method: see scripts/scaling_experiment.sh's header and docs/scaling.md.
 --check-bytes TOL: exit 1 when a configuration's inter-node bytes per step by the interface
-counters differ from the model's by more than TOL (relative), or a run failed (the CI smoke).
+counters differ from the model's by more than TOL (relative), when train_gpt's link counters
+(intra and inter) differ from the model's figure for them at all, or when a run failed (the CI
+smoke).
 
     scaling_report.py --plan-args < flags   (one train_gpt flag or value per line)
 prints the zs_plan flags that describe the same GPT (used by the experiment script).
@@ -321,13 +323,20 @@ def main(argv):
     plot(out, rows)
     print(f"scaling_report: {len(rows)} configuration(s): {out}/report.md")
     if check is not None:
-        bad = [r for r in rows if "error" in r or
+        def counters_differ(r):  # train_gpt's link counters against the model's, exactly
+            return (r["log_inter_all_ranks"] != r["model_counted_inter_all_ranks"] or
+                    r["log_intra_all_ranks"] != r["model_counted_intra_all_ranks"])
+
+        bad = [r for r in rows if "error" in r or counters_differ(r) or
                (r["model_inter_all_ranks"] and not abs(r["iface_vs_model"]) <= check)]
         for r in rows:
             if "error" not in r:
                 print(f"  {r['name']}: inter-node bytes per step: model {r['model_inter_all_ranks']}"
                       f", interface counters {r['iface_inter_per_step']:.0f} "
-                      f"({100 * r['iface_vs_model']:+.2f}%)")
+                      f"({100 * r['iface_vs_model']:+.2f}%); link counters "
+                      f"{r['log_inter_all_ranks']:.0f} inter, {r['log_intra_all_ranks']:.0f} intra, "
+                      f"model {r['model_counted_inter_all_ranks']}, "
+                      f"{r['model_counted_intra_all_ranks']}")
         if bad:
             print(f"scaling_report: FAILED: {len(bad)} configuration(s) off by more than "
                   f"{100 * check:g}% or failed", file=sys.stderr)
