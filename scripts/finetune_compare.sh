@@ -43,8 +43,8 @@ if [ ! -f "$base" ]; then
   grep -E "val loss" "$out/pretrain.txt" | tail -1
 fi
 
-ft=(--data "$here/data/code_corpus.txt" --init-safetensors "$base" --steps "$steps"
-    --warmup $((steps / 10)) --eval-every 0)
+ft=(--data "$here/data/code_corpus.txt" --init-safetensors "$base" --eval-every 0)
+run_len=(--steps "$steps" --warmup $((steps / 10)))
 lora=(--lora-rank 8 --lora-alpha 16 --lr 2e-3)
 names=(full lora-bf16 lora-int8)
 declare -A flags=(
@@ -58,7 +58,7 @@ if "$bin" --help 2>/dev/null | grep -q -- "--int8-compute"; then
   names+=(lora-int8-gemm)
   flags[lora-int8-gemm]="${lora[*]} --base-dtype int8 --int8-compute int8-gemm"
   # Only where the int8 GEMM runs (VNNI); elsewhere train_gpt refuses the flag.
-  if ! "${mpi[@]}" "$bin" "${common[@]}" "${ft[@]}" ${flags[lora-int8-gemm]} --steps 1 \
+  if ! "${mpi[@]}" "$bin" "${common[@]}" "${ft[@]}" ${flags[lora-int8-gemm]} --steps 1 --warmup 0 \
        > "$out/probe.txt" 2>&1; then
     echo "(no int8 GEMM on this machine: $(grep -m1 'error' "$out/probe.txt"))"
     unset 'names[3]'
@@ -70,7 +70,7 @@ for r in $(seq 1 "$repeats"); do
     echo "== $n, repeat $r"
     rm -f "$out/$n-$r.jsonl"
     # shellcheck disable=SC2086
-    "${mpi[@]}" "$bin" "${common[@]}" "${ft[@]}" ${flags[$n]} --json-log "$out/$n-$r.jsonl" \
+    "${mpi[@]}" "$bin" "${common[@]}" "${ft[@]}" "${run_len[@]}" ${flags[$n]} --json-log "$out/$n-$r.jsonl" \
       > "$out/$n-$r.txt" 2>&1 || { tail -20 "$out/$n-$r.txt"; exit 1; }
     grep -E "val loss|bytes sent" "$out/$n-$r.txt" | tail -2
   done
