@@ -50,8 +50,9 @@ void add_comm_options(po::options_description& desc) {
        "--fit-out, e.g. data/links/sim_1gbit.json): predicts communication time")
       ("shard-group-size", po::value<int>()->default_value(0), "hybrid sharding: shard over groups "
        "of this many ranks, replicate across them (0: all ranks)")
-      ("collectives", po::value<std::string>()->default_value("flat"), "flat | hierarchical: the "
-       "world's collectives in one level or two (node-local, then across nodes)");
+      ("collectives", po::value<std::string>()->default_value("hierarchical"),
+       "hierarchical (train_gpt's default: two levels, node-local then across nodes, where the "
+       "layout has more than one node of more than one rank) | flat");
   // clang-format on
 }
 

@@ -121,8 +121,8 @@ links_for() {  # rate -> path of its links file (fits it when needed)
 
 config_flags() {  # config N L -> train_gpt flags, or nothing when it does not apply
   case "$1" in
-    zero2) echo "--zero-stage 2" ;;
-    zero3) echo "--zero-stage 3" ;;
+    zero2) echo "--zero-stage 2 --collectives flat" ;;
+    zero3) echo "--zero-stage 3 --collectives flat" ;;
     hier3) if [ "$2" -gt 1 ] && [ "$3" -gt 1 ]; then echo "--zero-stage 3 --collectives hierarchical"; fi ;;
     hsdp3) if [ "$2" -gt 1 ]; then echo "--zero-stage 3 --shard-group-size $3"; fi ;;
     *) log "unknown configuration '$1'"; return 2 ;;

@@ -220,6 +220,13 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
         o.model.layers, o.model.width, o.model.heads, o.model.context, k, o.model.batch,
         model->threads(), o.data.c_str(), static_cast<long long>(data->train_bytes()),
         static_cast<long long>(data->val_bytes()));
+    if (const HierarchicalCommunicator* h = backend->hierarchical()) {
+      std::printf("collectives: %s (%d nodes x %d ranks)\n",
+                  h->hierarchical()                 ? "hierarchical"
+                  : o.collectives == "hierarchical" ? "flat (one level is all this layout allows)"
+                                                    : "flat",
+                  h->num_nodes(), h->local_size());
+    }
     std::fflush(stdout);
   }
   if (json.enabled()) {
@@ -234,6 +241,9 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
     h["kernels"] = nlohmann::ordered_json::parse(kernels.dump());
     h["params"] = engine->num_params();
     h["frozen_params"] = engine->num_frozen_params();
+    h["collectives"] = backend->hierarchical() && backend->hierarchical()->hierarchical()
+                           ? "hierarchical"
+                           : "flat";
     h["tokens_per_step"] = tokens_per_step;
     h["resumed_at_step"] = state.step;
     h["command_line"] = command_line(argc, argv);

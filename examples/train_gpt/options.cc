@@ -262,8 +262,9 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
       "hybrid sharding (HSDP): shard the model states over groups of this many ranks and "
       "replicate across groups, e.g. the ranks of one node (0: all ranks; must divide them)")(
       "collectives", po::value(&o.collectives)->default_value(o.collectives),
-      "flat, or hierarchical: the engine's all-rank collectives in two levels, within each node "
-      "then across nodes (docs/scaling.md; CPU only)")(
+      "hierarchical: the engine's all-rank collectives in two levels, within each node then "
+      "across nodes, where the job spans nodes of more than one rank each (elsewhere they are "
+      "flat); or flat: always one level (docs/scaling.md)")(
       "offload-optimizer", po::bool_switch(&offload),
       "keep the fp32 master and Adam state in host memory and update them with the CPU Adam")(
       "device", po::value(&o.device)->default_value(o.device),
@@ -489,9 +490,11 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
 
   ZS_CHECK(o.collectives == "flat" || o.collectives == "hierarchical", ErrorCode::kInvalidArgument,
            "--collectives '{}' is not one of flat, hierarchical", o.collectives);
-  ZS_CHECK(o.collectives == "flat" || o.device == "cpu", ErrorCode::kUnsupported,
+  ZS_CHECK(o.collectives == "flat" || o.device == "cpu" || !given(vm, "collectives"),
+           ErrorCode::kUnsupported,
            "--collectives hierarchical is implemented for --device cpu only (MPI), not {}",
            o.device);
+  if (o.device != "cpu") o.collectives = "flat";  // NCCL's own algorithms
 
   configure_loss_scaler(vm, flag, dtype, o.engine);
   const std::string mode = configure_log_mode(vm, o);

@@ -41,9 +41,10 @@ struct TrainOptions {
   // each rank is (docs/reliability.md); 0: off. Default: ZS_WATCHDOG_S, else 300.
   double watchdog_timeout_s = 300.0;
   std::string device = "cpu";  // --device: cpu or cuda (examples/train_gpt/backend.h)
-  // --collectives: "flat" or "hierarchical" (the CPU engine's world communicator is then a
-  // HierarchicalCommunicator running the two-level algorithms; docs/scaling.md).
-  std::string collectives = "flat";
+  // --collectives: "hierarchical" (the default: the CPU engine's world communicator runs the
+  // two-level algorithms where the job spans nodes of more than one rank each, the flat ones
+  // elsewhere) or "flat" (always the flat ones); docs/scaling.md.
+  std::string collectives = "hierarchical";
   double peak_tflops = 0.0;  // --peak-tflops: for MFU; 0 = the device's known peak, if any
   // --deepspeed-config: the file, and its train_batch_size when given (checked against the
   // world size by check_world_size()).

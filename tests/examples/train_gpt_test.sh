@@ -398,9 +398,12 @@ JSON
     # link-class figures of the final line); shard groups of one rank are flat's bits at stage 1;
     # hierarchical collectives train the same model.
     export ZS_FAKE_NODES=2
-    run "$work/flat.txt" 4 "${tiny[@]}" || { cat "$work/flat.txt"; fail "flat"; }
+    run "$work/flat.txt" 4 "${tiny[@]}" --collectives flat || { cat "$work/flat.txt"; fail "flat"; }
     run "$work/hsdp.txt" 4 "${tiny[@]}" --shard-group-size 2 || { cat "$work/hsdp.txt"; fail "hsdp"; }
-    run "$work/hier.txt" 4 "${tiny[@]}" --collectives hierarchical || { cat "$work/hier.txt"; fail "hier"; }
+    # The default across nodes of more than one rank: the two-level collectives.
+    run "$work/hier.txt" 4 "${tiny[@]}" || { cat "$work/hier.txt"; fail "hier"; }
+    grep -q "collectives: hierarchical (2 nodes x 2 ranks)" "$work/hier.txt" ||
+      { grep -i collectives "$work/hier.txt"; fail "the default did not run hierarchical collectives"; }
     losses() { grep -oE '^step +[0-9]+/6 \| loss [0-9.]+' "$1" | awk '{print $NF}' | cut -c1-6; }
     for f in hsdp hier; do
       [ "$(losses "$work/flat.txt")" = "$(losses "$work/$f.txt")" ] ||
@@ -411,8 +414,9 @@ JSON
     bf=$(between "$work/flat.txt" | to_bytes) bh=$(between "$work/hsdp.txt" | to_bytes)
     echo "between nodes per step: flat $bf B, hsdp $bh B"
     [ -n "$bf" ] && [ -n "$bh" ] && [ "$bh" -lt "$bf" ] || fail "hsdp sends $bh B between nodes, flat $bf"
-    run "$work/f1.txt" 4 "${tiny[@]}" --zero-stage 1 || fail "flat stage 1"
-    run "$work/h1.txt" 4 "${tiny[@]}" --zero-stage 1 --shard-group-size 1 || fail "hsdp 1 stage 1"
+    run "$work/f1.txt" 4 "${tiny[@]}" --zero-stage 1 --collectives flat || fail "flat stage 1"
+    run "$work/h1.txt" 4 "${tiny[@]}" --zero-stage 1 --shard-group-size 1 --collectives flat ||
+      fail "hsdp 1 stage 1"
     same_hash "shard groups of one rank, stage 1" "$work/f1.txt" "$work/h1.txt"
     unset ZS_FAKE_NODES
     ;;
