@@ -221,11 +221,17 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
         model->threads(), o.data.c_str(), static_cast<long long>(data->train_bytes()),
         static_cast<long long>(data->val_bytes()));
     if (const HierarchicalCommunicator* h = backend->hierarchical()) {
-      std::printf("collectives: %s (%d nodes x %d ranks)\n",
-                  h->hierarchical()                 ? "hierarchical"
-                  : o.collectives == "hierarchical" ? "flat (one level is all this layout allows)"
-                                                    : "flat",
-                  h->num_nodes(), h->local_size());
+      const std::string layout =
+          fmt::format("{} node{} x {} rank{}", h->num_nodes(), h->num_nodes() == 1 ? "" : "s",
+                      h->local_size(), h->local_size() == 1 ? "" : "s");
+      std::printf("collectives: %s\n",
+                  h->hierarchical() ? fmt::format("hierarchical ({})", layout).c_str()
+                  : o.collectives == "flat"
+                      ? fmt::format("flat (--collectives flat; {})", layout).c_str()
+                      : fmt::format("flat ({}: two levels need several nodes of more than one "
+                                    "rank each)",
+                                    layout)
+                            .c_str());
     }
     std::fflush(stdout);
   }
