@@ -10,18 +10,9 @@ shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 # transformers 4.36 is among the last releases that support torch 1.13 (Debian bookworm's).
 pins=(transformers==4.36.2 safetensors==0.4.5)
-if ! "$sys_py" -c 'import torch' 2>/dev/null; then
-  echo "SKIP: $sys_py has no torch (apt-get install python3-torch: Debian's 1.13 is enough)"
-  exit 77
-fi
-py=$venv/bin/python
-if ! "$py" -c 'import torch' 2>/dev/null; then
-  rm -rf "$venv"
-  if ! "$sys_py" -m venv --system-site-packages "$venv" >/dev/null 2>&1; then
-    echo "SKIP: cannot create a venv with $sys_py (apt-get install python3-venv)"
-    exit 77
-  fi
-fi
+# shellcheck source=torch_venv.sh
+. "$here/torch_venv.sh"
+torch_venv "$sys_py" "$venv"
 want="${pins[0]#*==} ${pins[1]#*==}"
 have=$("$py" -c 'import transformers, safetensors; print(transformers.__version__, safetensors.__version__)' 2>/dev/null || true)
 if [ "$have" != "$want" ]; then

@@ -13,18 +13,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 # 0.7.1 (December 2023) and accelerate 0.25.0 are of the same time and import on torch 1.13.
 pins=(transformers==4.36.2 safetensors==0.4.5 accelerate==0.25.0)
 peft_pin=peft==0.7.1
-if ! "$sys_py" -c 'import torch' 2>/dev/null; then
-  echo "SKIP: $sys_py has no torch (apt-get install python3-torch: Debian's 1.13 is enough)"
-  exit 77
-fi
-py=$venv/bin/python
-if ! "$py" -c 'import torch' 2>/dev/null; then
-  rm -rf "$venv"
-  if ! "$sys_py" -m venv --system-site-packages "$venv" >/dev/null 2>&1; then
-    echo "SKIP: cannot create a venv with $sys_py (apt-get install python3-venv)"
-    exit 77
-  fi
-fi
+# shellcheck source=torch_venv.sh
+. "$here/torch_venv.sh"
+torch_venv "$sys_py" "$venv"
 want="4.36.2 0.4.5 0.25.0 0.7.1"
 have=$("$py" -c 'import transformers, safetensors, accelerate, peft; print(transformers.__version__, safetensors.__version__, accelerate.__version__, peft.__version__)' 2>/dev/null || true)
 if [ "$have" != "$want" ]; then

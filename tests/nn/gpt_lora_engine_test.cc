@@ -26,6 +26,7 @@
 #include "nn/threads.h"
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
+#include "tests/nn/gemm_scratchpads.h"
 
 namespace zs::nn {
 namespace {
@@ -140,30 +141,7 @@ TEST(GptLoraEngine, StagesAgreeBitwise) {
   }
 }
 
-// oneDNN's scratchpads of the products GptModel builds (not planned; the library's choice),
-// measured by building the same layers over one workspace, which must be the planned one.
-int64_t measured_gemm_scratchpads(const GptConfig& g) {
-  ThreadScope scope(g.threads);
-  MemoryTracker t;
-  const DType mm = g.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  const int64_t M = static_cast<int64_t>(g.batch) * g.context;
-  const int C = g.width, F = g.ffn_mult * g.width;
-  GemmWorkspace ws(&t);
-  Linear a(M, C, 3 * C, true, false, mm, &t, &ws), b(M, C, C, true, true, mm, &t, &ws),
-      c(M, C, F, true, false, mm, &t, &ws), d(M, F, C, true, true, mm, &t, &ws),
-      e(M, C, g.vocab, false, false, mm, &t, &ws);
-  Attention at(g.batch, g.context, C, g.heads, mm, &t, &ws);
-  std::vector<LoraAdapter> adapters;
-  for (int k = 0; k < kNumGptLoraTargets; ++k) {
-    if (!g.lora.targets_linear(static_cast<GptLoraTarget>(k))) continue;
-    int64_t in = 0, out = 0;
-    gpt_lora_linear_shape(static_cast<GptLoraTarget>(k), C, F, &in, &out);
-    adapters.emplace_back(M, in, out, g.lora.rank, g.lora.scaling(), mm, &t, &ws);
-  }
-  EXPECT_EQ(static_cast<int64_t>(ws.size()),
-            gpt_cpu_gemm_workspace_bytes(GptActivationDims::of(g), this_process_cpu_gemm()));
-  return t.current(MemCategory::kActivations) - static_cast<int64_t>(ws.size());
-}
+using testing::measured_gemm_scratchpads;
 
 TEST(GptLoraEngine, PlanMatchesTrackerByteForByte) {
   constexpr MemCategory kAll[] = {
