@@ -23,6 +23,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "nn/gpt_activations.h"
+#include "nn/transformer_plan.h"
 #include "nn/transformer_shapes.h"
 #include "runtime/memory_plan.h"
 #include "sharding/frozen_layout.h"
@@ -61,28 +62,6 @@ std::vector<std::string> split_targets(const std::string& s) {
     b = e + 1;
   }
   return out;
-}
-
-// The planner's description of a transformer: each unit's trainable parameter sizes and, with a
-// frozen base (LoRA), its frozen parameters with their rows (an int8 base keeps one scale per
-// row), as GptModel declares them (ModelDesc::from_model splits a built model the same way).
-zs::ModelDesc describe_shape(const zs::nn::TransformerShape& s) {
-  zs::ModelDesc d;
-  bool any_frozen = false;
-  for (const auto& unit : s.unit_params()) {
-    d.units.emplace_back();
-    d.frozen.emplace_back();
-    for (const zs::nn::TransformerParam& p : unit) {
-      if (p.trainable) {
-        d.units.back().push_back(p.numel);
-      } else {
-        d.frozen.back().push_back({p.numel, p.rows, p.accepts_int8});
-        any_frozen = true;
-      }
-    }
-  }
-  if (!any_frozen) d.frozen.clear();
-  return d;
 }
 
 // The frozen base's encoded bytes on one rank holding all of it, without alignment or shard
@@ -482,7 +461,7 @@ int run(int argc, char** argv) {
     if (vm.count("context")) s.context = vm["context"].as<int>();
     s.lora = lora;
     s.int8 = int8;
-    o.model = describe_shape(s);  // validates the shape
+    o.model = zs::nn::transformer_model_desc(s);  // validates the shape
     o.shape = s;
     o.model_name += fmt::format(
         " ({}: {} layers, width {}, {} heads, FFN {}, vocab {}, context {})", family_name(s.family),
@@ -533,11 +512,8 @@ int run(int argc, char** argv) {
   if (o.shape) {
     // The model's activations (nn) for each micro-batch and checkpointing the runtime asks for:
     // the engine's device is the model's, the compute dtype the parameters'.
-    o.model.activations = [s = *o.shape, dtype = e.precision.param_dtype, device = c.device,
-                           cpu_gemm](int64_t micro_batch, bool checkpoint) {
-      return zs::nn::transformer_activation_plan(s, micro_batch, dtype, checkpoint, device,
-                                                 cpu_gemm);
-    };
+    o.model.activations =
+        zs::nn::transformer_activations(*o.shape, e.precision.param_dtype, c.device, cpu_gemm);
   }
 
   const zs::MemoryPlan plan = zs::plan_memory(o.model, c);  // zs::Error -> exit 2 in main

@@ -16,70 +16,23 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
-FaultInjector* g_faults = nullptr;
-
-// The fault planned at this write point: sets errno and returns true when the call must fail.
-bool inject(const char* op, const std::string& path, Fault* kind = nullptr) {
-  if (g_faults == nullptr) return false;
-  const Fault f = g_faults->at(op, path);
-  if (kind) *kind = f;
-  if (f == Fault::kNoSpace || f == Fault::kShortWrite) errno = ENOSPC;
-  if (f == Fault::kIo) errno = EIO;
-  return f == Fault::kNoSpace || f == Fault::kIo;
-}
-
 }  // namespace
 
-void install_fault_injector(FaultInjector* f) { g_faults = f; }
-
-OutFile::OutFile(std::string path) : path_(std::move(path)) {
-  fd_ = inject("create", path_)
-            ? -1
-            : ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail(ErrorCode::kInvalidArgument, "{}: cannot create: {}", path_, errno_text());
+OutFile::OutFile(std::string path) : file_(std::move(path), FileWriter::Mode::kTruncate) {
   state_ = XXH3_createState();
   if (state_ == nullptr) throw std::bad_alloc();
   XXH3_64bits_reset(state_);
 }
 
-OutFile::~OutFile() {
-  if (fd_ >= 0) ::close(fd_);
-  XXH3_freeState(state_);
-}
+OutFile::~OutFile() { XXH3_freeState(state_); }
 
 void OutFile::write(const void* data, size_t bytes) {
   XXH3_64bits_update(state_, data, bytes);
-  const char* p = static_cast<const char*>(data);
-  bool short_done = false;
-  while (bytes > 0) {
-    size_t chunk = std::min<size_t>(bytes, size_t{1} << 30);
-    Fault f = Fault::kNone;
-    const bool fails = !short_done && inject("write", path_, &f);
-    if (f == Fault::kShortWrite && chunk > 1) {
-      chunk /= 2;  // half is stored; the next attempt fails with ENOSPC
-      short_done = true;
-    } else if (short_done) {
-      errno = ENOSPC;
-      fail(ErrorCode::kInvalidArgument, "{}: write failed: {}", path_, errno_text());
-    }
-    const ssize_t n = fails ? -1 : ::write(fd_, p, chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(ErrorCode::kInvalidArgument, "{}: write failed: {}", path_, errno_text());
-    p += n;
-    bytes -= static_cast<size_t>(n);
-    size_ += n;
-  }
+  file_.write(data, bytes);
+  size_ = file_.bytes_written();
 }
 
-void OutFile::finish() {
-  if (inject("fsync", path_) || ::fsync(fd_) != 0)
-    fail(ErrorCode::kInvalidArgument, "{}: fsync failed: {}", path_, errno_text());
-  const int fd = fd_;
-  fd_ = -1;
-  const bool fails = inject("close", path_);
-  if (::close(fd) != 0 || fails)
-    fail(ErrorCode::kInvalidArgument, "{}: close failed: {}", path_, errno_text());
-}
+void OutFile::finish() { file_.close(); }
 
 uint64_t OutFile::hash() const { return XXH3_64bits_digest(state_); }
 
@@ -152,22 +105,6 @@ std::string read_whole_file(const std::string& path, int64_t max_bytes) {
   std::string s(static_cast<size_t>(f.size()), '\0');
   f.read_at(0, s.data(), s.size());
   return s;
-}
-
-void rename_path(const std::string& from, const std::string& to) {
-  if (inject("rename", to) || ::rename(from.c_str(), to.c_str()) != 0)
-    fail(ErrorCode::kInvalidArgument, "{}: cannot rename to {}: {}", from, to, errno_text());
-}
-
-void sync_dir(const std::string& path) {
-  if (inject("sync_dir", path))
-    fail(ErrorCode::kInvalidArgument, "{}: fsync failed: {}", path, errno_text());
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    fail(ErrorCode::kInvalidArgument, "{}: cannot open directory: {}", path, errno_text());
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) fail(ErrorCode::kInvalidArgument, "{}: fsync failed: {}", path, errno_text());
 }
 
 void agree(Communicator& comm, const std::function<void()>& fn) {

@@ -131,6 +131,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   try {
     parsed = parse_options(argc, argv, root);
     if (parsed) check_world_size(*parsed, comm.size());
+    if (parsed) check_paths(*parsed, root);
     // Only rank 0 writes the log; the others agree on its verdict.
     if (parsed && root) check_log_path(parsed->json_log, parsed->json_log_mode);
   } catch (const std::exception& e) {
@@ -426,6 +427,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
           {"kernels", nlohmann::ordered_json::parse(kernels.dump())},
           {"sample", sample}};
       json.write("final", j);
+      json.close();
     }
   }
   return 0;

@@ -12,6 +12,7 @@
 #include "core/settings.h"
 #include "dataset.h"
 #include "ds_config.h"
+#include "paths.h"
 
 namespace po = boost::program_options;
 
@@ -289,8 +290,9 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
       "lr", po::value(&lr)->default_value(lr, "2e-3"), "peak learning rate")(
       "lr-schedule", po::value(&schedule)->default_value("cosine"),
       "cosine (decay to --min-lr-ratio x --lr at --steps) or constant, after the linear "
-      "warm-up")("warmup", po::value(&warmup)->default_value(warmup),
-                 "linear warm-up steps (0..--steps)")(
+      "warm-up")(
+      "warmup", po::value(&warmup)->default_value(warmup),
+      "linear warm-up steps (0..--steps; default 50, or --steps when the run is shorter)")(
       "min-lr-ratio", po::value(&min_lr_ratio)->default_value(min_lr_ratio, "0.1"),
       "cosine decay floor as a fraction of --lr (0..1)")(
       "weight-decay", po::value(&o.engine.optimizer.adamw.weight_decay)->default_value(0.1f, "0.1"),
@@ -341,15 +343,21 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   std::map<std::string, std::string> from_ds;  // flag -> DeepSpeed key path
   try {
     po::store(po::parse_command_line(argc, argv, all), vm);
-    if (vm.count("config")) {
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      ZS_CHECK(in.good(), ErrorCode::kNotFound, "config file '{}' cannot be read", path);
-      po::store(po::parse_config_file(in, all), vm);
-    }
     if (vm.count("help")) {
       if (print_help) std::cout << all << "\n";
       return std::nullopt;
+    }
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      check_path("config", path, PathUse::kReadFile);
+      std::ifstream in(path);
+      ZS_CHECK(in.good(), ErrorCode::kNotFound, "--config {} cannot be read", path);
+      po::store(po::parse_config_file(in, all), vm);
+    }
+    // An empty path is never "not given" (paths.h): refused for every path flag, here, before
+    // anything is read.
+    for (const PathFlag& f : path_flags()) {
+      if (vm.count(f.name) && vm[f.name].as<std::string>().empty()) check_path(f.name, "", f.use);
     }
     if (vm.count("ds-config")) {
       const std::string alias = vm["ds-config"].as<std::string>();
@@ -361,6 +369,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
       o.ds_config = vm["deepspeed-config"].as<std::string>();
     }
     if (!o.ds_config.empty()) {
+      check_path("deepspeed-config", o.ds_config, PathUse::kReadFile);
       const DsConfig ds = read_ds_config(o.ds_config);
       from_ds = merge_ds_config(ds, o.ds_config, all, vm);
       o.ds_train_batch_size = ds.train_batch_size;
@@ -429,6 +438,8 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   // Ranges, before any work (each message names the flag and what is allowed).
   ZS_CHECK(o.steps >= 1, ErrorCode::kInvalidArgument, "{} {} must be at least 1", flag("steps"),
            o.steps);
+  // A default that depends on the run's length follows it: only a value the user gave is refused.
+  if (!given(vm, "warmup")) warmup = std::min(warmup, o.steps);
   ZS_CHECK(warmup >= 0 && warmup <= o.steps, ErrorCode::kInvalidArgument,
            "{} {} is outside 0..{} (it may not be longer than the run, --steps {})", flag("warmup"),
            warmup, o.steps, o.steps);
@@ -466,6 +477,9 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
            o.watchdog_timeout_s);
   ZS_CHECK(o.sample_tokens >= 0 && o.sample_tokens <= 1000000, ErrorCode::kInvalidArgument,
            "--sample-tokens {} is outside 0..1000000", o.sample_tokens);
+  ZS_CHECK(o.sample_tokens == 0 || !o.sample_prompt.empty(), ErrorCode::kInvalidArgument,
+           "--sample-prompt is empty: the sample continues a prompt of at least one byte (or "
+           "give --sample-tokens 0 for no sample)");
 
   // Combinations.
   const bool sgd = o.engine.optimizer.kind == OptimizerKind::kSgd;
@@ -500,8 +514,6 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   const std::string mode = configure_log_mode(vm, o);
 
   if (!vm.count("data")) o.data = default_data_path();
-  ZS_CHECK(!o.data.empty(), ErrorCode::kInvalidArgument,
-           "--data is empty: name a file or directory");
   o.model.validate();
   o.engine.validate();
 
@@ -517,7 +529,16 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   o.config["deepspeed-config"] =
       o.ds_config.empty() ? nullptr : nlohmann::ordered_json(o.ds_config);
   o.config["json-log-mode"] = mode;
+  o.config["warmup"] = warmup;
   return o;
+}
+
+void check_paths(const TrainOptions& o, bool root) {
+  for (const PathFlag& f : path_flags()) {
+    const auto it = o.config.find(f.name);
+    if (it == o.config.end() || !it->is_string() || (!f.every_rank && !root)) continue;
+    check_path(f.name, it->get<std::string>(), f.use);
+  }
 }
 
 void check_world_size(const TrainOptions& o, int world_size) {

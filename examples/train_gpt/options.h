@@ -61,6 +61,10 @@ struct TrainOptions {
 // allowed values, for unknown options, bad values and inconsistent settings.
 std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help);
 
+// Every path flag given (and --data's default) against its use (paths.h): on every rank for what
+// every rank reads or writes, on rank 0 (`root`) for what rank 0 alone writes. Throws zs::Error.
+void check_paths(const TrainOptions& o, bool root);
+
 // The checks that need the world size (a DeepSpeed train_batch_size). Throws zs::Error.
 void check_world_size(const TrainOptions& o, int world_size);
 

@@ -23,21 +23,21 @@ namespace zs::train {
 
 void check_log_path(const std::string& path, LogMode mode) {
   if (path.empty()) return;
-  namespace fs = std::filesystem;
   std::error_code ec;
-  ZS_CHECK(mode != LogMode::kNew || !fs::exists(path, ec), ErrorCode::kInvalidArgument,
+  ZS_CHECK(mode != LogMode::kNew || !std::filesystem::exists(path, ec), ErrorCode::kInvalidArgument,
            "--json-log {} exists: a new run does not add to an old log; pass --json-log-mode "
            "append or --json-log-mode overwrite, or another file",
            path);
-  const fs::path dir = fs::path(path).parent_path();
-  ZS_CHECK(dir.empty() || fs::is_directory(dir, ec), ErrorCode::kInvalidArgument,
-           "--json-log {}: directory {} does not exist", path, dir.string());
 }
 
 RunLog::RunLog(const std::string& path, LogMode mode, std::chrono::steady_clock::time_point start)
     : start_(start) {
-  out_.open(path, mode == LogMode::kAppend ? std::ios::app : std::ios::trunc);
-  ZS_CHECK(out_.is_open(), ErrorCode::kInvalidArgument, "--json-log {} cannot be written", path);
+  try {
+    out_ = FileWriter(
+        path, mode == LogMode::kAppend ? FileWriter::Mode::kAppend : FileWriter::Mode::kTruncate);
+  } catch (const Error& e) {
+    fail(ErrorCode::kInvalidArgument, "--json-log {}", e.what());
+  }
 }
 
 void RunLog::write(const std::string& type, const nlohmann::ordered_json& fields) {
@@ -48,8 +48,27 @@ void RunLog::write(const std::string& type, const nlohmann::ordered_json& fields
                               {"time", iso8601_utc(std::chrono::system_clock::now())},
                               {"elapsed_s", std::round(elapsed * 1e3) / 1e3}};
   for (const auto& [k, v] : fields.items()) j[k] = v;
-  out_ << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
-  out_.flush();
+  const std::string line =
+      j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  const int64_t before = out_.bytes_written();
+  try {
+    out_.write(line.data(), line.size());
+  } catch (const Error& e) {
+    fail(ErrorCode::kInvalidArgument,
+         "--json-log {}: record {} ({}) not stored; the log holds the {} records before it{}",
+         e.what(), records_ + 1, type, records_,
+         out_.bytes_written() > before ? " and a partial line" : "");
+  }
+  ++records_;
+}
+
+void RunLog::close() {
+  if (!out_.is_open()) return;
+  try {
+    out_.close();
+  } catch (const Error& e) {
+    fail(ErrorCode::kInvalidArgument, "--json-log {} (after {} records)", e.what(), records_);
+  }
 }
 
 nlohmann::ordered_json build_info() {

@@ -6,19 +6,23 @@
 #pragma once
 
 #include <chrono>
-#include <fstream>
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_writer.h"
 #include "options.h"
 
 namespace zs::train {
 
-// Refuses, before any work, a path the run may not write: an existing file under LogMode::kNew,
-// or a missing directory. Throws zs::Error(kInvalidArgument) naming --json-log.
+// Refuses, before any work, an existing file under LogMode::kNew (check_paths() has checked the
+// path's kind and directory). Throws zs::Error(kInvalidArgument) naming --json-log.
 void check_log_path(const std::string& path, LogMode mode);
 
+// Writes go through core's FileWriter: a record that cannot be stored whole (a full disk, an I/O
+// error) throws zs::Error naming --json-log, the record and errno's text, so a run never ends
+// with exit 0 and a log that lost records.
 // Thread-safety: none; rank 0 owns it.
 class RunLog {
  public:
@@ -29,12 +33,15 @@ class RunLog {
   RunLog(const std::string& path, LogMode mode, std::chrono::steady_clock::time_point start);
 
   bool enabled() const { return out_.is_open(); }
-  // Writes {"type": type, "time": ..., "elapsed_s": ..., fields...} as one line, flushed.
-  // Byte strings that are not UTF-8 are written with U+FFFD.
+  // Writes {"type": type, "time": ..., "elapsed_s": ..., fields...} as one line. Byte strings
+  // that are not UTF-8 are written with U+FFFD. Throws zs::Error when the line is not stored.
   void write(const std::string& type, const nlohmann::ordered_json& fields);
+  // fsync and close (what a filesystem reports only then is reported too). Throws zs::Error.
+  void close();
 
  private:
-  std::ofstream out_;
+  FileWriter out_;
+  int64_t records_ = 0;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -267,7 +267,7 @@ JSON
       '{"gradient_clipping": -1}'
     bad "not json" "not valid JSON" '{"zero_optimization": {'
     bad "optimizer" 'optimizer.type: "Lamb" is not supported' '{"optimizer": {"type": "Lamb"}}'
-    expect "missing file" "--deepspeed-config $work/none.json cannot be read" "${base[@]}" \
+    expect "missing file" "--deepspeed-config $work/none.json: does not exist" "${base[@]}" \
       --deepspeed-config "$work/none.json"
     ;;
   plot)
@@ -340,7 +340,8 @@ JSON
     expect "accumulation" "--gradient-accumulation-steps 0 must be at least 1" --gradient-accumulation-steps 0
     expect "alias conflict" "--micro-batches 2 and --gradient-accumulation-steps 3 disagree" \
       --micro-batches 2 --gradient-accumulation-steps 3
-    expect "warm-up past the run" "--warmup 50 is outside 0..10 (it may not be longer than the run" --steps 10
+    expect "warm-up past the run" "--warmup 50 is outside 0..10 (it may not be longer than the run" \
+      --warmup 50 --steps 10
     expect "beta" "--beta2 1 is outside [0, 1)" --beta2 1
     expect "eps" "--adam-eps 0 must be a finite number > 0" --adam-eps 0
     expect "lr" "--lr nan must be a finite number >= 0" --lr nan
@@ -356,7 +357,7 @@ JSON
     expect "grad dtype" "gradient dtype" --dtype bf16 --grad-dtype fp16
     printf 'short' > "$work/short.txt"
     expect "data too short" "too short" --data "$work/short.txt"
-    expect "config file" "cannot be read" --config "$work/missing.cfg"
+    expect "config file" "--config $work/missing.cfg: does not exist" --config "$work/missing.cfg"
     expect "bad device" "--device must be cpu or cuda" --device tpu
     expect "watchdog" "--watchdog-timeout -1 is outside [0, 1e7] seconds" --watchdog-timeout -1
     expect "huge layers" "layers 100000000 (at most 100000)" --layers 100000000

@@ -5,8 +5,7 @@
 #pragma once
 
 #include "nn/gpt_activations.h"
-#include "nn/transformer_shapes.h"
-#include "runtime/memory_plan.h"
+#include "nn/transformer_plan.h"
 
 namespace zs::test {
 
@@ -16,24 +15,8 @@ namespace zs::test {
 inline ModelDesc transformer_desc(const nn::TransformerShape& shape, DType compute_dtype,
                                   DeviceKind device = DeviceKind::kCpu,
                                   nn::CpuGemm cpu_gemm = nn::CpuGemm::kOnednn) {
-  ModelDesc d = ModelDesc::from_units({}, [=](int64_t micro_batch, bool ckpt) {
-    return nn::transformer_activation_plan(shape, micro_batch, compute_dtype, ckpt, device,
-                                           cpu_gemm);
-  });
-  bool any_frozen = false;
-  for (const auto& unit : shape.unit_params()) {
-    d.units.emplace_back();
-    d.frozen.emplace_back();
-    for (const nn::TransformerParam& p : unit) {
-      if (p.trainable) {
-        d.units.back().push_back(p.numel);
-      } else {
-        d.frozen.back().push_back({p.numel, p.rows, p.accepts_int8});
-        any_frozen = true;
-      }
-    }
-  }
-  if (!any_frozen) d.frozen.clear();
+  ModelDesc d = nn::transformer_model_desc(shape);
+  d.activations = nn::transformer_activations(shape, compute_dtype, device, cpu_gemm);
   return d;
 }
 
