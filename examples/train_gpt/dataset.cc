@@ -5,6 +5,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <xxhash.h>
+
 #include "core/error.h"
 
 namespace zs::train {
@@ -17,6 +19,16 @@ void append_file(const fs::path& p, std::vector<uint8_t>& out) {
   std::ifstream in(p, std::ios::binary);
   ZS_CHECK(in.good(), ErrorCode::kNotFound, "data file '{}' cannot be read", p.string());
   out.insert(out.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The regular files of a directory, in name order (what the dataset joins).
+std::vector<fs::path> directory_files(const std::string& path) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(path)) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 uint64_t mix(uint64_t x) {
@@ -42,17 +54,23 @@ std::string default_data_path() {
   return p.string();
 }
 
+int64_t data_bytes(const std::string& path) {
+  std::error_code ec;
+  ZS_CHECK(fs::exists(path, ec), ErrorCode::kNotFound, "data path '{}' does not exist", path);
+  if (!fs::is_directory(path)) return static_cast<int64_t>(fs::file_size(path));
+  int64_t n = 0;
+  for (const fs::path& f : directory_files(path)) n += static_cast<int64_t>(fs::file_size(f));
+  return n;
+}
+
+uint64_t TextDataset::content_hash() const { return XXH3_64bits(bytes_.data(), bytes_.size()); }
+
 TextDataset::TextDataset(const std::string& path, double val_fraction, int context)
     : context_(context) {
   std::error_code ec;
   ZS_CHECK(fs::exists(path, ec), ErrorCode::kNotFound, "data path '{}' does not exist", path);
   if (fs::is_directory(path)) {
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(path)) {
-      if (e.is_regular_file()) files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const fs::path& f : files) append_file(f, bytes_);
+    for (const fs::path& f : directory_files(path)) append_file(f, bytes_);
   } else {
     append_file(path, bytes_);
   }

@@ -19,6 +19,10 @@ namespace zs::train {
 // Throws zs::Error(kNotFound) naming the places it looked.
 std::string default_data_path();
 
+// The bytes a TextDataset of `path` holds: the file's size, or the sum of the directory's regular
+// files (read from the directory, not the files). Throws zs::Error(kNotFound) for a missing path.
+int64_t data_bytes(const std::string& path);
+
 class TextDataset {
  public:
   // Throws zs::Error(kNotFound) for a missing path, kInvalidArgument for text too short for
@@ -27,6 +31,8 @@ class TextDataset {
 
   int64_t train_bytes() const { return split_; }
   int64_t val_bytes() const { return static_cast<int64_t>(bytes_.size()) - split_; }
+  // XXH3 of the whole text, to check that every rank reads the same (check_same_data, main.cc).
+  uint64_t content_hash() const;
 
   // Fills tokens [micro_batches][batch][context + 1] with this rank's sequences of `step`.
   void fill_train(int64_t step, int micro_batches, int world, int rank, int batch, uint64_t seed,

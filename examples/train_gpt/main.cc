@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 #include "dataset.h"
 #include "kernel_report.h"
 #include "link_meter.h"
+#include "memory_check.h"
 #include "nn/gpt.h"
 #include "options.h"
 #include "run_log.h"
@@ -69,11 +71,20 @@ std::vector<double> peak_memory_max(Engine& engine, Communicator& comm) {
   return v;
 }
 
-std::string human_bytes(double b) {
-  if (b >= 1 << 30) return fmt::format("{:.2f} GiB", b / (1 << 30));
-  if (b >= 1 << 20) return fmt::format("{:.2f} MiB", b / (1 << 20));
-  if (b >= 1 << 10) return fmt::format("{:.1f} KiB", b / (1 << 10));
-  return fmt::format("{:.0f} B", b);
+// check_agreement over the text's size and hash; when they differ, again with each rank's
+// absolute path, so that the message names the files. Collective.
+void check_same_data(Communicator& comm, const TextDataset& data, const std::string& path) {
+  const std::string content = fmt::format(
+      "{} bytes, xxh3 {:016x}", data.train_bytes() + data.val_bytes(), data.content_hash());
+  try {
+    const Setting s{"--data", content};
+    check_agreement(comm, std::span(&s, 1), "data");
+  } catch (const Error&) {
+    std::error_code ec;
+    const std::string where = std::filesystem::absolute(path, ec).string();
+    const Setting s{"--data", fmt::format("{} ({})", where, content)};
+    check_agreement(comm, std::span(&s, 1), "ranks read different training text");
+  }
 }
 
 double validation_loss(Engine& engine, nn::GptModelBase& model, const TextDataset& data,
@@ -152,6 +163,17 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   }
   if (!agree(comm, error)) return 1;
   start_watchdog(o.watchdog_timeout_s, comm.rank(), comm.size());  // --watchdog-timeout
+  // Memory before work (--memory-check): the plan the engine will allocate from, and the text,
+  // against what each node has available; each rank checks its node.
+  RunMemory need;
+  try {
+    need = plan_run_memory(o, comm.size());
+    const int local = LaunchEnvironment::from_environment().local_size.value_or(comm.size());
+    if (o.memory_check) check_memory(need, local);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!agree(comm, error)) return 1;
   if (root) {
     for (const std::string& n : o.notes) std::fprintf(stderr, "train_gpt: note: %s\n", n.c_str());
   }
@@ -171,6 +193,14 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
     model = &backend->model();
     // CPU: the same core budget as the model; CUDA: the host cores of this rank.
     o.engine.optimizer_threads = o.device == "cpu" ? model->threads() : nn::default_threads();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!agree(comm, error)) return 1;
+  // Every rank must train on the same text: a relative --data read from different working
+  // directories, or node-local copies that differ, are refused here.
+  try {
+    check_same_data(comm, *data, o.data);
   } catch (const std::exception& e) {
     error = e.what();
   }

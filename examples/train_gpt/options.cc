@@ -220,6 +220,9 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
                             "when --json-log exists: new (refuse), append or overwrite; "
                             "default: new, append when resuming")(
       "log-every", po::value(&o.log_every)->default_value(1), "print every N steps")(
+      "memory-check", po::value<std::string>()->default_value("on"),
+      "on: before any work, refuse a run whose memory plan (zs_plan's) and text do not fit the "
+      "memory this node and process have available; off: start anyway")(
       "watchdog-timeout", po::value(&o.watchdog_timeout_s)->default_value(o.watchdog_timeout_s),
       "seconds a collective may wait before the watchdog ends a hung job, naming where each rank "
       "is (0: off; default ZS_WATCHDOG_S, else 300)")(
@@ -509,6 +512,11 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
            "--collectives hierarchical is implemented for --device cpu only (MPI), not {}",
            o.device);
   if (o.device != "cpu") o.collectives = "flat";  // NCCL's own algorithms
+
+  const std::string memory_check = vm["memory-check"].as<std::string>();
+  ZS_CHECK(memory_check == "on" || memory_check == "off", ErrorCode::kInvalidArgument,
+           "--memory-check '{}' is not one of on, off", memory_check);
+  o.memory_check = memory_check == "on";
 
   configure_loss_scaler(vm, flag, dtype, o.engine);
   const std::string mode = configure_log_mode(vm, o);

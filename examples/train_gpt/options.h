@@ -45,6 +45,9 @@ struct TrainOptions {
   // two-level algorithms where the job spans nodes of more than one rank each, the flat ones
   // elsewhere) or "flat" (always the flat ones); docs/scaling.md.
   std::string collectives = "hierarchical";
+  // --memory-check on|off: refuse before work a run whose memory plan does not fit this node
+  // (memory_check.h).
+  bool memory_check = true;
   double peak_tflops = 0.0;  // --peak-tflops: for MFU; 0 = the device's known peak, if any
   // --deepspeed-config: the file, and its train_batch_size when given (checked against the
   // world size by check_world_size()).

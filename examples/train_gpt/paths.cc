@@ -86,14 +86,15 @@ void check_write(std::string_view flag, const std::string& path, PathUse use) {
     check_access(flag, path, path, want_dir ? W_OK | X_OK : W_OK, "written");
     return;
   }
-  if (errno != ENOENT) refuse(flag, path, std::strerror(errno));
+  // ENOTDIR: a component of the path is not a directory, named below.
+  if (errno != ENOENT && errno != ENOTDIR) refuse(flag, path, std::strerror(errno));
   // Not there yet: its directory must be (a file), or its nearest existing ancestor (a directory
   // created with its parents).
   fs::path parent = fs::path(path).parent_path();
   if (parent.empty()) parent = ".";
   if (use == PathUse::kWriteDir) {
-    while (!stat_path(parent.string(), st) && errno == ENOENT && parent.has_parent_path() &&
-           parent.parent_path() != parent)
+    while (!stat_path(parent.string(), st) && (errno == ENOENT || errno == ENOTDIR) &&
+           parent.has_parent_path() && parent.parent_path() != parent)
       parent = parent.parent_path();
   }
   if (!stat_path(parent.string(), st)) {
