@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -168,6 +169,13 @@ void sync_dir(const std::string& path) {
   const int rc = ::fsync(fd);
   ::close(fd);
   if (rc != 0) fail(ErrorCode::kInvalidArgument, "{}: fsync failed: {}", path, errno_text());
+}
+
+int64_t first_nonfinite(const float* v, size_t n, bool non_negative) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i]) || (non_negative && v[i] < 0.0f)) return static_cast<int64_t>(i);
+  }
+  return -1;
 }
 
 void agree(Communicator& comm, const std::function<void()>& fn) {
