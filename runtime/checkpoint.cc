@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "runtime/checkpoint_format.h"
 #include "runtime/checkpoint_io.h"
+#include "runtime/save_dir.h"
 
 namespace zs {
 namespace fs = std::filesystem;
@@ -54,18 +55,6 @@ std::vector<float*> state_ptrs(const UnitShardState& st, uint32_t mask) {
 }
 
 std::string shard_file_name(int rank) { return fmt::format("shard-{:05d}.bin", rank); }
-std::string step_dir_name(int64_t step) { return fmt::format("step-{:08d}", step); }
-
-// The step of a "step-NNNNNNNN" name, or -1.
-int64_t parse_step_dir(const std::string& name) {
-  if (name.size() < 13 || name.size() > 23 || name.rfind("step-", 0) != 0) return -1;
-  int64_t v = 0;
-  for (size_t i = 5; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    v = v * 10 + (name[i] - '0');
-  }
-  return v;
-}
 
 void check_json_object(const std::string& text, const char* what) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
@@ -147,7 +136,7 @@ void prune(const fs::path& root, int keep) {
       remove_tree(d.path());
       continue;
     }
-    const int64_t step = parse_step_dir(name);
+    const int64_t step = ckpt::parse_step_dir_name(name);
     if (step >= 0 && fs::is_regular_file(d.path() / ckpt::kManifestName, ec))
       complete.emplace_back(step, d.path());
   }
@@ -174,6 +163,34 @@ Manifest read_manifest(const fs::path& dir) {
   }
 }
 
+// The first key (in sorted order, nested keys dotted) where two JSON values differ, with both
+// values: "\"lora-alpha\": 16.0 in the checkpoint, 8.0 in the model". Empty when equal.
+std::string first_difference(const nlohmann::json& saved, const nlohmann::json& want,
+                             const std::string& key) {
+  if (saved == want) return "";
+  if (saved.is_object() && want.is_object()) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : saved.items()) keys.push_back(k);
+    for (const auto& [k, v] : want.items()) {
+      if (!saved.contains(k)) keys.push_back(k);
+    }
+    std::sort(keys.begin(), keys.end());
+    for (const std::string& k : keys) {
+      const std::string sub = key.empty() ? k : key + "." + k;
+      if (!saved.contains(k))
+        return fmt::format("\"{}\" is absent in the checkpoint, {} in the model", sub,
+                           want[k].dump());
+      if (!want.contains(k))
+        return fmt::format("\"{}\": {} in the checkpoint, absent in the model", sub,
+                           saved[k].dump());
+      std::string d = first_difference(saved[k], want[k], sub);
+      if (!d.empty()) return d;
+    }
+  }
+  return fmt::format("\"{}\": {} in the checkpoint, {} in the model", key.empty() ? "(all)" : key,
+                     saved.dump(), want.dump());
+}
+
 // `base`: the engine's engine_frozen_hash(), computed collectively before.
 void check_compatible(const Manifest& m, Engine& e, const std::string& base,
                       const fs::path& manifest_path, const CheckpointLoadOptions& opt) {
@@ -182,6 +199,15 @@ void check_compatible(const Manifest& m, Engine& e, const std::string& base,
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: checkpoint does not match the model: {}", where, what));
   };
+  // The caller's description first: it names the setting (a hyper-parameter, the adapters' rank
+  // or alpha, the base's dtype) that the differences below only show the consequences of.
+  if (!opt.expect_model_description.empty()) {
+    const nlohmann::json want = nlohmann::json::parse(opt.expect_model_description, nullptr, false);
+    ZS_CHECK(!want.is_discarded(), ErrorCode::kInvalidArgument,
+             "load_checkpoint: the expected model description is not valid JSON");
+    const std::string d = first_difference(nlohmann::json::parse(m.model_description), want, "");
+    if (!d.empty()) mismatch("its description differs at " + d);
+  }
   if (m.units.size() != e.num_units())
     mismatch(
         fmt::format("{} units in the checkpoint, {} in the model", m.units.size(), e.num_units()));
@@ -215,19 +241,65 @@ void check_compatible(const Manifest& m, Engine& e, const std::string& base,
     mismatch(fmt::format("checkpoint holds {}, the engine needs {}",
                          ckpt::state_mask_text(m.state_mask), ckpt::state_mask_text(mask)));
   // The frozen base is not in the checkpoint: the engine must hold the one it was trained on.
-  if (m.frozen_hash != base)
+  if (m.frozen_hash != base) {
+    auto from = [](const std::string& source) {
+      return source.empty() ? std::string() : " (" + source + ")";
+    };
+    if (m.frozen_hash.empty())
+      mismatch(fmt::format("the checkpoint has no frozen base; this run's base{} is {}",
+                           from(opt.frozen_base_source), base));
+    if (base.empty())
+      mismatch(
+          fmt::format("the checkpoint's trainable state was trained on frozen base {}{}; "
+                      "this run has no frozen parameters",
+                      m.frozen_hash, from(m.frozen_source)));
     mismatch(
-        fmt::format("the checkpoint's trainable state belongs to frozen base {}, the engine "
-                    "holds {}",
-                    m.frozen_hash.empty() ? "none" : m.frozen_hash, base.empty() ? "none" : base));
-  if (!opt.expect_model_description.empty()) {
-    const nlohmann::json want = nlohmann::json::parse(opt.expect_model_description, nullptr, false);
-    ZS_CHECK(!want.is_discarded(), ErrorCode::kInvalidArgument,
-             "load_checkpoint: the expected model description is not valid JSON");
-    if (want != nlohmann::json::parse(m.model_description))
-      mismatch(fmt::format("model description {} in the checkpoint, {} expected",
-                           m.model_description, want.dump()));
+        fmt::format("the checkpoint's trainable state was trained on frozen base {}{}; this "
+                    "run's base{} is {}: give the same base",
+                    m.frozen_hash, from(m.frozen_source), from(opt.frozen_base_source), base));
   }
+}
+
+// [Note: loaded values] A checksum shows the bytes are those written, not that they are numbers
+// a run can continue from: what is loaded passes the check imports use (ckpt::first_nonfinite),
+// master and exp_avg finite, exp_avg_sq finite and >= 0, before any engine state is touched.
+// `first`: the index in the parameter of v[0].
+void check_loaded_values(const float* v, int64_t n, uint32_t bit, const std::string& file,
+                         const ckpt::UnitEntry& unit, size_t param, int64_t first) {
+  const bool second_moment = bit == ckpt::kStateExpAvgSq;
+  const int64_t bad = ckpt::first_nonfinite(v, static_cast<size_t>(n), second_moment);
+  if (bad < 0) return;
+  fail(ErrorCode::kNonFinite,
+       "{}: unit '{}' parameter '{}': {} holds {} ({}) at element {}: refusing to load it", file,
+       unit.name, unit.params[param].name, ckpt::state_mask_text(bit),
+       std::isfinite(v[bad]) ? "a negative value" : "a non-finite value", v[bad], first + bad);
+}
+
+// The first field where a shard's header and its manifest entry differ, with both values; empty
+// when they agree.
+std::string header_difference(const ShardHeader& h, const FileEntry& f, const Manifest& m) {
+  auto differ = [](const char* field, const auto& header, const auto& manifest) {
+    return fmt::format("{} {} in the header, {} in the manifest", field, header, manifest);
+  };
+  if (static_cast<int64_t>(h.rank) != f.rank) return differ("rank", h.rank, f.rank);
+  if (static_cast<int64_t>(h.world) != m.world_size) return differ("world", h.world, m.world_size);
+  if (h.state_mask != m.state_mask)
+    return differ("states", ckpt::state_mask_text(h.state_mask),
+                  ckpt::state_mask_text(m.state_mask));
+  if (h.step != m.step) return differ("step", h.step, m.step);
+  if (h.units.size() != f.units.size()) return differ("unit count", h.units.size(), f.units.size());
+  for (size_t u = 0; u < h.units.size(); ++u) {
+    const UnitRange a = h.units[u], b = f.units[u];
+    if (a != b)
+      return fmt::format(
+          "unit {} ({}) holds elements [{}, {}) in the header, [{}, {}) in the manifest", u,
+          u < m.units.size() ? m.units[u].name : "?", a.begin, a.begin + a.numel, b.begin,
+          b.begin + b.numel);
+  }
+  if (h.file_bytes() != f.size)
+    return fmt::format("the header describes a file of {} bytes, the manifest (and the file) {}",
+                       h.file_bytes(), f.size);
+  return "";
 }
 
 struct OpenShard {
@@ -264,23 +336,31 @@ OpenShard open_shard(const fs::path& dir, const FileEntry& f, const Manifest& m,
     if (!verify) check_sum();
     throw Error(e.code(), fmt::format("{}: {}", path, e.what()));
   }
-  const bool same = static_cast<int>(h.rank) == f.rank &&
-                    static_cast<int>(h.world) == m.world_size && h.state_mask == m.state_mask &&
-                    h.step == m.step && h.units == f.units && h.file_bytes() == f.size;
-  if (!same) {
+  const std::string diff = header_difference(h, f, m);
+  if (!diff.empty()) {
     if (!verify) check_sum();
-    fail(ErrorCode::kCorruptData,
-         "{}: header (rank {}, world {}, step {}, {}) does not match the manifest (rank {}, world "
-         "{}, step {}, {})",
-         path, h.rank, h.world, h.step, ckpt::state_mask_text(h.state_mask), f.rank, m.world_size,
-         m.step, ckpt::state_mask_text(m.state_mask));
+    fail(ErrorCode::kCorruptData, "{}: the header does not match the manifest: {}", path, diff);
   }
   return OpenShard{std::move(in), std::move(h)};
 }
 
 CheckpointInfo info_of(const fs::path& dir, const Manifest& m) {
-  return CheckpointInfo{dir.string(), m.step,          m.world_size,
-                        m.stage,      m.trainer_state, m.model_description};
+  return CheckpointInfo{dir.string(),        m.step,  m.world_size, m.stage, m.trainer_state,
+                        m.model_description, m.run_id};
+}
+
+// Rank 0, before a save of run `run_id` touches `dir`: the directory must still be that run's
+// (save_dir.h). With the writer lock this holds unless someone bypassed it.
+void check_owner(const std::string& dir, const std::string& run_id) {
+  const std::optional<std::string> owner = save_dir_owner(dir);
+  ZS_CHECK(owner.has_value(), ErrorCode::kInvalidArgument,
+           "{}/{} is missing: this run ({}) claimed the directory but its owner file is gone; not "
+           "saving",
+           dir, kOwnerFileName, run_id);
+  ZS_CHECK(*owner == run_id, ErrorCode::kInvalidArgument,
+           "{}/{} names run {}, not this run ({}): another job took the directory over; not "
+           "saving over its checkpoints",
+           dir, kOwnerFileName, *owner, run_id);
 }
 
 }  // namespace
@@ -289,8 +369,8 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
                             const CheckpointSaveOptions& opt) {
   const int64_t step = e.steps_taken();
   const fs::path root(dir);
-  const fs::path tmp = root / (".tmp-" + step_dir_name(step));
-  const fs::path final_dir = root / step_dir_name(step);
+  const fs::path tmp = root / (".tmp-" + ckpt::step_dir_name(step));
+  const fs::path final_dir = root / ckpt::step_dir_name(step);
   const int rank = comm.rank();
   const int world = comm.size();
 
@@ -301,7 +381,10 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
     ZS_CHECK(!dir.empty(), ErrorCode::kInvalidArgument, "save_checkpoint: empty directory name");
     check_json_object(opt.trainer_state, "the trainer state");
     check_json_object(opt.model_description, "the model description");
+    ZS_CHECK(opt.run_id.empty() || ckpt::valid_run_id(opt.run_id), ErrorCode::kInvalidArgument,
+             "save_checkpoint: '{}' is not a run id", opt.run_id);
     if (rank == 0) {
+      if (!opt.run_id.empty()) check_owner(dir, opt.run_id);
       std::error_code ec;
       fs::create_directories(root, ec);
       ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot create: {}", root.string(),
@@ -316,6 +399,8 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
   Manifest m = describe_engine(e, comm);
   m.trainer_state = opt.trainer_state;
   m.model_description = opt.model_description;
+  m.run_id = opt.run_id;
+  if (!m.frozen_hash.empty()) m.frozen_source = opt.frozen_base_source;
   // One copy of the state: stage 0's replica from rank 0, else the shards of the first shard
   // group (ranks 0..S-1, whose shard ranks equal their ranks; the other groups hold copies).
   const bool writes = (m.stage != 0 || rank == 0) && e.replica_index() == 0;
@@ -416,6 +501,8 @@ CheckpointInfo load_checkpoint(Engine& e, Communicator& comm, const std::string&
                 staged[u][static_cast<size_t>(pos)].data() + (lo - st.begin) + (a - saved_lo);
             sh.file.read_at(sh.header.offset_of(u, pos, a), dst,
                             static_cast<size_t>(b - a) * sizeof(float));
+            check_loaded_values(dst, b - a, bit, sh.file.path(), m.units[u], p,
+                                a - m.units[u].params[p].offset);
           }
         }
       }
@@ -439,7 +526,7 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   int64_t best = -1;
   fs::path best_path;
   for (const fs::directory_entry& d : fs::directory_iterator(fs::path(dir), ec)) {
-    const int64_t step = parse_step_dir(d.path().filename().string());
+    const int64_t step = ckpt::parse_step_dir_name(d.path().filename().string());
     std::error_code ec2;
     if (step > best && fs::is_regular_file(d.path() / ckpt::kManifestName, ec2)) {
       best = step;

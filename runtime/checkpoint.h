@@ -30,11 +30,20 @@ struct CheckpointSaveOptions {
   std::string trainer_state = "{}";
   // Opaque JSON describing the model (e.g. its hyper-parameters); checked on load when asked.
   std::string model_description = "{}";
+  // When non-empty: the run saving (SaveDir::run_id(), save_dir.h). It is stored in the manifest,
+  // and the save is refused unless dir/owner.json names this run, before anything is written.
+  std::string run_id;
+  // Where the engine's frozen base came from (e.g. "--init-safetensors base.st"), stored for the
+  // message of a load that finds another base. Optional.
+  std::string frozen_base_source;
 };
 
 struct CheckpointLoadOptions {
   // When non-empty: the manifest's model description must equal this JSON (semantically).
+  // Checked before anything else; a difference names the first differing key and both values.
   std::string expect_model_description;
+  // Where the engine's frozen base came from, for the message when it is not the checkpoint's.
+  std::string frozen_base_source;
 };
 
 struct CheckpointInfo {
@@ -44,19 +53,22 @@ struct CheckpointInfo {
   int stage = 0;
   std::string trainer_state;  // JSON text of the object given at save
   std::string model_description;
+  std::string run_id;  // the run that wrote it; empty for checkpoints without one
 };
 
 // Saves the engine's state at steps_taken() into dir/step-NNNNNNNN (dir is created when missing;
 // a checkpoint of the same step is replaced). Returns its path. Stale temporary directories of
 // interrupted saves and checkpoints beyond `keep` are removed by rank 0. The directory must be
-// shared by every rank.
+// shared by every rank; a run that claimed it (save_dir.h) passes its run id.
 std::string save_checkpoint(Engine& engine, Communicator& comm, const std::string& dir,
                             const CheckpointSaveOptions& options = {});
 
 // Loads the checkpoint directory `path` (a step-NNNNNNNN directory) into the engine: fp32 master,
 // optimizer state, step, loss scaler; then refreshes the compute-dtype parameters. The model's
-// units, parameter names and shapes and the optimizer kind must match the manifest; world size,
-// stage, precision and align may differ.
+// units, parameter names and shapes and the optimizer kind must match the manifest, and an engine
+// with frozen parameters must hold the base the checkpoint was trained on (load it first); world
+// size, stage, precision and align may differ. Every value read must be finite (exp_avg_sq also
+// >= 0): zs::Error(kNonFinite) names the file, unit, parameter and element otherwise.
 CheckpointInfo load_checkpoint(Engine& engine, Communicator& comm, const std::string& path,
                                const CheckpointLoadOptions& options = {});
 

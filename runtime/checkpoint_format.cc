@@ -154,6 +154,26 @@ std::string state_mask_text(uint32_t mask) {
 
 std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
 
+std::string step_dir_name(int64_t step) { return fmt::format("step-{:08d}", step); }
+
+int64_t parse_step_dir_name(std::string_view name) {
+  if (name.size() < 13 || name.size() > 23 || name.rfind("step-", 0) != 0) return -1;
+  int64_t v = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+bool valid_run_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
+
 int64_t ShardHeader::header_bytes() const {
   const int64_t raw =
       kShardFixedHeaderBytes + kShardUnitEntryBytes * static_cast<int64_t>(units.size());
@@ -264,6 +284,7 @@ std::string serialize_manifest(const Manifest& m) {
   model["align"] = m.align;
   model["description"] = json::parse(m.model_description);
   if (!m.frozen_hash.empty()) model["frozen_hash"] = m.frozen_hash;
+  if (!m.frozen_source.empty()) model["frozen_source"] = m.frozen_source;
   json units = json::array();
   for (const UnitEntry& u : m.units) {
     json params = json::array();
@@ -280,6 +301,7 @@ std::string serialize_manifest(const Manifest& m) {
                          {"good_steps", m.loss_scaler.good_steps},
                          {"hysteresis_left", m.loss_scaler.hysteresis_left}};
   body["trainer_state"] = json::parse(m.trainer_state);
+  if (!m.run_id.empty()) body["run_id"] = m.run_id;
   json files = json::array();
   for (const FileEntry& f : m.files) {
     json ranges = json::array();
@@ -385,6 +407,10 @@ void parse_model(const json& model, Manifest& m) {
         m.frozen_hash.find_first_not_of("0123456789abcdef") != std::string::npos)
       corrupt(fmt::format("model.frozen_hash '{}' is not 16 hex digits", m.frozen_hash));
   }
+  if (model.contains("frozen_source")) {
+    m.frozen_source = get_string(model, "frozen_source", "model");
+    if (m.frozen_source.size() > 4096) corrupt("model.frozen_source is longer than 4096 bytes");
+  }
   const json& units = get_array(model, "units", "model");
   if (units.empty() || static_cast<int64_t>(units.size()) > kMaxUnits)
     corrupt(fmt::format("model has {} units", units.size()));
@@ -460,6 +486,10 @@ Manifest parse_manifest(std::string_view text) {
   const json& ts = field(body, "trainer_state", "body");
   if (!ts.is_object()) corrupt("trainer_state is not a JSON object");
   m.trainer_state = ts.dump();
+  if (body.contains("run_id")) {
+    m.run_id = get_string(body, "run_id", "body");
+    if (!valid_run_id(m.run_id)) corrupt(fmt::format("body.run_id '{}' is not a run id", m.run_id));
+  }
   const json& files = get_array(body, "files", "body");
   if (files.empty() || static_cast<int64_t>(files.size()) > kMaxRank)
     corrupt(fmt::format("manifest lists {} files", files.size()));

@@ -123,6 +123,12 @@ struct Manifest {
   // or empty when the model has no frozen parameters. Frozen parameters are not saved: a load
   // requires the engine to hold the same base.
   std::string frozen_hash;
+  // Where that base came from, in the writer's words (e.g. "--init-safetensors base.st"), for
+  // the message when a load finds another base; empty when not given. Not compared.
+  std::string frozen_source;
+  // The run that wrote the checkpoint (save_dir.h): a resumed run keeps it. Empty in checkpoints
+  // of runs without one (and of versions before run ids).
+  std::string run_id;
   std::vector<FileEntry> files;
 };
 
@@ -135,5 +141,11 @@ std::string serialize_manifest(const Manifest& m);
 Manifest parse_manifest(std::string_view text);
 
 std::string hex64(uint64_t v);
+// "step-NNNNNNNN" (at least 8 digits), and the step of such a name (-1 for any other name).
+std::string step_dir_name(int64_t step);
+int64_t parse_step_dir_name(std::string_view name);
+
+// A run id: 1 to 64 characters of [A-Za-z0-9._-] (safe in file names and messages).
+bool valid_run_id(std::string_view id);
 
 }  // namespace zs::ckpt

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -105,6 +106,13 @@ std::string read_whole_file(const std::string& path, int64_t max_bytes) {
   std::string s(static_cast<size_t>(f.size()), '\0');
   f.read_at(0, s.data(), s.size());
   return s;
+}
+
+int64_t first_nonfinite(const float* v, size_t n, bool non_negative) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i]) || (non_negative && v[i] < 0.0f)) return static_cast<int64_t>(i);
+  }
+  return -1;
 }
 
 void agree(Communicator& comm, const std::function<void()>& fn) {

@@ -69,6 +69,10 @@ using zs::install_fault_injector;
 using zs::rename_path;
 using zs::sync_dir;
 
+// The index of the first element of v[0, n) that is not finite (with `non_negative`: or is below
+// zero), or -1. The one check of the values a checkpoint load or an import reads.
+int64_t first_nonfinite(const float* v, size_t n, bool non_negative = false);
+
 // Runs fn() on this rank, then agrees with every rank of comm (one all-reduce, plus a broadcast
 // on failure): when any rank threw, every rank throws the zs::Error of the lowest failing rank
 // (its code and message, prefixed with that rank). Collective.

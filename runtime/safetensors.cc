@@ -89,14 +89,6 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   ckpt::rename_path(tmp, path);
 }
 
-// First non-finite value of v[0, n), or -1.
-int64_t first_nonfinite(const float* v, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(v[i])) return static_cast<int64_t>(i);
-  }
-  return -1;
-}
-
 }  // namespace
 
 TensorName default_tensor_name(const std::string& unit, const ParamSpec& param) {
@@ -312,7 +304,7 @@ ImportReport import_model(Engine& e, Communicator& comm, const std::string& path
           convert(raw.data(), dt, whole.data(), DType::kF32, numel);
           transpose(whole.data(), dst.data(), fspecs[q].shape[1], fspecs[q].shape[0]);
         }
-        const int64_t bad = first_nonfinite(dst.data(), numel);
+        const int64_t bad = ckpt::first_nonfinite(dst.data(), numel);
         ZS_CHECK(bad < 0, ErrorCode::kInvalidArgument,
                  "{}: tensor \"{}\" holds a non-finite value at element {} of {}.{}", path, tn.name,
                  bad, e.unit_name(u), fspecs[q].name);
@@ -354,7 +346,7 @@ ImportReport import_model(Engine& e, Communicator& comm, const std::string& path
           for (int64_t k = lo - off; k < hi - off; ++k)
             dst[k - (lo - off)] = whole[static_cast<size_t>((k % cols) * rows + k / cols)];
         }
-        const int64_t bad = first_nonfinite(dst, n);
+        const int64_t bad = ckpt::first_nonfinite(dst, n);
         if (bad >= 0) {
           // The element's index in the file's layout.
           int64_t k = lo - off + bad;

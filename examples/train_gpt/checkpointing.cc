@@ -39,6 +39,12 @@ void check_flags(const CheckpointFlags& f) {
            "--save-every needs --save-dir");
   ZS_CHECK(f.init_from.empty() || f.init_from_hf.empty(), ErrorCode::kInvalidArgument,
            "--init-safetensors and --init-from-hf are exclusive");
+  ZS_CHECK(!f.overwrite || !f.save_dir.empty(), ErrorCode::kInvalidArgument,
+           "--overwrite needs --save-dir (the directory whose checkpoints it replaces)");
+  ZS_CHECK(!f.overwrite || (!f.resume && f.resume_from.empty()), ErrorCode::kInvalidArgument,
+           "--overwrite starts a fresh run over --save-dir's checkpoints; it does not go with "
+           "{}, which continues a run",
+           f.resume ? "--resume" : "--resume-from");
   if (!f.export_safetensors.empty() || !f.export_hf.empty() || !f.export_adapters.empty())
     export_dtype(f);
 }
@@ -73,11 +79,76 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& pat
   return s;
 }
 
+// Where this run's frozen base comes from, for the manifest and the messages of a load.
+std::string base_source(const CheckpointFlags& f) {
+  if (!f.init_from.empty()) return "from --init-safetensors " + f.init_from;
+  if (!f.init_from_hf.empty()) return "from --init-from-hf " + f.init_from_hf;
+  return "random init: no --init-safetensors or --init-from-hf given";
+}
+
+// The checkpoint to resume, the same on every rank: --resume-from, --resume's latest complete
+// one in --save-dir, or "" (a fresh start).
+std::string checkpoint_to_resume(Communicator& comm, const CheckpointFlags& flags) {
+  if (!flags.resume) return flags.resume_from;
+  std::string latest;
+  if (comm.rank() == 0) latest = latest_checkpoint(flags.save_dir).value_or("");
+  const std::string path = broadcast_string(comm, latest);
+  if (path.empty() && comm.rank() == 0)
+    std::printf("resume: no complete checkpoint in %s, starting fresh\n", flags.save_dir.c_str());
+  return path;
+}
+
+SaveDir claim_save_dir(Communicator& comm, const CheckpointFlags& flags, const std::string& path) {
+  if (flags.save_dir.empty()) return SaveDir();
+  SaveDirOptions o;
+  o.resume_from = path;
+  o.overwrite = flags.overwrite;
+  o.choices = path.empty() ? "give --resume to continue it, --overwrite to replace it, or another "
+                             "--save-dir"
+                           : "give another --save-dir, or resume a checkpoint of that run";
+  SaveDir dir = SaveDir::claim(comm, flags.save_dir, o);
+  if (comm.rank() == 0 && !dir.removed_steps().empty()) {
+    std::string steps;
+    for (int64_t s : dir.removed_steps()) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
+    std::printf("--overwrite: removed the checkpoints of run %s from %s (step%s %s)\n",
+                dir.removed_run().c_str(), flags.save_dir.c_str(),
+                dir.removed_steps().size() == 1 ? "" : "s", steps.c_str());
+  }
+  return dir;
+}
+
+// --init-from-hf, --init-safetensors. `what`: "initial weights" or "frozen base".
+void load_initial_weights(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
+                          const nn::GptConfig& model, const char* what) {
+  if (!flags.init_from_hf.empty()) {
+    const nn::GptHfImport r = nn::import_gpt_hf(engine, comm, model, flags.init_from_hf);
+    if (comm.rank() == 0) {
+      std::printf("%s from %s (Hugging Face GPT-2)\n", what, flags.init_from_hf.c_str());
+      if (r.untied) std::printf("untied: lm_head.weight initialised from transformer.wte.weight\n");
+      for (const std::string& name : r.ignored) std::printf("  skipped: %s\n", name.c_str());
+    }
+  }
+  if (!flags.init_from.empty()) {
+    safetensors::ImportOptions o;
+    nn::lora_optional_on_import(model, o);  // a base file has no adapters
+    const safetensors::ImportReport r = safetensors::import_model(engine, comm, flags.init_from, o);
+    if (comm.rank() == 0) {
+      std::printf("%s from %s", what, flags.init_from.c_str());
+      if (!r.absent.empty())
+        std::printf(" (%zu adapter tensors not in it: initialised)", r.absent.size());
+      std::printf("\n");
+    }
+  }
+}
+
 }  // namespace
 
 void add_checkpoint_flags(po::options_description& d, CheckpointFlags& f) {
   d.add_options()                                                                                //
       ("save-dir", po::value(&f.save_dir), "directory of sharded checkpoints (step-NNNNNNNN/)")  //
+      ("overwrite", po::bool_switch(&f.overwrite),
+       "a fresh run into a --save-dir holding another run's checkpoints removes them before the "
+       "first step (without it the run is refused)")  //
       ("save-every", po::value(&f.save_every)->default_value(f.save_every),
        "save every N optimizer steps (0: only after the last step) when --save-dir is set")  //
       ("keep", po::value(&f.keep)->default_value(f.keep),
@@ -103,55 +174,38 @@ void add_hf_flags(po::options_description& d, CheckpointFlags& f) {
        "flags; tied embeddings are untied); a resumed checkpoint wins");
 }
 
-bool resume_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                     const nn::GptConfig& model, const std::string& model_json,
-                     TrainerState& state) {
+SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
+                  const nn::GptConfig& model, const std::string& model_json, TrainerState& state) {
   check_flags(flags);
-  std::string path = flags.resume_from;
-  if (flags.resume) {
-    std::string latest;
-    if (comm.rank() == 0) latest = latest_checkpoint(flags.save_dir).value_or("");
-    path = broadcast_string(comm, latest);
-    if (path.empty() && comm.rank() == 0)
-      std::printf("resume: no complete checkpoint in %s, starting fresh\n", flags.save_dir.c_str());
+  const std::string path = checkpoint_to_resume(comm, flags);
+  // Before any weights are read: a directory this run may not write refuses the run at once.
+  SaveDir dir = claim_save_dir(comm, flags, path);
+  state.run_id = dir.run_id();
+  // A checkpoint holds no frozen base: it is loaded first, so that the checkpoint's adapters are
+  // checked against the base they were trained on and continue on it.
+  const bool frozen = engine.num_frozen_params() > 0;
+  if (path.empty() || frozen)
+    load_initial_weights(engine, comm, flags, model,
+                         path.empty() ? "initial weights" : "frozen base");
+  if (path.empty()) return dir;
+  CheckpointLoadOptions opt;
+  opt.expect_model_description = model_json;
+  if (frozen) opt.frozen_base_source = base_source(flags);
+  const CheckpointInfo info = load_checkpoint(engine, comm, path, opt);
+  const std::string run_id = state.run_id;
+  state = parse_trainer_state(info.trainer_state, path);
+  state.run_id = run_id;
+  ZS_CHECK(state.step == info.step, ErrorCode::kCorruptData,
+           "{}: trainer step {} differs from the checkpoint's step {}", path, state.step,
+           info.step);
+  if (comm.rank() == 0) {
+    std::printf("resumed from %s (step %lld, written by %d ranks at stage %d)\n", path.c_str(),
+                static_cast<long long>(info.step), info.world_size, info.stage);
+    const std::string& init = flags.init_from.empty() ? flags.init_from_hf : flags.init_from;
+    if (!init.empty() && !frozen)
+      std::printf("resume: the checkpoint wins; initial weights %s not read\n", init.c_str());
   }
-  if (!path.empty()) {
-    CheckpointLoadOptions opt;
-    opt.expect_model_description = model_json;
-    const CheckpointInfo info = load_checkpoint(engine, comm, path, opt);
-    state = parse_trainer_state(info.trainer_state, path);
-    ZS_CHECK(state.step == info.step, ErrorCode::kCorruptData,
-             "{}: trainer step {} differs from the checkpoint's step {}", path, state.step,
-             info.step);
-    if (comm.rank() == 0) {
-      std::printf("resumed from %s (step %lld, written by %d ranks at stage %d)\n", path.c_str(),
-                  static_cast<long long>(info.step), info.world_size, info.stage);
-      const std::string& init = flags.init_from.empty() ? flags.init_from_hf : flags.init_from;
-      if (!init.empty())
-        std::printf("resume: the checkpoint wins; initial weights %s not read\n", init.c_str());
-    }
-    return true;
-  }
-  if (!flags.init_from_hf.empty()) {
-    const nn::GptHfImport r = nn::import_gpt_hf(engine, comm, model, flags.init_from_hf);
-    if (comm.rank() == 0) {
-      std::printf("initial weights from %s (Hugging Face GPT-2)\n", flags.init_from_hf.c_str());
-      if (r.untied) std::printf("untied: lm_head.weight initialised from transformer.wte.weight\n");
-      for (const std::string& name : r.ignored) std::printf("  skipped: %s\n", name.c_str());
-    }
-  }
-  if (!flags.init_from.empty()) {
-    safetensors::ImportOptions o;
-    nn::lora_optional_on_import(model, o);  // a base file has no adapters
-    const safetensors::ImportReport r = safetensors::import_model(engine, comm, flags.init_from, o);
-    if (comm.rank() == 0) {
-      std::printf("initial weights from %s", flags.init_from.c_str());
-      if (!r.absent.empty())
-        std::printf(" (%zu adapter tensors not in it: initialised)", r.absent.size());
-      std::printf("\n");
-    }
-  }
-  return false;
+  return dir;
 }
 
 void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
@@ -165,6 +219,8 @@ void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flag
   opt.keep = flags.keep;
   opt.trainer_state = trainer_state_json(state);
   opt.model_description = model_json.empty() ? "{}" : model_json;
+  opt.run_id = state.run_id;
+  if (engine.num_frozen_params() > 0) opt.frozen_base_source = base_source(flags);
   const std::string path = save_checkpoint(engine, comm, flags.save_dir, opt);
   if (comm.rank() == 0) std::printf("saved checkpoint %s\n", path.c_str());
 }

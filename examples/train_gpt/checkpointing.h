@@ -11,6 +11,7 @@
 #include "collectives/communicator.h"
 #include "nn/gpt_config.h"
 #include "runtime/engine.h"
+#include "runtime/save_dir.h"
 
 namespace zs::train {
 
@@ -19,10 +20,14 @@ struct TrainerState {
   int64_t step = 0;         // optimizer steps done
   int64_t data_cursor = 0;  // position of the distributed sampler
   uint64_t rng = 0;         // the trainer's RNG state (sampling, generation)
+  // The run's id (runtime/save_dir.h): drawn at a fresh start, the checkpoint's when resumed;
+  // empty without --save-dir. Kept in each checkpoint's manifest, not in the trainer state.
+  std::string run_id;
 };
 
 struct CheckpointFlags {
   std::string save_dir;               // --save-dir DIR
+  bool overwrite = false;             // --overwrite: replace another run's checkpoints in DIR
   int64_t save_every = 0;             // --save-every N (0: only at the end when --save-dir is set)
   int keep = 3;                       // --keep K
   bool resume = false;                // --resume: the latest complete checkpoint in --save-dir
@@ -40,14 +45,18 @@ void add_checkpoint_flags(boost::program_options::options_description& desc,
 // The Hugging Face group: --export-hf, --init-from-hf (docs/interop.md).
 void add_hf_flags(boost::program_options::options_description& desc, CheckpointFlags& flags);
 
-// After the engine is built: loads initial weights or a checkpoint when asked (a checkpoint wins
-// over --init-safetensors and --init-from-hf). Returns true when a checkpoint was loaded (state
-// filled). `model` is the engine's model's config (checked against an HF config.json);
-// `model_json` describes the model (shape, names) and is stored in / checked against the
-// manifest. Collective.
-bool resume_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                     const nn::GptConfig& model, const std::string& model_json,
-                     TrainerState& state);
+// After the engine is built, before the first step, in this order: picks the checkpoint to resume
+// (--resume-from, or --resume's latest in --save-dir); claims --save-dir for this run (shared by
+// every rank, not written by another job, not holding another run's checkpoints unless
+// --overwrite: runtime/save_dir.h); loads the initial weights (--init-safetensors,
+// --init-from-hf) unless a checkpoint is resumed into an engine without frozen parameters; loads
+// the checkpoint, whose adapters are checked against (and continue on) the frozen base just
+// loaded. `model` is the engine's model's config (checked against an HF config.json);
+// `model_json` describes the model and is stored in / checked against the manifest. Returns the
+// claim, whose writer lock is held until it is destroyed (nothing claimed without --save-dir).
+// Errors are thrown on every rank alike. Collective.
+SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
+                  const nn::GptConfig& model, const std::string& model_json, TrainerState& state);
 // After each step: saves when due (every save_every steps, and after the last step). Collective.
 void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
                  const std::string& model_json, const TrainerState& state, bool last_step);

@@ -54,10 +54,20 @@ bool agree(Communicator& comm, const std::string& error) {
   return false;
 }
 
-std::string model_json(const nn::GptConfig& m) {
+// What a checkpoint must have been trained with to be resumed: the shape, and for a fine-tune the
+// adapters and the base's storage, under their flags' names (a difference is named by its key).
+std::string model_json(const TrainOptions& o) {
+  const nn::GptConfig& m = o.model;
   nlohmann::json j = {{"model", "gpt"},        {"layers", m.layers},   {"heads", m.heads},
                       {"width", m.width},      {"context", m.context}, {"vocab", m.vocab},
                       {"ffn_mult", m.ffn_mult}};
+  if (m.lora.enabled()) {  // absent without adapters: full-model checkpoints stay as they were
+    j["lora-rank"] = m.lora.rank;
+    j["lora-alpha"] = std::stod(fmt::format("{}", m.lora.alpha));  // 16, not 16.000000xxx
+    j["lora-targets"] = m.lora.targets;
+    j["base-dtype"] =
+        std::string(dtype_name(o.engine.frozen.storage_or(o.engine.precision.param_dtype)));
+  }
   return j.dump();
 }
 
@@ -215,10 +225,11 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
 
   TrainerState state;
   state.rng = o.engine.seed ^ 0x5eedull;
-  const std::string mjson = model_json(o.model);
+  const std::string mjson = model_json(o);
   RunLog json;
+  SaveDir save_dir;  // holds --save-dir's writer lock until the run ends
   try {
-    resume_if_asked(*engine, comm, o.checkpoint, o.model, mjson, state);
+    save_dir = start_run(*engine, comm, o.checkpoint, o.model, mjson, state);
     if (root && !o.json_log.empty()) json = RunLog(o.json_log, o.json_log_mode, start);
   } catch (const std::exception& e) {
     error = e.what();

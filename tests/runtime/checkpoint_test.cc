@@ -30,6 +30,7 @@
 #include "runtime/checkpoint_io.h"
 #include "runtime/engine.h"
 #include "runtime/safetensors.h"
+#include "runtime/save_dir.h"
 #include "test_world.h"
 
 namespace zs {
@@ -601,9 +602,321 @@ TEST_F(BadCheckpoint, OtherModel) {
                "optimizer adamw in the checkpoint");
   CheckpointLoadOptions opt;
   opt.expect_model_description = R"({"layers": 5})";
-  expect_fails(source_, ErrorCode::kInvalidArgument, "model description", opt);
+  expect_fails(source_, ErrorCode::kInvalidArgument,
+               "its description differs at \"layers\": 4 in the checkpoint, 5 in the model", opt);
+  // Named before the consequences (here a different optimizer), and by its key.
+  opt.expect_model_description = R"({"layers": 4, "lora-alpha": 16.0})";
+  expect_error([&] { load_checkpoint(s.engine, world(), source_, opt); },
+               ErrorCode::kInvalidArgument, "\"lora-alpha\" is absent in the checkpoint, 16.0");
   opt.expect_model_description = R"({ "layers" : 4 })";
   load_checkpoint(target_->engine, world(), source_, opt);  // semantically equal: loads
+}
+
+// The manifest of a checkpoint copy, edited by `edit` on rank 0 and written back with its
+// checksums fixed up (each file's XXH3 recomputed), so that only the check under test can
+// catch what was patched.
+void rewrite_manifest(const std::string& dir,
+                      const std::function<void(ckpt::Manifest&)>& edit = nullptr) {
+  on_rank0([&] {
+    const std::string path = dir + "/manifest.json";
+    ckpt::Manifest m = ckpt::parse_manifest(ckpt::read_whole_file(path, 1 << 26));
+    if (edit) edit(m);
+    for (ckpt::FileEntry& f : m.files) {
+      const ckpt::InFile in(dir + "/" + f.name);
+      f.size = in.size();
+      f.xxh3 = in.hash();
+    }
+    std::ofstream(path, std::ios::trunc) << ckpt::serialize_manifest(m);
+  });
+}
+
+// The first element of the first parameter the last shard file holds: its unit and parameter
+// names, its index in the parameter, and its byte offset in the file for state position
+// `state_pos`. Reads only the manifest; on any rank.
+struct Element {
+  std::string unit, param;
+  int64_t index = -1, offset = -1;
+};
+Element first_element_of_last_file(const std::string& dir, int state_pos) {
+  const ckpt::Manifest m =
+      ckpt::parse_manifest(ckpt::read_whole_file(dir + "/manifest.json", 1 << 26));
+  const ckpt::FileEntry& f = m.files.back();
+  ckpt::ShardHeader h;
+  h.state_mask = m.state_mask;
+  h.units = f.units;
+  for (size_t u = 0; u < m.units.size(); ++u) {
+    for (const ckpt::ParamEntry& p : m.units[u].params) {
+      const int64_t lo = std::max(p.offset, f.units[u].begin);
+      if (lo >= std::min(p.offset + p.numel, f.units[u].begin + f.units[u].numel)) continue;
+      return {m.units[u].name, p.name, lo - p.offset, h.offset_of(u, state_pos, lo)};
+    }
+  }
+  ADD_FAILURE() << "no parameter element in " << f.name;
+  return {};
+}
+
+void write_float(const std::string& path, int64_t offset, float value) {
+  std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekp(offset);
+  io.write(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+// [Note: loaded values] A value no run can continue from, under a valid checksum: refused on every
+// rank, naming the file, unit, parameter and state, with the engine untouched.
+TEST_F(BadCheckpoint, NonFiniteValuesRefused) {
+  const std::string last = fmt::format("shard-{:05d}.bin", world().size() - 1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const struct {
+    int state;
+    float value;
+    const char* text;
+  } cases[] = {{0, nan, "master holds a non-finite value (nan)"},
+               {1, -inf, "exp_avg holds a non-finite value (-inf)"},
+               {2, nan, "exp_avg_sq holds a non-finite value (nan)"},
+               {2, -1e-3f, "exp_avg_sq holds a negative value (-0.001)"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    const std::string p = copy();
+    const Element e = first_element_of_last_file(p, c.state);
+    on_rank0([&] { write_float(p + "/" + last, e.offset, c.value); });
+    rewrite_manifest(p);
+    expect_fails(p, ErrorCode::kNonFinite,
+                 fmt::format("{}: unit '{}' parameter '{}': {} at element {}: refusing to load it",
+                             last, e.unit, e.param, c.text, e.index));
+  }
+  // A zero second moment (even -0) is one a run continues from.
+  const std::string z = copy();
+  const Element e = first_element_of_last_file(z, 2);
+  on_rank0([&] { write_float(z + "/" + last, e.offset, -0.0f); });
+  rewrite_manifest(z);
+  Rig b(world(), make_config(1));
+  load_checkpoint(b.engine, world(), z);
+}
+
+// A header that differs from its manifest entry is named by its first differing field, with both
+// values (not by fields that agree).
+TEST_F(BadCheckpoint, HeaderMismatchNamesTheField) {
+  const std::string last = fmt::format("shard-{:05d}.bin", world().size() - 1);
+  const std::string p = copy();
+  int64_t begin = 0, end = 0;
+  on_rank0([&] {  // the last file's range of unit 0 moves by one element in its header
+    const std::string path = p + "/" + last;
+    std::vector<std::byte> bytes(static_cast<size_t>(fs::file_size(path)));
+    std::ifstream(path, std::ios::binary)
+        .read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    ckpt::ShardHeader h = ckpt::parse_shard_header(bytes);
+    begin = h.units[0].begin;
+    end = begin + h.units[0].numel;
+    h.units[0].begin += 1;
+    const std::vector<std::byte> head = ckpt::serialize_shard_header(h);
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    io.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  });
+  rewrite_manifest(p);
+  MPI_Bcast(&begin, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&end, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  expect_fails(p, ErrorCode::kCorruptData,
+               fmt::format("{}: the header does not match the manifest: unit 0 (hidden.0) holds "
+                           "elements [{}, {}) in the header, [{}, {}) in the manifest",
+                           last, begin + 1, end + 1, begin, end));
+  // Bytes past what the header describes, listed in the manifest.
+  const std::string q = copy();
+  int64_t size = 0;
+  on_rank0([&] {
+    size = static_cast<int64_t>(fs::file_size(q + "/" + last));
+    std::ofstream(q + "/" + last, std::ios::app | std::ios::binary) << std::string(64, '\0');
+  });
+  rewrite_manifest(q);
+  MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  expect_fails(
+      q, ErrorCode::kCorruptData,
+      fmt::format("the header describes a file of {} bytes, the manifest (and the file) {}", size,
+                  size + 64));
+}
+
+// The frozen base is not in a checkpoint: another base is named with both hashes and where each
+// came from; with the same base loaded first, the checkpoint loads.
+TEST(Checkpoint, FrozenBaseNamedWithItsSource) {
+  TempDir dir(world());
+  MlpShape shape;
+  shape.frozen_mask = 0x5;  // the weights of units 0 and 1
+  EngineConfig ca = make_config(3);
+  Rig a(world(), ca, shape);
+  a.train(2);
+  CheckpointSaveOptions so;
+  so.frozen_base_source = "from base-a.safetensors";
+  const std::string path = save_checkpoint(a.engine, world(), dir.path(), so);
+  EngineConfig cb = ca;
+  cb.seed = ca.seed + 1;  // another random base
+  Rig b(world(), cb, shape);
+  const std::string ha = ckpt::hex64(a.engine.frozen_hash()),
+                    hb = ckpt::hex64(b.engine.frozen_hash());
+  ASSERT_NE(ha, hb);
+  CheckpointLoadOptions lo;
+  lo.frozen_base_source = "random init";
+  expect_error([&] { load_checkpoint(b.engine, world(), path, lo); }, ErrorCode::kInvalidArgument,
+               fmt::format("the checkpoint's trainable state was trained on frozen base {} (from "
+                           "base-a.safetensors); this run's base (random init) is {}: give the "
+                           "same base",
+                           ha, hb));
+  for (size_t u = 0; u < a.engine.num_units(); ++u) {
+    for (size_t f = 0; f < a.engine.frozen_specs(u).size(); ++f) {
+      const std::vector<float> v = a.engine.gather_frozen_param(u, f);
+      b.engine.set_frozen_param(u, f, v.data());
+    }
+  }
+  load_checkpoint(b.engine, world(), path, lo);
+  EXPECT_EQ(a.engine.param_hash(), b.engine.param_hash());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run ownership of a save directory (runtime/save_dir.h).
+
+SaveDir claim(const std::string& dir, const std::string& resume_from = "", bool overwrite = false) {
+  SaveDirOptions o;
+  o.resume_from = resume_from;
+  o.overwrite = overwrite;
+  o.choices = "resume it, overwrite it, or save elsewhere";
+  return SaveDir::claim(world(), dir, o);
+}
+
+std::string save_as(Rig& r, const SaveDir& d) {
+  CheckpointSaveOptions o;
+  o.run_id = d.run_id();
+  return save_checkpoint(r.engine, world(), d.dir(), o);
+}
+
+TEST(SaveDir, FreshRunRefusedOnAnotherRunsCheckpoints) {
+  TempDir dir(world());
+  Rig a(world(), make_config(3));
+  std::string first;
+  {
+    SaveDir d = claim(dir.path());
+    first = d.run_id();
+    a.train(1);
+    save_as(a, d);
+    a.train(1);
+    save_as(a, d);
+  }
+  expect_error([&] { claim(dir.path()); }, ErrorCode::kInvalidArgument,
+               fmt::format("{} holds the checkpoints of another run (run {}, steps 1, 2); this "
+                           "run starts fresh: resume it, overwrite it, or save elsewhere",
+                           dir.path(), first));
+  // Nothing was changed by the refusal; overwriting removes them, and the new run owns the
+  // directory.
+  EXPECT_EQ(checkpoint_steps(dir.path()), (std::vector<int64_t>{1, 2}));
+  SaveDir d = claim(dir.path(), "", true);
+  EXPECT_NE(d.run_id(), first);
+  if (world().rank() == 0) {
+    EXPECT_EQ(d.removed_steps(), (std::vector<int64_t>{1, 2}));
+    EXPECT_EQ(d.removed_run(), first);
+  }
+  EXPECT_TRUE(checkpoint_steps(dir.path()).empty());
+  EXPECT_EQ(save_dir_owner(dir.path()), d.run_id());
+}
+
+TEST(SaveDir, ResumedRunKeepsItsIdAndOnlyItsOwnDirectory) {
+  TempDir dir(world());
+  Rig a(world(), make_config(3));
+  a.train(1);
+  std::string id, path;
+  {
+    SaveDir d = claim(dir / "a");
+    id = d.run_id();
+    path = save_as(a, d);
+  }
+  EXPECT_EQ(read_checkpoint_info(path).run_id, id);
+  {
+    SaveDir d = claim(dir / "a", path);
+    EXPECT_EQ(d.run_id(), id);
+    EXPECT_TRUE(d.removed_steps().empty());
+    a.train(1);
+    save_as(a, d);  // the same run's directory: saves
+  }
+  {
+    SaveDir fork = claim(dir / "fork", path);  // an empty directory: the run continues there
+    EXPECT_EQ(fork.run_id(), id);
+  }
+  // A directory holding another run's checkpoints is refused to a resumed run, overwrite or not.
+  std::string other;
+  {
+    SaveDir d = claim(dir / "b");
+    other = d.run_id();
+    save_as(a, d);
+  }
+  for (bool overwrite : {false, true}) {
+    expect_error([&] { claim(dir / "b", path, overwrite); }, ErrorCode::kInvalidArgument,
+                 fmt::format("holds the checkpoints of another run (run {}, step 2); this run "
+                             "continues run {} from {}",
+                             other, id, path));
+  }
+}
+
+TEST(SaveDir, SecondWriterRefusedNamingTheFirst) {
+  TempDir dir(world());
+  SaveDir d = claim(dir.path());
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  int pid = getpid();
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(host, sizeof(host), MPI_CHAR, 0, MPI_COMM_WORLD);
+  expect_error([&] { claim(dir.path()); }, ErrorCode::kInvalidArgument,
+               fmt::format("another job is writing checkpoints into this directory (pid {} on "
+                           "host {} since ",
+                           pid, host));
+  expect_error([&] { claim(dir.path()); }, ErrorCode::kInvalidArgument,
+               fmt::format("run {})", d.run_id()));
+  d = SaveDir();  // released: the directory holds no checkpoints, a new run may take it
+  EXPECT_TRUE(claim(dir.path()).claimed());
+}
+
+TEST(SaveDir, EachSaveChecksTheOwner) {
+  TempDir dir(world());
+  Rig a(world(), make_config(1));
+  a.train(1);
+  SaveDir d = claim(dir.path());
+  on_rank0([&] {
+    std::ofstream(dir / kOwnerFileName, std::ios::trunc)
+        << R"({"format": "zeroshard-save-dir", "run_id": "someoneelse"})";
+  });
+  expect_error([&] { save_as(a, d); }, ErrorCode::kInvalidArgument,
+               fmt::format("owner.json names run someoneelse, not this run ({})", d.run_id()));
+  on_rank0([&] { fs::remove(dir / kOwnerFileName); });
+  expect_error([&] { save_as(a, d); }, ErrorCode::kInvalidArgument, "owner.json is missing");
+  EXPECT_TRUE(checkpoint_steps(dir.path()).empty());
+  EXPECT_FALSE(fs::exists(dir / ".tmp-step-00000001"));
+}
+
+// Checkpoints of a version before run ids: a fresh run is refused them; resuming one of them in
+// its own directory adopts the directory under a new id.
+TEST(SaveDir, DirectoryWithoutOwner) {
+  TempDir dir(world());
+  Rig a(world(), make_config(1));
+  a.train(1);
+  const std::string path = save_checkpoint(a.engine, world(), dir.path());
+  expect_error([&] { claim(dir.path()); }, ErrorCode::kInvalidArgument,
+               "another run (run of unknown id, step 1)");
+  SaveDir d = claim(dir.path(), path);
+  EXPECT_TRUE(d.claimed());
+  EXPECT_EQ(save_dir_owner(dir.path()), d.run_id());
+}
+
+// Ranks that see different directories under one name (node-local paths): refused before
+// anything is written, naming the lowest rank that does not see rank 0's probe.
+TEST(SaveDir, DirectoryNotSharedByEveryRank) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  TempDir dir(world());
+  const std::string mine = dir / ("rank" + std::to_string(world().rank()));
+  expect_error([&] { claim(mine); }, ErrorCode::kInvalidArgument,
+               "the save directory must be shared by every rank: rank 1 (host ");
+  world().barrier();
+  if (world().rank() == 0) {
+    int left = 0;
+    for (const auto& e : fs::directory_iterator(mine)) left += !e.path().empty();
+    EXPECT_EQ(left, 0) << "the probe was left behind";
+    EXPECT_FALSE(fs::exists(fs::path(mine) / kOwnerFileName));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

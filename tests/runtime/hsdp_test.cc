@@ -112,7 +112,9 @@ TEST(HybridSharding, AgreesWithFlatWithinFp32Rounding) {
       // group is one rank, and the replica all-reduce is the flat reduction in the same rank
       // order: the same bits. (Stages 2-3 reduce each micro-batch flat, but add them before the
       // replica all-reduce: another order.)
-      if (S == 1 && stage <= 1) EXPECT_EQ(h.hash, flat.hash);
+      if (S == 1 && stage <= 1) {
+        EXPECT_EQ(h.hash, flat.hash);
+      }
     }
   }
 }
