@@ -84,9 +84,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiCommunicatorOptions& op
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   record_ = size_ == world_size;
-  if (record_ && options_.watchdog_timeout_s > 0) {
-    start_watchdog(options_.watchdog_timeout_s, world_rank, world_size);
-  }
+  // Never re-arms: the first setter wins, the program's start_watchdog() always.
+  if (record_) start_watchdog_if_unset(options_.watchdog_timeout_s, world_rank, world_size);
   shm_init();
 }
 

@@ -76,8 +76,11 @@ struct MpiCommunicatorOptions {
   // The (min, max) agreement check before every collective (ZS_CHECK_COLLECTIVES).
   bool check_collectives = Settings{}.check_collectives;
   // Seconds after which the watchdog ends a job stuck in a collective ([Note: flight recorder] in
-  // collectives/flight_recorder.h); 0: off (ZS_WATCHDOG_S). Started by the first communicator
-  // over the whole world made with it on.
+  // collectives/flight_recorder.h); 0: off (ZS_WATCHDOG_S). The process's watchdog takes it from
+  // the first communicator over the whole world made with it on, unless the program set the
+  // watchdog before (start_watchdog); communicators made later never change it, whatever theirs
+  // (start_watchdog_if_unset). A program that sets the watchdog itself, as train_gpt does from
+  // --watchdog-timeout, calls start_watchdog once, which wins over every communicator's.
   double watchdog_timeout_s = 0;
 
   static MpiCommunicatorOptions from_settings(const Settings& s);

@@ -150,7 +150,8 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
     error = e.what();
   }
   if (!agree(comm, error)) return 1;
-  start_watchdog(o.watchdog_timeout_s, comm.rank(), comm.size());  // --watchdog-timeout
+  // --watchdog-timeout: the one setting of the watchdog; communicators made later keep it.
+  start_watchdog(o.watchdog_timeout_s, comm.rank(), comm.size());
   if (root) {
     for (const std::string& n : o.notes) std::fprintf(stderr, "train_gpt: note: %s\n", n.c_str());
   }
@@ -461,11 +462,11 @@ int main(int argc, char** argv) {
   {
     std::unique_ptr<zs::MpiCommunicator> comm;
     try {
-      // The collectives' watchdog is on by default here (300 s; ZS_WATCHDOG_S=T sets it, 0 turns
-      // it off): a hung job ends with where each rank is (docs/reliability.md).
+      // The collectives' watchdog is set once, by run() from --watchdog-timeout (default
+      // ZS_WATCHDOG_S, else 300 s; 0: off), for every communicator: none starts it here.
       const zs::Settings settings = zs::Settings::from_environment();
       auto comm_options = zs::MpiCommunicatorOptions::from_settings(settings);
-      comm_options.watchdog_timeout_s = settings.watchdog_s.value_or(300.0);
+      comm_options.watchdog_timeout_s = 0;
       comm = zs::MpiCommunicator::world(comm_options);
       rc = zs::train::run(argc, argv, *comm, start);
     } catch (const zs::Error& e) {
