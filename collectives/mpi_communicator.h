@@ -45,7 +45,10 @@
 //
 // Options: the constructors without options take them from the environment at construction
 // (MpiCommunicatorOptions::from_environment()); communicators made by split() and split_shared()
-// take their parent's.
+// take their parent's. The ranks must agree on the protocol options (shared_memory,
+// shm_pass_bytes, check_collectives): the constructor compares them (one MPI_Allgather,
+// collectives/mpi_agreement.h) and throws zs::Error(kInvalidArgument) on every rank, naming the
+// option and both values, where ranks would otherwise run different protocols and hang.
 //
 // Thread-safety: one thread at a time (the communicator and its Works). Every Work must be
 // finished or destroyed before its communicator is destroyed.
@@ -66,7 +69,8 @@ namespace zs {
 
 // What an MpiCommunicator is built with. The defaults are Settings' defaults; from_settings() and
 // from_environment() take them from the ZS_* variables ([Note: environment settings] in
-// core/settings.h). Every rank must pass the same options.
+// core/settings.h). Every rank must pass the same protocol options (compared at construction);
+// watchdog_timeout_s is per process.
 struct MpiCommunicatorOptions {
   // The shared-memory path for reductions on one node (ZS_COLLECTIVES_SHM).
   bool shared_memory = Settings{}.collectives_shm;
@@ -92,7 +96,11 @@ class MpiCommunicator final : public Communicator {
  public:
   // Dups `comm` (collective over it); the dup is freed by the destructor. Without `options`,
   // MpiCommunicatorOptions::from_environment() (which throws zs::Error(kInvalidArgument) for a
-  // bad ZS_* variable, before anything is dup'ed).
+  // bad ZS_* variable, before anything is dup'ed). Throws zs::Error(kInvalidArgument) on every
+  // rank when the ranks' protocol options differ:
+  //   "MpiCommunicator: ranks disagree on shared_memory (ZS_COLLECTIVES_SHM): 1 on rank 0, 0 on
+  //   rank 1"
+  // (nothing is left allocated).
   explicit MpiCommunicator(MPI_Comm comm);
   MpiCommunicator(MPI_Comm comm, const MpiCommunicatorOptions& options);
   ~MpiCommunicator() override;

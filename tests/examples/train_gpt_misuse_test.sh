@@ -7,6 +7,11 @@
 #                 the collective; ZS_WATCHDOG_S=5 without the flag does the same (the flag's
 #                 default); ZS_WATCHDOG_S=5 --watchdog-timeout 0 leaves it running 15 s later
 #                 (then the test ends it: SIGCONT, kill mpirun, no process left)
+#   env_disagree  a ZS_* setting that differs on the last rank (ZS_COLLECTIVES_SHM,
+#                 ZS_COLLECTIVES_SHM_PASS, ZS_FAKE_NODES, ZS_CHECK_COLLECTIVES, ZS_MAX_ISA,
+#                 ZS_WATCHDOG_S, ONEDNN_MAX_CPU_ISA; at 2 ranks, and at 4 with rank 3 differing) is
+#                 refused at start-up naming the variable and both values: one message, non-zero
+#                 exit, no hang
 set -uo pipefail
 case_name=$1 bin=$2 work=$3 mpirun=$4
 shift 4
@@ -104,6 +109,38 @@ case "$case_name" in
     left=$(pgrep -f -- "$work/" | tr '\n' ' ')
     [ -z "$left" ] || { pgrep -a -f -- "$work/"; fail "processes left: $left"; }
     echo "flag_off: ended by the test, no process left"
+    ;;
+  env_disagree)
+    # The last rank runs under `env VAR=value`; the others with the variable unset.
+    refused() {  # np VAR value expected-text
+      local np=$1 var=$2 value=$3 text=$4 t0 rc
+      t0=$(now)
+      OMPI_MCA_orte_tmpdir_base="$(mktemp -d)" timeout 60 "${mpi[@]}" \
+        -np $((np - 1)) "$bin" "${tiny[@]}" --steps 4 : \
+        -np 1 env "$var=$value" "$bin" "${tiny[@]}" --steps 4 > "$work/d.txt" 2>&1
+      rc=$?
+      [ $rc -ne 0 ] || fail "$var at $np ranks: exit code 0"
+      [ $rc -ne 124 ] || { cat "$work/d.txt"; fail "$var at $np ranks: hung (60 s)"; }
+      grep -qF -- "$text" "$work/d.txt" || { cat "$work/d.txt"; fail "$var at $np ranks: no '$text'"; }
+      n=$(grep -c "train_gpt: error" "$work/d.txt")
+      [ "$n" -eq 1 ] || { cat "$work/d.txt"; fail "$var at $np ranks: $n error lines, expected one"; }
+      echo "$var at $np ranks: exit $rc in $(secs "$t0" "$(now)") s: $(grep 'train_gpt: error' "$work/d.txt")"
+    }
+    e="train_gpt: error: environment: ranks disagree on"
+    refused 2 ZS_COLLECTIVES_SHM 0 "$e ZS_COLLECTIVES_SHM: 1 on rank 0, 0 on rank 1"
+    refused 2 ZS_COLLECTIVES_SHM_PASS 65536 "$e ZS_COLLECTIVES_SHM_PASS: 524288 on rank 0, 65536 on rank 1"
+    refused 2 ZS_FAKE_NODES 2 "$e ZS_FAKE_NODES: 0 on rank 0, 2 on rank 1"
+    refused 2 ZS_CHECK_COLLECTIVES 1 "$e ZS_CHECK_COLLECTIVES: 0 on rank 0, 1 on rank 1"
+    refused 2 ZS_MAX_ISA avx2 "$e ZS_MAX_ISA: avx512 on rank 0, avx2 on rank 1"
+    refused 2 ZS_WATCHDOG_S 60 "$e ZS_WATCHDOG_S: unset on rank 0, 60 on rank 1"
+    refused 2 ONEDNN_MAX_CPU_ISA AVX2 "$e ONEDNN_MAX_CPU_ISA: unset on rank 0, AVX2 on rank 1"
+    refused 4 ZS_COLLECTIVES_SHM 0 "$e ZS_COLLECTIVES_SHM: 1 on rank 0, 0 on rank 3"
+    refused 4 ZS_FAKE_NODES 2 "$e ZS_FAKE_NODES: 0 on rank 0, 2 on rank 3"
+    # Agreeing ranks still run.
+    OMPI_MCA_orte_tmpdir_base="$(mktemp -d)" timeout 120 env ZS_COLLECTIVES_SHM=0 \
+      "${mpi[@]}" -np 2 "$bin" "${tiny[@]}" --steps 2 > "$work/ok.txt" 2>&1 ||
+      { cat "$work/ok.txt"; fail "ZS_COLLECTIVES_SHM=0 on every rank did not run"; }
+    echo "ZS_COLLECTIVES_SHM=0 on every rank: runs"
     ;;
   *)
     fail "unknown case $case_name"
