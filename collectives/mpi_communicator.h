@@ -24,6 +24,10 @@
 //   (scratch_allocated() includes it). Asynchronous forms on this path do their work when wait()
 //   or test() is first called (test() then blocks until done), earlier window operations first,
 //   in start order on every rank. set_shared_memory(false) selects the MPI algorithms above.
+//   The window's memory is a file in /dev/shm (Open MPI's osc_sm_backing_directory): before each
+//   allocation the node's ranks check the room there together, and too little throws
+//   zs::Error(kOutOfMemory) on every rank naming the bytes needed, the bytes free and
+//   ZS_COLLECTIVES_SHM=0 (where MPI would hang).
 // Per-rank counts above the chunk limit (default 2^30 elements, under MPI's int counts) are split
 // into several MPI calls over derived datatypes, so any size that fits in memory works.
 //
@@ -219,6 +223,9 @@ class MpiCommunicator final : public Communicator {
   void shm_init();
   void shm_free();
   void shm_reserve(size_t slot_bytes);
+  // Throws on every rank of shm_comm_ when the window's backing file system lacks the room for
+  // segments of `segment` bytes ([Note: shared-memory window]).
+  void shm_check_space(size_t segment);
   void shm_run(CollectiveKind kind, const void* send, void* recv, size_t count, DType dtype,
                ReduceOp op);
   WorkHandle shm_start(CollectiveKind kind, const void* send, void* recv, size_t count, DType dtype,

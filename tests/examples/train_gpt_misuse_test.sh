@@ -12,6 +12,10 @@
 #                 ZS_WATCHDOG_S, ONEDNN_MAX_CPU_ISA; at 2 ranks, and at 4 with rank 3 differing) is
 #                 refused at start-up naming the variable and both values: one message, non-zero
 #                 exit, no hang
+#   small_shm     /dev/shm of 64 KiB (a private mount namespace: needs root, exit 77 without):
+#                 the shared-memory collectives are refused naming the bytes needed, the bytes
+#                 free and ZS_COLLECTIVES_SHM=0, with no hang; with ZS_COLLECTIVES_SHM=0 the run
+#                 completes
 set -uo pipefail
 case_name=$1 bin=$2 work=$3 mpirun=$4
 shift 4
@@ -141,6 +145,30 @@ case "$case_name" in
       "${mpi[@]}" -np 2 "$bin" "${tiny[@]}" --steps 2 > "$work/ok.txt" 2>&1 ||
       { cat "$work/ok.txt"; fail "ZS_COLLECTIVES_SHM=0 on every rank did not run"; }
     echo "ZS_COLLECTIVES_SHM=0 on every rank: runs"
+    ;;
+  small_shm)
+    command -v unshare > /dev/null || { echo "SKIP: no unshare"; exit 77; }
+    unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /dev/shm' 2> /dev/null ||
+      { echo "SKIP: cannot mount a private /dev/shm (needs root and mount namespaces)"; exit 77; }
+    small() {  # out [env assignments...]: 2 ranks on a 64 KiB /dev/shm of their own
+      local out=$1
+      shift
+      OMPI_MCA_orte_tmpdir_base="$(mktemp -d)" timeout 120 unshare -m env "$@" sh -c \
+        'mount -t tmpfs -o size=64k tmpfs /dev/shm && exec "$@"' sh \
+        "${mpi[@]}" -np 2 "$bin" "${tiny[@]}" --steps 2 > "$out" 2>&1
+    }
+    t0=$(now)
+    small "$work/shm.txt"
+    rc=$?
+    took=$(secs "$t0" "$(now)")
+    [ $rc -ne 124 ] || { cat "$work/shm.txt"; fail "hung (120 s) on a 64 KiB /dev/shm"; }
+    [ $rc -ne 0 ] || { cat "$work/shm.txt"; fail "exit 0 on a 64 KiB /dev/shm"; }
+    msg=$(grep -m1 -E "train_gpt: error: .*the window needs [0-9]+ bytes on /dev/shm .*only [0-9]+ bytes are free there.*ZS_COLLECTIVES_SHM=0" "$work/shm.txt")
+    [ -n "$msg" ] || { cat "$work/shm.txt"; fail "no message naming the bytes needed, the bytes free and ZS_COLLECTIVES_SHM=0"; }
+    echo "64 KiB /dev/shm: exit $rc after $took s: $msg"
+    small "$work/noshm.txt" ZS_COLLECTIVES_SHM=0 || { cat "$work/noshm.txt"; fail "ZS_COLLECTIVES_SHM=0 did not run"; }
+    grep -q "param_hash:" "$work/noshm.txt" || { cat "$work/noshm.txt"; fail "ZS_COLLECTIVES_SHM=0: no param_hash"; }
+    echo "64 KiB /dev/shm with ZS_COLLECTIVES_SHM=0: runs"
     ;;
   *)
     fail "unknown case $case_name"
