@@ -27,6 +27,15 @@ unset ZS_COLLECTIVES_SHM ZS_COLLECTIVES_SHM_PASS ZS_FAKE_NODES ZS_CHECK_COLLECTI
 tiny=(--layers 2 --heads 2 --width 64 --context 32 --batch 4 --threads 1 --warmup 2
       --eval-every 0 --eval-batches 1 --sample-tokens 0)
 fail() { echo "FAIL: $*"; exit 1; }
+# Each launch gets its own Open MPI session dir (concurrent launches collide otherwise), under one
+# directory removed at exit, after the case's own cleanup.
+sessions=$(mktemp -d)
+at_exit() {
+  [ "$(type -t cleanup)" = function ] && cleanup
+  rm -rf "$sessions"
+}
+trap at_exit EXIT
+session() { mktemp -d -p "$sessions"; }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -43,16 +52,16 @@ case "$case_name" in
       [ -n "$mpid" ] && wait "$mpid" 2>/dev/null
       mpid="" stopped=""
     }
-    trap cleanup EXIT
     # Starts a long 2-rank run (its own Open MPI session dir), waits for the first step line and
-    # stops rank 1. Sets mpid, stopped, t_stop; the run's output goes to $work/$label.txt.
+    # stops rank 1. Sets mpid, stopped, t_stop; the run's output goes to $work/$label.txt, the
+    # watchdog's dumps under $work (TMPDIR).
     start_and_stop() {  # label [env assignments...] -- [train_gpt flags...]
       local label=$1 tag="$work/$1.jsonl"
       shift
       local envs=()
       while [ "$1" != "--" ]; do envs+=("$1"); shift; done
       shift
-      env "${envs[@]}" OMPI_MCA_orte_tmpdir_base="$(mktemp -d)" "${mpi[@]}" -np 2 "$bin" \
+      env "${envs[@]}" TMPDIR="$work" OMPI_MCA_orte_tmpdir_base="$(session)" "${mpi[@]}" -np 2 "$bin" \
         "${tiny[@]}" --steps 100000 --json-log "$tag" "$@" > "$work/$label.txt" 2>&1 &
       mpid=$!
       for _ in $(seq 600); do
@@ -119,7 +128,7 @@ case "$case_name" in
     refused() {  # np VAR value expected-text
       local np=$1 var=$2 value=$3 text=$4 t0 rc
       t0=$(now)
-      OMPI_MCA_orte_tmpdir_base="$(mktemp -d)" timeout 60 "${mpi[@]}" \
+      OMPI_MCA_orte_tmpdir_base="$(session)" timeout 60 "${mpi[@]}" \
         -np $((np - 1)) "$bin" "${tiny[@]}" --steps 4 : \
         -np 1 env "$var=$value" "$bin" "${tiny[@]}" --steps 4 > "$work/d.txt" 2>&1
       rc=$?
@@ -141,7 +150,7 @@ case "$case_name" in
     refused 4 ZS_COLLECTIVES_SHM 0 "$e ZS_COLLECTIVES_SHM: 1 on rank 0, 0 on rank 3"
     refused 4 ZS_FAKE_NODES 2 "$e ZS_FAKE_NODES: 0 on rank 0, 2 on rank 3"
     # Agreeing ranks still run.
-    OMPI_MCA_orte_tmpdir_base="$(mktemp -d)" timeout 120 env ZS_COLLECTIVES_SHM=0 \
+    OMPI_MCA_orte_tmpdir_base="$(session)" timeout 120 env ZS_COLLECTIVES_SHM=0 \
       "${mpi[@]}" -np 2 "$bin" "${tiny[@]}" --steps 2 > "$work/ok.txt" 2>&1 ||
       { cat "$work/ok.txt"; fail "ZS_COLLECTIVES_SHM=0 on every rank did not run"; }
     echo "ZS_COLLECTIVES_SHM=0 on every rank: runs"
@@ -153,7 +162,7 @@ case "$case_name" in
     small() {  # out [env assignments...]: 2 ranks on a 64 KiB /dev/shm of their own
       local out=$1
       shift
-      OMPI_MCA_orte_tmpdir_base="$(mktemp -d)" timeout 120 unshare -m env "$@" sh -c \
+      OMPI_MCA_orte_tmpdir_base="$(session)" timeout 120 unshare -m env "$@" sh -c \
         'mount -t tmpfs -o size=64k tmpfs /dev/shm && exec "$@"' sh \
         "${mpi[@]}" -np 2 "$bin" "${tiny[@]}" --steps 2 > "$out" 2>&1
     }
