@@ -23,7 +23,9 @@ double now_seconds() {
 thread_local char t_tag[48] = {};
 
 std::atomic<bool> g_usr1{false};
-std::atomic<bool> g_watchdog_started{false};
+std::atomic<bool> g_watchdog_started{false};  // the thread runs
+std::mutex g_watchdog_mu;                     // orders the setters below
+bool g_watchdog_set = false;                  // a timeout was set (guarded by g_watchdog_mu)
 std::atomic<double> g_watchdog_timeout{0.0};  // seconds; 0: do not fire
 std::atomic<bool> g_stopping{false};  // the process is exiting normally: publish nothing more
 std::string* g_dump_path = nullptr;   // this rank's dump file, removed at a normal exit
@@ -384,7 +386,11 @@ void watchdog_loop(int rank, int size) {
 
 }  // namespace
 
-void start_watchdog(double timeout_s, int rank, int size) {
+namespace {
+
+// Sets the timeout and starts the thread when it is on and not running yet; under g_watchdog_mu.
+void set_watchdog_locked(double timeout_s, int rank, int size) {
+  g_watchdog_set = true;
   g_watchdog_timeout.store(std::max(timeout_s, 0.0));
   if (timeout_s <= 0 || g_watchdog_started.exchange(true)) return;
   g_dump_path = new std::string(flight_dump_dir() + "/rank-" + std::to_string(rank) + ".json");
@@ -396,5 +402,21 @@ void start_watchdog(double timeout_s, int rank, int size) {
   sigaction(SIGUSR1, &sa, nullptr);
   std::thread(watchdog_loop, rank, size).detach();
 }
+
+}  // namespace
+
+void start_watchdog(double timeout_s, int rank, int size) {
+  std::lock_guard<std::mutex> lock(g_watchdog_mu);
+  set_watchdog_locked(timeout_s, rank, size);
+}
+
+bool start_watchdog_if_unset(double timeout_s, int rank, int size) {
+  std::lock_guard<std::mutex> lock(g_watchdog_mu);
+  if (timeout_s <= 0 || g_watchdog_set) return false;
+  set_watchdog_locked(timeout_s, rank, size);
+  return true;
+}
+
+double watchdog_timeout() { return g_watchdog_timeout.load(); }
 
 }  // namespace zs

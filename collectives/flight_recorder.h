@@ -9,9 +9,11 @@
 // Communicators over part of the world (split()) are not recorded: their sequences differ
 // between ranks by design.
 //
-// The watchdog (start_watchdog, started by the first world-sized MpiCommunicator made with
-// MpiCommunicatorOptions::watchdog_timeout_s > 0, i.e. ZS_WATCHDOG_S) is one thread per process
-// that polls every 100 ms:
+// The watchdog is one thread per process. Its timeout is set once per process: by the program
+// (start_watchdog, e.g. train_gpt's --watchdog-timeout), or else by the first world-sized
+// MpiCommunicator made with MpiCommunicatorOptions::watchdog_timeout_s > 0 (ZS_WATCHDOG_S);
+// communicators made later (split(), split_shared(), a HierarchicalCommunicator's, dups) never
+// change it. A program call always sets it. The thread polls every 100 ms:
 // * it publishes this rank's ring as JSON to <dir>/rank-<r>.json when it changed, at most once a
 //   second, where <dir> = $TMPDIR (or /tmp)/zeroshard-flight-<job>, <job> being PMIX_NAMESPACE,
 //   else OMPI_MCA_ess_base_jobid, else the parent process id: values every rank of one mpirun on
@@ -89,9 +91,16 @@ bool parse_flight_json(const std::string& text, RankFlight* out);
 // that never arrived at the oldest collective some rank is stuck in, and where each rank is.
 std::string flight_report(const std::vector<RankFlight>& ranks, double now_s);
 
-// Starts the process's watchdog (the thread once) and sets its timeout: a later call only changes
-// the timeout, and 0 stops it firing (SIGUSR1 dumps go on). rank/size: in the world.
+// The program's setting: sets the process's watchdog timeout (0: off; SIGUSR1 dumps go on once
+// the thread runs) and starts the thread when it is > 0 (once per process). Every call sets it;
+// no communicator changes it afterwards. rank/size: in the world.
 void start_watchdog(double timeout_s, int rank, int size);
+// What a world-sized MpiCommunicator calls: start_watchdog(timeout_s, rank, size) only when
+// timeout_s > 0 and nothing has set the timeout in this process yet (neither start_watchdog nor
+// an earlier communicator). Returns whether it set it.
+bool start_watchdog_if_unset(double timeout_s, int rank, int size);
+// The timeout in force, in seconds; 0: off or never set.
+double watchdog_timeout();
 // The dump directory of this job (see the Note).
 std::string flight_dump_dir();
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "collectives/flight_recorder.h"
+#include "collectives/mpi_agreement.h"
 #include "collectives/reduce_kernels.h"
 #include "core/error.h"
 
@@ -76,6 +77,19 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiCommunicatorOptions& op
   int rc = MPI_Comm_dup(comm, &comm_);
   if (rc != MPI_SUCCESS) fail(ErrorCode::kCommunication, "MpiCommunicator: MPI_Comm_dup failed");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  // Why first ([Note: environment agreement] in collectives/mpi_agreement.h): a rank with another
+  // protocol (the window or MPI's algorithms, extra checking all-reduces, another pass size) would
+  // hang in its first reduction.
+  try {
+    const Setting protocol[] = {
+        {"shared_memory (ZS_COLLECTIVES_SHM)", options_.shared_memory ? "1" : "0"},
+        {"shm_pass_bytes (ZS_COLLECTIVES_SHM_PASS)", std::to_string(options_.shm_pass_bytes)},
+        {"check_collectives (ZS_CHECK_COLLECTIVES)", options_.check_collectives ? "1" : "0"}};
+    zs::check_agreement(comm_, protocol, "MpiCommunicator");
+  } catch (...) {
+    MPI_Comm_free(&comm_);  // the destructor does not run for a throwing constructor
+    throw;
+  }
   MPI_Comm_dup(comm_, &phase2_comm_);
   MPI_Comm_set_errhandler(phase2_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
@@ -84,9 +98,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiCommunicatorOptions& op
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   record_ = size_ == world_size;
-  if (record_ && options_.watchdog_timeout_s > 0) {
-    start_watchdog(options_.watchdog_timeout_s, world_rank, world_size);
-  }
+  // Never re-arms: the first setter wins, the program's start_watchdog() always.
+  if (record_) start_watchdog_if_unset(options_.watchdog_timeout_s, world_rank, world_size);
   shm_init();
 }
 

@@ -24,6 +24,10 @@
 //   (scratch_allocated() includes it). Asynchronous forms on this path do their work when wait()
 //   or test() is first called (test() then blocks until done), earlier window operations first,
 //   in start order on every rank. set_shared_memory(false) selects the MPI algorithms above.
+//   The window's memory is a file in /dev/shm (Open MPI's osc_sm_backing_directory): before each
+//   allocation the node's ranks check the room there together, and too little throws
+//   zs::Error(kOutOfMemory) on every rank naming the bytes needed, the bytes free and
+//   ZS_COLLECTIVES_SHM=0 (where MPI would hang).
 // Per-rank counts above the chunk limit (default 2^30 elements, under MPI's int counts) are split
 // into several MPI calls over derived datatypes, so any size that fits in memory works.
 //
@@ -45,7 +49,10 @@
 //
 // Options: the constructors without options take them from the environment at construction
 // (MpiCommunicatorOptions::from_environment()); communicators made by split() and split_shared()
-// take their parent's.
+// take their parent's. The ranks must agree on the protocol options (shared_memory,
+// shm_pass_bytes, check_collectives): the constructor compares them (one MPI_Allgather,
+// collectives/mpi_agreement.h) and throws zs::Error(kInvalidArgument) on every rank, naming the
+// option and both values, where ranks would otherwise run different protocols and hang.
 //
 // Thread-safety: one thread at a time (the communicator and its Works). Every Work must be
 // finished or destroyed before its communicator is destroyed.
@@ -66,7 +73,8 @@ namespace zs {
 
 // What an MpiCommunicator is built with. The defaults are Settings' defaults; from_settings() and
 // from_environment() take them from the ZS_* variables ([Note: environment settings] in
-// core/settings.h). Every rank must pass the same options.
+// core/settings.h). Every rank must pass the same protocol options (compared at construction);
+// watchdog_timeout_s is per process.
 struct MpiCommunicatorOptions {
   // The shared-memory path for reductions on one node (ZS_COLLECTIVES_SHM).
   bool shared_memory = Settings{}.collectives_shm;
@@ -76,8 +84,11 @@ struct MpiCommunicatorOptions {
   // The (min, max) agreement check before every collective (ZS_CHECK_COLLECTIVES).
   bool check_collectives = Settings{}.check_collectives;
   // Seconds after which the watchdog ends a job stuck in a collective ([Note: flight recorder] in
-  // collectives/flight_recorder.h); 0: off (ZS_WATCHDOG_S). Started by the first communicator
-  // over the whole world made with it on.
+  // collectives/flight_recorder.h); 0: off (ZS_WATCHDOG_S). The process's watchdog takes it from
+  // the first communicator over the whole world made with it on, unless the program set the
+  // watchdog before (start_watchdog); communicators made later never change it, whatever theirs
+  // (start_watchdog_if_unset). A program that sets the watchdog itself, as train_gpt does from
+  // --watchdog-timeout, calls start_watchdog once, which wins over every communicator's.
   double watchdog_timeout_s = 0;
 
   static MpiCommunicatorOptions from_settings(const Settings& s);
@@ -89,7 +100,11 @@ class MpiCommunicator final : public Communicator {
  public:
   // Dups `comm` (collective over it); the dup is freed by the destructor. Without `options`,
   // MpiCommunicatorOptions::from_environment() (which throws zs::Error(kInvalidArgument) for a
-  // bad ZS_* variable, before anything is dup'ed).
+  // bad ZS_* variable, before anything is dup'ed). Throws zs::Error(kInvalidArgument) on every
+  // rank when the ranks' protocol options differ:
+  //   "MpiCommunicator: ranks disagree on shared_memory (ZS_COLLECTIVES_SHM): 1 on rank 0, 0 on
+  //   rank 1"
+  // (nothing is left allocated).
   explicit MpiCommunicator(MPI_Comm comm);
   MpiCommunicator(MPI_Comm comm, const MpiCommunicatorOptions& options);
   ~MpiCommunicator() override;
@@ -208,6 +223,9 @@ class MpiCommunicator final : public Communicator {
   void shm_init();
   void shm_free();
   void shm_reserve(size_t slot_bytes);
+  // Throws on every rank of shm_comm_ when the window's backing file system lacks the room for
+  // segments of `segment` bytes ([Note: shared-memory window]).
+  void shm_check_space(size_t segment);
   void shm_run(CollectiveKind kind, const void* send, void* recv, size_t count, DType dtype,
                ReduceOp op);
   WorkHandle shm_start(CollectiveKind kind, const void* send, void* recv, size_t count, DType dtype,

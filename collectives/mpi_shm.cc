@@ -25,17 +25,29 @@
 // ZS_COLLECTIVES_SHM_PASS=bytes, sets it), so the window stays small whatever the message size;
 // results do not depend on the pass size (reduction is per element).
 //
+// Where the memory comes from: MPI_Win_allocate_shared. Open MPI's osc/sm backs the window with
+// one file that the node's rank 0 creates in osc_sm_backing_directory (/dev/shm on Linux) and
+// every rank maps; when that file system lacks room (a container's 64 MiB /dev/shm), rank 0 fails
+// while the other ranks wait for it inside Open MPI, a hang. So before each allocation
+// shm_check_space() measures the free space there (statvfs), the node's ranks agree on the least
+// any of them sees (one MPI_Allreduce), and too little throws on every rank, naming the bytes
+// needed, the bytes free and ZS_COLLECTIVES_SHM=0. The window needs n x (64 + 3 x pass) bytes,
+// 1.5 MiB per rank at the default pass (shm_backing_bytes() adds Open MPI's share).
+//
 // Ordering: window operations synchronise only among themselves (counters, and shm_comm_ for
 // window allocation), never with MPI collectives on comm_/phase2_comm_. Asynchronous window
 // operations are queued at start and run at wait()/test() (or when a later window operation,
 // synchronous or not, needs the window): always in start order, on every rank alike, so the
 // syncs match.
 #include <sched.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "collectives/mpi_communicator.h"
@@ -54,6 +66,41 @@ constexpr size_t kCtrlBytes = 64;  // one cache line per rank: its barrier count
 size_t round_up(size_t a, size_t b) { return (a + b - 1) / b * b; }
 size_t segment_bytes(size_t slot) { return kCtrlBytes + 3 * slot; }
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// Bytes osc/sm asks of the backing directory for n segments of `segment` bytes: their sum, one
+// page, its state and post counters (a few cache lines per rank: 4 KiB + 256 B per rank bounds
+// them), and the 5% margin Open MPI's shmem layer requires free before it creates the file.
+size_t shm_backing_bytes(size_t n, size_t segment) {
+  const size_t raw = n * segment + static_cast<size_t>(sysconf(_SC_PAGESIZE)) + 4096 + 256 * n;
+  return raw + raw / 20 + 1;
+}
+
+// Where the window's file goes: Open MPI's osc_sm_backing_directory, read through MPI's tool
+// interface (it reflects OMPI_MCA_* variables and parameter files); /dev/shm, the default on
+// Linux and MPICH's place too, where that variable does not exist. Read once per process.
+const std::string& shm_backing_dir() {
+  static const std::string dir = [] {
+    std::string d = "/dev/shm";
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return d;
+    int index = -1, verbosity = 0, bind = 0, scope = 0, name_len = 0, desc_len = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_T_enum enumtype = MPI_T_ENUM_NULL;
+    MPI_T_cvar_handle h = MPI_T_CVAR_HANDLE_NULL;
+    int count = 0;
+    if (MPI_T_cvar_get_index("osc_sm_backing_directory", &index) == MPI_SUCCESS &&
+        MPI_T_cvar_get_info(index, nullptr, &name_len, &verbosity, &type, &enumtype, nullptr,
+                            &desc_len, &bind, &scope) == MPI_SUCCESS &&
+        type == MPI_CHAR && MPI_T_cvar_handle_alloc(index, nullptr, &h, &count) == MPI_SUCCESS) {
+      std::vector<char> buf(static_cast<size_t>(std::max(count, 0)) + 1, '\0');
+      if (MPI_T_cvar_read(h, buf.data()) == MPI_SUCCESS && buf[0] != '\0') d = buf.data();
+      MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return d;
+  }();
+  return dir;
+}
 
 }  // namespace
 
@@ -163,6 +210,7 @@ void MpiCommunicator::shm_reserve(size_t slot_bytes) {
     shm_base_ = nullptr;
     shm_slot_ = 0;
   }
+  shm_check_space(segment_bytes(slot));
   void* mine = nullptr;
   check_mpi(MPI_Win_allocate_shared(static_cast<MPI_Aint>(segment_bytes(slot)), 1, MPI_INFO_NULL,
                                     shm_comm_, &mine, &shm_win_),
@@ -185,6 +233,24 @@ void MpiCommunicator::shm_reserve(size_t slot_bytes) {
   check_mpi(MPI_Barrier(shm_comm_), "MPI_Barrier (window)", k, 0, DType::kU8);
   shm_pass_ = 0;
   shm_epoch_ = 0;
+}
+
+// Collective over shm_comm_: every rank reaches the same verdict from the least free space any of
+// them measured (they share the directory; a rank that cannot measure it does not count).
+void MpiCommunicator::shm_check_space(size_t segment) {
+  const std::string& dir = shm_backing_dir();
+  const size_t need = shm_backing_bytes(static_cast<size_t>(size_), segment);
+  struct statvfs fs = {};
+  uint64_t free_bytes = statvfs(dir.c_str(), &fs) == 0 ? static_cast<uint64_t>(fs.f_bavail) *
+                                                             static_cast<uint64_t>(fs.f_frsize)
+                                                       : UINT64_MAX;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_UINT64_T, MPI_MIN, shm_comm_),
+            "MPI_Allreduce (window space)", CollectiveKind::kAllReduce, 0, DType::kU8);
+  ZS_CHECK(free_bytes >= need, ErrorCode::kOutOfMemory,
+           "shared-memory collectives on rank {} of {}: the window needs {} bytes on {} ({} ranks "
+           "x {} B and Open MPI's share), and only {} bytes are free there; make room on {}, or "
+           "run with ZS_COLLECTIVES_SHM=0 (MPI's algorithms, the same results)",
+           rank_, size_, need, dir, size_, segment, free_bytes, dir);
 }
 
 size_t MpiCommunicator::shm_allocated() const {

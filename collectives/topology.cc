@@ -2,6 +2,9 @@
 
 #include <mpi.h>
 
+#include <string>
+
+#include "collectives/mpi_agreement.h"
 #include "core/error.h"
 #include "core/settings.h"
 
@@ -15,6 +18,11 @@ NodeTopology make_node_topology(MpiCommunicator& comm, int fake_nodes) {
   NodeTopology t;
   const int rank = comm.rank();
   const int size = comm.size();
+  // Why before the value's check and any split ([Note: environment agreement] in
+  // collectives/mpi_agreement.h): ranks with other values would split differently, or one would
+  // throw while the others split, and hang.
+  const Setting mine[] = {{"ZS_FAKE_NODES", std::to_string(fake_nodes)}};
+  check_agreement(comm.handle(), mine, "node topology");
   ZS_CHECK(fake_nodes >= 0 && fake_nodes <= size && (fake_nodes == 0 || size % fake_nodes == 0),
            ErrorCode::kInvalidArgument,
            "node topology: ZS_FAKE_NODES={} must be in [1, {}] and divide the world size {} "

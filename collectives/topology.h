@@ -22,8 +22,10 @@ struct NodeTopology {
 // Collective over `comm`. Nodes are found with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), unless
 // fake_nodes = K >= 1: then the ranks are taken to be spread over K nodes in contiguous blocks of
 // size()/K (throws zs::Error(kInvalidArgument) when K < 0, K > size() or K does not divide size()),
-// so one host can test multi-node code paths. Every rank must pass the same fake_nodes; the
-// communicators made take `comm`'s options. Without fake_nodes: Settings::fake_nodes from the
+// so one host can test multi-node code paths. Every rank must pass the same fake_nodes: it is
+// compared first (collectives/mpi_agreement.h), and a difference throws zs::Error(kInvalidArgument)
+// on every rank ("node topology: ranks disagree on ZS_FAKE_NODES: 0 on rank 0, 2 on rank 1").
+// The communicators made take `comm`'s options. Without fake_nodes: Settings::fake_nodes from the
 // environment (ZS_FAKE_NODES=K; [Note: environment settings] in core/settings.h), which throws for
 // a bad ZS_* variable.
 NodeTopology make_node_topology(MpiCommunicator& comm, int fake_nodes);

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace zs {
@@ -81,6 +83,20 @@ Settings Settings::from_environment() {
   if (const char* v = get("ZS_WATCHDOG_S")) s.watchdog_s = parse_seconds("ZS_WATCHDOG_S", v);
   if (const char* v = get("ONEDNN_MAX_CPU_ISA")) s.onednn_max_cpu_isa = v;
   return s;
+}
+
+std::vector<Setting> Settings::items() const {
+  auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
+  return {
+      {"ZS_MAX_ISA", std::string(simd_level_name(max_isa))},
+      {"ZS_FORCE_SCALAR", flag(force_scalar)},
+      {"ZS_COLLECTIVES_SHM", flag(collectives_shm)},
+      {"ZS_COLLECTIVES_SHM_PASS", std::to_string(collectives_shm_pass)},
+      {"ZS_CHECK_COLLECTIVES", flag(check_collectives)},
+      {"ZS_FAKE_NODES", std::to_string(fake_nodes)},
+      {"ZS_WATCHDOG_S", watchdog_s ? fmt::format("{}", *watchdog_s) : "unset"},
+      {"ONEDNN_MAX_CPU_ISA", onednn_max_cpu_isa.empty() ? "unset" : onednn_max_cpu_isa},
+  };
 }
 
 LaunchEnvironment LaunchEnvironment::from_environment() {

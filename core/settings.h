@@ -31,16 +31,28 @@
 // default, nothing to override, not refused: they are taken as the launcher wrote them).
 // LaunchEnvironment::from_environment() is the only function that reads them.
 //
+// Agreement: every rank of a run must have the same Settings. Settings::items() lists every field
+// as named text, which check_settings_agreement() (collectives/mpi_agreement.h) compares across
+// ranks before any communicator is made ([Note: environment agreement] in
+// collectives/mpi_agreement.h).
+//
 // Thread-safety: both readers may be called concurrently (as long as nothing calls setenv).
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/cpu_features.h"
 
 namespace zs {
+
+// One named value, as ranks compare them (collectives/mpi_agreement.h, runtime/agreement.h).
+struct Setting {
+  std::string name;   // e.g. "ZS_COLLECTIVES_SHM", "--lr" or "optimizer.adamw.beta1"
+  std::string value;  // its value as text, exactly (floats with enough digits to round-trip)
+};
 
 struct Settings {
   // ZS_MAX_ISA: the highest level our kernels may use, in any case; a CPU without that level
@@ -74,6 +86,11 @@ struct Settings {
   // "ZS_MAX_ISA=avx9: unknown instruction-set cap (allowed: scalar, avx2, avx512)". Every part
   // that reads its settings therefore fails on a bad value of any of them, before doing work.
   static Settings from_environment();
+
+  // Every field above, in the table's order, named by its variable, with its value as the
+  // variable spells it ("unset" for an unset ZS_WATCHDOG_S or ONEDNN_MAX_CPU_ISA; seconds with
+  // enough digits to round-trip): what ranks compare.
+  std::vector<Setting> items() const;
 };
 
 struct LaunchEnvironment {

@@ -4,6 +4,9 @@
 // both values. The library's answer to "ranks started with different flags either hang in a
 // collective or train garbage".
 //
+// The comparison is collectives/mpi_agreement.h's, which also runs it over a raw MPI_Comm before
+// any communicator exists (the environment's settings); Setting is core/settings.h's.
+//
 // Collective over host memory: `comm` must work on host buffers (MpiCommunicator); every rank
 // calls it at the same point. Thread-safety: one thread.
 #pragma once
@@ -14,13 +17,9 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "core/settings.h"
 
 namespace zs {
-
-struct Setting {
-  std::string name;   // e.g. "--lr" or "optimizer.adamw.beta1"
-  std::string value;  // its value as text, exactly (floats with enough digits to round-trip)
-};
 
 // Throws zs::Error(kInvalidArgument) on every rank when the lists differ between ranks:
 //   "<what>: ranks disagree on <name>: <value> on rank 0, <value> on rank r"

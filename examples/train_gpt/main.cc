@@ -23,6 +23,7 @@
 
 #include "backend.h"
 #include "collectives/flight_recorder.h"
+#include "collectives/mpi_agreement.h"
 #include "collectives/mpi_communicator.h"
 #include "core/error.h"
 #include "core/settings.h"
@@ -172,7 +173,8 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
     error = e.what();
   }
   if (!agree(comm, error)) return 1;
-  start_watchdog(o.watchdog_timeout_s, comm.rank(), comm.size());  // --watchdog-timeout
+  // --watchdog-timeout: the one setting of the watchdog; communicators made later keep it.
+  start_watchdog(o.watchdog_timeout_s, comm.rank(), comm.size());
   // Memory before work (--memory-check): the plan the engine will allocate from, and the text,
   // against what each node has available; each rank checks its node.
   RunMemory need;
@@ -485,8 +487,9 @@ int main(int argc, char** argv) {
   // rank, so each rank exits cleanly and the lowest one says why (no abort, no hang).
   int bad = 0, any_bad = 0, rank = 0;
   std::string why;
+  zs::Settings settings;
   try {
-    (void)zs::Settings::from_environment();
+    settings = zs::Settings::from_environment();
   } catch (const std::exception& e) {
     bad = 1;
     why = e.what();
@@ -500,15 +503,23 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 1;
   }
+  // Then the same on every rank, before any communicator: a rank with another protocol setting
+  // would hang in the first collective. Every rank throws the same message; rank 0 says it.
+  try {
+    zs::check_settings_agreement(MPI_COMM_WORLD, settings);
+  } catch (const std::exception& e) {
+    if (rank == 0) std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
+    MPI_Finalize();
+    return 1;
+  }
   int rc = 1;
   {
     std::unique_ptr<zs::MpiCommunicator> comm;
     try {
-      // The collectives' watchdog is on by default here (300 s; ZS_WATCHDOG_S=T sets it, 0 turns
-      // it off): a hung job ends with where each rank is (docs/reliability.md).
-      const zs::Settings settings = zs::Settings::from_environment();
+      // The collectives' watchdog is set once, by run() from --watchdog-timeout (default
+      // ZS_WATCHDOG_S, else 300 s; 0: off), for every communicator: none starts it here.
       auto comm_options = zs::MpiCommunicatorOptions::from_settings(settings);
-      comm_options.watchdog_timeout_s = settings.watchdog_s.value_or(300.0);
+      comm_options.watchdog_timeout_s = 0;
       comm = zs::MpiCommunicator::world(comm_options);
       rc = zs::train::run(argc, argv, *comm, start);
     } catch (const zs::Error& e) {

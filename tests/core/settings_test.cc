@@ -23,6 +23,7 @@ const std::vector<std::string> kVariables = {"ZS_MAX_ISA",
                                              "ZS_CHECK_COLLECTIVES",
                                              "ZS_FAKE_NODES",
                                              "ZS_WATCHDOG_S",
+                                             "ONEDNN_MAX_CPU_ISA",
                                              "OMPI_COMM_WORLD_LOCAL_RANK",
                                              "MPI_LOCALRANKID",
                                              "SLURM_LOCALID",
@@ -178,6 +179,44 @@ TEST_F(SettingsTest, FirstBadVariableIsReported) {
   set("ZS_FAKE_NODES", "x");
   set("ZS_COLLECTIVES_SHM", "on");
   expect_refused("ZS_COLLECTIVES_SHM=on: not a switch (allowed: 0, 1)");
+}
+
+// items() lists every variable of the table, in its order, as the variable spells the value; each
+// variable set changes its own item and no other, so ranks that differ in any one of them differ
+// in the list they compare ([Note: environment agreement] in collectives/mpi_agreement.h).
+TEST_F(SettingsTest, ItemsNameEveryVariable) {
+  const std::vector<Setting> defaults = Settings::from_environment().items();
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"ZS_MAX_ISA", "avx512"},      {"ZS_FORCE_SCALAR", "0"},
+      {"ZS_COLLECTIVES_SHM", "1"},   {"ZS_COLLECTIVES_SHM_PASS", "524288"},
+      {"ZS_CHECK_COLLECTIVES", "0"}, {"ZS_FAKE_NODES", "0"},
+      {"ZS_WATCHDOG_S", "unset"},    {"ONEDNN_MAX_CPU_ISA", "unset"}};
+  ASSERT_EQ(defaults.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(defaults[i].name, expected[i].first);
+    EXPECT_EQ(defaults[i].value, expected[i].second) << expected[i].first;
+  }
+  const std::vector<std::pair<const char*, const char*>> changes = {
+      {"ZS_MAX_ISA", "avx2"},        {"ZS_FORCE_SCALAR", "1"},
+      {"ZS_COLLECTIVES_SHM", "0"},   {"ZS_COLLECTIVES_SHM_PASS", "4096"},
+      {"ZS_CHECK_COLLECTIVES", "1"}, {"ZS_FAKE_NODES", "2"},
+      {"ZS_WATCHDOG_S", "0.1"},      {"ONEDNN_MAX_CPU_ISA", "AVX2"}};
+  for (const auto& [name, value] : changes) {
+    set(name, value);
+    const std::vector<Setting> items = Settings::from_environment().items();
+    unsetenv(name);
+    ASSERT_EQ(items.size(), defaults.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].name == name) {
+        EXPECT_EQ(items[i].value, value) << name;
+      } else {
+        EXPECT_EQ(items[i].value, defaults[i].value) << name << " changed " << items[i].name;
+      }
+    }
+  }
+  Settings s;
+  s.watchdog_s = 0.1f;  // a float's double: enough digits to round-trip
+  EXPECT_EQ(s.items()[6].value, "0.10000000149011612");
 }
 
 TEST_F(SettingsTest, LaunchEnvironmentUnset) {
