@@ -117,4 +117,12 @@ void ByteCounters::record(CollectiveKind kind, size_t count, DType dtype, int ro
   }
 }
 
+std::string broadcast_string(Communicator& comm, const std::string& s, int root) {
+  uint64_t n = s.size();
+  comm.broadcast(&n, sizeof(n), DType::kU8, root);
+  std::string out = comm.rank() == root ? s : std::string(static_cast<size_t>(n), '\0');
+  if (n > 0) comm.broadcast(out.data(), static_cast<size_t>(n), DType::kU8, root);
+  return out;
+}
+
 }  // namespace zs

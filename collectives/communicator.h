@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "core/dtype.h"
@@ -112,5 +113,9 @@ class Communicator {
   virtual const ByteCounters& counters() const = 0;
   virtual void reset_counters() = 0;
 };
+
+// `root`'s `s` on every rank (its length, then its bytes). Collective; `comm` must work on host
+// buffers (an MpiCommunicator or a host-side hierarchical one).
+std::string broadcast_string(Communicator& comm, const std::string& s, int root = 0);
 
 }  // namespace zs

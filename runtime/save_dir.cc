@@ -30,15 +30,6 @@ namespace {
 constexpr const char* kOwnerFormat = "zeroshard-save-dir";
 constexpr int64_t kMaxSmallFile = 1 << 16;
 
-// Rank 0's string, on every rank.
-std::string broadcast_string(Communicator& comm, std::string s) {
-  double n = static_cast<double>(s.size());
-  comm.broadcast(&n, 1, DType::kF64, 0);
-  s.resize(static_cast<size_t>(n));
-  if (!s.empty()) comm.broadcast(s.data(), s.size(), DType::kU8, 0);
-  return s;
-}
-
 std::string random_hex64() {
   std::random_device rd;
   const uint64_t hi = rd(), lo = rd();

@@ -49,15 +49,6 @@ void check_flags(const CheckpointFlags& f) {
     export_dtype(f);
 }
 
-// Rank 0's answer, the same on every rank.
-std::string broadcast_string(Communicator& comm, std::string s) {
-  double n = static_cast<double>(s.size());
-  comm.broadcast(&n, 1, DType::kF64, 0);
-  s.resize(static_cast<size_t>(n));
-  if (!s.empty()) comm.broadcast(s.data(), s.size(), DType::kU8, 0);
-  return s;
-}
-
 std::string trainer_state_json(const TrainerState& s) {
   nlohmann::json j;
   j["step"] = s.step;

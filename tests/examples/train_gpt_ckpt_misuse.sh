@@ -20,39 +20,11 @@
 #   shared     ranks that see different directories under one --save-dir (each rank in its own
 #              working directory, a relative path) are refused before any work
 # Refusals: one message, non-zero exit on every rank, no step taken.
-set -uo pipefail
-case_name=$1 bin=$2 work=$3 mpirun=$4
-shift 4
-mpi=("$mpirun" "$@")
-rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
 # Open MPI's session directory: one per test (concurrent mpiruns collide otherwise), short (it
 # holds sockets).
 export OMPI_MCA_orte_tmpdir_base=$(mktemp -d)
 trap 'rm -rf "$OMPI_MCA_orte_tmpdir_base"' EXIT
-tiny=(--layers 2 --heads 2 --width 64 --context 32 --batch 4 --threads 1 --warmup 2 --eval-every 3
-      --eval-batches 1 --sample-tokens 8)
-fail() { echo "FAIL: $*"; exit 1; }
-hash_of() { grep -oE 'param_hash: [0-9a-f]+' "$1" | awk '{print $2}'; }
-expect() {  # label expected-text args...: refused with one message, non-zero exit, no step
-  local label=$1 text=$2
-  shift 2
-  timeout 120 "${mpi[@]}" -np 2 "$bin" "$@" > "$work/e.txt" 2>&1
-  local rc=$?
-  [ $rc -ne 0 ] || { cat "$work/e.txt"; fail "$label: exit code 0"; }
-  [ $rc -ne 124 ] || fail "$label: hung"
-  grep -qF -- "$text" "$work/e.txt" || { cat "$work/e.txt"; fail "$label: no '$text'"; }
-  n=$(grep -c "train_gpt: error" "$work/e.txt")
-  [ "$n" -eq 1 ] || { cat "$work/e.txt"; fail "$label: $n error lines, expected one"; }
-  ! grep -qE '^step +1/' "$work/e.txt" || fail "$label: a step was taken before the refusal"
-  echo "$label: exit $rc, $(grep 'train_gpt: error' "$work/e.txt")"
-}
-run() {  # out np args...
-  local out=$1 np=$2
-  shift 2
-  "${mpi[@]}" -np "$np" "$bin" "$@" > "$out" 2>&1
-  local rc=$?
-  [ $rc -eq 0 ] || { cat "$out"; fail "$out: exit $rc"; }
-}
 same_tail() {  # label full resumed: steps 4-6 losses and param_hash bitwise
   local s a b
   for s in 4 5 6; do
@@ -67,7 +39,7 @@ same_tail() {  # label full resumed: steps 4-6 losses and param_hash bitwise
 
 # A short pretrain: the base the fine-tunes start from.
 pretrain() {
-  run "$work/pre.txt" 2 "${tiny[@]}" --steps 3 --export-safetensors "$work/base.safetensors" \
+  run_ok "$work/pre.txt" 2 "${tiny[@]}" --steps 3 --export-safetensors "$work/base.safetensors" \
     --export-hf "$work/base-hf"
 }
 
@@ -79,19 +51,19 @@ lora_case() {
   shift 4
   pretrain
   ft=("${tiny[@]}" --steps 6 --lora-rank 4 --base-dtype "$dtype" "$@")
-  run "$work/full.txt" 2 "${ft[@]}" "$init_flag" "$init" --save-dir "$work/ck" --save-every 3 --keep 0
+  run_ok "$work/full.txt" 2 "${ft[@]}" "$init_flag" "$init" --save-dir "$work/ck" --save-every 3 --keep 0
   grep -q "frozen" "$work/full.txt" || fail "no frozen base in the fine-tune"
   cp -r "$work/ck" "$work/ck1"
   rm -rf "$work/ck/step-00000006"
   if [ "$mode" = resume ]; then
-    run "$work/res.txt" 2 "${ft[@]}" "$init_flag" "$init" --save-dir "$work/ck" --resume
+    run_ok "$work/res.txt" 2 "${ft[@]}" "$init_flag" "$init" --save-dir "$work/ck" --resume
   else
-    run "$work/res.txt" 2 "${ft[@]}" "$init_flag" "$init" --resume-from "$work/ck/step-00000003"
+    run_ok "$work/res.txt" 2 "${ft[@]}" "$init_flag" "$init" --resume-from "$work/ck/step-00000003"
   fi
   grep -q "resumed from .*step-00000003" "$work/res.txt" || { cat "$work/res.txt"; fail "not resumed"; }
   same_tail "$dtype base, --$mode (step 3)" "$work/full.txt" "$work/res.txt"
   # Another world size: completes (the sums run in another order: no bitwise claim).
-  run "$work/one.txt" 1 "${ft[@]}" "$init_flag" "$init" --resume-from "$work/ck1/step-00000003"
+  run_ok "$work/one.txt" 1 "${ft[@]}" "$init_flag" "$init" --resume-from "$work/ck1/step-00000003"
   grep -qE '^step +6/6' "$work/one.txt" || fail "the 1-rank resume did not reach step 6"
   echo "$dtype base: resumed at 1 rank from a 2-rank checkpoint: $(grep -oE 'param_hash: [0-9a-f]+' "$work/one.txt")"
 }
@@ -111,10 +83,10 @@ case "$case_name" in
     grep -qE "trained on frozen base [0-9a-f]{16} \(from --init-from-hf $work/base-hf\); this run's base \(random init: no --init-safetensors or --init-from-hf given\) is [0-9a-f]{16}: give the same base" "$work/e.txt" ||
       { cat "$work/e.txt"; fail "the message does not name both bases and their sources"; }
     # The same weights through --init-safetensors: the same base. Another pretrain's: refused.
-    run "$work/st.txt" 2 "${ft[@]}" --init-safetensors "$work/base.safetensors" \
+    run_ok "$work/st.txt" 2 "${ft[@]}" --init-safetensors "$work/base.safetensors" \
       --resume-from "$work/ck1/step-00000003"
     [ "$(hash_of "$work/st.txt")" = "$(hash_of "$work/full.txt")" ] || fail "--init-safetensors resume"
-    run "$work/pre2.txt" 2 "${tiny[@]}" --steps 2 --seed 9 --export-safetensors "$work/other.safetensors"
+    run_ok "$work/pre2.txt" 2 "${tiny[@]}" --steps 2 --seed 9 --export-safetensors "$work/other.safetensors"
     expect "resume on another base" "this run's base (from --init-safetensors $work/other.safetensors) is" \
       "${ft[@]}" --init-safetensors "$work/other.safetensors" --resume-from "$work/ck1/step-00000003"
     ;;
@@ -129,7 +101,7 @@ case "$case_name" in
     ;;
   owner)
     a=("${tiny[@]}" --steps 6 --save-dir "$work/ck" --save-every 3)
-    run "$work/a.txt" 2 "${a[@]}" --keep 0
+    run_ok "$work/a.txt" 2 "${a[@]}" --keep 0
     before=$(cd "$work/ck" && find . -type f | sort | xargs md5sum)
     # A fresh run (here another seed) into it: refused before any step, nothing changed.
     expect "fresh run into another run's directory" \
@@ -139,16 +111,16 @@ case "$case_name" in
     after=$(cd "$work/ck" && find . -type f | sort | xargs md5sum)
     [ "$before" = "$after" ] || fail "the refused run changed the directory"
     # --overwrite: the old run's checkpoints go first, with a note; the new run owns them.
-    run "$work/b.txt" 2 "${a[@]}" --seed 7 --overwrite --keep 1
+    run_ok "$work/b.txt" 2 "${a[@]}" --seed 7 --overwrite --keep 1
     grep -qE "^--overwrite: removed the checkpoints of run [0-9a-f]{16} from $work/ck \(steps 3, 6\)" "$work/b.txt" ||
       { cat "$work/b.txt"; fail "no note of what --overwrite removed"; }
     [ "$(ls "$work/ck" | grep -c '^step-')" -eq 1 ] && [ -d "$work/ck/step-00000006" ] ||
       { ls "$work/ck"; fail "--keep 1 left $(ls "$work/ck")"; }
-    run "$work/c.txt" 2 "${a[@]}" --seed 7 --resume  # continues run b: nothing left to do
+    run_ok "$work/c.txt" 2 "${a[@]}" --seed 7 --resume  # continues run b: nothing left to do
     grep -q "resumed from $work/ck/step-00000006" "$work/c.txt" || fail "did not resume run b"
     [ "$(hash_of "$work/b.txt")" = "$(hash_of "$work/c.txt")" ] || fail "--resume continued another run"
     # --resume-from a checkpoint of run a (saved elsewhere) into run b's directory: refused.
-    run "$work/a2.txt" 2 "${tiny[@]}" --steps 6 --save-dir "$work/other" --save-every 3
+    run_ok "$work/a2.txt" 2 "${tiny[@]}" --steps 6 --save-dir "$work/other" --save-every 3
     expect "--resume-from into another run's directory" "$work/ck holds the checkpoints of another run" \
       "${a[@]}" --resume-from "$work/other/step-00000003"
     grep -qF "this run continues run" "$work/e.txt" || fail "the refusal does not say which run continues"

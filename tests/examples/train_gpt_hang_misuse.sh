@@ -16,17 +16,13 @@
 #                 the shared-memory collectives are refused naming the bytes needed, the bytes
 #                 free and ZS_COLLECTIVES_SHM=0, with no hang; with ZS_COLLECTIVES_SHM=0 the run
 #                 completes
-set -uo pipefail
-case_name=$1 bin=$2 work=$3 mpirun=$4
-shift 4
-mpi=("$mpirun" "$@")
-rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
 # The variables under test come from each case alone.
 unset ZS_COLLECTIVES_SHM ZS_COLLECTIVES_SHM_PASS ZS_FAKE_NODES ZS_CHECK_COLLECTIVES ZS_MAX_ISA \
   ZS_FORCE_SCALAR ZS_WATCHDOG_S ONEDNN_MAX_CPU_ISA
+# No evaluation and no sample: the steps are what these cases watch.
 tiny=(--layers 2 --heads 2 --width 64 --context 32 --batch 4 --threads 1 --warmup 2
       --eval-every 0 --eval-batches 1 --sample-tokens 0)
-fail() { echo "FAIL: $*"; exit 1; }
 # Each launch gets its own Open MPI session dir (concurrent launches collide otherwise), under one
 # directory removed at exit, after the case's own cleanup.
 sessions=$(mktemp -d)

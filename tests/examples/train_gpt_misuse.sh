@@ -14,27 +14,7 @@
 #   logfull   --json-log on a disk that fills up (a 16 KiB tmpfs in a private mount namespace):
 #             the run stops with a message naming the log and the record, not exit 0 (exit 77
 #             where no mount namespace can be made)
-set -uo pipefail
-case_name=$1 bin=$2 work=$3 mpirun=$4
-shift 4
-mpi=("$mpirun" "$@")
-rm -rf "$work" && mkdir -p "$work"
-tiny=(--layers 2 --heads 2 --width 64 --context 32 --batch 4 --warmup 2 --eval-every 3
-      --eval-batches 1 --sample-tokens 8 --threads 1)
-fail() { echo "FAIL: $*"; exit 1; }
-expect() {  # label expected-text args...: refused before any step, one message, no hang
-  local label=$1 text=$2
-  shift 2
-  timeout 120 "${mpi[@]}" -np 2 "$bin" "$@" > "$work/e.txt" 2>&1
-  local rc=$?
-  [ $rc -ne 0 ] || { cat "$work/e.txt"; fail "$label: exit code 0"; }
-  [ $rc -ne 124 ] || fail "$label: hung"
-  grep -qF -- "$text" "$work/e.txt" || { cat "$work/e.txt"; fail "$label: no '$text'"; }
-  n=$(grep -c "train_gpt: error" "$work/e.txt")
-  [ "$n" -eq 1 ] || { cat "$work/e.txt"; fail "$label: $n error lines, expected one"; }
-  ! grep -qE '^step +1/' "$work/e.txt" || fail "$label: refused only after a step"
-  echo "$label: exit $rc, $(grep 'train_gpt: error' "$work/e.txt")"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
 
 case "$case_name" in
   paths)

@@ -29,39 +29,8 @@
 #   isa        our kernels capped at scalar, avx2 and avx512 (ZS_MAX_ISA) give the same
 #              param_hash (fp32 and bf16, resident and offloaded Adam); the first lines name the
 #              paths taken; a bad cap is refused on every rank
-set -uo pipefail
-case_name=$1 bin=$2 work=$3 mpirun=$4
-shift 4
-mpi=("$mpirun" "$@")
-rm -rf "$work" && mkdir -p "$work"
-tiny=(--layers 2 --heads 2 --width 64 --context 32 --batch 4 --steps 6 --warmup 2 --eval-every 3
-      --eval-batches 1 --sample-tokens 8 --threads 1)
-fail() { echo "FAIL: $*"; exit 1; }
-hash_of() { grep -oE 'param_hash: [0-9a-f]+' "$1" | awk '{print $2}'; }
-expect() {  # label expected-text args...: refused with one message, non-zero exit, no hang
-  local label=$1 text=$2
-  shift 2
-  timeout 120 "${mpi[@]}" -np 2 "$bin" "$@" > "$work/e.txt" 2>&1
-  local rc=$?
-  [ $rc -ne 0 ] || fail "$label: exit code 0"
-  [ $rc -ne 124 ] || fail "$label: hung"
-  grep -qF -- "$text" "$work/e.txt" || { cat "$work/e.txt"; fail "$label: no '$text'"; }
-  n=$(grep -c "train_gpt: error" "$work/e.txt")
-  [ "$n" -eq 1 ] || { cat "$work/e.txt"; fail "$label: $n error lines, expected one"; }
-  echo "$label: exit $rc, $(grep 'train_gpt: error' "$work/e.txt")"
-}
-same_hash() {  # label out-a out-b: both ran and agree
-  local a b
-  a=$(hash_of "$2") b=$(hash_of "$3")
-  echo "$1: $a vs $b"
-  [ -n "$a" ] && [ "$a" = "$b" ] || fail "$1: param_hash '$a' vs '$b'"
-}
-
-run() {  # out np args...
-  local out=$1 np=$2
-  shift 2
-  "${mpi[@]}" -np "$np" "$bin" "$@" > "$out" 2>&1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
+tiny+=(--steps 6)
 
 case "$case_name" in
   stages)
