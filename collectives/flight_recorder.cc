@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "core/settings.h"
+
 namespace zs {
 namespace {
 
@@ -291,20 +293,12 @@ std::string flight_report(const std::vector<RankFlight>& ranks, double now_s) {
 // The watchdog
 
 std::string flight_dump_dir() {
-  const char* job = nullptr;
-  for (const char* n : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"}) {
-    const char* v = std::getenv(n);
-    if (v != nullptr && v[0] != '\0') {
-      job = v;
-      break;
-    }
-  }
-  std::string id = job != nullptr ? job : std::to_string(getppid());
+  const LaunchEnvironment env = LaunchEnvironment::from_environment();
+  std::string id = env.job_id.value_or(std::to_string(getppid()));
   for (char& c : id) {
     if (c == '/' || c == ' ') c = '_';
   }
-  const char* tmp = std::getenv("TMPDIR");
-  std::string base = tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp";
+  const std::string base = env.tmpdir.empty() ? "/tmp" : env.tmpdir;
   return base + "/zeroshard-flight-" + id;
 }
 

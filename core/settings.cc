@@ -118,6 +118,13 @@ LaunchEnvironment LaunchEnvironment::from_environment() {
   e.openmpi_local_size = first_int({"OMPI_COMM_WORLD_LOCAL_SIZE"});
   // Not get(): an empty CUDA_VISIBLE_DEVICES means "no device", which errors should show.
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) e.cuda_visible_devices = v;
+  for (const char* n : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"}) {
+    if (const char* v = get(n)) {
+      e.job_id = v;
+      break;
+    }
+  }
+  if (const char* v = get("TMPDIR")) e.tmpdir = v;
   return e;
 }
 

@@ -106,6 +106,12 @@ struct LaunchEnvironment {
   std::optional<int> openmpi_local_size;
   // CUDA_VISIBLE_DEVICES, which the CUDA runtime applies itself; read only to name it in errors.
   std::optional<std::string> cuda_visible_devices;
+  // The job this process belongs to, the same for every rank one launch started on one node:
+  // PMIX_NAMESPACE (Open MPI 4 and later, PMIx launchers), else OMPI_MCA_ess_base_jobid; empty
+  // when neither is set. Names the flight recorder's dump directory.
+  std::optional<std::string> job_id;
+  // TMPDIR, where temporary files go; empty when unset (then /tmp).
+  std::string tmpdir;
 
   // Reads the variables at every call. Integers are parsed as atoi() does (a launcher writes
   // plain decimals); an empty variable counts as unset, except CUDA_VISIBLE_DEVICES (empty: no

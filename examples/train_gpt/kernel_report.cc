@@ -1,23 +1,16 @@
 #include "kernel_report.h"
 
-#include <cstdlib>
-
 #include <fmt/format.h>
 
 #include "collectives/reduce_kernels.h"
 #include "core/convert.h"
 #include "core/cpu_features.h"
+#include "core/settings.h"
 #include "nn/gemm.h"
 #include "nn/int8_linear.h"
 #include "offload/cpu_adam.h"
 
 namespace zs::train {
-namespace {
-std::string env_or_none(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' ? v : "none";
-}
-}  // namespace
 
 nlohmann::json kernel_report(DType compute_dtype, const std::string& device) {
   const std::string level(simd_level_name(active_simd_level()));
@@ -25,12 +18,15 @@ nlohmann::json kernel_report(DType compute_dtype, const std::string& device) {
   const DType mm = compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
   const std::string gemm = device == "cpu" ? nn::gemm_path(mm).name : "cublaslt (" + device + ")";
   const std::string cd(dtype_name(compute_dtype));
+  // The caps as Settings reads them (core/settings.h, the one reader of the environment).
+  const Settings env = Settings::from_environment();
+  const std::string isa_cap(simd_level_name(env.force_scalar ? SimdLevel::kScalar : env.max_isa));
   nlohmann::json j = {
       {"cpu", cpu_model_name()},
       {"features", cpu_features_string()},
       {"isa", level},
-      {"isa_cap", env_or_none("ZS_MAX_ISA")},
-      {"onednn_isa_cap", env_or_none("ONEDNN_MAX_CPU_ISA")},
+      {"isa_cap", isa_cap},
+      {"onednn_isa_cap", env.onednn_max_cpu_isa.empty() ? "none" : env.onednn_max_cpu_isa},
       {"gemm", gemm},
       {"gemm_dtype", std::string(dtype_name(mm))},
       {"elementwise", level},

@@ -59,11 +59,11 @@ void check_memory(const RunMemory& need, int local_ranks) {
       "--offload-optimizer or --checkpoint-activations may fit (zs_plan prints the plan); "
       "--memory-check off starts anyway";
   ZS_CHECK(have.node_available < 0 || node_need <= have.node_available, ErrorCode::kOutOfMemory,
-           "not enough memory on this node: its {} rank{} need {} ({} per rank: {}), {} is "
+           "not enough memory on this node: its {} need {} ({} per rank: {}), {} is "
            "available ({}); {}",
-           local_ranks, local_ranks == 1 ? "" : "s", human_bytes(node_need),
-           human_bytes(need.per_rank()), need.breakdown, human_bytes(have.node_available),
-           have.node_source, way_out);
+           local_ranks == 1 ? std::string("one rank") : fmt::format("{} ranks", local_ranks),
+           human_bytes(node_need), human_bytes(need.per_rank()), need.breakdown,
+           human_bytes(have.node_available), have.node_source, way_out);
   ZS_CHECK(have.process_available < 0 || need.per_rank() <= have.process_available,
            ErrorCode::kOutOfMemory,
            "not enough memory for this process: one rank needs {} ({}), {} leaves {}; {}",
