@@ -1,4 +1,4 @@
-// bench_adam: throughput of the CPU AdamW (offload/cpu_adam.h) over N fp32 parameters, next to
+// bench_adam: throughput of the CPU AdamW (optim/cpu_adam.h) over N fp32 parameters, next to
 // reference kernels measured in the same run on the same threads, and torch.optim.AdamW when a
 // Python with torch is present.
 //
@@ -30,9 +30,9 @@
 
 #include "core/convert.h"
 #include "core/error.h"
-#include "offload/cpu_adam.h"
 #include "offload/host_arena.h"
 #include "optim/adamw.h"
+#include "optim/cpu_adam.h"
 
 namespace {
 

@@ -28,7 +28,7 @@
 // messages that stay in cache.
 // --fit-out FILE (implies --fit) writes the first op's zeroshard fit into FILE as the link class
 // --fit-class (intra_node or inter_node; the other class already in FILE is kept), the form
-// runtime/comm_model.h loads (zs_plan --links FILE): run it on a 1-node x 2-rank layout for
+// planner/comm_model.h loads (zs_plan --links FILE): run it on a 1-node x 2-rank layout for
 // intra_node and a 2-node x 1-rank one for inter_node (docs/scaling.md).
 #include <mpi.h>
 

@@ -1,6 +1,6 @@
 // Writing files with every failure reported: the one file layer under the checkpoint writer
-// (runtime/checkpoint_io.h), the safetensors export and train_gpt's run log. POSIX calls; a short
-// write is retried until every byte is stored or write(2) fails; each failure is a zs::Error
+// (checkpoint/checkpoint_io.h), the safetensors export and train_gpt's run log. POSIX calls; a
+// short write is retried until every byte is stored or write(2) fails; each failure is a zs::Error
 // naming the path and errno's text.
 //
 // [Note: fault injection] Every write point (creating or opening a file, each write(2), fsync,

@@ -4,8 +4,8 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "device/device_ops.h"
-#include "offload/cpu_adam.h"
 #include "optim/clip.h"
+#include "optim/cpu_adam.h"
 
 namespace zs {
 namespace {

@@ -1,7 +1,7 @@
 // zs_plan: per-rank memory of a training configuration, by category, before launching it.
 // It combines the model's figures from nn (nn/transformer_shapes.h: each unit's parameter sizes,
 // and the activations zeroshard's GPT allocates, nn/gpt_activations.h) with the runtime's plan of
-// model states and communication buffers (runtime/memory_plan.h, what the engine allocates): to
+// model states and communication buffers (planner/memory_plan.h, what the engine allocates): to
 // the byte. docs/memory.md explains the arithmetic and the output.
 //
 //   zs_plan --params 7.5e9 --ranks 64 --zero-stage 1 --dtype fp16
@@ -23,9 +23,9 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "nn/gpt_activations.h"
-#include "nn/transformer_plan.h"
 #include "nn/transformer_shapes.h"
-#include "runtime/memory_plan.h"
+#include "planner/memory_plan.h"
+#include "planner/transformer_plan.h"
 #include "sharding/frozen_layout.h"
 #include "zs_plan_comm.h"
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "runtime/comm_model.h"
+#include "planner/comm_model.h"
 
 namespace po = boost::program_options;
 
@@ -136,7 +136,7 @@ void print_comm_section(const po::variables_map& vm, const ModelDesc& model,
         "  time: alpha-beta per call from %s (intra %.2f us + %.4f ns/B per rank, inter %.2f us + "
         "%.4f ns/B per node link), every call serialized with compute (an upper bound); %.3f ms "
         "of it the engine issues asynchronously, hidden where the backend moves it during compute "
-        "(runtime/comm_model.h)\n",
+        "(planner/comm_model.h)\n",
         vm["links"].as<std::string>().c_str(), links->intra.alpha_s * 1e6,
         links->intra.beta_s_per_byte * 1e9, links->inter.alpha_s * 1e6,
         links->inter.beta_s_per_byte * 1e9, p.overlappable_s * 1e3);

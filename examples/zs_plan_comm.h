@@ -1,12 +1,12 @@
 // zs_plan's "communication per step" section: the flags that describe the cluster (--nodes,
-// --links, --shard-group-size, --collectives) and the table of runtime/comm_model.h's plan
+// --links, --shard-group-size, --collectives) and the table of planner/comm_model.h's plan
 // (docs/scaling.md, "The communication model").
 #pragma once
 
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
-#include "runtime/memory_plan.h"
+#include "planner/memory_plan.h"
 
 namespace zs::plan {
 

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "checkpoint/checkpoint_format.h"
 #include "core/error.h"
-#include "runtime/checkpoint_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   zs::ckpt::Manifest m;

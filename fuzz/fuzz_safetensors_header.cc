@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <span>
 
+#include "checkpoint/safetensors_format.h"
 #include "core/error.h"
-#include "runtime/safetensors_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace st = zs::safetensors;

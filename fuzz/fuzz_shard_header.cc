@@ -6,8 +6,8 @@
 #include <cstring>
 #include <span>
 
+#include "checkpoint/checkpoint_format.h"
 #include "core/error.h"
-#include "runtime/checkpoint_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/checkpoint_format.h"
+#include "checkpoint/checkpoint_format.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;

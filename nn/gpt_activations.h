@@ -1,6 +1,6 @@
 // The GPT's activation buffers, sized in one place: the bytes of every buffer nn::GptModel
 // (nn/gpt.cc) and nn::CudaGptModel (nn/cuda/gpt_cuda.cc) allocate in their constructors, which
-// allocate from these very structs, and the ActivationPlan (runtime/activation_plan.h) both
+// allocate from these very structs, and the ActivationPlan (unit/activation_plan.h) both
 // models report through zs::Model::activation_plan() and zs_plan prints.
 //
 // Plain host C++ in every build: the CUDA model's sizes need no CUDA (zs_plan --device cuda plans
@@ -30,7 +30,7 @@
 #include "core/dtype.h"
 #include "nn/gpt_config.h"
 #include "nn/int8_linear.h"
-#include "runtime/activation_plan.h"
+#include "unit/activation_plan.h"
 
 namespace zs::nn {
 

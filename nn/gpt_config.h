@@ -24,7 +24,7 @@ constexpr const char* kGptLoraTargetNames[kNumGptLoraTargets] = {"qkv", "proj", 
 // "<target>.lora_A" and "<target>.lora_B" appended after the block's base parameters; the base
 // parameters keep their order and indices (checkpoints and Hugging Face interop of the base do not
 // move). With freeze_base every base parameter (embeddings, layer norms, weights, biases, head) is
-// frozen (ParamSpec::trainable = false, [Note: frozen parameters] in runtime/unit.h) and only the
+// frozen (ParamSpec::trainable = false, [Note: frozen parameters] in unit/unit.h) and only the
 // adapters train. CPU model only: nn::CudaGptModel refuses a config with adapters
 // (check_gpt_lora_device).
 struct GptLoraConfig {

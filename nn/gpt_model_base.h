@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "nn/gpt_config.h"
-#include "runtime/unit.h"
+#include "unit/unit.h"
 
 namespace zs::nn {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "runtime/unit.h"
+#include "unit/unit.h"
 
 namespace zs::nn {
 

@@ -2,7 +2,7 @@
 // LLaMA-style models, by dimensions or by name (gpt2 ... llama-7b), each unit's parameter sizes,
 // and their activations: exact for our GPT (nn/gpt_activations.h, the sizes its models allocate),
 // an estimate for LLaMA (docs/memory.md). zs_plan hands the units and the activations to the
-// runtime's planner (runtime/memory_plan.h), which knows no model.
+// runtime's planner (planner/memory_plan.h), which knows no model.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -17,7 +17,7 @@
 #include "core/dtype.h"
 #include "nn/gpt_activations.h"
 #include "nn/gpt_config.h"
-#include "runtime/activation_plan.h"
+#include "unit/activation_plan.h"
 
 namespace zs::nn {
 

@@ -1,5 +1,5 @@
 // What the engine allocates, as a pure function of the layouts and the configuration. The engine
-// allocates exactly this plan, and the memory planner (runtime/memory_plan.h) reports it, so the
+// allocates exactly this plan, and the memory planner (planner/memory_plan.h) reports it, so the
 // two agree to the byte by construction.
 //
 // Per unit (Psi_u = padded group elements, S_u = shard elements, P/G = compute/gradient dtype
@@ -37,9 +37,9 @@
 
 #include "core/memory_tracker.h"
 #include "runtime/engine_config.h"
-#include "runtime/unit.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
+#include "unit/unit.h"
 
 namespace zs {
 

@@ -33,9 +33,9 @@
 #include "collectives/communicator.h"
 #include "core/memory_tracker.h"
 #include "runtime/engine_config.h"
-#include "runtime/unit.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
+#include "unit/unit.h"
 
 namespace zs {
 
@@ -75,7 +75,7 @@ class Engine {
   // (device/device_ops.h); null means the CPU (cpu_device_ops()). `comm` must work on that
   // device's memory (MpiCommunicator for the CPU, NcclCommunicator ordered on the same stream as
   // the ops for CUDA), and the model's units must take parameter and gradient views in it
-  // ([Note: device views] in runtime/unit.h).
+  // ([Note: device views] in unit/unit.h).
   Engine(Model& model, Communicator& comm, const EngineConfig& config,
          MemoryTracker* tracker = nullptr, DeviceOps* ops = nullptr);
   ~Engine();
@@ -100,7 +100,7 @@ class Engine {
   size_t num_units() const;
   // The unit's trainable parameters: layout(unit).params[p] is param_specs(unit)[p], and the
   // master, optimizer state, checkpoints and param_hash() cover these. The unit's frozen
-  // parameters ([Note: frozen parameters] in runtime/unit.h) are frozen_specs(unit), laid out by
+  // parameters ([Note: frozen parameters] in unit/unit.h) are frozen_specs(unit), laid out by
   // frozen_layout(unit) (sharding/frozen_layout.h). Both lists keep the unit's order.
   const GroupLayout& layout(size_t unit) const;
   const std::vector<ParamSpec>& param_specs(size_t unit) const;

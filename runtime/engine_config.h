@@ -44,7 +44,7 @@ struct OffloadPolicy {
 };
 
 // How frozen parameters (ParamSpec::trainable = false, [Note: frozen parameters] in
-// runtime/unit.h) are stored. They have no master: what is stored is the only copy.
+// unit/unit.h) are stored. They have no master: what is stored is the only copy.
 struct FrozenPolicy {
   // Unset: the compute dtype. fp32, bf16, fp16: stored in that dtype and converted into the
   // compute dtype when a unit uses them (no conversion when they agree). int8: vector-wise, each

@@ -2,7 +2,7 @@
 
 #include "core/convert.h"
 #include "core/error.h"
-#include "offload/cpu_adam.h"
+#include "optim/cpu_adam.h"
 #include "runtime/param_init.h"
 
 namespace zs {

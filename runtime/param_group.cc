@@ -32,7 +32,7 @@ std::vector<ParamSpec> trainable_only(const std::vector<ParamSpec>& specs, bool 
 int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
 // Points v at a frozen record that is not converted: its values in the compute dtype, or an int8
-// record as the unit takes it ([Note: frozen parameters] in runtime/unit.h): scales, then values.
+// record as the unit takes it ([Note: frozen parameters] in unit/unit.h): scales, then values.
 void point_at_record(ParamView& v, const FrozenRecord& r, const void* record) {
   if (r.dtype != DType::kI8) {
     v.data = record;

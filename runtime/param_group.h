@@ -11,7 +11,7 @@
 //                                      (a full-buffer policy stays accumulating until the last
 //                                      micro-batch: start_reduce only folds the gradient in)
 //
-// Frozen parameters ([Note: frozen parameters] in runtime/unit.h) ride along: the group also
+// Frozen parameters ([Note: frozen parameters] in unit/unit.h) ride along: the group also
 // owns their encoded bytes (sharding/frozen_layout.h), sharded or resident by the same
 // policy.shard_params, gathered into the same slot after the trainable parameters, and converted
 // into the compute dtype (a buffer the engine shares between groups) when the group is acquired
@@ -35,10 +35,10 @@
 #include "collectives/communicator.h"
 #include "core/buffer.h"
 #include "device/device_ops.h"
-#include "runtime/unit.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 #include "sharding/sharding_policy.h"
+#include "unit/unit.h"
 
 namespace zs {
 

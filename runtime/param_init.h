@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "runtime/unit.h"
+#include "unit/unit.h"
 
 namespace zs {
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The scaling experiment of issue 17: train_gpt over node layouts x configurations x link rates
 # on the simulated cluster (scripts/sim_cluster.sh), each configuration's communication predicted
-# by zs_plan (runtime/comm_model.h) and measured (train_gpt's log, and the namespaces' interface
+# by zs_plan (planner/comm_model.h) and measured (train_gpt's log, and the namespaces' interface
 # byte counters as ground truth); scripts/scaling_report.py writes the report.
 #
 #   scripts/scaling_experiment.sh [--out DIR] [--build DIR] [--rates "1gbit 10gbit"]

@@ -160,7 +160,7 @@ def outside(r):
 def write_markdown(out, rows, refs):
     lines = ["# Scaling experiment", "",
              "Bytes in MB (1e6) per step, all ranks together, across nodes. `model` = "
-             "runtime/comm_model.h (what the algorithms send), `iface` = the interface counters "
+             "planner/comm_model.h (what the algorithms send), `iface` = the interface counters "
              "(Ethernet/IP/TCP headers and ACKs included; difference of two run lengths), `log` "
              "= train_gpt's link counters (the ring bound for flat collectives), `counted` = the "
              "model's figure for those counters. Comm ms: predicted = alpha-beta, every call "

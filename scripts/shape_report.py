@@ -26,8 +26,13 @@ LAYERS = [
     ["planner", "checkpoint"],
     ["interop"],
     ["examples", "bench", "fuzz"],
-    ["tests"],
+    ["tests", "compat"],
 ]
+# The branches the engine's step still takes on the stage or the placement (a sharding policy and
+# the device ops should decide them): if/while/?: lines of these files that test one of these.
+ENGINE_FILES = ["runtime/engine.cc"]
+BRANCH = re.compile(r"\b(if|while)\b.*(stage|policy\.|offload|placement|replica|host_accessible)"
+                    r"|(stage|policy\.|offload|placement|replica|host_accessible)[^;]*\?")
 RANK = {folder: i for i, rank in enumerate(LAYERS) for folder in rank}
 SOURCE = re.compile(r"\.(cc|h|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?:zeroshard/)?([a-z_]+)/')
@@ -104,12 +109,23 @@ def main():
     for (a, b), n in sorted(arrows(args.root, files).items()):
         ra, rb = RANK.get(a), RANK.get(b)
         mark = ""
-        if ra is not None and rb is not None and rb >= ra and a not in ("tests",):
+        if ra is not None and rb is not None and rb >= ra and a not in ("tests", "compat"):
             mark = "  <-- against the layers" if rb > ra else "  <-- same rank"
             bad += 1
         print(f"- {a} -> {b}: {n}{mark}")
     print()
     print(f"arrows against the layer order: {bad}")
+    print()
+    print("## Stage/placement branches in the engine")
+    for path in ENGINE_FILES:
+        full = os.path.join(args.root, path)
+        if not os.path.exists(full):
+            continue
+        with open(full, encoding="utf-8") as f:
+            hits = [(i + 1, l.strip()) for i, l in enumerate(f) if BRANCH.search(l)]
+        print(f"- {path}: {len(hits)}")
+        for line, text in hits:
+            print(f"  - {line}: `{text}`")
 
 
 if __name__ == "__main__":

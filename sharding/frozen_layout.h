@@ -1,4 +1,4 @@
-// The layout of one unit's frozen parameters ([Note: frozen parameters] in runtime/unit.h), as a
+// The layout of one unit's frozen parameters ([Note: frozen parameters] in unit/unit.h), as a
 // pure value: how each is encoded in its storage dtype, and how the encoded records are laid out
 // and sharded as bytes.
 //

@@ -4,7 +4,7 @@
 //   x (B, 2) -> hidden.0: tanh(x W0^T + b0) (B, H) -> hidden.1: tanh(. W1^T + b1) (B, H)
 //            -> head: logits = . W2^T + b2 (B, 3), softmax cross-entropy against the labels
 //
-// The pieces a model supplies (zeroshard/runtime/unit.h):
+// The pieces a model supplies (zeroshard/unit/unit.h):
 //   * Units (DenseTanhUnit, SoftmaxHeadUnit in spiral_model.cc): each declares its parameters
 //     (ParamSpec: name, shape, initialisation) and computes forward and backward given full views
 //     of them. The engine owns the parameter memory; a unit never allocates or updates one.
@@ -19,7 +19,7 @@
 #include <memory>
 #include <vector>
 
-#include <zeroshard/runtime/unit.h>
+#include <zeroshard/unit/unit.h>
 
 namespace spiral {
 

@@ -1,6 +1,6 @@
-// train_gpt's checkpoint flags over the library's checkpoint module (runtime/checkpoint.h),
-// safetensors export/import (runtime/safetensors.h) and the GPT's Hugging Face directories
-// (nn/gpt_hf.h). See docs/checkpoints.md and docs/interop.md.
+// train_gpt's checkpoint flags over the library's checkpoint module (checkpoint/checkpoint.h),
+// safetensors export/import (checkpoint/safetensors.h) and the GPT's Hugging Face directories
+// (interop/gpt_hf.h). See docs/checkpoints.md and docs/interop.md.
 #include "checkpointing.h"
 
 #include <cstdio>
@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "core/error.h"
-#include "nn/gpt_hf.h"
-#include "nn/gpt_lora_io.h"
-#include "runtime/checkpoint.h"
-#include "runtime/safetensors.h"
+#include "interop/gpt_hf.h"
+#include "interop/gpt_lora_io.h"
 
 namespace zs::train {
 namespace {

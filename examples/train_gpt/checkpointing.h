@@ -1,6 +1,6 @@
 // train_gpt's checkpoint flags and the calls that save, resume and export. Implemented over the
-// library's checkpoint module (runtime/checkpoint.h), its safetensors export/import
-// (runtime/safetensors.h) and the GPT's Hugging Face mapping (nn/gpt_hf.h).
+// library's checkpoint module (checkpoint/checkpoint.h), its safetensors export/import
+// (checkpoint/safetensors.h) and the GPT's Hugging Face mapping (interop/gpt_hf.h).
 #pragma once
 
 #include <cstdint>
@@ -8,10 +8,10 @@
 
 #include <boost/program_options.hpp>
 
+#include "checkpoint/save_dir.h"
 #include "collectives/communicator.h"
 #include "nn/gpt_config.h"
 #include "runtime/engine.h"
-#include "runtime/save_dir.h"
 
 namespace zs::train {
 
@@ -20,7 +20,7 @@ struct TrainerState {
   int64_t step = 0;         // optimizer steps done
   int64_t data_cursor = 0;  // position of the distributed sampler
   uint64_t rng = 0;         // the trainer's RNG state (sampling, generation)
-  // The run's id (runtime/save_dir.h): drawn at a fresh start, the checkpoint's when resumed;
+  // The run's id (checkpoint/save_dir.h): drawn at a fresh start, the checkpoint's when resumed;
   // empty without --save-dir. Kept in each checkpoint's manifest, not in the trainer state.
   std::string run_id;
 };
@@ -48,7 +48,7 @@ void add_hf_flags(boost::program_options::options_description& desc, CheckpointF
 // After the engine is built, before the first step, in this order: picks the checkpoint to resume
 // (--resume-from, or --resume's latest in --save-dir); claims --save-dir for this run (shared by
 // every rank, not written by another job, not holding another run's checkpoints unless
-// --overwrite: runtime/save_dir.h); loads the initial weights (--init-safetensors,
+// --overwrite: checkpoint/save_dir.h); loads the initial weights (--init-safetensors,
 // --init-from-hf) unless a checkpoint is resumed into an engine without frozen parameters; loads
 // the checkpoint, whose adapters are checked against (and continue on) the frozen base just
 // loaded. `model` is the engine's model's config (checked against an HF config.json);

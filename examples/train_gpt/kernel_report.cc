@@ -8,7 +8,7 @@
 #include "core/settings.h"
 #include "nn/gemm.h"
 #include "nn/int8_linear.h"
-#include "offload/cpu_adam.h"
+#include "optim/cpu_adam.h"
 
 namespace zs::train {
 

@@ -6,8 +6,8 @@
 #include "core/host_memory.h"
 #include "dataset.h"
 #include "nn/gpt_activations.h"
-#include "nn/transformer_plan.h"
-#include "runtime/memory_plan.h"
+#include "planner/memory_plan.h"
+#include "planner/transformer_plan.h"
 
 namespace zs::train {
 

@@ -40,7 +40,7 @@
 #include "core/memory_tracker.h"
 #include "nn/gpt_config.h"
 #include "nn/gpt_model_base.h"
-#include "runtime/unit.h"
+#include "unit/unit.h"
 
 namespace zs::nn {
 

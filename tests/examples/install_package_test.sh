@@ -24,7 +24,8 @@ command -v ninja > /dev/null && gen=(-G Ninja)
 # 1. Install.
 cmake --install "$build" --prefix "$prefix" > "$work/install.log" 2>&1 ||
   { cat "$work/install.log"; fail "cmake --install"; }
-for f in include/zeroshard/runtime/engine.h include/zeroshard/runtime/unit.h \
+for f in include/zeroshard/runtime/engine.h include/zeroshard/unit/unit.h \
+         include/zeroshard/runtime/unit.h include/zeroshard/checkpoint/checkpoint.h \
          include/zeroshard/collectives/mpi_communicator.h include/zeroshard/core/buffer.h \
          lib/cmake/zeroshard/zeroshardConfig.cmake lib/cmake/zeroshard/zeroshardConfigVersion.cmake \
          lib/cmake/zeroshard/zeroshardTargets.cmake lib/libzs_runtime.a lib/libzs_core.a \
@@ -84,7 +85,7 @@ cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/pkg" > "$work/cpack.l
 debs=("$work"/pkg/zeroshard_*_*.deb)
 [ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] || { cat "$work/cpack.log"; fail "no zeroshard_<version>_<arch>.deb"; }
 dpkg-deb -c "${debs[0]}" > "$work/deb_contents.txt" || fail "dpkg-deb -c"
-for f in ./usr/include/zeroshard/runtime/engine.h ./usr/include/zeroshard/runtime/unit.h \
+for f in ./usr/include/zeroshard/runtime/engine.h ./usr/include/zeroshard/unit/unit.h \
          ./usr/lib/cmake/zeroshard/zeroshardConfig.cmake \
          ./usr/lib/cmake/zeroshard/zeroshardTargets.cmake ./usr/lib/libzs_runtime.a \
          ./usr/bin/train_gpt ./usr/bin/zs_plan ./usr/share/zeroshard/corpus.txt; do

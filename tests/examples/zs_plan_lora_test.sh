@@ -6,7 +6,7 @@
 # fp32 base, the compute-dtype base with two targets and offload, at stages 0-3. Parameters,
 # gradients, master, optimizer, frozen base, communication buffers and host bytes must be equal
 # to the byte. Activations: the plan leaves out oneDNN's own scratchpads (docs/memory.md; the
-# unit tests measure them and match to the byte, tests/runtime/plan_lora_test.cc), so here the
+# unit tests measure them and match to the byte, tests/planner/plan_lora_test.cc), so here the
 # tracked bytes must be at least the plan and the difference is printed.
 set -euo pipefail
 zs_plan=$1 train_gpt=$2 corpus=$3 work=$4

@@ -24,8 +24,8 @@
 #include "nn/linear.h"
 #include "nn/lora.h"
 #include "nn/threads.h"
+#include "planner/memory_plan.h"
 #include "runtime/engine.h"
-#include "runtime/memory_plan.h"
 #include "tests/nn/gemm_scratchpads.h"
 
 namespace zs::nn {

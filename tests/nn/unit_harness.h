@@ -13,7 +13,7 @@
 
 #include "core/convert.h"
 #include "core/quantize.h"
-#include "runtime/unit.h"
+#include "unit/unit.h"
 
 namespace zs::nn::testing {
 

@@ -1,4 +1,4 @@
-// Frozen parameters ([Note: frozen parameters] in runtime/unit.h), run at 1, 2 and 4 ranks:
+// Frozen parameters ([Note: frozen parameters] in unit/unit.h), run at 1, 2 and 4 ranks:
 // frozen values never change, stages 0-3 give the same trainable parameters, frozen gradients
 // are neither computed into memory nor communicated (byte counters against the formulas), the
 // gathered frozen bytes (int8 included) and the tracker's frozen bytes equal the formulas, and
@@ -17,14 +17,14 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "collectives/mpi_communicator.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "mlp_model.h"
-#include "runtime/checkpoint.h"
+#include "planner/memory_plan.h"
 #include "runtime/engine.h"
-#include "runtime/memory_plan.h"
-#include "runtime/safetensors.h"
 #include "test_world.h"
 
 namespace zs {

@@ -16,13 +16,13 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/checkpoint.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/topology.h"
 #include "core/error.h"
 #include "mlp_model.h"
-#include "runtime/checkpoint.h"
+#include "planner/memory_plan.h"
 #include "runtime/engine.h"
-#include "runtime/memory_plan.h"
 #include "test_world.h"
 
 namespace zs {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/unit.h"
+#include "unit/unit.h"
 
 namespace zs::testing {
 

@@ -1,0 +1,104 @@
+// safetensors export and import of an Engine's consolidated fp32 master weights
+// (https://github.com/huggingface/safetensors, docs/checkpoints.md).
+//
+// File: u64 little-endian N, then N bytes of a UTF-8 JSON header (padded with spaces to a
+// multiple of 8), then the tensor data. The header maps each tensor name to
+// {"dtype", "shape", "data_offsets": [begin, end)} (offsets relative to the data start) and may
+// hold "__metadata__" (string to string). Tensors are named "<unit_name>.<param_name>", stored
+// row-major in the order of the units and their parameters, unless the caller supplies a
+// TensorNamer: the hook through which a model maps its parameters onto another framework's names
+// and layouts (interop/gpt_hf.h: the GPT as Hugging Face's GPT-2) without the runtime knowing
+// either.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/safetensors_format.h"
+#include "collectives/communicator.h"
+#include "core/dtype.h"
+#include "runtime/engine.h"
+
+namespace zs::safetensors {
+
+// How one parameter is stored in a file: a TensorNamer's answer.
+struct TensorName {
+  std::string name;         // the tensor's name in the file
+  bool transposed = false;  // a 2-D parameter [r, c] is stored as its transpose [c, r]
+};
+// (unit name, parameter) -> its tensor. An export needs distinct names for distinct parameters;
+// an import may read one tensor into several parameters (an output embedding tied to the input
+// embedding and stored once).
+using TensorNamer = std::function<TensorName(const std::string& unit, const ParamSpec& param)>;
+// Our own naming: "<unit>.<param>", not transposed.
+TensorName default_tensor_name(const std::string& unit, const ParamSpec& param);
+
+// A unit's parameters by name, full fp32 values (trainable: the master; frozen: what is stored,
+// int8 dequantized), for an export's transform.
+using UnitValues = std::map<std::string, std::vector<float>>;
+
+struct ExportOptions {
+  DType dtype = DType::kF32;  // kF32 or kBF16 (rounded to nearest even)
+  TensorNamer namer;          // empty: default_tensor_name
+  // Which parameters to write (trainable and frozen alike); empty: every one.
+  std::function<bool(const std::string& unit, const ParamSpec& param)> include;
+  // Called with each unit's values before they are written, on the writing rank; may change
+  // values but not sizes (a model merges its adapters into the base weights here).
+  std::function<void(const std::string& unit, UnitValues& values)> transform;
+  // Added to "__metadata__" (which always holds format "pt" and producer "zeroshard").
+  std::map<std::string, std::string> metadata;
+  // Small files written beside the safetensors file (file name -> content), e.g. a config.json;
+  // each atomically (name.tmp, fsync, rename) by rank 0 after the tensors.
+  std::map<std::string, std::string> side_files;
+  bool create_directory = false;  // create the file's directory when missing (else an error)
+};
+
+struct ImportOptions {
+  TensorNamer namer;  // empty: default_tensor_name
+  // Parameters the file may lack (adapters a base does not have): they keep their values.
+  std::function<bool(const std::string& unit, const ParamSpec& param)> optional;
+  // Tensors that no parameter reads and that may be present (another framework's buffers); they
+  // are skipped. Any other extra tensor is an error. Empty: none may be.
+  std::function<bool(const std::string& name)> ignorable;
+};
+
+struct ImportReport {
+  std::vector<std::string> ignored;  // ignorable tensors present in the file, in file order
+  std::vector<std::string> absent;   // optional parameters the file lacked ("unit.param")
+};
+
+// Writes the consolidated fp32 master weights and the frozen parameters (Engine::frozen_specs;
+// per unit, trainable then frozen) to `path` as options.dtype under options.namer's names and
+// layouts: every rank gathers, rank 0 writes (to path.tmp, fsync, rename; creating the
+// directory if options.create_directory), then writes options.side_files beside it. Collective;
+// errors (an unsupported dtype, duplicate names, a transposed parameter that is not 2-D, I/O) are
+// thrown on every rank.
+void export_model(Engine& engine, Communicator& comm, const std::string& path,
+                  const ExportOptions& options);
+void export_model(Engine& engine, Communicator& comm, const std::string& path,
+                  DType dtype = DType::kF32);
+
+// Sets the fp32 master weights and the frozen parameters (encoded in their storage dtype, int8
+// quantized) from a safetensors file (F32, BF16 or F16 tensors): every rank reads the header and
+// the ranges of its own shard (the whole tensor where it is stored transposed, or frozen). Every
+// parameter's tensor (options.namer) must be present with the parameter's shape (transposed where
+// the namer says so) and finite values, and no tensor that is neither read nor ignorable may be:
+// zs::Error(kInvalidArgument) naming the file and the tensor. A malformed file gives kCorruptData,
+// a missing one kNotFound. Nothing is changed unless every rank succeeded. Optimizer state and step
+// are left as they are. Collective.
+ImportReport import_model(Engine& engine, Communicator& comm, const std::string& path,
+                          const ImportOptions& options = {});
+
+// The content of a small file beside a model file (a config.json): rank 0 reads it (at most
+// `max_bytes`), every rank gets the same bytes, or the same zs::Error (kNotFound when missing).
+// Collective.
+std::string read_side_file(Communicator& comm, const std::string& path,
+                           int64_t max_bytes = int64_t{1} << 20);
+
+}  // namespace zs::safetensors

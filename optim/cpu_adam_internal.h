@@ -1,0 +1,27 @@
+// Internals of optim/cpu_adam.cc exposed for tests and benchmarks: run one chosen path with a
+// chosen thread count, bypassing the run-time choice. Not part of the public interface.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "optim/adamw.h"
+
+namespace zs::offload::detail {
+
+enum class AdamIsa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// "scalar", "avx2", "avx512".
+const char* adam_isa_name(AdamIsa isa);
+// True when this CPU can run `isa` (ignores the ISA cap).
+bool adam_isa_supported(AdamIsa isa);
+// The path cpu_adamw() takes: active_simd_level() (the best supported level under ZS_MAX_ISA).
+AdamIsa active_adam_isa();
+
+// cpu_adamw() on `isa` (must be supported: else zs::Error(kUnsupported)) with `threads` threads
+// (>= 1).
+void cpu_adamw_with(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
+                    float* m, float* v, int64_t n, const optim::AdamWStep& s, void* out,
+                    DType out_dtype);
+
+}  // namespace zs::offload::detail

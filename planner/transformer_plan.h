@@ -1,0 +1,28 @@
+// A transformer shape as the runtime's memory planner describes a model (planner/memory_plan.h):
+// each unit's trainable parameter sizes, its frozen ones with their rows (LoRA on a frozen base),
+// and the activations nn allocates for them. The one translation zs_plan, train_gpt's memory
+// check before work and the planner's tests use. Apart from zs_nn (library zs_planner) because it
+// names the runtime's planner types, which zs_nn never depends on.
+//
+// Pure functions of their arguments; thread-safe.
+#pragma once
+
+#include "core/buffer.h"
+#include "core/dtype.h"
+#include "nn/gpt_activations.h"
+#include "nn/transformer_shapes.h"
+#include "planner/memory_plan.h"
+
+namespace zs::nn {
+
+// The units of `shape` in the order the model declares them (ModelDesc::from_model splits a built
+// model the same way), without activations. Throws zs::Error(kInvalidArgument) for a bad shape.
+ModelDesc transformer_model_desc(const TransformerShape& shape);
+
+// transformer_activation_plan() of `shape` for whatever micro-batch and checkpointing the planner
+// asks: in `compute_dtype`, on `device`, the CPU products on `cpu_gemm`.
+ActivationFn transformer_activations(const TransformerShape& shape, DType compute_dtype,
+                                     DeviceKind device = DeviceKind::kCpu,
+                                     CpuGemm cpu_gemm = CpuGemm::kOnednn);
+
+}  // namespace zs::nn

@@ -1,0 +1,90 @@
+// The logits our GPT computes, for the Hugging Face round trip (tests/examples/hf_interop.py):
+// builds the model that DIR/config.json describes (fp32, ZeRO-3 over the ranks of the job),
+// loads its weights, and writes the vocab logits of every position of TOKENS (comma-separated
+// byte ids) to OUT as JSON {"logits": [[...], ...], "untied": bool}.
+// Usage: mpirun -np N gpt_hf_logits DIR TOKENS OUT [NATIVE]
+//   without NATIVE: the weights come from DIR (nn::import_gpt_hf: HF names and layouts);
+//   with NATIVE: from our own safetensors export (names "<unit>.<param>"), so that an --export-hf
+//   directory is checked against weights that did not pass through the HF mapping.
+// Position k's logits are those of an inference forward of tokens[0..k] (the model keeps the
+// last position's logits), which is what a causal model computes at position k of the whole
+// sequence.
+#include <mpi.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/safetensors.h"
+#include "collectives/mpi_communicator.h"
+#include "core/error.h"
+#include "interop/gpt_hf.h"
+#include "nn/gpt.h"
+#include "runtime/engine.h"
+
+namespace {
+
+std::vector<int32_t> parse_tokens(const std::string& csv) {
+  std::vector<int32_t> ids;
+  std::stringstream in(csv);
+  std::string item;
+  while (std::getline(in, item, ',')) ids.push_back(std::stoi(item));
+  ZS_CHECK(!ids.empty(), zs::ErrorCode::kInvalidArgument, "no tokens in '{}'", csv);
+  return ids;
+}
+
+int run(int argc, char** argv) {
+  if (argc != 4 && argc != 5)
+    zs::fail(zs::ErrorCode::kInvalidArgument, "usage: gpt_hf_logits DIR TOKENS OUT [NATIVE]");
+  const std::string dir = argv[1], out = argv[3];
+  const std::vector<int32_t> tokens = parse_tokens(argv[2]);
+  auto comm = zs::MpiCommunicator::world();
+  zs::nn::GptConfig cfg = zs::nn::read_gpt_hf_config(*comm, dir).model;
+  cfg.batch = 1;
+  cfg.threads = 1;
+  ZS_CHECK(static_cast<int>(tokens.size()) <= cfg.context, zs::ErrorCode::kInvalidArgument,
+           "{} tokens, the context is {}", tokens.size(), cfg.context);
+  zs::MemoryTracker tracker;
+  zs::nn::GptModel model(cfg, &tracker);
+  zs::EngineConfig ecfg;
+  ecfg.stage = zs::ZeroStage::k3;
+  ecfg.precision.param_dtype = zs::DType::kF32;
+  zs::Engine engine(model, *comm, ecfg, &tracker);
+  bool untied = false;
+  if (argc == 5) {
+    zs::safetensors::import_model(engine, *comm, argv[4]);
+  } else {
+    untied = zs::nn::import_gpt_hf(engine, *comm, cfg, dir).untied;
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t k = 1; k <= tokens.size(); ++k) {
+    model.set_inference_input(tokens.data(), static_cast<int>(k));
+    engine.forward();
+    const std::span<const float> l = model.last_logits();
+    rows.push_back(std::vector<float>(l.begin(), l.end()));
+  }
+  if (comm->rank() == 0) {
+    std::ofstream(out) << nlohmann::json{{"logits", rows}, {"untied", untied}}.dump();
+    if (untied) std::printf("untied: lm_head.weight initialised from transformer.wte.weight\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rc = 0;
+  try {
+    rc = run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt_hf_logits: %s\n", e.what());
+    rc = 1;
+  }
+  MPI_Finalize();
+  return rc;
+}

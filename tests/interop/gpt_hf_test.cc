@@ -1,0 +1,392 @@
+// The GPT as Hugging Face's GPT-2 (interop/gpt_hf.h), at 1 and 2 ranks (ZeRO-3: each rank reads its
+// own ranges, the transposed tensors included): an export imports back to the same master
+// weights bit for bit (fp32) or to their bf16 rounding; the file holds HF's names and layouts and
+// config.json HF's fields; tied embeddings are untied on import; a missing tensor, a wrong shape,
+// a non-finite value, an unknown tensor and each config mismatch are refused on every rank with
+// the tensor or field named, and leave the engine as it was. The logits against transformers
+// itself are checked by tests/examples/hf_interop.py.
+#include <mpi.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/safetensors_format.h"
+#include "collectives/mpi_communicator.h"
+#include "core/convert.h"
+#include "core/error.h"
+#include "interop/gpt_hf.h"
+#include "nn/gpt.h"
+#include "nn/gpt_specs.h"
+#include "runtime/engine.h"
+
+namespace zs::nn {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Communicator& world() {
+  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
+  return *w;
+}
+
+// A fresh directory under /tmp, the same on every rank; removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    char name[256] = {};
+    if (world().rank() == 0) {
+      std::strcpy(name, "/tmp/zs-gpt-hf-test-XXXXXX");
+      if (mkdtemp(name) == nullptr) std::abort();
+    }
+    world().broadcast(name, sizeof(name), DType::kU8, 0);
+    path_ = name;
+  }
+  ~TempDir() {
+    world().barrier();
+    if (world().rank() == 0) fs::remove_all(path_);
+  }
+  std::string operator/(const std::string& s) const { return path_ + "/" + s; }
+
+ private:
+  std::string path_;
+};
+
+GptConfig small_config() {
+  GptConfig c;
+  c.layers = 2;
+  c.heads = 2;
+  c.width = 32;
+  c.context = 16;
+  c.batch = 2;
+  c.threads = 1;
+  return c;
+}
+
+// A GPT and its engine (fp32, ZeRO-3 over the world), initialised from `seed`.
+struct Rig {
+  explicit Rig(uint64_t seed, GptConfig c = small_config()) : config(c), model(c, &tracker) {
+    EngineConfig e;
+    e.stage = ZeroStage::k3;
+    e.precision.param_dtype = DType::kF32;
+    e.seed = seed;
+    engine = std::make_unique<Engine>(model, world(), e, &tracker);
+  }
+  // Every parameter's full master, [unit][param]. Collective.
+  std::vector<std::vector<std::vector<float>>> masters() {
+    std::vector<std::vector<std::vector<float>>> m(engine->num_units());
+    for (size_t u = 0; u < engine->num_units(); ++u) {
+      for (size_t p = 0; p < engine->param_specs(u).size(); ++p)
+        m[u].push_back(engine->gather_master_param(u, p));
+    }
+    return m;
+  }
+  GptConfig config;
+  MemoryTracker tracker;
+  GptModel model;
+  std::unique_ptr<Engine> engine;
+};
+
+// A safetensors file as named fp32 tensors, in file order.
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+using Tensors = std::vector<Tensor>;
+
+Tensors read_f32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto* b = reinterpret_cast<const std::byte*>(raw.data());
+  const uint64_t n = safetensors::header_length({b, 8});
+  const safetensors::Header h = safetensors::parse_header({b + 8, n}, raw.size() - 8 - n);
+  Tensors out;
+  for (const safetensors::TensorInfo& t : h.tensors) {
+    EXPECT_EQ(t.dtype, "F32") << t.name;
+    Tensor x{t.name, t.shape, std::vector<float>((t.end - t.begin) / 4)};
+    std::memcpy(x.data.data(), raw.data() + h.data_start() + t.begin, t.end - t.begin);
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+void write_f32(const std::string& path, const Tensors& ts) {
+  json h = json::object();
+  h["__metadata__"] = {{"format", "pt"}};
+  uint64_t off = 0;
+  for (const Tensor& t : ts) {
+    h[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {off, off + 4 * t.data.size()}}};
+    off += 4 * t.data.size();
+  }
+  std::string text = h.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const uint64_t n = text.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out.write(text.data(), text.size());
+  for (const Tensor& t : ts)
+    out.write(reinterpret_cast<const char*>(t.data.data()), 4 * t.data.size());
+}
+
+Tensor* find(Tensors& ts, const std::string& name) {
+  for (Tensor& t : ts) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+// Rank 0 copies directory `from` into `to`, changing its tensors and config.json; then a barrier.
+void variant(const std::string& from, const std::string& to,
+             const std::function<void(Tensors&)>& tensors,
+             const std::function<void(json&)>& config = {}) {
+  if (world().rank() == 0) {
+    fs::create_directories(to);
+    Tensors ts = read_f32(from + "/model.safetensors");
+    tensors(ts);
+    write_f32(to + "/model.safetensors", ts);
+    std::ifstream in(from + "/config.json");
+    json c = json::parse(in);
+    if (config) config(c);
+    std::ofstream(to + "/config.json") << c.dump(2);
+  }
+  world().barrier();
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(GptHf, ExportImportIsExact) {
+  TempDir dir;
+  Rig a(1), b(2);
+  export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
+  const GptHfImport r = import_gpt_hf(*b.engine, world(), b.config, dir / "hf");
+  EXPECT_FALSE(r.untied);
+  EXPECT_TRUE(r.ignored.empty());
+  EXPECT_FALSE(r.config.tied);
+  EXPECT_EQ(a.masters(), b.masters());
+  EXPECT_EQ(a.engine->param_hash(), b.engine->param_hash());
+}
+
+TEST(GptHf, Bf16ExportImportsItsRounding) {
+  TempDir dir;
+  Rig a(1), b(2);
+  export_gpt_hf(*a.engine, world(), a.config, dir / "hf", DType::kBF16);
+  import_gpt_hf(*b.engine, world(), b.config, dir / "hf");
+  auto want = a.masters();
+  for (auto& unit : want) {
+    for (auto& p : unit) {
+      std::vector<uint16_t> h(p.size());
+      fp32_to_bf16(p.data(), h.data(), p.size());
+      convert(h.data(), DType::kBF16, p.data(), DType::kF32, p.size());
+    }
+  }
+  EXPECT_EQ(want, b.masters());
+}
+
+TEST(GptHf, FileHoldsHfNamesLayoutsAndConfig) {
+  TempDir dir;
+  Rig a(1);
+  export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
+  const auto m = a.masters();
+  Tensors ts = read_f32(dir / "hf/model.safetensors");
+  const int64_t C = 32, F = 128, L = 2;
+  EXPECT_EQ(ts.size(), static_cast<size_t>(2 + 12 * L + 3));
+  // (name, our unit, our param index, transposed)
+  struct Want {
+    std::string name;
+    size_t unit, param;
+    bool transposed;
+  };
+  const std::vector<Want> wants = {
+      {"transformer.wte.weight", 0, 0, false},
+      {"transformer.wpe.weight", 0, 1, false},
+      {"transformer.h.1.ln_1.bias", 2, kLn1B, false},
+      {"transformer.h.0.attn.c_attn.weight", 1, kQkvW, true},
+      {"transformer.h.1.attn.c_attn.bias", 2, kQkvB, false},
+      {"transformer.h.1.attn.c_proj.weight", 2, kProjW, true},
+      {"transformer.h.0.ln_2.weight", 1, kLn2W, false},
+      {"transformer.h.0.mlp.c_fc.weight", 1, kFcW, true},
+      {"transformer.h.1.mlp.c_proj.weight", 2, kFcProjW, true},
+      {"transformer.h.1.mlp.c_proj.bias", 2, kFcProjB, false},
+      {"transformer.ln_f.weight", 3, 0, false},
+      {"lm_head.weight", 3, 2, false},
+  };
+  for (const Want& w : wants) {
+    const Tensor* t = find(ts, w.name);
+    ASSERT_NE(t, nullptr) << w.name;
+    const ParamSpec& s = a.engine->param_specs(w.unit)[w.param];
+    const std::vector<float>& ours = m[w.unit][w.param];
+    if (!w.transposed) {
+      EXPECT_EQ(t->shape, s.shape) << w.name;
+      EXPECT_EQ(t->data, ours) << w.name;
+      continue;
+    }
+    ASSERT_EQ(t->shape, (std::vector<int64_t>{s.shape[1], s.shape[0]})) << w.name;
+    for (int64_t r = 0; r < s.shape[0]; ++r) {
+      for (int64_t c = 0; c < s.shape[1]; ++c)
+        ASSERT_EQ(t->data[c * s.shape[0] + r], ours[r * s.shape[1] + c]) << w.name;
+    }
+  }
+  EXPECT_EQ(find(ts, "transformer.h.0.attn.c_attn.weight")->shape,
+            (std::vector<int64_t>{C, 3 * C}));
+  EXPECT_EQ(find(ts, "transformer.h.0.mlp.c_fc.weight")->shape, (std::vector<int64_t>{C, F}));
+  std::ifstream in(dir / "hf/config.json");
+  const json c = json::parse(in);
+  EXPECT_EQ(c.at("model_type"), "gpt2");
+  EXPECT_EQ(c.at("architectures"), json::array({"GPT2LMHeadModel"}));
+  EXPECT_EQ(c.at("n_layer"), 2);
+  EXPECT_EQ(c.at("n_head"), 2);
+  EXPECT_EQ(c.at("n_embd"), 32);
+  EXPECT_EQ(c.at("n_positions"), 16);
+  EXPECT_EQ(c.at("n_inner"), 128);
+  EXPECT_EQ(c.at("vocab_size"), 256);
+  EXPECT_EQ(c.at("activation_function"), "gelu_new");
+  EXPECT_EQ(c.at("layer_norm_epsilon"), 1e-5);
+  EXPECT_EQ(c.at("tie_word_embeddings"), false);
+  EXPECT_EQ(c.at("torch_dtype"), "float32");
+}
+
+TEST(GptHf, TiedEmbeddingsAreUntied) {
+  TempDir dir;
+  Rig a(1), b(2);
+  export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
+  // As save_pretrained writes a tied model: no lm_head.weight; and an old checkpoint's buffer.
+  variant(
+      dir / "hf", dir / "tied",
+      [](Tensors& ts) {
+        std::erase_if(ts, [](const Tensor& t) { return t.name == "lm_head.weight"; });
+        ts.push_back({"transformer.h.0.attn.bias", {1, 1, 16, 16}, std::vector<float>(256, 1.0f)});
+      },
+      [](json& c) { c.erase("tie_word_embeddings"); });  // HF's default: tied
+  const GptHfImport r = import_gpt_hf(*b.engine, world(), b.config, dir / "tied");
+  EXPECT_TRUE(r.config.tied);
+  EXPECT_TRUE(r.untied);
+  EXPECT_EQ(r.ignored, std::vector<std::string>{"transformer.h.0.attn.bias"});
+  auto m = b.masters(), want = a.masters();
+  EXPECT_EQ(m[3][2], want[0][0]);  // head.lm_head.weight = embed.wte
+  want[3][2] = want[0][0];
+  EXPECT_EQ(m, want);
+  // Tied with an lm_head.weight stored too: HF's model uses wte, and so do we.
+  variant(
+      dir / "hf", dir / "tied2", [](Tensors&) {}, [](json& c) { c["tie_word_embeddings"] = true; });
+  Rig d(3);
+  const GptHfImport r2 = import_gpt_hf(*d.engine, world(), d.config, dir / "tied2");
+  EXPECT_EQ(r2.ignored, std::vector<std::string>{"lm_head.weight"});
+  EXPECT_EQ(d.masters(), want);
+}
+
+TEST(GptHf, BadInputsAreRefusedWithTheNameAndChangeNothing) {
+  TempDir dir;
+  Rig a(1), b(2);
+  export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
+  const auto before = b.masters();
+  auto expect_refused = [&](const std::string& name, const std::string& needle) {
+    const std::string msg =
+        error_of([&] { import_gpt_hf(*b.engine, world(), b.config, dir / name); });
+    EXPECT_NE(msg.find(needle), std::string::npos) << name << ": " << msg;
+    EXPECT_EQ(b.masters(), before) << name;
+  };
+  variant(dir / "hf", dir / "missing", [](Tensors& ts) {
+    std::erase_if(ts, [](const Tensor& t) { return t.name == "transformer.h.1.mlp.c_fc.bias"; });
+  });
+  expect_refused("missing", "tensor \"transformer.h.1.mlp.c_fc.bias\" is missing");
+  variant(dir / "hf", dir / "shape", [](Tensors& ts) {
+    find(ts, "transformer.h.0.attn.c_attn.weight")->shape = {96, 32};  // ours, not transposed
+  });
+  expect_refused(
+      "shape",
+      "tensor \"transformer.h.0.attn.c_attn.weight\" has shape [96, 32], the model needs "
+      "[32, 96] (the transpose of block.0.qkv.weight)");
+  variant(dir / "hf", dir / "nan", [](Tensors& ts) {
+    find(ts, "transformer.h.1.attn.c_proj.weight")->data[37] = std::nanf("");
+  });
+  expect_refused(
+      "nan",
+      "tensor \"transformer.h.1.attn.c_proj.weight\" holds a non-finite value (nan) at element 37");
+  variant(dir / "hf", dir / "inf", [](Tensors& ts) {
+    find(ts, "transformer.wpe.weight")->data[5] = std::numeric_limits<float>::infinity();
+  });
+  expect_refused("inf",
+                 "tensor \"transformer.wpe.weight\" holds a non-finite value (inf) at element 5");
+  variant(dir / "hf", dir / "extra", [](Tensors& ts) {
+    ts.push_back({"transformer.h.2.ln_1.weight", {32}, std::vector<float>(32, 1.0f)});
+  });
+  expect_refused("extra",
+                 "1 tensor(s) the model does not have, e.g. \"transformer.h.2.ln_1.weight\"");
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> configs = {
+      {[](json& c) { c["n_layer"] = 3; }, "\"n_layer\" is 3, the model's layers is 2"},
+      {[](json& c) { c["n_head"] = 4; }, "\"n_head\" is 4, the model's heads is 2"},
+      {[](json& c) { c["n_positions"] = 1024; },
+       "\"n_positions\" is 1024, the model's context is 16"},
+      {[](json& c) { c["vocab_size"] = 50257; },
+       "\"vocab_size\" is 50257, the model's vocab is 256"},
+      {[](json& c) { c["n_inner"] = 64; }, "\"n_inner\" is 64, the model's ffn width is 128"},
+      {[](json& c) { c["activation_function"] = "gelu"; }, "\"activation_function\" is \"gelu\""},
+      {[](json& c) { c["layer_norm_epsilon"] = 1e-6; }, "\"layer_norm_epsilon\" is 1e-06"},
+      {[](json& c) { c["model_type"] = "llama"; }, "\"model_type\" is \"llama\""},
+      {[](json& c) { c.erase("n_embd"); }, "\"n_embd\" is missing"},
+      {[](json& c) { c["scale_attn_by_inverse_layer_idx"] = true; },
+       "\"scale_attn_by_inverse_layer_idx\" is true"},
+  };
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string name = "config" + std::to_string(i);
+    variant(
+        dir / "hf", dir / name, [](Tensors&) {}, configs[i].first);
+    expect_refused(name, "config.json: " + configs[i].second);
+  }
+  if (world().rank() == 0) {
+    fs::create_directories(dir / "noweights");
+    fs::copy_file(dir / "hf/config.json", dir / "noweights/config.json");
+    fs::create_directories(dir / "noconfig");
+  }
+  world().barrier();
+  expect_refused("noweights", "safe_serialization=True");
+  expect_refused("noconfig", "config.json");
+}
+
+TEST(GptHf, MappingNamesEveryParameterOnce) {
+  const GptConfig c = small_config();
+  std::set<std::string> names;
+  for (size_t u = 0; u < static_cast<size_t>(c.layers) + 2; ++u) {
+    for (const ParamSpec& p : gpt_unit_specs(c, u))
+      EXPECT_TRUE(names.insert(gpt_hf_tensor_name(gpt_unit_name(c, u), p).name).second);
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(2 + 12 * c.layers + 3));
+  ParamSpec p;
+  p.name = "qkv.weight";
+  EXPECT_NE(error_of([&] { gpt_hf_tensor_name("blocks.0", p); }).find("blocks.0.qkv.weight"),
+            std::string::npos);
+  EXPECT_EQ(gpt_hf_tensor_name("head", gpt_head_specs(c)[2], true).name, "transformer.wte.weight");
+  EXPECT_TRUE(gpt_hf_ignorable("transformer.h.11.attn.masked_bias"));
+  EXPECT_FALSE(gpt_hf_ignorable("transformer.h.11.attn.c_attn.bias"));
+  EXPECT_FALSE(gpt_hf_ignorable("lm_head.weight"));
+  // config.json round trip.
+  const GptHfConfig back = parse_gpt_hf_config(gpt_hf_config_json(c), "x");
+  EXPECT_NO_THROW(check_gpt_hf_config(back, c, "x"));
+  EXPECT_FALSE(back.tied);
+  EXPECT_NE(error_of([] { parse_gpt_hf_config("{", "cfg"); }).find("cfg: not a JSON object"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace zs::nn
