@@ -47,6 +47,7 @@ class HostStaging {
   // staging; valid while both live.
   AgreementTransport agreement_transport(Communicator& comm);
 
+  // True when calls copy through device memory (the ops are not host-accessible).
   bool staged() const { return !ops_.host_accessible(); }
 
  private:

@@ -137,6 +137,7 @@ class ParamGroup {
   // reducing -> clear without using the result: waits for the reduction in flight (an engine
   // unwinding after an error). No-op in any other state.
   void abandon_reduce();
+  // The dtype of the gradient buffer and of its reductions.
   DType grad_dtype() const { return G_; }
   // Starts the all-gather of the whole reduced gradient (policy.gather_reduced_grads()); null
   // otherwise. Requires reduced.
