@@ -7,8 +7,10 @@
 // The comparison is collectives/mpi_agreement.h's, which also runs it over a raw MPI_Comm before
 // any communicator exists (the environment's settings); Setting is core/settings.h's.
 //
-// Collective over host memory: `comm` must work on host buffers (MpiCommunicator); every rank
-// calls it at the same point. Thread-safety: one thread.
+// Collective over `comm`: every rank calls it at the same point. The first form needs a
+// communicator on host buffers (MpiCommunicator); the second runs over any communicator through
+// the engine's staging seam (runtime/host_staging.h), so a device engine compares the same named
+// settings. Thread-safety: one thread.
 #pragma once
 
 #include <span>
@@ -18,6 +20,7 @@
 
 #include "collectives/communicator.h"
 #include "core/settings.h"
+#include "runtime/host_staging.h"
 
 namespace zs {
 
@@ -28,6 +31,9 @@ namespace zs {
 // do. Returns normally (every rank) when all lists are equal.
 void check_agreement(Communicator& comm, std::span<const Setting> settings,
                      std::string_view what = "configuration");
+// The same over `comm` whatever memory it works on, host bytes staged through `staging`.
+void check_agreement(Communicator& comm, HostStaging& staging, std::span<const Setting> settings,
+                     std::string_view what);
 
 // A float or double as text that parses back to the same value ("0.1" -> "0.1", NaN -> "nan").
 std::string setting_value(double v);

@@ -20,9 +20,11 @@
 #include "runtime/agreement.h"
 #include "runtime/buffer_plan.h"
 #include "runtime/gather_schedule.h"
+#include "runtime/host_staging.h"
 #include "runtime/optimizer_states.h"
 #include "runtime/param_group.h"
 #include "runtime/param_init.h"
+#include "runtime/reduce_schedule.h"
 #include "sharding/sharding_policy.h"
 
 namespace zs {
@@ -51,24 +53,20 @@ struct Engine::Impl {
   int consecutive_skips = 0;
 
   BufferPlan plan;
-  Buffer ctrl;  // device engines: staging for host-side control collectives
-  // Declared before the groups, so destroyed after them: a group's collective still in flight
-  // when an error unwinds the engine (a reduction from a lane's buffers, a gather into a slot)
-  // is waited for by the group's destructor while those buffers still exist.
-  std::vector<Buffer> grad_scratch, send_bufs, recv_bufs;
+  // Host bytes through the communicator: the control collectives and state gathers.
+  std::unique_ptr<HostStaging> staging;
+  // Declared before the groups, so destroyed after them: a gather still in flight when an error
+  // unwinds the engine is waited for by the group's destructor while its slot still exists.
   Buffer convert_buf;  // frozen parameters converted into the compute dtype, one unit at a time
   std::unique_ptr<GatherSchedule> gathers;
   std::unique_ptr<OptimizerStates> states;  // where master and optimizer state live
   std::vector<ParamGroup> groups;
+  // Declared after the groups, so destroyed before them: it waits for the reductions in flight.
+  std::unique_ptr<ReduceSchedule> reductions;
   std::vector<WorkHandle> works;        // gathers into the groups' buffers: destroyed before them
   std::vector<ParamGroup*> step_order;  // per micro-batch: forward 0..U-1, backward U-1..0
   std::vector<ParamGroup*> eval_order;  // forward only: 0..U-1
-  std::vector<ReduceLane> lanes;        // 2 when the policy reduces every micro-batch, else 1
-  int64_t lane_turn = 0;
-  std::vector<std::vector<GradViews>> grad_views;  // [group][scratch]
-  std::vector<ParamGroup*> in_flight;              // reductions started, oldest first
-  size_t in_flight_head = 0;
-  std::vector<double> reduce_vec;  // [loss sum, sum of squares, non-finite flag per unit]
+  std::vector<double> reduce_vec;       // [loss sum, sum of squares, non-finite flag per unit]
   std::vector<DeviceOps::StatsSpan> stats_spans;
   std::vector<uint8_t> finite_flags;
 
@@ -78,9 +76,10 @@ struct Engine::Impl {
   void check_agreement(const std::vector<GroupLayout>& layouts,
                        const std::vector<FrozenLayout>& frozen);
   void make_shard_groups();
-  void make_reduce_lanes();
+  void make_groups(const std::vector<GroupLayout>& layouts, const std::vector<FrozenLayout>& frozen,
+                   std::vector<std::vector<ParamSpec>> specs);
+  void make_schedules();
   void init_parameters();
-  void host_collective(void* data, size_t count, DType dt, bool gather);
 
   // The step's phases, in order (docs/engine.md, "One step").
   StepStats step(int64_t t);
@@ -93,8 +92,7 @@ struct Engine::Impl {
   void update(float lr, float grad_scale, int64_t t);
   void wait_all();
 
-  void compute_gradient(ParamGroup& g, const ReduceLane& lane, int scratch, const StepInfo& info);
-  void finish_oldest_reduction();
+  void compute_gradient(ParamGroup& g, const StepInfo& info);
   void forward_eval();
 };
 
@@ -176,81 +174,22 @@ Engine::~Engine() {
   }
 }
 
+// Named: the configuration's every field and the model's every parameter size, compared on
+// every backend (a device communicator through the staging seam).
 void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts,
                                    const std::vector<FrozenLayout>& frozen) {
-  if (ops.host_accessible()) {
-    // Named: the configuration's every field and the model's every parameter size.
-    std::vector<Setting> s = engine_settings(config);
-    for (size_t u = 0; u < layouts.size(); ++u) {
-      for (size_t p = 0; p < layouts[u].params.size(); ++p) {
-        s.push_back({fmt::format("unit {} parameter {} size", u, p),
-                     std::to_string(layouts[u].params[p].numel)});
-      }
-      for (size_t f = 0; f < frozen[u].records.size(); ++f) {
-        s.push_back({fmt::format("unit {} frozen parameter {} bytes", u, f),
-                     std::to_string(frozen[u].records[f].bytes)});
-      }
+  std::vector<Setting> s = engine_settings(config);
+  for (size_t u = 0; u < layouts.size(); ++u) {
+    for (size_t p = 0; p < layouts[u].params.size(); ++p) {
+      s.push_back({fmt::format("unit {} parameter {} size", u, p),
+                   std::to_string(layouts[u].params[p].numel)});
     }
-    zs::check_agreement(comm, s, "engine");
-    return;
-  }
-  // A device communicator works on device memory: compare a hash of both.
-  XXH64_state_t* h = XXH64_createState();
-  XXH64_reset(h, 0);
-  auto add = [&](const void* p, size_t n) { XXH64_update(h, p, n); };
-  const int vals[] = {static_cast<int>(config.stage),
-                      static_cast<int>(config.precision.param_dtype),
-                      static_cast<int>(config.precision.grad_dtype),
-                      config.micro_batches,
-                      config.prefetch,
-                      static_cast<int>(config.optimizer.kind),
-                      config.offload.optimizer ? 1 : 0};
-  add(vals, sizeof(vals));
-  add(&config.seed, sizeof(config.seed));
-  add(&config.align, sizeof(config.align));
-  for (const GroupLayout& l : layouts) {
-    for (const ParamSlot& s : l.params) add(&s.numel, sizeof(s.numel));
-  }
-  for (const FrozenLayout& f : frozen) {
-    for (const FrozenRecord& r : f.records) add(&r.bytes, sizeof(r.bytes));
-  }
-  std::vector<uint64_t> all(static_cast<size_t>(world));
-  all[static_cast<size_t>(rank)] = XXH64_digest(h);
-  XXH64_freeState(h);
-  host_collective(all.data(), sizeof(uint64_t), DType::kU8, /*gather=*/true);
-  for (int r = 0; r < world; ++r) {
-    ZS_CHECK(all[r] == all[0], ErrorCode::kInvalidArgument,
-             "rank {} has a different model or engine configuration than rank 0 (stage, dtypes, "
-             "micro-batches, prefetch, optimizer, seed, parameter shapes or frozen parameters "
-             "differ)",
-             r);
-  }
-}
-
-// A small collective over host memory: all-gather (this rank's `count` elements at its own place
-// in `data`, world * count in all) or sum all-reduce in place. Device communicators work on
-// device memory only, so a device engine stages the bytes through `ctrl`.
-void Engine::Impl::host_collective(void* data, size_t count, DType dt, bool gather) {
-  const size_t total = gather ? count * static_cast<size_t>(world) : count;
-  const size_t bytes = total * dtype_size(dt);
-  void* own = static_cast<char*>(data) + (gather ? count * dtype_size(dt) * rank : 0);
-  if (ops.host_accessible()) {
-    if (gather) {
-      comm.all_gather(own, data, count, dt);
-    } else {
-      comm.all_reduce(data, data, count, dt, ReduceOp::kSum);
+    for (size_t f = 0; f < frozen[u].records.size(); ++f) {
+      s.push_back({fmt::format("unit {} frozen parameter {} bytes", u, f),
+                   std::to_string(frozen[u].records[f].bytes)});
     }
-    return;
   }
-  ZS_ASSERT(ctrl.size() >= bytes);  // sized by the plan (ctrl_bytes)
-  ops.copy_from_host(ctrl.data(), data, bytes);
-  if (gather) {
-    void* dev_own = static_cast<char*>(ctrl.data()) + count * dtype_size(dt) * rank;
-    comm.all_gather(dev_own, ctrl.data(), count, dt);
-  } else {
-    comm.all_reduce(ctrl.data(), ctrl.data(), count, dt, ReduceOp::kSum);
-  }
-  ops.copy_to_host(data, ctrl.data(), bytes);
+  zs::check_agreement(comm, *staging, s, "engine");
 }
 
 void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
@@ -264,51 +203,22 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   policy = ShardingPolicy::for_stage(static_cast<int>(config.stage));
   skip_limit = config.max_consecutive_skips >= 0 ? config.max_consecutive_skips
                                                  : (config.loss_scale.dynamic ? 16 : 0);
-  const DType P = config.precision.param_dtype, G = config.precision.grad_dtype;
+  const DType G = config.precision.grad_dtype;
   if (config.optimizer_threads > 0) offload::set_cpu_adam_threads(config.optimizer_threads);
   plan = plan_engine_buffers(layouts, frozen, config, shard_rank,
                              /*on_device=*/!ops.host_accessible(), world);
-  Allocator* dev = &ops.allocator();
+  Buffer ctrl;  // device engines: the planned staging buffer for host-side collectives
   if (plan.ctrl_bytes > 0) {
-    ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker, dev);
+    ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker,
+                  &ops.allocator());
   }
+  staging = std::make_unique<HostStaging>(ops, std::move(ctrl), tracker);
   check_agreement(layouts, frozen);  // before the large allocations
   make_shard_groups();
-  const size_t U = layouts.size();
   states = OptimizerStates::create(config, plan, ops, tracker, shard_rank);
-  if (plan.convert_bytes > 0) {
-    convert_buf =
-        Buffer(static_cast<size_t>(plan.convert_bytes), MemCategory::kCommBuffers, tracker, dev);
-  }
-  groups.reserve(U);
-  for (size_t i = 0; i < U; ++i) {
-    const UnitBufferPlan& up = plan.units[i];
-    groups.emplace_back(static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i],
-                        frozen[i], policy, P, G, shard_rank,
-                        Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
-                        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev),
-                        Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev),
-                        convert_buf.data(), *shard, ops);
-    groups.back().set_replicas(replica_comm.get());
-    states->attach(groups[i], up);
-  }
-  grad_scratch.resize(plan.grad_scratch_count);
-  for (Buffer& b : grad_scratch) {
-    b = Buffer(plan.grad_scratch_bytes, MemCategory::kCommBuffers, tracker, dev);
-  }
-  send_bufs.resize(plan.send_count);
-  for (Buffer& b : send_bufs) b = Buffer(plan.send_bytes, MemCategory::kCommBuffers, tracker, dev);
-  recv_bufs.resize(plan.recv_count);
-  for (Buffer& b : recv_bufs) b = Buffer(plan.recv_bytes, MemCategory::kCommBuffers, tracker, dev);
-  make_reduce_lanes();
-  gathers = std::make_unique<GatherSchedule>(plan.gather_count, plan.gather_bytes, config.prefetch,
-                                             tracker, dev);
-  for (int m = 0; m < config.micro_batches; ++m) {
-    for (ParamGroup& g : groups) step_order.push_back(&g);
-    for (size_t i = U; i-- > 0;) step_order.push_back(&groups[i]);
-  }
-  for (ParamGroup& g : groups) eval_order.push_back(&g);
-  in_flight.reserve(static_cast<size_t>(config.micro_batches + 1) * U);
+  make_groups(layouts, frozen, std::move(specs));
+  make_schedules();
+  const size_t U = layouts.size();
   works.reserve(2 * U);
   reduce_vec.assign(2 + U, 0.0);
   finite_flags.assign(U, 1);
@@ -320,6 +230,51 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
     }
   }
   init_parameters();
+}
+
+// One ParamGroup per unit, its buffers from the plan, attached to the optimizer states.
+void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
+                               const std::vector<FrozenLayout>& frozen,
+                               std::vector<std::vector<ParamSpec>> specs) {
+  const DType P = config.precision.param_dtype, G = config.precision.grad_dtype;
+  Allocator* dev = &ops.allocator();
+  if (plan.convert_bytes > 0) {
+    convert_buf =
+        Buffer(static_cast<size_t>(plan.convert_bytes), MemCategory::kCommBuffers, tracker, dev);
+  }
+  groups.reserve(layouts.size());
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    const UnitBufferPlan& up = plan.units[i];
+    groups.emplace_back(static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i],
+                        frozen[i], policy, P, G, shard_rank,
+                        Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
+                        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev),
+                        Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev),
+                        convert_buf.data(), *shard, ops);
+    states->attach(groups[i], up);
+  }
+}
+
+// The two schedules of a step: reductions (lanes, replica stage) and gathers (slots, prefetch),
+// and the visit orders the gathers follow.
+void Engine::Impl::make_schedules() {
+  ReduceSchedule::Config rc;
+  rc.plan = &plan;
+  rc.two_lanes = policy.shard_grads;
+  rc.micro_batches = config.micro_batches;
+  rc.groups = groups;
+  rc.replicas = replica_comm.get();
+  rc.ops = &ops;
+  rc.tracker = tracker;
+  rc.on_final = [this](ParamGroup& g) { states->gradient_final(g); };
+  reductions = std::make_unique<ReduceSchedule>(std::move(rc));
+  gathers = std::make_unique<GatherSchedule>(plan.gather_count, plan.gather_bytes, config.prefetch,
+                                             tracker, &ops.allocator());
+  for (int m = 0; m < config.micro_batches; ++m) {
+    for (ParamGroup& g : groups) step_order.push_back(&g);
+    for (size_t i = groups.size(); i-- > 0;) step_order.push_back(&groups[i]);
+  }
+  for (ParamGroup& g : groups) eval_order.push_back(&g);
 }
 
 // [Note: hybrid sharding] in engine_config.h: the shard group's communicator (ranks
@@ -341,38 +296,6 @@ void Engine::Impl::make_shard_groups() {
   ZS_ASSERT(replica_comm && replica_comm->size() == world / shard_size &&
             replica_comm->rank() == replica_index);
   shard = shard_owned.get();
-}
-
-// The scratch a unit's backward writes into, and the buffers its reduction sends and receives
-// through. A policy that reduces every micro-batch alternates two lanes, so a unit computes while
-// the previous one's reduction is in flight; the fp32 scratch is per lane only when it is itself
-// what is sent (fp32 gradients).
-void Engine::Impl::make_reduce_lanes() {
-  const int n = policy.shard_grads ? 2 : 1;
-  for (int b = 0; b < n; ++b) {
-    const int scratch = grad_scratch.size() > 1 ? b : 0;
-    lanes.push_back({grad_scratch[scratch].as<float>(),
-                     send_bufs.empty() ? nullptr : send_bufs[b].data(),
-                     recv_bufs.empty() ? nullptr : recv_bufs[b].data()});
-  }
-  grad_views.resize(groups.size());
-  for (ParamGroup& g : groups) {
-    // In the unit's order: trainable parameters address the scratch, frozen ones have no span.
-    const size_t n = g.specs().size() + g.frozen_specs().size();
-    for (Buffer& s : grad_scratch) {
-      std::vector<float*> spans(n, nullptr);
-      std::vector<int64_t> numels(n, 0);
-      for (size_t p = 0; p < g.specs().size(); ++p) {
-        const ParamSlot& slot = g.layout().params[p];
-        spans[static_cast<size_t>(g.spec_index(p))] = s.as<float>() + slot.offset;
-        numels[static_cast<size_t>(g.spec_index(p))] = slot.numel;
-      }
-      for (size_t f = 0; f < g.frozen_specs().size(); ++f) {
-        numels[static_cast<size_t>(g.frozen_spec_index(f))] = g.frozen_layout().records[f].numel;
-      }
-      grad_views[g.index()].emplace_back(std::move(spans), std::move(numels));
-    }
-  }
 }
 
 void Engine::Impl::init_parameters() {
@@ -457,32 +380,17 @@ void Engine::Impl::forward(int /*micro*/, const StepInfo& info) {
   }
 }
 
-// Reverse order: each unit's gradient, then its reduction (started here, finished when its lane
-// is needed again or after the last unit).
+// Reverse order: each unit's gradient, then its reduction (ReduceSchedule: started here,
+// finished when its lane is needed again or after the last unit).
 void Engine::Impl::backward(int micro, const StepInfo& info) {
   for (size_t j = groups.size(); j-- > 0;) {
-    ParamGroup& g = groups[j];
-    const int b = static_cast<int>(lane_turn++ % static_cast<int64_t>(lanes.size()));
-    // Lane b's previous reduction is the oldest of those in flight that use a lane, once as
-    // many as there are lanes do (a replica all-reduce in flight uses none).
-    auto lanes_in_use = [&] {
-      size_t n = 0;
-      for (size_t i = in_flight_head; i < in_flight.size(); ++i) n += in_flight[i]->lane_busy();
-      return n;
-    };
-    while (lanes_in_use() >= lanes.size()) finish_oldest_reduction();
-    while (g.reducing()) finish_oldest_reduction();  // one unit: its previous micro-batch's
-    compute_gradient(g, lanes[b], grad_scratch.size() > 1 ? b : 0, info);
-    g.start_reduce(lanes[b], micro, config.micro_batches);
-    if (g.reducing()) in_flight.push_back(&g);
+    compute_gradient(groups[j], info);
+    reductions->start(groups[j], micro, config.micro_batches);
   }
 }
 
-void Engine::Impl::compute_gradient(ParamGroup& g, const ReduceLane& lane, int scratch,
-                                    const StepInfo& info) {
-  ops.zero(lane.scratch, static_cast<size_t>(g.layout().padded_numel) * sizeof(float));
-  GradViews& gv = grad_views[g.index()][scratch];
-  gv.clear_produced();
+void Engine::Impl::compute_gradient(ParamGroup& g, const StepInfo& info) {
+  GradViews& gv = reductions->acquire(g);
   model.unit(static_cast<size_t>(g.index())).backward(gathers->acquire(g), gv, info);
   gathers->release(g);
   for (size_t p = 0; p < g.specs().size(); ++p) {
@@ -492,23 +400,7 @@ void Engine::Impl::compute_gradient(ParamGroup& g, const ReduceLane& lane, int s
   }
 }
 
-void Engine::Impl::finish_oldest_reduction() {
-  ParamGroup& g = *in_flight[in_flight_head++];
-  if (g.finish_reduce()) {
-    states->gradient_final(g);
-  } else if (g.reducing()) {
-    in_flight.push_back(&g);  // its shard's all-reduce across the replicas, started just now
-  }
-  if (in_flight_head == in_flight.size()) {
-    in_flight.clear();
-    in_flight_head = 0;
-  }
-}
-
-void Engine::Impl::finish_reductions() {
-  while (in_flight_head < in_flight.size()) finish_oldest_reduction();
-  lane_turn = 0;
-}
+void Engine::Impl::finish_reductions() { reductions->finish_all(); }
 
 // Stage 0: every rank needs the whole reduced gradient; all-gather it in place.
 void Engine::Impl::gather_reduced_grads() {
@@ -530,7 +422,7 @@ StepStats Engine::Impl::gradient_stats(double loss_sum, float scale) {
   states->wait_gradients();
   for (size_t i = 0; i < U; ++i) reduce_vec[2 + i] = finite_flags[i] ? 0.0 : 1.0;
   set_flight_tag("step stats");
-  host_collective(reduce_vec.data(), reduce_vec.size(), DType::kF64, /*gather=*/false);
+  staging->all_reduce(comm, reduce_vec.data(), reduce_vec.size(), DType::kF64, ReduceOp::kSum);
   StepStats stats;
   stats.loss = reduce_vec[0] / (static_cast<double>(k) * world);
   stats.loss_scale = scale;
@@ -681,21 +573,16 @@ std::vector<float> Engine::gather_master_group(size_t ui) {
   const GroupLayout& l = s.groups.at(ui).layout();
   const MasterShard& m = s.states->shard(ui);
   std::vector<float> full(static_cast<size_t>(l.padded_numel));
-  const size_t shard_bytes = static_cast<size_t>(l.shard_numel) * sizeof(float);
+  const size_t n = static_cast<size_t>(l.shard_numel);
   if (m.numel == l.padded_numel) {  // the whole group is held
     s.ops.copy_to_host(full.data(), m.master_ptr, full.size() * sizeof(float));
-  } else if (s.ops.host_accessible()) {
-    s.shard->all_gather(m.master_ptr, full.data(), static_cast<size_t>(l.shard_numel), DType::kF32);
-  } else {  // a device communicator gathers device memory: stage through two temporaries
-    Buffer shard(shard_bytes, MemCategory::kOther, s.tracker, &s.ops.allocator());
-    Buffer all(full.size() * sizeof(float), MemCategory::kOther, s.tracker, &s.ops.allocator());
-    if (s.states->on_host()) {
-      s.ops.copy_from_host(shard.data(), m.master_ptr, shard_bytes);
-    } else {
-      s.ops.convert(m.master_ptr, DType::kF32, shard.data(), DType::kF32, l.shard_numel);
-    }
-    s.shard->all_gather(shard.data(), all.data(), static_cast<size_t>(l.shard_numel), DType::kF32);
-    s.ops.copy_to_host(full.data(), all.data(), full.size() * sizeof(float));
+  } else if (s.staging->staged() && s.states->on_host()) {
+    // A host master on a device engine: its shard at its place, gathered in place (staged).
+    std::memcpy(full.data() + n * static_cast<size_t>(s.shard->rank()), m.master_ptr,
+                n * sizeof(float));
+    s.staging->all_gather(*s.shard, full.data(), n, DType::kF32);
+  } else {
+    s.staging->gather_to_host(*s.shard, m.master_ptr, full.data(), n, DType::kF32);
   }
   return full;
 }
@@ -709,7 +596,7 @@ std::vector<float> Engine::gather_master_param(size_t ui, size_t p) {
 std::vector<float> Engine::gather_frozen_param(size_t ui, size_t f) {
   ParamGroup& g = impl_->groups.at(ui);
   const FrozenRecord& r = g.frozen_layout().records.at(f);
-  const std::vector<uint8_t> bytes = g.gather_frozen_bytes();
+  const std::vector<uint8_t> bytes = g.gather_frozen_bytes(*impl_->staging);
   std::vector<float> out(static_cast<size_t>(r.numel));
   decode_frozen_record(bytes.data() + r.offset, r, out.data());
   return out;
@@ -725,7 +612,7 @@ uint64_t Engine::frozen_hash() {
   XXH64_reset(h, 0);
   for (ParamGroup& g : impl_->groups) {
     if (g.frozen_layout().empty()) continue;
-    const std::vector<uint8_t> bytes = g.gather_frozen_bytes();
+    const std::vector<uint8_t> bytes = g.gather_frozen_bytes(*impl_->staging);
     for (const FrozenRecord& r : g.frozen_layout().records) {
       XXH64_update(h, bytes.data() + r.offset, static_cast<size_t>(r.bytes));
     }

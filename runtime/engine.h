@@ -7,10 +7,12 @@
 // functions of engine.cc (docs/engine.md, "One step"):
 //   forward             per micro-batch, units in order: GatherSchedule::acquire (stage 3:
 //                       wait for the unit's all-gather, start the next ones), compute, release
-//   backward            units in reverse: compute the fp32 gradient, ParamGroup::start_reduce
-//                       (stages 2-3: reduce-scatter into the shard now; 0-1: add locally and
-//                       reduce-scatter after the last micro-batch)
-//   finish_reductions   finish_reduce of every reduction still in flight
+//   backward            units in reverse: ReduceSchedule::acquire (a lane's fp32 scratch),
+//                       compute the gradient into it, ReduceSchedule::start (stages 2-3:
+//                       reduce-scatter into the shard now; 0-1: add locally and reduce-scatter
+//                       after the last micro-batch)
+//   finish_reductions   ReduceSchedule::finish_all: every reduction in flight, oldest first
+//                       (with hybrid sharding, then each shard's all-reduce across replicas)
 //   gather_reduced_grads  stage 0: all-gather the reduced gradient
 //   gradient_stats      finite check and global norm: one all-reduce
 //   update              clip factor, then OptimizerStates::update per group, which writes the

@@ -5,6 +5,7 @@
 
 #include "collectives/flight_recorder.h"
 #include "core/error.h"
+#include "runtime/host_staging.h"
 
 namespace zs {
 
@@ -92,7 +93,6 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_
   slot_views_ = resident_views_;
   tag_gather_ = name_ + " gather";
   tag_reduce_ = name_ + " reduce";
-  tag_replica_ = name_ + " replica reduce";
   tag_grad_gather_ = name_ + " grad gather";
   tag_param_gather_ = name_ + " param gather";
   tag_frozen_gather_ = name_ + " frozen gather";
@@ -214,7 +214,7 @@ void ParamGroup::set_frozen(size_t f, const float* values) {
   }
 }
 
-std::vector<uint8_t> ParamGroup::gather_frozen_bytes() {
+std::vector<uint8_t> ParamGroup::gather_frozen_bytes(HostStaging& staging) {
   const size_t total = static_cast<size_t>(frozen_.bytes.padded_numel);
   std::vector<uint8_t> out(total);
   if (total == 0) return out;
@@ -222,14 +222,8 @@ std::vector<uint8_t> ParamGroup::gather_frozen_bytes() {
     ops_.copy_to_host(out.data(), frozen_store_.data(), total);
     return out;
   }
-  const size_t shard = static_cast<size_t>(frozen_.bytes.shard_numel);
-  if (ops_.host_accessible()) {
-    comm_.all_gather(frozen_store_.data(), out.data(), shard, DType::kU8);
-    return out;
-  }
-  Buffer all(total, MemCategory::kOther, nullptr, &ops_.allocator());
-  comm_.all_gather(frozen_store_.data(), all.data(), shard, DType::kU8);
-  ops_.copy_to_host(out.data(), all.data(), total);
+  staging.gather_to_host(comm_, frozen_store_.data(), out.data(),
+                         static_cast<size_t>(frozen_.bytes.shard_numel), DType::kU8);
   return out;
 }
 
@@ -305,24 +299,17 @@ bool ParamGroup::finish_reduce() {
   ZS_ASSERT(grad_state_ == GradState::kReducing);
   reduce_work_->wait();
   reduce_work_.reset();
-  if (replica_stage_) {
-    replica_stage_ = false;
-    grad_state_ = GradState::kReduced;
-    return true;
-  }
   if (pending_recv_) ops_.accumulate(grads_.data(), G_, pending_recv_, G_, layout_.shard_numel);
   pending_recv_ = nullptr;
-  if (pending_last_ && replicas_ != nullptr && replicas_->size() > 1) {
-    // The shard group's sum of this shard, summed across the replica groups in place.
-    set_flight_tag(tag_replica_.c_str());
-    void* shard = const_cast<void*>(grad_shard());
-    reduce_work_ = replicas_->start_all_reduce(
-        shard, shard, static_cast<size_t>(layout_.shard_numel), G_, ReduceOp::kSum);
-    replica_stage_ = true;
-    return false;
-  }
   grad_state_ = pending_last_ ? GradState::kReduced : GradState::kAccumulating;
   return pending_last_;
+}
+
+void ParamGroup::abandon_reduce() {
+  if (grad_state_ != GradState::kReducing) return;
+  reduce_work_.reset();  // waits
+  pending_recv_ = nullptr;
+  grad_state_ = GradState::kClear;
 }
 
 WorkHandle ParamGroup::start_gather_reduced_grads() {

@@ -19,8 +19,8 @@
 // only the trainable parameters, which is what layout() and specs() describe.
 //
 // The transient buffers a reduction uses (the fp32 gradient the unit wrote, the cast copy on the
-// wire, the received shard of a later micro-batch) belong to a ReduceLane the engine lends for
-// the duration of one reduction; a gather slot likewise comes from GatherSchedule.
+// wire, the received shard of a later micro-batch) belong to a ReduceLane that ReduceSchedule
+// lends for the duration of one reduction; a gather slot likewise comes from GatherSchedule.
 //
 // Collective: start_gather, start_reduce, start_gather_reduced_grads and
 // start_gather_updated_params start collectives; every rank must call them in the same order.
@@ -41,6 +41,8 @@
 #include "unit/unit.h"
 
 namespace zs {
+
+class HostStaging;  // runtime/host_staging.h
 
 // Buffers one gradient reduction uses, sized for the largest group (runtime/buffer_plan.h).
 struct ReduceLane {
@@ -104,8 +106,8 @@ class ParamGroup {
   // (or all of them), encoded as the record says.
   void set_frozen(size_t f, const float* values);
   // Collective when the frozen parameters are sharded: the whole padded frozen byte group, on
-  // every rank, in host memory.
-  std::vector<uint8_t> gather_frozen_bytes();
+  // every rank, in host memory (gathered through `staging`).
+  std::vector<uint8_t> gather_frozen_bytes(HostStaging& staging);
 
   // The compute-dtype parameter at element `e` of the padded group in this rank's buffer: the
   // replica holds every element, a shard [shard_begin, shard_begin + shard_numel).
@@ -125,21 +127,18 @@ class ParamGroup {
   // `lane` must stay untouched until finish_reduce() when lane_busy() says so.
   void start_reduce(const ReduceLane& lane, int micro, int micro_batches);
   // True while a reduction started by start_reduce is in flight and uses its lane's buffers.
-  bool lane_busy() const {
-    return grad_state_ == GradState::kReducing && policy_.shard_grads && !replica_stage_;
-  }
+  bool lane_busy() const { return grad_state_ == GradState::kReducing && policy_.shard_grads; }
   bool reducing() const { return grad_state_ == GradState::kReducing; }
   // reducing -> reduced (the step's last reduction) or accumulating: waits, and adds a later
   // micro-batch's received shard into the gradient shard. Returns true when the gradient is
-  // final for this step. With replicas (set_replicas), the step's last reduce-scatter is
-  // followed by the all-reduce of the shard across the replica group: the call that finishes
-  // the reduce-scatter starts it and returns false with the group still reducing (no lane in
-  // use); the next call waits for it and returns true.
+  // reduced over this group's communicator for this step (with hybrid sharding, the replica
+  // stage is ReduceSchedule's).
   bool finish_reduce();
-  // Hybrid sharding ([Note: hybrid sharding] in runtime/engine_config.h): the communicator over
-  // the ranks that hold the same shard in other shard groups (this group's `comm` is the shard
-  // group). Null (the default): no replicas. Set before the first step.
-  void set_replicas(Communicator* replicas) { replicas_ = replicas; }
+  // reducing -> clear without using the result: waits for the reduction in flight (an engine
+  // unwinding after an error). No-op in any other state.
+  void abandon_reduce();
+  // The dtype of the gradient buffer and of its reductions.
+  DType grad_dtype() const { return G_; }
   // Starts the all-gather of the whole reduced gradient (policy.gather_reduced_grads()); null
   // otherwise. Requires reduced.
   WorkHandle start_gather_reduced_grads();
@@ -169,7 +168,6 @@ class ParamGroup {
   void* convert_ = nullptr;
   bool any_convert_ = false;
   Communicator& comm_;
-  Communicator* replicas_ = nullptr;
   DeviceOps& ops_;
   // Flight-recorder labels of this group's collectives (collectives/flight_recorder.h), made
   // once: "<name> gather", "<name> reduce", "<name> grad gather", "<name> param gather".
@@ -185,8 +183,6 @@ class ParamGroup {
   WorkHandle reduce_work_;
   void* pending_recv_ = nullptr;  // a later micro-batch's shard to add once received
   bool pending_last_ = false;
-  bool replica_stage_ = false;  // reduce_work_ is the all-reduce across replicas
-  std::string tag_replica_;
 };
 
 }  // namespace zs

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,7 @@ class FakeDeviceOps final : public DeviceOps {
   }
   void copy_from_host(void* dst, const void* src, size_t bytes) override {
     flush();
+    ++sync_uploads;
     std::memcpy(dst, src, bytes);
   }
   void copy_to_host_async(void* dst, const void* src, size_t bytes) override {
@@ -100,6 +102,7 @@ class FakeDeviceOps final : public DeviceOps {
   }
 
   int device_updates = 0;
+  int sync_uploads = 0;
   int async_downloads = 0;
   int async_uploads = 0;
   // The order of device work: "B<unit>" backward, "D" device->host copy, "U" host->device copy,
@@ -437,6 +440,45 @@ TEST(DevicePath, OffloadCopiesOverlapTheStep) {
       EXPECT_EQ(std::count(t.begin() + first("U"), t.end(), "G"), 0);  // gathered next forward
     }
   }
+}
+
+// Runs fn on every rank and returns its error message ("" when none); every rank must agree on
+// whether it failed.
+std::string error_of(const std::function<void()>& fn) {
+  std::string msg;
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    msg = e.what();
+  }
+  int failed = msg.empty() ? 0 : 1, all = 0;
+  MPI_Allreduce(&failed, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_TRUE(all == 0 || all == world().size()) << "only some ranks failed";
+  return msg;
+}
+
+// The device path compares the same named settings as the CPU path, staged through device
+// memory: a setting that differs on one rank is named with both values, on every rank.
+TEST(DevicePath, DisagreeingSettingIsNamed) {
+  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
+  const bool odd = world().rank() == 1;
+  auto refused = [](const EngineConfig& cfg) {
+    FakeRig rig;
+    auto& [inner, ops, model, comm, tracker] = rig;
+    const std::string msg = error_of([&] { Engine e(model, comm, cfg, &tracker, &ops); });
+    EXPECT_GT(ops.sync_uploads, 0) << "not staged through the device";
+    return msg;
+  };
+  EngineConfig clip = make_config(3, DType::kBF16, false, 1);
+  clip.clip_norm = odd ? 2.0f : 1.0f;
+  EXPECT_EQ(refused(clip), "engine: ranks disagree on clip_norm: 1 on rank 0, 2 on rank 1");
+  EngineConfig beta = make_config(1, DType::kF32, true, 2);
+  beta.optimizer.adamw.beta2 = odd ? 0.99f : 0.95f;
+  EXPECT_EQ(refused(beta),
+            "engine: ranks disagree on optimizer.adamw.beta2: 0.949999988079071 on rank 0, "
+            "0.9900000095367432 on rank 1");
+  EXPECT_EQ(refused(make_config(2, DType::kBF16, false, 1)), "");  // the same everywhere
 }
 
 TEST(DevicePath, UnalignedViewsAreRefused) {
