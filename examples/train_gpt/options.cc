@@ -12,12 +12,17 @@
 #include "core/settings.h"
 #include "dataset.h"
 #include "ds_config.h"
+#include "examples/model_options.h"
 #include "paths.h"
 
 namespace po = boost::program_options;
 
 namespace zs::train {
 namespace {
+
+// train_gpt's byte-level GPT: the architecture flags' defaults.
+const nn::GptArchitecture kArchitecture = {
+    .layers = 4, .heads = 4, .width = 128, .context = 128, .vocab = 256, .ffn_mult = 4};
 
 // An option's value as JSON, for the log header and for comparing a DeepSpeed value with an
 // explicit flag (the types train_gpt's flags use).
@@ -238,20 +243,18 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
       "prompt for the generated sample");
 
   po::options_description model("Model and batch");
-  model.add_options()("layers", po::value(&o.model.layers)->default_value(4), "transformer blocks")(
-      "heads", po::value(&o.model.heads)->default_value(4), "attention heads")(
-      "width", po::value(&o.model.width)->default_value(128), "model width (divisible by heads)")(
-      "context", po::value(&o.model.context)->default_value(128), "sequence length")(
-      "batch", po::value<int>()->default_value(16),
-      "micro-batch: sequences per rank per forward/backward (DeepSpeed's "
-      "train_micro_batch_size_per_gpu)")("micro-batch-size", po::value<int>(), "alias of --batch")(
+  examples::add_architecture_options(model, &kArchitecture, false);
+  model.add_options()("batch", po::value<int>()->default_value(16),
+                      "micro-batch: sequences per rank per forward/backward (DeepSpeed's "
+                      "train_micro_batch_size_per_gpu)")("micro-batch-size", po::value<int>(),
+                                                         "alias of --batch")(
       "gradient-accumulation-steps", po::value<int>()->default_value(1),
       "micro-batches accumulated per optimizer step")(
       "micro-batches", po::value<int>(),
       "deprecated alias of --gradient-accumulation-steps (not the micro-batch size)")(
       "checkpoint-activations", po::bool_switch(&checkpoint_activations),
       "recompute each block's forward in backward (less activation memory)")(
-      "threads", po::value(&o.model.threads)->default_value(0),
+      "threads", po::value(&o.model.run.threads)->default_value(0),
       "compute threads per rank (0: cores / ranks on this node)");
 
   po::options_description engine("Sharding and precision");
@@ -317,9 +320,9 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   std::string lora_targets = "qkv,proj,fc,fc_proj", base_dtype, int8_compute = "auto";
   float outlier_threshold = 6.0f;
   po::options_description finetune("Fine-tuning (LoRA, frozen base; docs/finetune.md)");
-  finetune.add_options()("lora-rank", po::value(&o.model.lora.rank)->default_value(0),
+  finetune.add_options()("lora-rank", po::value(&o.model.adapters.lora.rank)->default_value(0),
                          "LoRA adapter rank r (0: off); the base is frozen, only adapters train")(
-      "lora-alpha", po::value(&o.model.lora.alpha)->default_value(8.0f, "8"),
+      "lora-alpha", po::value(&o.model.adapters.lora.alpha)->default_value(8.0f, "8"),
       "LoRA alpha: the adapters are scaled by alpha / r")(
       "lora-targets", po::value(&lora_targets)->default_value(lora_targets),
       "comma-separated linears to adapt: qkv, proj, fc, fc_proj")(
@@ -386,7 +389,8 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   // "--clip" or "--clip (gradient_clipping in ds.json)": where a bad value came from.
   const FlagName flag{from_ds, o.ds_config};
 
-  o.model.batch = resolve_alias(vm, "batch", o.notes, nullptr);
+  o.model.arch = examples::architecture_from_options(vm, kArchitecture);
+  o.model.run.batch = resolve_alias(vm, "batch", o.notes, nullptr);
   o.engine.micro_batches = resolve_alias(
       vm, "gradient-accumulation-steps", o.notes,
       "--micro-batches is deprecated: it sets the gradient-accumulation steps per optimizer step; "
@@ -396,16 +400,11 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   o.engine.precision.param_dtype = parse_dtype(dtype);
   o.engine.precision.grad_dtype = parse_dtype(grad_dtype);
   o.engine.offload.optimizer = offload;
-  o.model.compute_dtype = o.engine.precision.param_dtype;
-  o.model.lora.targets.clear();
-  for (size_t b = 0; b <= lora_targets.size();) {
-    const size_t e = std::min(lora_targets.find(',', b), lora_targets.size());
-    o.model.lora.targets.push_back(lora_targets.substr(b, e - b));
-    b = e + 1;
-  }
+  o.model.run.compute_dtype = o.engine.precision.param_dtype;
+  o.model.adapters.lora.targets = nn::parse_gpt_lora_targets(lora_targets);
   if (!base_dtype.empty()) {
     o.engine.frozen.storage = base_dtype == "int8" ? DType::kI8 : parse_dtype(base_dtype);
-    ZS_CHECK(o.model.lora.rank > 0, ErrorCode::kInvalidArgument,
+    ZS_CHECK(o.model.adapters.lora.rank > 0, ErrorCode::kInvalidArgument,
              "--base-dtype {} needs a frozen base: give --lora-rank", base_dtype);
   }
   {
@@ -425,10 +424,10 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
     }
     o.engine.frozen.int8_compute = m->second;
     // [Note: int8 base compute]: the model accepts int8 records unless told to dequantize.
-    o.model.int8.accept = int8_base && m->second != I8::kDequantize;
-    o.model.int8.outlier_threshold = outlier_threshold;
+    o.model.adapters.int8.accept = int8_base && m->second != I8::kDequantize;
+    o.model.adapters.int8.outlier_threshold = outlier_threshold;
   }
-  o.model.checkpoint_activations = checkpoint_activations;
+  o.model.run.checkpoint_activations = checkpoint_activations;
   if (optimizer == "adamw") {
     o.engine.optimizer.kind = OptimizerKind::kAdamW;
   } else if (optimizer == "sgd") {
@@ -462,8 +461,8 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
            "{} {} must be a finite number >= 0", flag("weight-decay"), adam.weight_decay);
   ZS_CHECK(finite_at_least(o.engine.clip_norm, 0.0), ErrorCode::kInvalidArgument,
            "{} {} must be a finite number >= 0 (0: no clipping)", flag("clip"), o.engine.clip_norm);
-  ZS_CHECK(o.model.batch >= 1, ErrorCode::kInvalidArgument, "{} {} must be at least 1",
-           flag("batch"), o.model.batch);
+  ZS_CHECK(o.model.run.batch >= 1, ErrorCode::kInvalidArgument, "{} {} must be at least 1",
+           flag("batch"), o.model.run.batch);
   ZS_CHECK(o.engine.micro_batches >= 1, ErrorCode::kInvalidArgument,
            "{} {} must be at least 1 (micro-batches per optimizer step)",
            given(vm, "micro-batches") ? "--micro-batches" : flag("gradient-accumulation-steps"),
@@ -532,7 +531,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
     o.config[name] = vm.count(name) ? any_json(vm[name].value()) : nullptr;
   }
   o.config["data"] = o.data;
-  o.config["batch"] = o.model.batch;
+  o.config["batch"] = o.model.run.batch;
   o.config["gradient-accumulation-steps"] = o.engine.micro_batches;
   o.config["deepspeed-config"] =
       o.ds_config.empty() ? nullptr : nlohmann::ordered_json(o.ds_config);
@@ -554,12 +553,13 @@ void check_world_size(const TrainOptions& o, int world_size) {
   ZS_CHECK(S <= world_size && world_size % std::max(S, 1) == 0, ErrorCode::kInvalidArgument,
            "--shard-group-size {} does not divide the {} ranks (0: all ranks)", S, world_size);
   if (!o.ds_train_batch_size) return;
-  const int64_t product = static_cast<int64_t>(o.model.batch) * o.engine.micro_batches * world_size;
+  const int64_t product =
+      static_cast<int64_t>(o.model.run.batch) * o.engine.micro_batches * world_size;
   ZS_CHECK(*o.ds_train_batch_size == product, ErrorCode::kInvalidArgument,
            "--deepspeed-config {}: train_batch_size = {} is not micro-batch {} x gradient "
            "accumulation {} x world size {} = {}",
-           o.ds_config, *o.ds_train_batch_size, o.model.batch, o.engine.micro_batches, world_size,
-           product);
+           o.ds_config, *o.ds_train_batch_size, o.model.run.batch, o.engine.micro_batches,
+           world_size, product);
 }
 
 }  // namespace zs::train

@@ -24,7 +24,8 @@ enum class LogMode {
 };
 
 struct TrainOptions {
-  nn::GptConfig model;  // layers, heads, width, context, batch, checkpointing, dtype, threads
+  nn::GptConfig
+      model;  // architecture, run settings (batch, checkpointing, dtype, threads), adapters
   EngineConfig engine;  // stage, precision, optimizer, schedule, clipping, prefetch, seed
   CheckpointFlags checkpoint;
   int64_t steps = 600;
