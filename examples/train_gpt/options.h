@@ -1,6 +1,6 @@
 // train_gpt's command line: Boost.Program_options maps flags (and an optional config file of
 // `name = value` lines, and an optional DeepSpeed JSON configuration, ds_config.h) onto the
-// library's policy structs.
+// library's policy structs. The flags are declared, with their checks, in option_table.h.
 #pragma once
 
 #include <cstdint>
