@@ -22,17 +22,17 @@ int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 20;
   GptConfig base;
   if (argc > 7) {
-    base.layers = std::atoi(argv[2]);
-    base.width = std::atoi(argv[3]);
-    base.heads = std::atoi(argv[4]);
-    base.context = std::atoi(argv[5]);
-    base.vocab = std::atoi(argv[6]);
-    base.batch = std::atoi(argv[7]);
+    base.arch.layers = std::atoi(argv[2]);
+    base.arch.width = std::atoi(argv[3]);
+    base.arch.heads = std::atoi(argv[4]);
+    base.arch.context = std::atoi(argv[5]);
+    base.arch.vocab = std::atoi(argv[6]);
+    base.run.batch = std::atoi(argv[7]);
   }
-  const double tokens = static_cast<double>(base.batch) * base.context;
+  const double tokens = static_cast<double>(base.run.batch) * base.arch.context;
   std::printf("GPT layers %d width %d heads %d context %d vocab %d batch %d (%lld params), %s\n",
-              base.layers, base.width, base.heads, base.context, base.vocab, base.batch,
-              static_cast<long long>(base.num_params()),
+              base.arch.layers, base.arch.width, base.arch.heads, base.arch.context,
+              base.arch.vocab, base.run.batch, static_cast<long long>(base.num_params()),
               gemm_uses_onednn() ? "oneDNN GEMMs" : "Eigen GEMMs");
   // cpu ms: process CPU time per step (all threads, spin-waiting included); on a machine shared
   // with other jobs it shows the work done, where wall times show the share of cores obtained.
@@ -46,13 +46,13 @@ int main(int argc, char** argv) {
     for (int threads : {1, 2}) {
       if (only_th && std::atoi(only_th) != threads) continue;
       GptConfig c = base;
-      c.compute_dtype = dt;
-      c.threads = threads;
+      c.run.compute_dtype = dt;
+      c.run.threads = threads;
       GptModel model(c);
       testing::UnitHarness h(model, dt, 1);
       std::mt19937 rng(1);
-      std::vector<int32_t> tok(static_cast<size_t>(c.batch) * (c.context + 1));
-      for (auto& t : tok) t = static_cast<int32_t>(rng() % c.vocab);
+      std::vector<int32_t> tok(static_cast<size_t>(c.run.batch) * (c.arch.context + 1));
+      for (auto& t : tok) t = static_cast<int32_t>(rng() % c.arch.vocab);
       model.set_tokens(tok);
       std::vector<double> fwd, bwd, step;
       double cpu_ms = 0.0;  // process CPU time over the timed iterations

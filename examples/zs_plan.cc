@@ -22,6 +22,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "examples/model_options.h"
 #include "nn/gpt_activations.h"
 #include "nn/transformer_shapes.h"
 #include "planner/memory_plan.h"
@@ -51,17 +52,6 @@ zs::DType parse_base_dtype(const std::string& s) {
   if (s == "int8" || s == "i8") return zs::DType::kI8;
   if (s == "fp32" || s == "bf16" || s == "fp16") return parse_dtype(s, "--base-dtype");
   throw BadFlag(fmt::format("--base-dtype '{}' is not one of fp32, bf16, fp16, int8", s));
-}
-
-// "qkv,proj" -> {"qkv", "proj"}, as train_gpt's --lora-targets (validated by the shape).
-std::vector<std::string> split_targets(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t b = 0; b <= s.size();) {
-    const size_t e = std::min(s.find(',', b), s.size());
-    out.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  return out;
 }
 
 // The frozen base's encoded bytes on one rank holding all of it, without alignment or shard
@@ -121,12 +111,11 @@ struct Options {
 
 // ", LoRA r=8 on qkv,fc, frozen base in int8", or nothing without adapters.
 std::string describe_lora(const Options& o) {
-  if (!o.shape || !o.shape->lora.enabled()) return "";
-  std::string targets;
-  for (const std::string& t : o.shape->lora.targets) targets += (targets.empty() ? "" : ",") + t;
+  if (!o.shape || !o.shape->adapters.lora.enabled()) return "";
+  const std::string targets = zs::nn::format_gpt_lora_targets(o.shape->adapters.lora.targets);
   const zs::EngineConfig& e = o.config.engine;
   return fmt::format(
-      ", LoRA r={} on {}, frozen base in {}{}", o.shape->lora.rank, targets,
+      ", LoRA r={} on {}, frozen base in {}{}", o.shape->adapters.lora.rank, targets,
       zs::dtype_name(e.frozen.storage_or(e.precision.param_dtype)),
       e.frozen.storage == zs::DType::kI8
           ? fmt::format(" computed by {}", e.frozen.hands_int8() ? "the int8 GEMM" : "dequantizing")
@@ -319,7 +308,8 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
 int run(int argc, char** argv) {
   po::options_description desc(
       "zs_plan: per-rank memory of a zeroshard training configuration (docs/memory.md)\n"
-      "Model (one of): --params N | --model NAME | --layers/--width/... ; GB = 1e9 bytes");
+      "Model (one of): --params N | --model NAME | --layers/--width/... (these override "
+      "--model's); GB = 1e9 bytes");
   // clang-format off
   desc.add_options()
       ("help,h", "show this help")
@@ -327,13 +317,10 @@ int run(int argc, char** argv) {
       ("model", po::value<std::string>(),
        "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b")
       ("family", po::value<std::string>()->default_value("gpt"),
-       "gpt (zeroshard's GPT, exact activations) | llama (estimated activations)")
-      ("layers", po::value<int>(), "transformer layers (overrides --model's)")
-      ("width", po::value<int>(), "hidden size")
-      ("heads", po::value<int>(), "attention heads")
+       "gpt (zeroshard's GPT, exact activations) | llama (estimated activations)");
+  zs::examples::add_architecture_options(desc, nullptr, true);  // as train_gpt's, and --vocab
+  desc.add_options()
       ("ffn", po::value<int>(), "FFN width (default 4 x width)")
-      ("vocab", po::value<int>(), "vocabulary size")
-      ("context", po::value<int>(), "sequence length")
       ("ranks", po::value<int>()->default_value(1), "world size N")
       ("ranks-per-node", po::value<int>(), "ranks per node (default: all ranks on one node)")
       ("zero-stage", po::value<int>()->default_value(3), "ZeRO stage 0-3")
@@ -386,13 +373,11 @@ int run(int argc, char** argv) {
 
   Options o;
   o.json = vm.count("json") > 0;
-  const bool dims = vm.count("layers") || vm.count("width") || vm.count("heads") ||
-                    vm.count("ffn") || vm.count("vocab") || vm.count("context");
+  const bool dims = zs::examples::architecture_options_given(vm) || vm.count("ffn");
   if (vm.count("params") && (vm.count("model") || dims))
     throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
   zs::nn::GptLoraConfig lora;
   lora.rank = vm["lora-rank"].as<int>();
-  lora.targets = split_targets(vm["lora-targets"].as<std::string>());
   if (lora.rank != 0 && vm.count("params"))
     throw BadFlag("--lora-rank needs the model's linears: give --model or --layers/--width/...");
   if (vm.count("base-dtype") && lora.rank == 0)
@@ -453,14 +438,12 @@ int run(int argc, char** argv) {
       s.family = fam == "gpt" ? zs::nn::TransformerFamily::kGpt : zs::nn::TransformerFamily::kLlama;
       o.model_name = "custom";
     }
-    if (vm.count("layers")) s.layers = vm["layers"].as<int>();
-    if (vm.count("width")) s.width = vm["width"].as<int>();
-    if (vm.count("heads")) s.heads = vm["heads"].as<int>();
+    zs::examples::apply_architecture_options(vm, s);
     if (vm.count("ffn")) s.ffn = vm["ffn"].as<int>();
-    if (vm.count("vocab")) s.vocab = vm["vocab"].as<int>();
-    if (vm.count("context")) s.context = vm["context"].as<int>();
-    s.lora = lora;
-    s.int8 = int8;
+    // Typed targets matter only to a gpt shape with adapters (a llama one is refused by name).
+    if (lora.rank != 0 && s.family == zs::nn::TransformerFamily::kGpt)
+      lora.targets = zs::nn::parse_gpt_lora_targets(vm["lora-targets"].as<std::string>());
+    s.adapters = {lora, int8};
     o.model = zs::nn::transformer_model_desc(s);  // validates the shape
     o.shape = s;
     o.model_name += fmt::format(
@@ -539,9 +522,9 @@ int run(int argc, char** argv) {
     j["num_trainable_params"] = plan.num_params;
     j["num_frozen_params"] = plan.num_frozen_params;
     j["frozen_record_bytes"] = o.frozen_record_bytes;
-    j["lora_rank"] = o.shape ? o.shape->lora.rank : 0;
-    if (o.shape && o.shape->lora.enabled()) {
-      j["lora_targets"] = o.shape->lora.targets;
+    j["lora_rank"] = o.shape ? o.shape->adapters.lora.rank : 0;
+    if (o.shape && o.shape->adapters.lora.enabled()) {
+      j["lora_targets"] = zs::nn::gpt_lora_target_names(o.shape->adapters.lora.targets);
       j["base_dtype"] = std::string(zs::dtype_name(e.frozen.storage_or(e.precision.param_dtype)));
       j["int8_gemm"] = e.frozen.hands_int8();
     }

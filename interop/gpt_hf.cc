@@ -93,19 +93,19 @@ bool gpt_hf_ignorable(const std::string& name) {
   return rest == "attn.bias" || rest == "attn.masked_bias";
 }
 
-std::string gpt_hf_config_json(const GptConfig& c, DType dtype) {
+std::string gpt_hf_config_json(const GptArchitecture& arch, DType dtype) {
   ZS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, ErrorCode::kInvalidArgument,
            "gpt hf: export dtype {} (fp32 or bf16 expected)", dtype_name(dtype));
   nlohmann::ordered_json j;
   j["model_type"] = "gpt2";
   j["architectures"] = {"GPT2LMHeadModel"};
-  j["vocab_size"] = c.vocab;
-  j["n_positions"] = c.context;
-  j["n_ctx"] = c.context;
-  j["n_embd"] = c.width;
-  j["n_layer"] = c.layers;
-  j["n_head"] = c.heads;
-  j["n_inner"] = c.ffn_mult * c.width;
+  j["vocab_size"] = arch.vocab;
+  j["n_positions"] = arch.context;
+  j["n_ctx"] = arch.context;
+  j["n_embd"] = arch.width;
+  j["n_layer"] = arch.layers;
+  j["n_head"] = arch.heads;
+  j["n_inner"] = arch.ffn_width();
   j["activation_function"] = "gelu_new";  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   j["layer_norm_epsilon"] = kLayerNormEps;
   j["resid_pdrop"] = 0.0;
@@ -132,20 +132,19 @@ GptHfConfig parse_gpt_hf_config(const std::string& text, const std::string& wher
   ZS_CHECK(type == "gpt2", ErrorCode::kInvalidArgument,
            "{}: \"model_type\" is \"{}\"; only gpt2 maps onto zeroshard's GPT", where, type);
   GptHfConfig c;
-  c.model.layers = positive(j, "n_layer", where);
-  c.model.heads = positive(j, "n_head", where);
-  c.model.width = positive(j, "n_embd", where);
-  c.model.context = positive(j, "n_positions", where, "n_ctx");
-  c.model.vocab = positive(j, "vocab_size", where);
-  int inner = 4 * c.model.width;
+  c.arch.layers = positive(j, "n_layer", where);
+  c.arch.heads = positive(j, "n_head", where);
+  c.arch.width = positive(j, "n_embd", where);
+  c.arch.context = positive(j, "n_positions", where, "n_ctx");
+  c.arch.vocab = positive(j, "vocab_size", where);
+  int inner = 4 * c.arch.width;
   if (j.contains("n_inner") && !j.at("n_inner").is_null()) inner = positive(j, "n_inner", where);
-  ZS_CHECK(inner % c.model.width == 0, ErrorCode::kInvalidArgument,
+  ZS_CHECK(inner % c.arch.width == 0, ErrorCode::kInvalidArgument,
            "{}: \"n_inner\" {} is not a multiple of \"n_embd\" {} (our F = ffn_mult * width)",
-           where, inner, c.model.width);
-  c.model.ffn_mult = inner / c.model.width;
-  ZS_CHECK(c.model.width % c.model.heads == 0, ErrorCode::kInvalidArgument,
-           "{}: \"n_embd\" {} does not divide by \"n_head\" {}", where, c.model.width,
-           c.model.heads);
+           where, inner, c.arch.width);
+  c.arch.ffn_mult = inner / c.arch.width;
+  ZS_CHECK(c.arch.width % c.arch.heads == 0, ErrorCode::kInvalidArgument,
+           "{}: \"n_embd\" {} does not divide by \"n_head\" {}", where, c.arch.width, c.arch.heads);
   const std::string act = optional_field<std::string>(j, "activation_function", "gelu_new", where);
   ZS_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", ErrorCode::kInvalidArgument,
            "{}: \"activation_function\" is \"{}\"; zeroshard's GPT computes GELU's tanh "
@@ -165,19 +164,20 @@ GptHfConfig parse_gpt_hf_config(const std::string& text, const std::string& wher
   return c;
 }
 
-void check_gpt_hf_config(const GptHfConfig& hf, const GptConfig& model, const std::string& where) {
+void check_gpt_hf_config(const GptHfConfig& hf, const GptArchitecture& model,
+                         const std::string& where) {
   struct Field {
     const char* hf;
     const char* ours;
     int theirs, mine;
   };
   const Field fields[] = {
-      {"n_layer", "layers", hf.model.layers, model.layers},
-      {"n_head", "heads", hf.model.heads, model.heads},
-      {"n_embd", "width", hf.model.width, model.width},
-      {"n_positions", "context", hf.model.context, model.context},
-      {"vocab_size", "vocab", hf.model.vocab, model.vocab},
-      {"n_inner", "ffn width", hf.model.ffn_mult * hf.model.width, model.ffn_mult * model.width},
+      {"n_layer", "layers", hf.arch.layers, model.layers},
+      {"n_head", "heads", hf.arch.heads, model.heads},
+      {"n_embd", "width", hf.arch.width, model.width},
+      {"n_positions", "context", hf.arch.context, model.context},
+      {"vocab_size", "vocab", hf.arch.vocab, model.vocab},
+      {"n_inner", "ffn width", hf.arch.ffn_width(), model.ffn_width()},
   };
   for (const Field& f : fields) {
     ZS_CHECK(f.theirs == f.mine, ErrorCode::kInvalidArgument,
@@ -194,8 +194,8 @@ void export_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& c, const
     if (is_lora_param(p)) return safetensors::default_tensor_name(unit, p);
     return gpt_hf_tensor_name(unit, p, false);
   };
-  merge_lora_on_export(c, o);
-  o.side_files[kConfig] = gpt_hf_config_json(c, dtype);
+  merge_lora_on_export(c.adapters.lora, o);
+  o.side_files[kConfig] = gpt_hf_config_json(c.arch, dtype);
   o.create_directory = true;
   safetensors::export_model(engine, comm, (std::filesystem::path(dir) / kWeights).string(), o);
 }
@@ -209,14 +209,14 @@ GptHfImport import_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& m
                           const std::string& dir) {
   GptHfImport r;
   r.config = read_gpt_hf_config(comm, dir);
-  check_gpt_hf_config(r.config, model, (std::filesystem::path(dir) / kConfig).string());
+  check_gpt_hf_config(r.config, model.arch, (std::filesystem::path(dir) / kConfig).string());
   const bool tied = r.config.tied;
   safetensors::ImportOptions o;
   o.namer = [tied](const std::string& unit, const ParamSpec& p) {
     if (is_lora_param(p)) return safetensors::default_tensor_name(unit, p);
     return gpt_hf_tensor_name(unit, p, tied);
   };
-  lora_optional_on_import(model, o);  // a GPT-2 directory has no adapters
+  lora_optional_on_import(model.adapters.lora, o);  // a GPT-2 directory has no adapters
   // Tied: HF's model uses transformer.wte.weight as its output matrix whatever lm_head.weight a
   // file holds, and so do we.
   o.ignorable = [tied](const std::string& name) {

@@ -38,8 +38,8 @@ namespace zs::nn {
 // A GPT-2 config.json as far as our GPT is concerned.
 struct GptHfConfig {
   // layers (n_layer), heads (n_head), width (n_embd), context (n_positions), vocab (vocab_size),
-  // ffn_mult (n_inner / n_embd; n_inner null means 4); the other fields keep their defaults.
-  GptConfig model;
+  // ffn_mult (n_inner / n_embd; n_inner null means 4).
+  GptArchitecture arch;
   bool tied = true;  // tie_word_embeddings: lm_head.weight is transformer.wte.weight
 };
 
@@ -52,17 +52,18 @@ safetensors::TensorName gpt_hf_tensor_name(const std::string& unit, const ParamS
 // mask buffers (transformer.h.<i>.attn.bias, .attn.masked_bias) that older checkpoints hold.
 bool gpt_hf_ignorable(const std::string& name);
 
-// config.json for `c` (model_type gpt2, GPT2LMHeadModel, untied embeddings, gelu_new, eps 1e-5,
+// config.json for `arch` (model_type gpt2, GPT2LMHeadModel, untied embeddings, gelu_new, eps 1e-5,
 // no dropout, no bos/eos ids: the vocabulary is bytes); torch_dtype from `dtype` (fp32 or bf16).
-std::string gpt_hf_config_json(const GptConfig& c, DType dtype = DType::kF32);
+std::string gpt_hf_config_json(const GptArchitecture& arch, DType dtype = DType::kF32);
 // Parses config.json text. Throws zs::Error(kInvalidArgument) naming `where` and the field: not
 // JSON, model_type other than gpt2, a missing or non-positive size, n_inner not a multiple of
 // n_embd, an activation other than the tanh GELU, layer_norm_epsilon other than 1e-5, attention
 // scaling our GPT does not do.
 GptHfConfig parse_gpt_hf_config(const std::string& text, const std::string& where);
 // Throws zs::Error(kInvalidArgument) naming `where`, the config.json field and both values at the
-// first shape field of `hf` that differs from `model`.
-void check_gpt_hf_config(const GptHfConfig& hf, const GptConfig& model, const std::string& where);
+// first field of `hf` that differs from `model`.
+void check_gpt_hf_config(const GptHfConfig& hf, const GptArchitecture& model,
+                         const std::string& where);
 
 // Writes DIR/model.safetensors (the master weights under HF names and layouts, as `dtype`: fp32
 // or bf16) and DIR/config.json, creating DIR when missing. `c` is the engine's model's config.

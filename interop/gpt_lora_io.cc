@@ -16,12 +16,26 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 // GPT-2's module of each target, as PEFT names it.
+const char* peft_module(GptLoraTarget target) {
+  switch (target) {
+    case GptLoraTarget::kQkv:
+      return "attn.c_attn";
+    case GptLoraTarget::kProj:
+      return "attn.c_proj";
+    case GptLoraTarget::kFc:
+      return "mlp.c_fc";
+    case GptLoraTarget::kFcProj:
+      return "mlp.c_proj";
+  }
+  ZS_ASSERT(false);
+}
+
+// The module of the adapter parameter named "<target>.lora_A" or "<target>.lora_B" (`target`).
 const char* peft_module(const std::string& target) {
-  if (target == "qkv") return "attn.c_attn";
-  if (target == "proj") return "attn.c_proj";
-  if (target == "fc") return "mlp.c_fc";
-  if (target == "fc_proj") return "mlp.c_proj";
-  fail(ErrorCode::kInvalidArgument, "no GPT-2 module for LoRA target '{}'", target);
+  const std::optional<GptLoraTarget> t = gpt_lora_target_from_name(target);
+  ZS_CHECK(t.has_value(), ErrorCode::kInvalidArgument, "no GPT-2 module for LoRA target '{}'",
+           target);
+  return peft_module(*t);
 }
 
 }  // namespace
@@ -30,12 +44,12 @@ bool is_lora_param(const ParamSpec& p) {
   return ends_with(p.name, ".lora_A") || ends_with(p.name, ".lora_B");
 }
 
-void merge_lora_on_export(const GptConfig& c, safetensors::ExportOptions& o) {
-  if (!c.lora.enabled()) return;
+void merge_lora_on_export(const GptLoraConfig& lora, safetensors::ExportOptions& o) {
+  if (!lora.enabled()) return;
   o.include = [](const std::string&, const ParamSpec& p) { return !is_lora_param(p); };
-  const float s = c.lora.scaling();
-  const int64_t r = c.lora.rank;
-  const std::vector<std::string> targets = c.lora.targets;
+  const float s = lora.scaling();
+  const int64_t r = lora.rank;
+  const std::vector<std::string> targets = gpt_lora_target_names(lora.targets);
   o.transform = [s, r, targets](const std::string&, safetensors::UnitValues& v) {
     for (const std::string& t : targets) {
       auto a = v.find(t + ".lora_A"), b = v.find(t + ".lora_B"), w = v.find(t + ".weight");
@@ -60,14 +74,14 @@ void merge_lora_on_export(const GptConfig& c, safetensors::ExportOptions& o) {
   };
 }
 
-void lora_optional_on_import(const GptConfig& c, safetensors::ImportOptions& o) {
-  if (!c.lora.enabled()) return;
+void lora_optional_on_import(const GptLoraConfig& lora, safetensors::ImportOptions& o) {
+  if (!lora.enabled()) return;
   o.optional = [](const std::string&, const ParamSpec& p) { return is_lora_param(p); };
 }
 
-void export_gpt_peft_adapters(Engine& engine, Communicator& comm, const GptConfig& c,
+void export_gpt_peft_adapters(Engine& engine, Communicator& comm, const GptLoraConfig& lora,
                               const std::string& dir, DType dtype) {
-  ZS_CHECK(c.lora.enabled(), ErrorCode::kInvalidArgument,
+  ZS_CHECK(lora.enabled(), ErrorCode::kInvalidArgument,
            "--export-adapters: the model has no LoRA adapters (--lora-rank 0)");
   safetensors::ExportOptions o;
   o.dtype = dtype;
@@ -83,12 +97,12 @@ void export_gpt_peft_adapters(Engine& engine, Communicator& comm, const GptConfi
   };
   nlohmann::ordered_json cfg;
   std::vector<std::string> modules;
-  for (const std::string& t : c.lora.targets) modules.push_back(peft_module(t));
+  for (GptLoraTarget t : lora.targets) modules.push_back(peft_module(t));
   cfg["peft_type"] = "LORA";
   cfg["task_type"] = "CAUSAL_LM";
   cfg["base_model_name_or_path"] = nullptr;
-  cfg["r"] = c.lora.rank;
-  cfg["lora_alpha"] = c.lora.alpha;
+  cfg["r"] = lora.rank;
+  cfg["lora_alpha"] = lora.alpha;
   cfg["lora_dropout"] = 0.0;
   cfg["target_modules"] = modules;
   cfg["fan_in_fan_out"] = true;
@@ -98,7 +112,7 @@ void export_gpt_peft_adapters(Engine& engine, Communicator& comm, const GptConfi
   cfg["init_lora_weights"] = true;
   o.side_files["adapter_config.json"] = cfg.dump(2) + "\n";
   o.create_directory = true;
-  o.metadata["lora_rank"] = std::to_string(c.lora.rank);
+  o.metadata["lora_rank"] = std::to_string(lora.rank);
   safetensors::export_model(engine, comm,
                             (std::filesystem::path(dir) / "adapter_model.safetensors").string(), o);
 }

@@ -1,4 +1,4 @@
-// Files of a LoRA-adapted GPT ([Note: LoRA] in nn/gpt_config.h): the merged model, and the
+// Files of a LoRA-adapted GPT ([Note: LoRA] in nn/gpt_adapters.h): the merged model, and the
 // adapters alone in the layout Hugging Face PEFT loads (docs/finetune.md).
 //
 // Merged: each adapted weight W [out, in] is written as W + (alpha / rank) * B A, computed in fp32
@@ -18,7 +18,7 @@
 #include "checkpoint/safetensors.h"
 #include "collectives/communicator.h"
 #include "core/dtype.h"
-#include "nn/gpt_config.h"
+#include "nn/gpt_adapters.h"
 #include "runtime/engine.h"
 
 namespace zs::nn {
@@ -26,14 +26,16 @@ namespace zs::nn {
 // True for an adapter parameter ("<target>.lora_A" or "<target>.lora_B").
 bool is_lora_param(const ParamSpec& p);
 
-// Makes an export of a model with adapters write the merged model; nothing without adapters.
-void merge_lora_on_export(const GptConfig& c, safetensors::ExportOptions& o);
+// Makes an export of a model with adapters `lora` write the merged model; nothing without
+// adapters.
+void merge_lora_on_export(const GptLoraConfig& lora, safetensors::ExportOptions& o);
 // Makes the adapters optional on import (a base file has none; they keep their initial values).
-void lora_optional_on_import(const GptConfig& c, safetensors::ImportOptions& o);
+void lora_optional_on_import(const GptLoraConfig& lora, safetensors::ImportOptions& o);
 
 // Writes DIR/adapter_model.safetensors (in `dtype`, fp32 or bf16) and DIR/adapter_config.json.
-// Collective. Throws zs::Error(kInvalidArgument) when the model has no adapters.
-void export_gpt_peft_adapters(Engine& engine, Communicator& comm, const GptConfig& c,
+// `lora` is the engine's model's. Collective. Throws zs::Error(kInvalidArgument) when the model
+// has no adapters.
+void export_gpt_peft_adapters(Engine& engine, Communicator& comm, const GptLoraConfig& lora,
                               const std::string& dir, DType dtype);
 
 }  // namespace zs::nn

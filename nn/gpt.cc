@@ -59,8 +59,8 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   fcproj_lin = Linear(M, F, C, true, true, mm, tracker, ws);
   head_lin = Linear(M, C, V, false, false, mm, tracker, ws);
   attn = Attention(B, T, C, H, mm, tracker, ws);
-  if (c.lora.enabled()) {
-    lora_rank = c.lora.rank;
+  if (c.adapters.lora.enabled()) {
+    lora_rank = c.adapters.lora.rank;
     int slot = 0;
     for (int t = 0; t < kNumGptLoraTargets; ++t) {
       lora_index[t] = gpt_lora_param_index(c, static_cast<GptLoraTarget>(t));
@@ -68,10 +68,10 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
       lora_slot[t] = slot++;
       int64_t in = 0, out = 0;
       gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
-      lora[t] = LoraAdapter(M, in, out, lora_rank, c.lora.scaling(), mm, tracker, ws);
+      lora[t] = LoraAdapter(M, in, out, lora_rank, c.adapters.lora.scaling(), mm, tracker, ws);
     }
   }
-  if (c.int8.accept) {
+  if (c.adapters.int8.accept) {
     int8_ws = std::make_unique<GemmWorkspace>(tracker);
     const GptActivationDims dims = GptActivationDims::of(c);
     for (int t = 0; t < kNumGptLoraTargets; ++t) {
@@ -135,7 +135,7 @@ const void* GptModel::State::to_mm(const float* src, Buffer& dst, int64_t n) {
 }
 
 GptModel::GptModel(const GptConfig& config, MemoryTracker* tracker) : GptModelBase(config) {
-  threads_ = this->config().threads > 0 ? this->config().threads : default_threads();
+  threads_ = this->config().run.threads > 0 ? this->config().run.threads : default_threads();
   ThreadScope scope(threads_);  // primitives are created for the thread count they run with
   state_ = std::make_unique<State>(this->config(), tracker ? tracker : &MemoryTracker::process());
   state_->threads = threads_;

@@ -28,19 +28,19 @@ CpuGemm this_process_cpu_gemm() {
 
 GptActivationDims GptActivationDims::of(const GptConfig& c) {
   GptActivationDims d;
-  d.batch = c.batch;
-  d.context = c.context;
-  d.width = c.width;
-  d.heads = c.heads;
-  d.ffn = static_cast<int64_t>(c.ffn_mult) * c.width;
-  d.vocab = c.vocab;
-  d.layers = c.layers;
-  d.compute_dtype = c.compute_dtype;
-  d.checkpoint = c.checkpoint_activations;
-  d.lora_rank = c.lora.rank;
-  d.lora_targets = c.lora.target_mask();
-  d.int8_accept = c.int8.accept;
-  d.int8_outlier_threshold = c.int8.outlier_threshold;
+  d.batch = c.run.batch;
+  d.context = c.arch.context;
+  d.width = c.arch.width;
+  d.heads = c.arch.heads;
+  d.ffn = static_cast<int64_t>(c.arch.ffn_mult) * c.arch.width;
+  d.vocab = c.arch.vocab;
+  d.layers = c.arch.layers;
+  d.compute_dtype = c.run.compute_dtype;
+  d.checkpoint = c.run.checkpoint_activations;
+  d.lora_rank = c.adapters.lora.rank;
+  d.lora_targets = c.adapters.lora.target_mask();
+  d.int8_accept = c.adapters.int8.accept;
+  d.int8_outlier_threshold = c.adapters.int8.outlier_threshold;
   return d;
 }
 

@@ -14,7 +14,7 @@
 // recompute set, [Note: block activations] in nn/gpt_state.h). Once per model: inputs, the head,
 // temporaries shared by all units, and the matrix-product workspace.
 //
-// LoRA adapters ([Note: LoRA] in nn/gpt_config.h, CPU only) of rank r on n targeted linears add,
+// LoRA adapters ([Note: LoRA] in nn/gpt_adapters.h, CPU only) of rank r on n targeted linears add,
 // per kept block set, u = x A^T of each ([n][M, r] mm, GptBlockBytes::lora_u: saved in forward
 // for dB = s dy^T u, recomputed with the block under checkpointing) and, once per model, an
 // [M, r] fp32 temporary (x A^T or dy B as the GEMM writes it) with its mm copy when lowp, and
@@ -59,7 +59,7 @@ struct GptActivationDims {
   bool checkpoint = false;
   int64_t lora_rank = 0;      // r; 0: no adapters
   uint32_t lora_targets = 0;  // bit t: GptLoraTarget t adapted (GptLoraConfig::target_mask())
-  bool int8_accept = false;   // GptConfig::int8.accept ([Note: int8 base compute])
+  bool int8_accept = false;   // GptAdapters::int8.accept ([Note: int8 base compute])
   float int8_outlier_threshold = 0.0f;
 
   int64_t lora_count() const;  // adapted linears per block (0 without adapters)
@@ -161,7 +161,7 @@ struct GptCudaBytes {
   int64_t cublas_workspace = 0;  // CublasContext's workspace (nn/cuda/workspace_sizes.h)
 };
 // Throws zs::Error(kInvalidArgument) when the ids do not fit int32 (too many tokens), and
-// zs::Error(kUnsupported) for LoRA adapters (check_gpt_lora_device, nn/gpt_config.h).
+// zs::Error(kUnsupported) for LoRA adapters (check_gpt_lora_device, nn/gpt_adapters.h).
 GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d);
 
 // The GPT's activations on `device`: kCpu, GptModel's (its GEMM workspace for `cpu_gemm`); kCuda,

@@ -9,14 +9,14 @@
 namespace zs::nn {
 
 GptDims::GptDims(const GptConfig& c)
-    : B(c.batch),
-      T(c.context),
-      C(c.width),
-      H(c.heads),
-      F(c.ffn_mult * c.width),
-      V(c.vocab),
-      L(c.layers),
-      M(static_cast<int64_t>(c.batch) * c.context) {}
+    : B(c.run.batch),
+      T(c.arch.context),
+      C(c.arch.width),
+      H(c.arch.heads),
+      F(c.arch.ffn_mult * c.arch.width),
+      V(c.arch.vocab),
+      L(c.arch.layers),
+      M(static_cast<int64_t>(c.run.batch) * c.arch.context) {}
 
 GptUnit::GptUnit(const GptConfig& c, size_t index)
     : config_(c), index_(index), num_params_(gpt_unit_specs(c, index).size()) {}

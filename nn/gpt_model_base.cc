@@ -12,7 +12,7 @@ GptModelBase::GptModelBase(const GptConfig& config) : config_(config) { config_.
 GptModelBase::~GptModelBase() = default;
 
 void GptModelBase::set_units(std::vector<std::unique_ptr<Unit>> units) {
-  ZS_ASSERT(units_.empty() && units.size() == static_cast<size_t>(config_.layers) + 2);
+  ZS_ASSERT(units_.empty() && units.size() == static_cast<size_t>(config_.arch.layers) + 2);
   units_ = std::move(units);
 }
 
@@ -24,14 +24,14 @@ Unit& GptModelBase::unit(size_t i) {
 }
 
 void GptModelBase::set_tokens(std::span<const int32_t> tokens) {
-  const int64_t per_mb = static_cast<int64_t>(config_.batch) * (config_.context + 1);
+  const int64_t per_mb = static_cast<int64_t>(config_.run.batch) * (config_.arch.context + 1);
   ZS_CHECK(!tokens.empty() && static_cast<int64_t>(tokens.size()) % per_mb == 0,
            ErrorCode::kInvalidArgument,
            "gpt: {} tokens is not a whole number of micro-batches of {} x {}", tokens.size(),
-           config_.batch, config_.context + 1);
+           config_.run.batch, config_.arch.context + 1);
   for (size_t i = 0; i < tokens.size(); ++i)
-    ZS_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab, ErrorCode::kInvalidArgument,
-             "gpt: token {} at index {} outside [0, {})", tokens[i], i, config_.vocab);
+    ZS_CHECK(tokens[i] >= 0 && tokens[i] < config_.arch.vocab, ErrorCode::kInvalidArgument,
+             "gpt: token {} at index {} outside [0, {})", tokens[i], i, config_.arch.vocab);
   tokens_ = tokens;
   num_token_mb_ = static_cast<int>(static_cast<int64_t>(tokens.size()) / per_mb);
 }
@@ -39,16 +39,16 @@ void GptModelBase::set_tokens(std::span<const int32_t> tokens) {
 void GptModelBase::load_micro_batch(int index) {
   ZS_CHECK(index >= 0 && index < num_token_mb_, ErrorCode::kInvalidArgument,
            "gpt: micro-batch {} requested, {} set by set_tokens()", index, num_token_mb_);
-  const int64_t per_mb = static_cast<int64_t>(config_.batch) * (config_.context + 1);
+  const int64_t per_mb = static_cast<int64_t>(config_.run.batch) * (config_.arch.context + 1);
   load_ids(tokens_.data() + index * per_mb);
 }
 
 void GptModelBase::set_inference_input(const int32_t* tokens, int length) {
-  ZS_CHECK(length >= 1 && length <= config_.context, ErrorCode::kInvalidArgument,
-           "gpt: inference length {} outside [1, {}]", length, config_.context);
+  ZS_CHECK(length >= 1 && length <= config_.arch.context, ErrorCode::kInvalidArgument,
+           "gpt: inference length {} outside [1, {}]", length, config_.arch.context);
   for (int i = 0; i < length; ++i)
-    ZS_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab, ErrorCode::kInvalidArgument,
-             "gpt: token {} at index {} outside [0, {})", tokens[i], i, config_.vocab);
+    ZS_CHECK(tokens[i] >= 0 && tokens[i] < config_.arch.vocab, ErrorCode::kInvalidArgument,
+             "gpt: token {} at index {} outside [0, {})", tokens[i], i, config_.arch.vocab);
   load_prompt(tokens, length);
 }
 

@@ -11,9 +11,9 @@
 //                            ln2.w/b [C], fc.w [F, C], fc.b [F], fc_proj.w [C, F], fc_proj.b [C]
 //                            (C = width, F = ffn_mult * width; weights are [out, in] row-major)
 //   unit L+1      "head":    ln_f.w/b [C], lm_head.w [vocab, C]; computes the loss
-// With LoRA (GptConfig::lora, [Note: LoRA] in nn/gpt_config.h; CPU only) each block appends
-// <t>.lora_A [r, in] and <t>.lora_B [out, r] for each adapted linear t of qkv, proj, fc, fc_proj,
-// and with freeze_base every parameter above is frozen (ParamSpec::trainable = false).
+// With LoRA (GptConfig::adapters.lora, [Note: LoRA] in nn/gpt_adapters.h; CPU only) each block
+// appends <t>.lora_A [r, in] and <t>.lora_B [out, r] for each adapted linear t of qkv, proj, fc,
+// fc_proj, and with freeze_base every parameter above is frozen (ParamSpec::trainable = false).
 // Initialisation as GPT-2: weights normal(0, 0.02), the residual projections (proj.w,
 // fc_proj.w) normal(0, 0.02 / sqrt(2L)), biases zero, LN weights one. Weight decay on the 2-D
 // weights only (as nanoGPT): wte, wpe, qkv.w, proj.w, fc.w, fc_proj.w, lm_head.w. Both devices

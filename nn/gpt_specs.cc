@@ -19,7 +19,7 @@ ParamSpec spec(std::string name, std::vector<int64_t> shape, Init init, bool dec
 
 // The base parameters freeze when LoRA adapters train alone ([Note: LoRA]).
 std::vector<ParamSpec> base(const GptConfig& c, std::vector<ParamSpec> specs) {
-  const bool frozen = c.lora.enabled() && c.lora.freeze_base;
+  const bool frozen = c.adapters.lora.enabled() && c.adapters.lora.freeze_base;
   for (ParamSpec& p : specs) p.trainable = !frozen;
   return specs;
 }
@@ -27,15 +27,15 @@ std::vector<ParamSpec> base(const GptConfig& c, std::vector<ParamSpec> specs) {
 }  // namespace
 
 std::vector<ParamSpec> gpt_embed_specs(const GptConfig& c) {
-  const int64_t V = c.vocab, T = c.context, C = c.width;
+  const int64_t V = c.arch.vocab, T = c.arch.context, C = c.arch.width;
   return base(c, {spec("wte", {V, C}, Init::normal(0.0f, kInitStd), true),
                   spec("wpe", {T, C}, Init::normal(0.0f, kInitStd), true)});
 }
 
 std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
-  const int64_t C = c.width, F = static_cast<int64_t>(c.ffn_mult) * c.width;
+  const int64_t C = c.arch.width, F = static_cast<int64_t>(c.arch.ffn_mult) * c.arch.width;
   const Init w = Init::normal(0.0f, kInitStd);
-  const Init wres = Init::normal(0.0f, kInitStd / std::sqrt(2.0f * c.layers));
+  const Init wres = Init::normal(0.0f, kInitStd / std::sqrt(2.0f * c.arch.layers));
   std::vector<ParamSpec> specs = {spec("ln1.weight", {C}, Init::ones(), false),
                                   spec("ln1.bias", {C}, Init::zeros(), false),
                                   spec("qkv.weight", {3 * C, C}, w, true),
@@ -51,13 +51,13 @@ std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
   specs = base(c, std::move(specs));
   // [Note: int8 base compute]
   for (int i : {kQkvW, kProjW, kFcW, kFcProjW})
-    specs[static_cast<size_t>(i)].accepts_int8 = c.int8.accept;
+    specs[static_cast<size_t>(i)].accepts_int8 = c.adapters.int8.accept;
   // [Note: LoRA] PEFT's initialisation: A kaiming_uniform(a = sqrt(5)), whose bound
   // sqrt(6 / ((1 + 5) fan_in)) is 1/sqrt(in); B zeros, so the adapted model starts as its base.
-  const int64_t r = c.lora.rank;
+  const int64_t r = c.adapters.lora.rank;
   for (int t = 0; t < kNumGptLoraTargets; ++t) {
     const auto target = static_cast<GptLoraTarget>(t);
-    if (!c.lora.targets_linear(target)) continue;
+    if (!c.adapters.lora.targets_linear(target)) continue;
     int64_t in = 0, out = 0;
     gpt_lora_linear_shape(target, C, F, &in, &out);
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
@@ -69,15 +69,15 @@ std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
 }
 
 int gpt_lora_param_index(const GptConfig& c, GptLoraTarget t) {
-  if (!c.lora.targets_linear(t)) return -1;
+  if (!c.adapters.lora.targets_linear(t)) return -1;
   int index = kNumBlockParams;
   for (int u = 0; u < static_cast<int>(t); ++u)
-    if (c.lora.targets_linear(static_cast<GptLoraTarget>(u))) index += 2;
+    if (c.adapters.lora.targets_linear(static_cast<GptLoraTarget>(u))) index += 2;
   return index;
 }
 
 std::vector<ParamSpec> gpt_head_specs(const GptConfig& c) {
-  const int64_t C = c.width, V = c.vocab;
+  const int64_t C = c.arch.width, V = c.arch.vocab;
   return base(c, {spec("ln_f.weight", {C}, Init::ones(), false),
                   spec("ln_f.bias", {C}, Init::zeros(), false),
                   spec("lm_head.weight", {V, C}, Init::normal(0.0f, kInitStd), true)});
@@ -85,13 +85,13 @@ std::vector<ParamSpec> gpt_head_specs(const GptConfig& c) {
 
 std::string gpt_unit_name(const GptConfig& c, size_t unit) {
   if (unit == 0) return "embed";
-  if (unit <= static_cast<size_t>(c.layers)) return "block." + std::to_string(unit - 1);
+  if (unit <= static_cast<size_t>(c.arch.layers)) return "block." + std::to_string(unit - 1);
   return "head";
 }
 
 std::vector<ParamSpec> gpt_unit_specs(const GptConfig& c, size_t unit) {
   if (unit == 0) return gpt_embed_specs(c);
-  if (unit <= static_cast<size_t>(c.layers)) return gpt_block_specs(c);
+  if (unit <= static_cast<size_t>(c.arch.layers)) return gpt_block_specs(c);
   return gpt_head_specs(c);
 }
 

@@ -30,7 +30,8 @@ enum GptBlockParam {
 };
 
 // Every base parameter below (embeddings, blocks' first kNumBlockParams, head) has
-// trainable = !(c.lora.enabled() && c.lora.freeze_base) ([Note: LoRA] in nn/gpt_config.h).
+// trainable = !(c.adapters.lora.enabled() && c.adapters.lora.freeze_base) ([Note: LoRA] in
+// nn/gpt_adapters.h).
 
 // Unit 0 "embed": wte [vocab, width], wpe [context, width].
 std::vector<ParamSpec> gpt_embed_specs(const GptConfig& c);
@@ -45,7 +46,7 @@ std::vector<ParamSpec> gpt_block_specs(const GptConfig& c);
 int gpt_lora_param_index(const GptConfig& c, GptLoraTarget t);
 // Unit layers + 1 "head": ln_f.weight, ln_f.bias, lm_head.weight.
 std::vector<ParamSpec> gpt_head_specs(const GptConfig& c);
-// "embed", "block.<l>" or "head" for unit `unit` of a model with c.layers blocks.
+// "embed", "block.<l>" or "head" for unit `unit` of a model with c.arch.layers blocks.
 std::string gpt_unit_name(const GptConfig& c, size_t unit);
 // The parameters of unit `unit` (0..layers + 1): one of the three lists above.
 std::vector<ParamSpec> gpt_unit_specs(const GptConfig& c, size_t unit);

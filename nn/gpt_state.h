@@ -75,7 +75,7 @@ struct GptModel::State : GptDims {
   Linear qkv_lin, proj_lin, fc_lin, fcproj_lin, head_lin;
   Attention attn;
 
-  // LoRA ([Note: LoRA] in nn/gpt_config.h), by GptLoraTarget: the adapter of each adapted linear
+  // LoRA ([Note: LoRA] in nn/gpt_adapters.h), by GptLoraTarget: the adapter of each adapted linear
   // shape, the index of its lora_A in the block's parameters (-1: not adapted) and its slot in
   // BlockActs::lora_u.
   int64_t lora_rank = 0;
@@ -83,14 +83,14 @@ struct GptModel::State : GptDims {
   std::array<int, kNumGptLoraTargets> lora_index{-1, -1, -1, -1};
   std::array<int, kNumGptLoraTargets> lora_slot{-1, -1, -1, -1};
 
-  // [Note: int8 base compute] (cfg.int8.accept): the base linears on int8 weights, by
+  // [Note: int8 base compute] (cfg.adapters.int8.accept): the base linears on int8 weights, by
   // GptLoraTarget, sharing int8_ws (declared before them).
   std::unique_ptr<GemmWorkspace> int8_ws;
   std::array<Int8Linear, kNumGptLoraTargets> int8_lin;
 
   State(const GptConfig& c, MemoryTracker* t);
   Buffer act(int64_t bytes);  // a kActivations buffer, counted in act_bytes
-  BlockActs& block_acts(int l) { return acts[cfg.checkpoint_activations ? 0 : l]; }
+  BlockActs& block_acts(int l) { return acts[cfg.run.checkpoint_activations ? 0 : l]; }
   float* x(int l) { return xs.as<float>() + static_cast<int64_t>(l) * M * C; }
   AttentionWork attn_work();
   // The parameter as fp32: its data when fp32, else converted into scratch slot `slot`.

@@ -48,7 +48,7 @@ class BlockUnit : public GptUnit {
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
     check_params(p);
     ThreadScope scope(s_.threads);
-    if (s_.cfg.checkpoint_activations) run_forward(p);  // recompute into the shared set
+    if (s_.cfg.run.checkpoint_activations) run_forward(p);  // recompute into the shared set
     run_backward(p, g);
   }
 
@@ -91,9 +91,9 @@ class BlockUnit : public GptUnit {
   }
 
   Int8Weight int8_weight(const ParamView& w) const {
-    ZS_CHECK(s_.cfg.int8.accept && w.row_scales != nullptr, ErrorCode::kInvalidArgument,
+    ZS_CHECK(s_.cfg.adapters.int8.accept && w.row_scales != nullptr, ErrorCode::kInvalidArgument,
              "{}: an int8 view of '{}' but the model was not built to accept int8 weights "
-             "(GptConfig::int8.accept)",
+             "(GptConfig::adapters.int8.accept)",
              name(), w.spec ? w.spec->name : "?");
     return {w.as<int8_t>(), w.row_scales};
   }

@@ -1,4 +1,4 @@
-// The low-rank update of one linear layer ([Note: LoRA] in nn/gpt_config.h): with the base
+// The low-rank update of one linear layer ([Note: LoRA] in nn/gpt_adapters.h): with the base
 // y = x W^T + b computed by nn::Linear, an adapter of rank r adds
 //   forward   u  = x A^T          [M, r]    kept (in mm) for backward
 //             y += s u B^T        [M, out]

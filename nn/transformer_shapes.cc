@@ -34,15 +34,12 @@ void TransformerShape::validate() const {
   ZS_CHECK(params < 1e15L, ErrorCode::kInvalidArgument,
            "transformer: about {:.3g} parameters, more than the 1e15 a plan can hold",
            static_cast<double>(params));
-  if (lora.rank != 0 || int8.accept) {
+  if (adapters.lora.rank != 0 || adapters.int8.accept) {
     ZS_CHECK(family == TransformerFamily::kGpt, ErrorCode::kInvalidArgument,
              "transformer: LoRA adapters (rank {}) and int8 compute are planned for the gpt family "
              "only",
-             lora.rank);
-    GptConfig g;  // the defaults are valid: only these fields can fail, with its messages
-    g.lora = lora;
-    g.int8 = int8;
-    g.validate();
+             adapters.lora.rank);
+    adapters.validate();
   }
 }
 
@@ -50,6 +47,7 @@ std::vector<std::vector<TransformerParam>> TransformerShape::unit_params() const
   validate();
   const int64_t C = width, F = ffn_width(), V = vocab, T = context;
   // [Note: LoRA] with freeze_base every base parameter is frozen.
+  const GptLoraConfig& lora = adapters.lora;
   const bool base_trains = !(lora.enabled() && lora.freeze_base);
   auto mat = [&](int64_t rows, int64_t cols) {
     return TransformerParam{rows * cols, rows, base_trains};
@@ -66,7 +64,7 @@ std::vector<std::vector<TransformerParam>> TransformerShape::unit_params() const
                                            mat(F, C), vec(F), mat(C, F),     vec(C)};
     // [Note: int8 base compute] as gpt_block_specs(): the four linears' weights.
     for (int i : {kQkvW, kProjW, kFcW, kFcProjW})
-      block[static_cast<size_t>(i)].accepts_int8 = int8.accept;
+      block[static_cast<size_t>(i)].accepts_int8 = adapters.int8.accept;
     const int64_t r = lora.rank;
     for (int t = 0; t < kNumGptLoraTargets && lora.enabled(); ++t) {
       if (!lora.targets_linear(static_cast<GptLoraTarget>(t))) continue;
@@ -112,17 +110,16 @@ int64_t TransformerShape::num_trainable_params() const {
   return n;
 }
 
-TransformerShape transformer_shape_of(const GptConfig& c) {
+TransformerShape transformer_shape_of(const GptArchitecture& arch, const GptAdapters& adapters) {
   TransformerShape s;
   s.family = TransformerFamily::kGpt;
-  s.layers = c.layers;
-  s.width = c.width;
-  s.heads = c.heads;
-  s.ffn = c.ffn_mult * c.width;
-  s.vocab = c.vocab;
-  s.context = c.context;
-  s.lora = c.lora;
-  s.int8 = c.int8;
+  s.layers = arch.layers;
+  s.width = arch.width;
+  s.heads = arch.heads;
+  s.ffn = arch.ffn_width();
+  s.vocab = arch.vocab;
+  s.context = arch.context;
+  s.adapters = adapters;
   return s;
 }
 
@@ -189,10 +186,10 @@ ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_
     d.layers = shape.layers;
     d.compute_dtype = compute_dtype;
     d.checkpoint = checkpoint;
-    d.lora_rank = shape.lora.rank;
-    d.lora_targets = shape.lora.target_mask();
-    d.int8_accept = shape.int8.accept;
-    d.int8_outlier_threshold = shape.int8.outlier_threshold;
+    d.lora_rank = shape.adapters.lora.rank;
+    d.lora_targets = shape.adapters.lora.target_mask();
+    d.int8_accept = shape.adapters.int8.accept;
+    d.int8_outlier_threshold = shape.adapters.int8.outlier_threshold;
     return gpt_activation_plan(d, device, cpu_gemm);
   }
   // LLaMA: an estimate in the manner of Korthikanti et al. 2022 (no dropout, no sequence

@@ -34,7 +34,7 @@ struct TransformerParam {
   int64_t numel = 0;
   int64_t rows = 0;
   bool trainable = true;
-  bool accepts_int8 = false;  // ParamSpec::accepts_int8 ([Note: int8 base compute], gpt_config.h)
+  bool accepts_int8 = false;  // ParamSpec::accepts_int8 ([Note: int8 base compute], gpt_adapters.h)
   bool operator==(const TransformerParam&) const = default;
 };
 
@@ -46,17 +46,18 @@ struct TransformerShape {
   int ffn = 0;  // F; 0 = 4 * width. Any F plans; GptModel itself needs a multiple of the width.
   int vocab = 50257;
   int context = 1024;  // T
-  // LoRA adapters ([Note: LoRA] in nn/gpt_config.h), kGpt only: each block's targeted linears get
-  // lora_A [r, in] and lora_B [out, r] after its base parameters, and with lora.freeze_base every
-  // base parameter is frozen, as GptModel declares them (nn/gpt_specs.h). rank 0: none.
-  GptLoraConfig lora;
-  // Computing from int8 base weights ([Note: int8 base compute] in nn/gpt_config.h), kGpt only:
-  // with int8.accept the four base linear weights of each block accept int8 records, and the
-  // activations include the Int8Linears' workspace (GptCpuBytes::int8_ws) at its threshold.
-  GptInt8Config int8;
+  // The adapters, kGpt only. LoRA ([Note: LoRA] in nn/gpt_adapters.h): each block's targeted
+  // linears get lora_A [r, in] and lora_B [out, r] after its base parameters, and with
+  // lora.freeze_base every base parameter is frozen, as GptModel declares them (nn/gpt_specs.h);
+  // rank 0: none. Computing from int8 base weights ([Note: int8 base compute] in
+  // nn/gpt_adapters.h): with int8.accept the four base linear weights of each block accept int8
+  // records, and the activations include the Int8Linears' workspace (GptCpuBytes::int8_ws) at its
+  // threshold.
+  GptAdapters adapters;
 
   int ffn_width() const { return ffn > 0 ? ffn : 4 * width; }
-  // Throws zs::Error(kInvalidArgument) naming the first bad field (LoRA: GptConfig's messages).
+  // Throws zs::Error(kInvalidArgument) naming the first bad field (adapters: GptAdapters's
+  // messages).
   void validate() const;
   // Each unit's parameters in the order the model declares them (adapters included). Validates.
   std::vector<std::vector<TransformerParam>> unit_params() const;
@@ -67,9 +68,10 @@ struct TransformerShape {
   int64_t num_trainable_params() const;  // num_params() less the frozen base
 };
 
-// The kGpt shape of a GptConfig, its adapters and int8 settings included (its batch, dtype and
-// checkpointing are the activation plan's arguments).
-TransformerShape transformer_shape_of(const GptConfig& c);
+// The kGpt shape of an architecture with its adapters (a run's batch, dtype and checkpointing are
+// the activation plan's arguments).
+TransformerShape transformer_shape_of(const GptArchitecture& arch,
+                                      const GptAdapters& adapters = {});
 
 // gpt2, gpt2-medium, gpt2-large, gpt2-xl (GPT-2 dims, our GPT's untied head), gpt-6b (GPT-J 6B's
 // dims on our GPT: 28 layers, hidden 4096, 16 heads, FFN 16384, vocab 50400, context 2048: 6.06e9
@@ -81,8 +83,8 @@ std::vector<std::string> transformer_shape_names();
 // Activations of one rank at `micro_batch` sequences per micro-batch. kGpt: gpt_activation_plan()
 // for the shape's dimensions, the bytes nn::GptModel (kCpu, its GEMM workspace for `cpu_gemm`
 // included) or nn::CudaGptModel (kCuda, its cuBLASLt workspace included, and its pinned host
-// bytes) allocates for GptConfig{layers, heads, width, context, vocab, batch = micro_batch,
-// ffn_mult = ffn / width, checkpoint, compute_dtype, lora, int8}. kLlama: an estimate
+// bytes) allocates for GptConfig{arch {layers, heads, width, context, vocab, ffn_mult = ffn /
+// width}, run {batch = micro_batch, compute_dtype, checkpoint}, adapters}. kLlama: an estimate
 // (docs/memory.md), the same on both devices. Throws zs::Error(kInvalidArgument) for a bad shape or
 // micro_batch < 1, and zs::Error(kUnsupported) for adapters on kCuda (check_gpt_lora_device).
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,

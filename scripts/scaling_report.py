@@ -31,7 +31,7 @@ CONFIG_LABELS = {"zero2": "ZeRO-2 flat", "zero3": "ZeRO-3 flat", "hier3": "ZeRO-
 
 def plan_args(lines):
     words = [w.strip() for w in lines if w.strip()]
-    out = ["--vocab", "256"]  # train_gpt's byte-level vocabulary (nn/gpt_config.h)
+    out = ["--vocab", "256"]  # train_gpt's byte-level vocabulary (nn/gpt_architecture.h)
     for i, w in enumerate(words):
         if w in PLAN_FLAGS and i + 1 < len(words):
             out += [w, words[i + 1]]

@@ -59,13 +59,18 @@ bool agree(Communicator& comm, const std::string& error) {
 // adapters and the base's storage, under their flags' names (a difference is named by its key).
 std::string model_json(const TrainOptions& o) {
   const nn::GptConfig& m = o.model;
-  nlohmann::json j = {{"model", "gpt"},        {"layers", m.layers},   {"heads", m.heads},
-                      {"width", m.width},      {"context", m.context}, {"vocab", m.vocab},
-                      {"ffn_mult", m.ffn_mult}};
-  if (m.lora.enabled()) {  // absent without adapters: full-model checkpoints stay as they were
-    j["lora-rank"] = m.lora.rank;
-    j["lora-alpha"] = std::stod(fmt::format("{}", m.lora.alpha));  // 16, not 16.000000xxx
-    j["lora-targets"] = m.lora.targets;
+  nlohmann::json j = {{"model", "gpt"},
+                      {"layers", m.arch.layers},
+                      {"heads", m.arch.heads},
+                      {"width", m.arch.width},
+                      {"context", m.arch.context},
+                      {"vocab", m.arch.vocab},
+                      {"ffn_mult", m.arch.ffn_mult}};
+  if (m.adapters.lora
+          .enabled()) {  // absent without adapters: full-model checkpoints stay as they were
+    j["lora-rank"] = m.adapters.lora.rank;
+    j["lora-alpha"] = std::stod(fmt::format("{}", m.adapters.lora.alpha));  // 16, not 16.000000xxx
+    j["lora-targets"] = nn::gpt_lora_target_names(m.adapters.lora.targets);
     j["base-dtype"] =
         std::string(dtype_name(o.engine.frozen.storage_or(o.engine.precision.param_dtype)));
   }
@@ -100,7 +105,7 @@ void check_same_data(Communicator& comm, const TextDataset& data, const std::str
 
 double validation_loss(Engine& engine, nn::GptModelBase& model, const TextDataset& data,
                        const TrainOptions& o, Communicator& comm, std::vector<int32_t>& tokens) {
-  data.fill_val(o.eval_batches, comm.size(), comm.rank(), o.model.batch, tokens);
+  data.fill_val(o.eval_batches, comm.size(), comm.rank(), o.model.run.batch, tokens);
   model.set_tokens(tokens);
   double sum = 0.0;
   for (int m = 0; m < o.eval_batches; ++m) {
@@ -120,7 +125,7 @@ std::string generate(Engine& engine, nn::GptModelBase& model, const TrainOptions
   std::vector<int32_t> ctx;
   for (unsigned char c : o.sample_prompt) ctx.push_back(c);
   std::string out = o.sample_prompt;
-  const int T = o.model.context;
+  const int T = o.model.arch.context;
   for (int i = 0; i < o.sample_tokens; ++i) {
     const int n = std::min<int>(static_cast<int>(ctx.size()), T);
     model.set_inference_input(ctx.data() + ctx.size() - n, n);
@@ -200,7 +205,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   nlohmann::json kernels;
   try {
     kernels = kernel_report(o.engine.precision.param_dtype, o.device);
-    data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.context);
+    data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.arch.context);
     backend = make_backend(o.device, o.model, comm, tracker, o.collectives == "hierarchical");
     model = &backend->model();
     // CPU: the same core budget as the model; CUDA: the host cores of this rank.
@@ -240,7 +245,8 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
 
   const int W = comm.size();
   const int k = o.engine.micro_batches;
-  const int64_t tokens_per_step = static_cast<int64_t>(W) * k * o.model.batch * o.model.context;
+  const int64_t tokens_per_step =
+      static_cast<int64_t>(W) * k * o.model.run.batch * o.model.arch.context;
   if (root) {
     std::printf("%s", kernel_report_text(kernels).c_str());
     std::printf(
@@ -261,9 +267,9 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
                           dtype_name(o.engine.frozen.storage_or(o.engine.precision.param_dtype)))
                   .c_str()
             : "",
-        o.model.layers, o.model.width, o.model.heads, o.model.context, k, o.model.batch,
-        model->threads(), o.data.c_str(), static_cast<long long>(data->train_bytes()),
-        static_cast<long long>(data->val_bytes()));
+        o.model.arch.layers, o.model.arch.width, o.model.arch.heads, o.model.arch.context, k,
+        o.model.run.batch, model->threads(), o.data.c_str(),
+        static_cast<long long>(data->train_bytes()), static_cast<long long>(data->val_bytes()));
     if (const HierarchicalCommunicator* h = backend->hierarchical()) {
       const std::string layout =
           fmt::format("{} node{} x {} rank{}", h->num_nodes(), h->num_nodes() == 1 ? "" : "s",
@@ -311,7 +317,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   const int64_t first = state.step;
   const auto loop_start = Clock::now();
   for (int64_t s = first; s < o.steps; ++s) {
-    data->fill_train(s, k, W, comm.rank(), o.model.batch, o.engine.seed, tokens);
+    data->fill_train(s, k, W, comm.rank(), o.model.run.batch, o.engine.seed, tokens);
     model->set_tokens(tokens);
     meter.start();
     const auto t0 = Clock::now();
@@ -398,7 +404,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   const double flops_per_token =
       6.0 * static_cast<double>(engine->num_params()) +
       4.0 * static_cast<double>(engine->num_frozen_params()) +
-      12.0 * o.model.layers * static_cast<double>(o.model.context) * o.model.width;
+      12.0 * o.model.arch.layers * static_cast<double>(o.model.arch.context) * o.model.arch.width;
   const double median_tok_s = median_ms > 0 ? tokens_per_step / (median_ms / 1e3) : 0.0;
   const double model_tflops = flops_per_token * median_tok_s / 1e12;
   const double peak = o.peak_tflops > 0 ? o.peak_tflops : backend->peak_tflops();

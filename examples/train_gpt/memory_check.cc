@@ -20,7 +20,7 @@ std::string human_bytes(double b) {
 
 RunMemory plan_run_memory(const TrainOptions& o, int world) {
   const bool cpu = o.device == "cpu";
-  const nn::TransformerShape shape = nn::transformer_shape_of(o.model);
+  const nn::TransformerShape shape = nn::transformer_shape_of(o.model.arch, o.model.adapters);
   ModelDesc desc = nn::transformer_model_desc(shape);
   if (cpu) {
     desc.activations = nn::transformer_activations(shape, o.engine.precision.param_dtype,
@@ -29,8 +29,8 @@ RunMemory plan_run_memory(const TrainOptions& o, int world) {
   PlanConfig c;
   c.engine = o.engine;
   c.world = world;
-  c.global_batch = static_cast<int64_t>(world) * o.engine.micro_batches * o.model.batch;
-  c.checkpoint_activations = o.model.checkpoint_activations;
+  c.global_batch = static_cast<int64_t>(world) * o.engine.micro_batches * o.model.run.batch;
+  c.checkpoint_activations = o.model.run.checkpoint_activations;
   c.device = cpu ? DeviceKind::kCpu : DeviceKind::kCuda;
   const MemoryPlan plan = plan_memory(desc, c);
   RunMemory m;

@@ -1,6 +1,6 @@
 // train_gpt's command line: Boost.Program_options maps flags (and an optional config file of
 // `name = value` lines, and an optional DeepSpeed JSON configuration, ds_config.h) onto the
-// library's policy structs.
+// library's policy structs. The flags are declared, with their checks, in option_table.h.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,8 @@ enum class LogMode {
 };
 
 struct TrainOptions {
-  nn::GptConfig model;  // layers, heads, width, context, batch, checkpointing, dtype, threads
+  nn::GptConfig
+      model;  // architecture, run settings (batch, checkpointing, dtype, threads), adapters
   EngineConfig engine;  // stage, precision, optimizer, schedule, clipping, prefetch, seed
   CheckpointFlags checkpoint;
   int64_t steps = 600;

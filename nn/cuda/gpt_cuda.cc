@@ -137,14 +137,14 @@ void CudaGptModel::State::upload_ids(int slot, int64_t count) {
 
 // ---------------------------------------------------------------------------------------------
 
-// GptConfig::validate() bounds the width by the CPU kernels' kMaxRow; the CUDA layer norm's
+// GptArchitecture::validate() bounds the width by the CPU kernels' kMaxRow; the CUDA layer norm's
 // bound must be no tighter.
 static_assert(gpu::kMaxRow >= kMaxRow, "the CUDA layer norm accepts every valid width");
 
 CudaGptModel::CudaGptModel(const GptConfig& config, cudaStream_t stream, MemoryTracker* tracker,
                            Allocator* device_alloc)
     : GptModelBase(config) {
-  check_gpt_lora_device(this->config().lora.rank, DeviceKind::kCuda);  // [Note: LoRA]
+  check_gpt_lora_device(this->config().adapters.lora.rank, DeviceKind::kCuda);  // [Note: LoRA]
   ZS_CHECK(cuda_device_count() > 0, ErrorCode::kUnsupported, "cuda gpt: no CUDA device");
   state_ = std::make_unique<State>(this->config(), stream,
                                    tracker ? tracker : &MemoryTracker::process(), device_alloc);

@@ -3,7 +3,7 @@
 //
 // Contract with the engine (device pointers throughout):
 //   * every ParamView.data is device memory on the model's device, in the compute dtype
-//     (GptConfig::compute_dtype: fp32, bf16 or fp16; a view of another dtype is rejected);
+//     (GptConfig::run.compute_dtype: fp32, bf16 or fp16; a view of another dtype is rejected);
 //   * every GradViews span is a device fp32 buffer, zeroed by the engine before backward; the
 //     units add (+=) their gradients into it;
 //   * all work is enqueued on the `stream` given to the constructor, the stream the engine's CUDA
@@ -49,9 +49,9 @@ class CudaGptModel : public GptModelBase {
   // Runs on the current CUDA device (cudaGetDevice), to which `stream` must belong. Allocates
   // every device buffer for (batch, context), the cuBLAS handles and every GEMM descriptor;
   // `tracker` receives the bytes (the process tracker when null). Throws zs::Error:
-  // kInvalidArgument for a bad config, kUnsupported for LoRA adapters (config.lora.rank > 0: CPU
-  // only, check_gpt_lora_device), without a device or for an allocator of another device,
-  // kOutOfMemory when the buffers do not fit. config.threads is ignored.
+  // kInvalidArgument for a bad config, kUnsupported for LoRA adapters (config.adapters.lora.rank >
+  // 0: CPU only, check_gpt_lora_device), without a device or for an allocator of another device,
+  // kOutOfMemory when the buffers do not fit. config.run.threads is ignored.
   CudaGptModel(const GptConfig& config, cudaStream_t stream, MemoryTracker* tracker = nullptr,
                Allocator* device_alloc = nullptr);
   // Waits for the stream, then frees everything.

@@ -129,7 +129,7 @@ struct CudaGptModel::State : GptDims {
   gpu::CudaAttention attn;
 
   Buffer act(int64_t bytes);  // a device kActivations buffer, counted in act_bytes
-  CudaBlockActs& block_acts(int l) { return acts[cfg.checkpoint_activations ? 0 : l]; }
+  CudaBlockActs& block_acts(int l) { return acts[cfg.run.checkpoint_activations ? 0 : l]; }
   float* x(int l) { return xs.as<float>() + static_cast<int64_t>(l) * M * C; }
   gpu::AttentionWork attn_work();
   // The parameter as fp32: its data when fp32, else converted into scratch slot `slot` (0..3) on

@@ -66,7 +66,7 @@ class BlockUnit : public CudaGptUnit {
   }
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
     check_params(p);
-    if (s_.cfg.checkpoint_activations) run_forward(p);  // recompute into the shared set
+    if (s_.cfg.run.checkpoint_activations) run_forward(p);  // recompute into the shared set
     run_backward(p, g);
   }
 

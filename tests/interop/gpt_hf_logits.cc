@@ -43,11 +43,12 @@ int run(int argc, char** argv) {
   const std::string dir = argv[1], out = argv[3];
   const std::vector<int32_t> tokens = parse_tokens(argv[2]);
   auto comm = zs::MpiCommunicator::world();
-  zs::nn::GptConfig cfg = zs::nn::read_gpt_hf_config(*comm, dir).model;
-  cfg.batch = 1;
-  cfg.threads = 1;
-  ZS_CHECK(static_cast<int>(tokens.size()) <= cfg.context, zs::ErrorCode::kInvalidArgument,
-           "{} tokens, the context is {}", tokens.size(), cfg.context);
+  zs::nn::GptConfig cfg;
+  cfg.arch = zs::nn::read_gpt_hf_config(*comm, dir).arch;
+  cfg.run.batch = 1;
+  cfg.run.threads = 1;
+  ZS_CHECK(static_cast<int>(tokens.size()) <= cfg.arch.context, zs::ErrorCode::kInvalidArgument,
+           "{} tokens, the context is {}", tokens.size(), cfg.arch.context);
   zs::MemoryTracker tracker;
   zs::nn::GptModel model(cfg, &tracker);
   zs::EngineConfig ecfg;

@@ -66,12 +66,12 @@ class TempDir {
 
 GptConfig small_config() {
   GptConfig c;
-  c.layers = 2;
-  c.heads = 2;
-  c.width = 32;
-  c.context = 16;
-  c.batch = 2;
-  c.threads = 1;
+  c.arch.layers = 2;
+  c.arch.heads = 2;
+  c.arch.width = 32;
+  c.arch.context = 16;
+  c.run.batch = 2;
+  c.run.threads = 1;
   return c;
 }
 
@@ -367,11 +367,11 @@ TEST(GptHf, BadInputsAreRefusedWithTheNameAndChangeNothing) {
 TEST(GptHf, MappingNamesEveryParameterOnce) {
   const GptConfig c = small_config();
   std::set<std::string> names;
-  for (size_t u = 0; u < static_cast<size_t>(c.layers) + 2; ++u) {
+  for (size_t u = 0; u < static_cast<size_t>(c.arch.layers) + 2; ++u) {
     for (const ParamSpec& p : gpt_unit_specs(c, u))
       EXPECT_TRUE(names.insert(gpt_hf_tensor_name(gpt_unit_name(c, u), p).name).second);
   }
-  EXPECT_EQ(names.size(), static_cast<size_t>(2 + 12 * c.layers + 3));
+  EXPECT_EQ(names.size(), static_cast<size_t>(2 + 12 * c.arch.layers + 3));
   ParamSpec p;
   p.name = "qkv.weight";
   EXPECT_NE(error_of([&] { gpt_hf_tensor_name("blocks.0", p); }).find("blocks.0.qkv.weight"),
@@ -381,8 +381,9 @@ TEST(GptHf, MappingNamesEveryParameterOnce) {
   EXPECT_FALSE(gpt_hf_ignorable("transformer.h.11.attn.c_attn.bias"));
   EXPECT_FALSE(gpt_hf_ignorable("lm_head.weight"));
   // config.json round trip.
-  const GptHfConfig back = parse_gpt_hf_config(gpt_hf_config_json(c), "x");
-  EXPECT_NO_THROW(check_gpt_hf_config(back, c, "x"));
+  const GptHfConfig back = parse_gpt_hf_config(gpt_hf_config_json(c.arch), "x");
+  EXPECT_EQ(back.arch, c.arch);
+  EXPECT_NO_THROW(check_gpt_hf_config(back, c.arch, "x"));
   EXPECT_FALSE(back.tied);
   EXPECT_NE(error_of([] { parse_gpt_hf_config("{", "cfg"); }).find("cfg: not a JSON object"),
             std::string::npos);

@@ -42,21 +42,21 @@ using test::random_floats;
 
 GptConfig small_config(DType dt = DType::kF32) {
   GptConfig c;
-  c.layers = 2;
-  c.heads = 4;
-  c.width = 64;
-  c.context = 32;
-  c.vocab = 256;
-  c.batch = 2;
-  c.threads = 2;
-  c.compute_dtype = dt;
+  c.arch.layers = 2;
+  c.arch.heads = 4;
+  c.arch.width = 64;
+  c.arch.context = 32;
+  c.arch.vocab = 256;
+  c.run.batch = 2;
+  c.run.threads = 2;
+  c.run.compute_dtype = dt;
   return c;
 }
 
 std::vector<int32_t> random_tokens(const GptConfig& c, int micro_batches, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::uniform_int_distribution<int> d(0, c.vocab - 1);
-  std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.batch * (c.context + 1));
+  std::uniform_int_distribution<int> d(0, c.arch.vocab - 1);
+  std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.run.batch * (c.arch.context + 1));
   for (auto& x : t) x = d(rng);
   return t;
 }
@@ -182,8 +182,8 @@ class CudaGptRunner {
 
   CudaGptRunner(const GptConfig& c, uint64_t seed, MemoryTracker* tracker = nullptr)
       : model_(c, stream_.get(), tracker),
-        host_(model_, c.compute_dtype, seed),
-        dev_(model_, host_, c.compute_dtype) {}
+        host_(model_, c.run.compute_dtype, seed),
+        dev_(model_, host_, c.run.compute_dtype) {}
 
   CudaGptModel& model() { return model_; }
   std::vector<float>& master(size_t u, size_t i) { return host_.master(u, i); }
@@ -291,8 +291,8 @@ TEST(CudaGpt, SpecsMatchCpu) {
   ZS_REQUIRE_CUDA();
   for (bool ckpt : {false, true}) {
     GptConfig c = small_config(DType::kBF16);
-    c.layers = 3;
-    c.checkpoint_activations = ckpt;
+    c.arch.layers = 3;
+    c.run.checkpoint_activations = ckpt;
     GptModel cpu(c);
     Stream stream;
     CudaGptModel gpu(c, stream.get());
@@ -385,7 +385,7 @@ TEST(CudaGpt, InferenceMatchesCpu) {
   hg.forward(false);
   const std::vector<float> want(cpu.last_logits().begin(), cpu.last_logits().end());
   const std::vector<float> a(gpu.last_logits().begin(), gpu.last_logits().end());
-  ASSERT_EQ(a.size(), static_cast<size_t>(c.vocab));
+  ASSERT_EQ(a.size(), static_cast<size_t>(c.arch.vocab));
   check_close("inference logits", a, want, 1e-4 * max_abs(want), 1e-4);
   // A longer prompt: still the CPU's logits.
   cpu.set_inference_input(tokens.data(), 20);
@@ -442,23 +442,24 @@ TEST(CudaGpt, ActivationsMatchPlan) {
     for (bool ckpt : {false, true})
       for (int batch : {1, 3}) {
         GptConfig c = small_config(dt);
-        c.checkpoint_activations = ckpt;
-        c.batch = batch;
+        c.run.checkpoint_activations = ckpt;
+        c.run.batch = batch;
         configs.push_back(c);
       }
   for (DType dt : {DType::kF32, DType::kBF16}) {
     GptConfig c = small_config(dt);
-    c.width = 72;  // F = 288: pscratch stride 320
-    c.heads = 3;
-    c.context = 128;
-    c.batch = 3;  // M = 384: two column-sum chunks
-    c.vocab = 96;
+    c.arch.width = 72;  // F = 288: pscratch stride 320
+    c.arch.heads = 3;
+    c.arch.context = 128;
+    c.run.batch = 3;  // M = 384: two column-sum chunks
+    c.arch.vocab = 96;
     configs.push_back(c);
   }
   Stream stream;
   for (const GptConfig& c : configs) {
-    SCOPED_TRACE(fmt::format("{} ckpt {} B {} C {} T {}", dtype_name(c.compute_dtype),
-                             c.checkpoint_activations, c.batch, c.width, c.context));
+    SCOPED_TRACE(fmt::format("{} ckpt {} B {} C {} T {}", dtype_name(c.run.compute_dtype),
+                             c.run.checkpoint_activations, c.run.batch, c.arch.width,
+                             c.arch.context));
     MemoryTracker t;
     CudaGptModel gpu(c, stream.get(), &t);
     const ActivationPlan a = nn::gpt_activation_plan(c, DeviceKind::kCuda);
@@ -469,10 +470,10 @@ TEST(CudaGpt, ActivationsMatchPlan) {
     EXPECT_EQ(a.pinned_host, t.current(MemCategory::kOther));
     // One more block adds exactly per_layer (per_layer_checkpointed when checkpointing).
     GptConfig c1 = c;
-    c1.layers += 1;
+    c1.arch.layers += 1;
     CudaGptModel gpu1(c1, stream.get());
     EXPECT_EQ(gpu1.activation_bytes() - gpu.activation_bytes(),
-              c.checkpoint_activations ? a.per_layer_checkpointed : a.per_layer);
+              c.run.checkpoint_activations ? a.per_layer_checkpointed : a.per_layer);
   }
 }
 
@@ -486,7 +487,7 @@ TEST(CudaGpt, RejectsViewsOfAnotherDtype) {
   GptModel cpu(c);
   UnitHarness hc(cpu, DType::kBF16, 1);
   DeviceHarness hg(gpu, hc, DType::kF32);
-  const std::vector<int32_t> t(c.batch * (c.context + 1), 0);
+  const std::vector<int32_t> t(c.run.batch * (c.arch.context + 1), 0);
   gpu.set_tokens(t);
   gpu.load_micro_batch(0);
   nn::testing::expect_error([&] { hg.forward(); },

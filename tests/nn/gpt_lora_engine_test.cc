@@ -1,4 +1,4 @@
-// The LoRA GPT ([Note: LoRA] in nn/gpt_config.h) under the engine, at 1 and 2 ranks: with the
+// The LoRA GPT ([Note: LoRA] in nn/gpt_adapters.h) under the engine, at 1 and 2 ranks: with the
 // same seed an adapted model (B = 0) starts at its base's loss bit for bit and its frozen base is
 // the base model's initial parameters; training moves the adapters and leaves the base
 // (frozen_hash) unchanged; stages 0 and 3 train the adapters to the same bits; and the memory
@@ -38,17 +38,17 @@ Communicator& world() {
 
 GptConfig lora_config(DType dt, int rank, bool freeze) {
   GptConfig c;
-  c.layers = 2;
-  c.heads = 2;
-  c.width = 32;
-  c.context = 16;
-  c.vocab = 64;
-  c.batch = 2;
-  c.threads = 1;
-  c.compute_dtype = dt;
-  c.lora.rank = rank;
-  c.lora.alpha = 16.0f;
-  c.lora.freeze_base = freeze;
+  c.arch.layers = 2;
+  c.arch.heads = 2;
+  c.arch.width = 32;
+  c.arch.context = 16;
+  c.arch.vocab = 64;
+  c.run.batch = 2;
+  c.run.threads = 1;
+  c.run.compute_dtype = dt;
+  c.adapters.lora.rank = rank;
+  c.adapters.lora.alpha = 16.0f;
+  c.adapters.lora.freeze_base = freeze;
   return c;
 }
 
@@ -67,8 +67,8 @@ EngineConfig engine_config(int stage, DType dt, int micro_batches = 1) {
 // set_tokens() call, rank-seeded.
 std::vector<int32_t> rank_tokens(const GptConfig& c, int micro_batches, uint32_t seed) {
   std::mt19937 rng(seed * 1000 + static_cast<uint32_t>(world().rank()));
-  std::uniform_int_distribution<int> d(0, c.vocab - 1);
-  std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.batch * (c.context + 1));
+  std::uniform_int_distribution<int> d(0, c.arch.vocab - 1);
+  std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.run.batch * (c.arch.context + 1));
   for (auto& x : t) x = d(rng);
   return t;
 }
@@ -155,8 +155,8 @@ TEST(GptLoraEngine, PlanMatchesTrackerByteForByte) {
         SCOPED_TRACE("stage " + std::to_string(stage) + (freeze ? " frozen" : " trainable") +
                      (ckpt ? " ckpt" : ""));
         GptConfig g = lora_config(DType::kBF16, 8, freeze);
-        g.checkpoint_activations = ckpt;
-        g.lora.targets = {"qkv", "fc"};
+        g.run.checkpoint_activations = ckpt;
+        g.adapters.lora.targets = {GptLoraTarget::kQkv, GptLoraTarget::kFc};
         MemoryTracker t;
         GptModel model(g, &t);
         EngineConfig ec = engine_config(stage, DType::kBF16, 2);
@@ -166,7 +166,7 @@ TEST(GptLoraEngine, PlanMatchesTrackerByteForByte) {
         pc.engine = ec;
         pc.world = world().size();
         pc.rank = world().rank();
-        pc.global_batch = static_cast<int64_t>(g.batch) * world().size() * ec.micro_batches;
+        pc.global_batch = static_cast<int64_t>(g.run.batch) * world().size() * ec.micro_batches;
         pc.checkpoint_activations = ckpt;
         const ModelDesc d = ModelDesc::from_model(model);
         EXPECT_EQ(d.num_params(), g.num_trainable_params());

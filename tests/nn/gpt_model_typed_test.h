@@ -44,21 +44,21 @@ namespace zs::nn::testing {
 
 inline GptConfig gpt_test_config(DType dt = DType::kF32) {
   GptConfig c;
-  c.layers = 2;
-  c.heads = 2;
-  c.width = 64;
-  c.context = 32;
-  c.vocab = 256;
-  c.batch = 4;
-  c.threads = 2;
-  c.compute_dtype = dt;
+  c.arch.layers = 2;
+  c.arch.heads = 2;
+  c.arch.width = 64;
+  c.arch.context = 32;
+  c.arch.vocab = 256;
+  c.run.batch = 4;
+  c.run.threads = 2;
+  c.run.compute_dtype = dt;
   return c;
 }
 
 inline std::vector<int32_t> gpt_test_tokens(const GptConfig& c, int micro_batches, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::uniform_int_distribution<int> d(0, c.vocab - 1);
-  std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.batch * (c.context + 1));
+  std::uniform_int_distribution<int> d(0, c.arch.vocab - 1);
+  std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.run.batch * (c.arch.context + 1));
   for (auto& x : t) x = d(rng);
   return t;
 }
@@ -101,8 +101,8 @@ TYPED_TEST_SUITE_P(GptModelTest);
 TYPED_TEST_P(GptModelTest, UnitsAndSpecsFollowGptSpecs) {
   for (bool ckpt : {false, true}) {
     GptConfig c = gpt_test_config(DType::kBF16);
-    c.layers = 3;
-    c.checkpoint_activations = ckpt;
+    c.arch.layers = 3;
+    c.run.checkpoint_activations = ckpt;
     TypeParam r(c, 1);
     GptModelBase& m = r.model();
     ASSERT_EQ(m.num_units(), 5u);
@@ -127,7 +127,7 @@ TYPED_TEST_P(GptModelTest, UnitsAndSpecsFollowGptSpecs) {
     }
     EXPECT_EQ(gpt_unit_specs(c, 1).size(), static_cast<size_t>(kNumBlockParams));
     EXPECT_EQ(n, m.num_params());
-    EXPECT_EQ(m.config().layers, 3);
+    EXPECT_EQ(m.config().arch.layers, 3);
     expect_error([&] { m.unit(5); }, "gpt: unit 5 of 5");
   }
 }
@@ -159,10 +159,10 @@ TYPED_TEST_P(GptModelTest, LossAtInitIsLogVocab) {
 // GPT-2's vocabulary, past the layer norm's row limit (which bounds the width only).
 TYPED_TEST_P(GptModelTest, LargeVocabulary) {
   GptConfig c = gpt_test_config();
-  c.layers = 1;
-  c.vocab = 50257;
-  c.batch = 2;
-  c.context = 8;
+  c.arch.layers = 1;
+  c.arch.vocab = 50257;
+  c.run.batch = 2;
+  c.arch.context = 8;
   TypeParam r(c, 7);
   auto tokens = gpt_test_tokens(c, 1, 3);
   r.model().set_tokens(tokens);
@@ -177,12 +177,12 @@ TYPED_TEST_P(GptModelTest, LargeVocabulary) {
 
 TYPED_TEST_P(GptModelTest, RejectsBadConfig) {
   GptConfig wide = gpt_test_config();
-  wide.width = kMaxRow + 64;
-  wide.heads = 1;
+  wide.arch.width = kMaxRow + 64;
+  wide.arch.heads = 1;
   expect_error([&] { wide.validate(); }, "gpt config: width 16448 must be at most 16384");
   expect_error([&] { TypeParam r(wide, 1); }, "gpt config: width 16448 must be at most 16384");
   GptConfig heads = gpt_test_config();
-  heads.heads = 3;
+  heads.arch.heads = 3;
   expect_error([&] { TypeParam r(heads, 1); }, "gpt config: width 64 must divide by heads 3");
   GptConfig dt = gpt_test_config(DType::kF64);
   expect_error([&] { TypeParam r(dt, 1); }, "gpt config: compute dtype must be fp32, bf16 or fp16");
@@ -195,8 +195,8 @@ TYPED_TEST_P(GptModelTest, RejectsBadTokens) {
   GptModelBase& m = r.model();
   EXPECT_TRUE(std::isnan(m.loss()));
   EXPECT_EQ(m.num_token_micro_batches(), 0);
-  std::vector<int32_t> t(c.batch * (c.context + 1), 0);
-  t[5] = c.vocab;
+  std::vector<int32_t> t(c.run.batch * (c.arch.context + 1), 0);
+  t[5] = c.arch.vocab;
   expect_error([&] { m.set_tokens(t); }, "gpt: token 256 at index 5 outside [0, 256)");
   t[5] = -1;
   expect_error([&] { m.set_tokens(t); }, "gpt: token -1 at index 5 outside [0, 256)");
@@ -220,15 +220,15 @@ TYPED_TEST_P(GptModelTest, RejectsBadTokens) {
                "gpt: micro-batch -1 requested, 2 set by set_tokens()");
 
   // Inference prompts.
-  std::vector<int32_t> prompt(c.context + 1, 1);
+  std::vector<int32_t> prompt(c.arch.context + 1, 1);
   expect_error([&] { m.set_inference_input(prompt.data(), 0); },
                "gpt: inference length 0 outside [1, 32]");
-  expect_error([&] { m.set_inference_input(prompt.data(), c.context + 1); },
+  expect_error([&] { m.set_inference_input(prompt.data(), c.arch.context + 1); },
                "gpt: inference length 33 outside [1, 32]");
   prompt[3] = -1;
   expect_error([&] { m.set_inference_input(prompt.data(), 10); },
                "gpt: token -1 at index 3 outside [0, 256)");
-  prompt[3] = c.vocab;
+  prompt[3] = c.arch.vocab;
   expect_error([&] { m.set_inference_input(prompt.data(), 10); },
                "gpt: token 256 at index 3 outside [0, 256)");
   m.set_inference_input(prompt.data(), 3);  // the bad id lies past the prompt
@@ -267,10 +267,10 @@ TYPED_TEST_P(GptModelTest, SgdOnRepeatedBatchReducesLoss) {
 TYPED_TEST_P(GptModelTest, CheckpointedGradientsAreBitwiseEqual) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     GptConfig c = gpt_test_config(dt);
-    c.layers = 3;
+    c.arch.layers = 3;
     MemoryTracker t_plain, t_ckpt;
     TypeParam plain(c, 11, &t_plain);
-    c.checkpoint_activations = true;
+    c.run.checkpoint_activations = true;
     TypeParam ckpt(c, 11, &t_ckpt);
     perturb_params(plain, 5, 0.05f);
     perturb_params(ckpt, 5, 0.05f);
@@ -367,8 +367,9 @@ TYPED_TEST_P(GptModelTest, MicroBatchesLoadByIndex) {
   const auto g = r.grad(0, 0);
   EXPECT_EQ(0, std::memcmp(g.data(), grad_wte_1.data(), g.size() * sizeof(float)));
   // A single micro-batch given alone is the same data: the same loss.
-  std::vector<int32_t> one(tokens.begin() + static_cast<int64_t>(c.batch) * (c.context + 1),
-                           tokens.begin() + 2 * static_cast<int64_t>(c.batch) * (c.context + 1));
+  std::vector<int32_t> one(
+      tokens.begin() + static_cast<int64_t>(c.run.batch) * (c.arch.context + 1),
+      tokens.begin() + 2 * static_cast<int64_t>(c.run.batch) * (c.arch.context + 1));
   r.model().set_tokens(one);
   EXPECT_EQ(r.model().num_token_micro_batches(), 1);
   r.model().load_micro_batch(0);
@@ -404,10 +405,10 @@ TYPED_TEST_P(GptModelTest, GradientSumsAndFiniteness) {
         EXPECT_TRUE(finite) << tag << " unit " << u << " param " << r.spec(u, i).name;
         EXPECT_GT(norm, 0.0) << tag << " unit " << u << " param " << r.spec(u, i).name;
       }
-    const int C = c.width, T = c.context, V = c.vocab;
+    const int C = c.arch.width, T = c.arch.context, V = c.arch.vocab;
     const auto dwte = r.grad(0, 0), dwpe = r.grad(0, 1);
     std::set<int32_t> used;
-    for (int b = 0; b < c.batch; ++b)
+    for (int b = 0; b < c.run.batch; ++b)
       for (int t = 0; t < T; ++t) used.insert(tokens[static_cast<size_t>(b) * (T + 1) + t]);
     double worst = 0.0;
     for (int col = 0; col < C; ++col) {
@@ -449,7 +450,7 @@ TYPED_TEST_P(GptModelTest, LowPrecisionLossCloseToFp32) {
   double loss[3];
   int k = 0;
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
-    c.compute_dtype = dt;
+    c.run.compute_dtype = dt;
     TypeParam r(c, 21);
     // Larger weights than at init so the logits are not all near zero.
     for (size_t u = 0; u < r.num_units(); ++u)
@@ -476,12 +477,12 @@ TYPED_TEST_P(GptModelTest, InferenceIsCausalAndDeterministic) {
   m.set_inference_input(tokens.data(), 10);
   r.forward(false);
   std::vector<float> a(m.last_logits().begin(), m.last_logits().end());
-  ASSERT_EQ(a.size(), static_cast<size_t>(c.vocab));
+  ASSERT_EQ(a.size(), static_cast<size_t>(c.arch.vocab));
   // Same prompt again after a longer one: the same logits.
   m.set_inference_input(tokens.data(), 20);
   r.forward(false);
   std::vector<float> b(m.last_logits().begin(), m.last_logits().end());
-  ASSERT_EQ(b.size(), static_cast<size_t>(c.vocab));
+  ASSERT_EQ(b.size(), static_cast<size_t>(c.arch.vocab));
   m.set_inference_input(tokens.data(), 10);
   r.forward(false);
   std::vector<float> a2(m.last_logits().begin(), m.last_logits().end());
@@ -499,7 +500,7 @@ TYPED_TEST_P(GptModelTest, InferenceIsCausalAndDeterministic) {
   r.forward();
   EXPECT_TRUE(std::isfinite(m.loss()));
   r.backward();
-  EXPECT_THROW(m.set_inference_input(tokens.data(), c.context + 1), Error);
+  EXPECT_THROW(m.set_inference_input(tokens.data(), c.arch.context + 1), Error);
 }
 
 // As far as the tracker sees: after the constructor, steps and inference allocate nothing, and
@@ -508,7 +509,7 @@ TYPED_TEST_P(GptModelTest, InferenceIsCausalAndDeterministic) {
 TYPED_TEST_P(GptModelTest, StepsAllocateNothing) {
   for (bool ckpt : {false, true}) {
     GptConfig c = gpt_test_config(DType::kBF16);
-    c.checkpoint_activations = ckpt;
+    c.run.checkpoint_activations = ckpt;
     MemoryTracker tracker;
     TypeParam r(c, 2, &tracker);
     const auto tokens = gpt_test_tokens(c, 3, 4);
@@ -525,7 +526,7 @@ TYPED_TEST_P(GptModelTest, StepsAllocateNothing) {
     }
     r.model().set_inference_input(tokens.data(), 5);
     r.forward(false);
-    EXPECT_EQ(r.model().last_logits().size(), static_cast<size_t>(c.vocab));
+    EXPECT_EQ(r.model().last_logits().size(), static_cast<size_t>(c.arch.vocab));
     EXPECT_EQ(tracker.peak(MemCategory::kActivations), acts);
     EXPECT_EQ(tracker.current(MemCategory::kActivations), acts);
     EXPECT_EQ(tracker.peak_total(), total);

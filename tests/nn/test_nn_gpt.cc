@@ -25,7 +25,7 @@ class CpuGptRunner {
   static const char* unavailable() { return nullptr; }
 
   CpuGptRunner(const GptConfig& c, uint64_t seed, MemoryTracker* tracker = nullptr)
-      : model_(c, tracker), host_(model_, c.compute_dtype, seed) {}
+      : model_(c, tracker), host_(model_, c.run.compute_dtype, seed) {}
 
   GptModel& model() { return model_; }
   std::vector<float>& master(size_t u, size_t i) { return host_.master(u, i); }

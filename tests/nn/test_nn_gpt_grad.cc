@@ -22,13 +22,13 @@ class NnGptGrad : public ::testing::TestWithParam<Shape> {};
 TEST_P(NnGptGrad, WholeModelMatchesFiniteDifferences) {
   const Shape s = GetParam();
   GptConfig c;
-  c.layers = 2;
-  c.heads = s.heads;
-  c.width = s.width;
-  c.context = s.context;
-  c.vocab = 256;
-  c.batch = s.batch;
-  c.threads = 1;
+  c.arch.layers = 2;
+  c.arch.heads = s.heads;
+  c.arch.width = s.width;
+  c.arch.context = s.context;
+  c.arch.vocab = 256;
+  c.run.batch = s.batch;
+  c.run.threads = 1;
   GptModel m(c);
   testing::UnitHarness h(m, DType::kF32, 11);
   // Larger weights than GPT-2's init, so attention is far from uniform and every path matters.
@@ -38,8 +38,8 @@ TEST_P(NnGptGrad, WholeModelMatchesFiniteDifferences) {
     for (size_t p = 0; p < h.num_params(u); ++p)
       for (float& x : h.master(u, p)) x += nd(rng);
   h.refresh();
-  std::vector<int32_t> tokens(static_cast<size_t>(c.batch) * (c.context + 1));
-  std::uniform_int_distribution<int> td(0, c.vocab - 1);
+  std::vector<int32_t> tokens(static_cast<size_t>(c.run.batch) * (c.arch.context + 1));
+  std::uniform_int_distribution<int> td(0, c.arch.vocab - 1);
   for (auto& t : tokens) t = td(rng);
   m.set_tokens(tokens);
   m.load_micro_batch(0);
@@ -58,7 +58,7 @@ TEST_P(NnGptGrad, WholeModelMatchesFiniteDifferences) {
       // For the embeddings pick rows that the batch actually uses half of the time.
       for (int k = 0; k < 6; ++k) {
         size_t i = pick(rng);
-        if (h.spec(u, p).name == "wte" && k % 2 == 0) i = tokens[k] * c.width + k;
+        if (h.spec(u, p).name == "wte" && k % 2 == 0) i = tokens[k] * c.arch.width + k;
         const float saved = w[i];
         const float eps = 2e-3f;
         w[i] = saved + eps;

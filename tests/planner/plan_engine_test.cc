@@ -138,23 +138,23 @@ TEST(Plan, ModelStatesFollowZeroFormula) {
 
 nn::GptConfig gpt_config(bool ckpt, DType dtype, int batch) {
   nn::GptConfig g;
-  g.layers = 2;
-  g.heads = 2;
-  g.width = 32;
-  g.context = 16;
-  g.vocab = 96;
-  g.batch = batch;
-  g.checkpoint_activations = ckpt;
-  g.compute_dtype = dtype;
-  g.threads = 1;
+  g.arch.layers = 2;
+  g.arch.heads = 2;
+  g.arch.width = 32;
+  g.arch.context = 16;
+  g.arch.vocab = 96;
+  g.run.batch = batch;
+  g.run.checkpoint_activations = ckpt;
+  g.run.compute_dtype = dtype;
+  g.run.threads = 1;
   return g;
 }
 
 // What zs_plan asks nn for the same GPT: the activations of its transformer shape.
 ActivationPlan shape_activations(const nn::GptConfig& g) {
-  return nn::transformer_activation_plan(nn::transformer_shape_of(g), g.batch, g.compute_dtype,
-                                         g.checkpoint_activations, DeviceKind::kCpu,
-                                         nn::this_process_cpu_gemm());
+  return nn::transformer_activation_plan(nn::transformer_shape_of(g.arch, g.adapters), g.run.batch,
+                                         g.run.compute_dtype, g.run.checkpoint_activations,
+                                         DeviceKind::kCpu, nn::this_process_cpu_gemm());
 }
 
 // oneDNN's scratchpads for the model's matrix products (the library's choice, not planned),
@@ -162,14 +162,14 @@ ActivationPlan shape_activations(const nn::GptConfig& g) {
 // must be what the planner says.
 int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
   MemoryTracker t;
-  const DType mm = g.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  const int64_t M = static_cast<int64_t>(g.batch) * g.context;
-  const int C = g.width, F = g.ffn_mult * g.width;
+  const DType mm = g.run.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  const int64_t M = static_cast<int64_t>(g.run.batch) * g.arch.context;
+  const int C = g.arch.width, F = g.arch.ffn_mult * g.arch.width;
   nn::GemmWorkspace ws(&t);
   nn::Linear a(M, C, 3 * C, true, false, mm, &t, &ws), b(M, C, C, true, true, mm, &t, &ws),
       c(M, C, F, true, false, mm, &t, &ws), d(M, F, C, true, true, mm, &t, &ws),
-      e(M, C, g.vocab, false, false, mm, &t, &ws);
-  nn::Attention at(g.batch, g.context, C, g.heads, mm, &t, &ws);
+      e(M, C, g.arch.vocab, false, false, mm, &t, &ws);
+  nn::Attention at(g.run.batch, g.arch.context, C, g.arch.heads, mm, &t, &ws);
   EXPECT_EQ(
       static_cast<int64_t>(ws.size()),
       nn::gpt_cpu_gemm_workspace_bytes(nn::GptActivationDims::of(g), nn::this_process_cpu_gemm()));
@@ -198,7 +198,7 @@ TEST(Plan, GptActivationsMatchModel) {
         // Per-layer figures: the model grows by exactly per_layer (or per_layer_checkpointed)
         // per extra block.
         nn::GptConfig g3 = g;
-        g3.layers = 3;
+        g3.arch.layers = 3;
         MemoryTracker t3;
         nn::GptModel m3(g3, &t3);
         EXPECT_EQ(m3.activation_bytes() - model.activation_bytes(),
@@ -223,12 +223,13 @@ TEST(Plan, GptUnderEngineMatchesTracker) {
         pc.engine = ec;
         pc.world = N;
         pc.rank = world().rank();
-        pc.global_batch = static_cast<int64_t>(g.batch) * N * mb;
+        pc.global_batch = static_cast<int64_t>(g.run.batch) * N * mb;
         pc.checkpoint_activations = ckpt;
         // As the model reports itself, and as zs_plan describes it from its shape.
         const ModelDesc d = describe(model);
-        const ModelDesc ds = test::transformer_desc(nn::transformer_shape_of(g), g.compute_dtype,
-                                                    DeviceKind::kCpu, nn::this_process_cpu_gemm());
+        const ModelDesc ds = test::transformer_desc(nn::transformer_shape_of(g.arch, g.adapters),
+                                                    g.run.compute_dtype, DeviceKind::kCpu,
+                                                    nn::this_process_cpu_gemm());
         EXPECT_EQ(ds.units, d.units);
         EXPECT_EQ(d.num_params(), g.num_params());
         const MemoryPlan plan = plan_memory(d, pc);

@@ -45,20 +45,20 @@ constexpr MemCategory kAll[] = {
     MemCategory::kOptimizer,   MemCategory::kFrozen,      MemCategory::kActivations,
     MemCategory::kCommBuffers, MemCategory::kHostOffload, MemCategory::kOther};
 
-nn::GptConfig lora_gpt(DType dt, std::vector<std::string> targets, bool ckpt) {
+nn::GptConfig lora_gpt(DType dt, std::vector<nn::GptLoraTarget> targets, bool ckpt) {
   nn::GptConfig c;
-  c.layers = 2;
-  c.heads = 2;
-  c.width = 32;
-  c.context = 16;
-  c.vocab = 64;
-  c.batch = 2;
-  c.threads = 1;
-  c.compute_dtype = dt;
-  c.checkpoint_activations = ckpt;
-  c.lora.rank = 4;
-  c.lora.alpha = 8.0f;
-  c.lora.targets = std::move(targets);
+  c.arch.layers = 2;
+  c.arch.heads = 2;
+  c.arch.width = 32;
+  c.arch.context = 16;
+  c.arch.vocab = 64;
+  c.run.batch = 2;
+  c.run.threads = 1;
+  c.run.compute_dtype = dt;
+  c.run.checkpoint_activations = ckpt;
+  c.adapters.lora.rank = 4;
+  c.adapters.lora.alpha = 8.0f;
+  c.adapters.lora.targets = std::move(targets);
   return c;
 }
 
@@ -66,30 +66,30 @@ nn::GptConfig lora_gpt(DType dt, std::vector<std::string> targets, bool ckpt) {
 // measured by building the same layers, adapters and int8 linears over the workspaces GptModel
 // shares, which must be the planned ones (as gpt_lora_engine_test measures them).
 int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
-  nn::ThreadScope scope(g.threads);
+  nn::ThreadScope scope(g.run.threads);
   MemoryTracker t;
-  const DType mm = g.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  const int64_t M = static_cast<int64_t>(g.batch) * g.context;
-  const int C = g.width, F = g.ffn_mult * g.width;
+  const DType mm = g.run.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  const int64_t M = static_cast<int64_t>(g.run.batch) * g.arch.context;
+  const int C = g.arch.width, F = g.arch.ffn_mult * g.arch.width;
   nn::GemmWorkspace ws(&t);
   nn::Linear a(M, C, 3 * C, true, false, mm, &t, &ws), b(M, C, C, true, true, mm, &t, &ws),
       c(M, C, F, true, false, mm, &t, &ws), d(M, F, C, true, true, mm, &t, &ws),
-      e(M, C, g.vocab, false, false, mm, &t, &ws);
-  nn::Attention at(g.batch, g.context, C, g.heads, mm, &t, &ws);
+      e(M, C, g.arch.vocab, false, false, mm, &t, &ws);
+  nn::Attention at(g.run.batch, g.arch.context, C, g.arch.heads, mm, &t, &ws);
   std::vector<nn::LoraAdapter> adapters;
   for (int k = 0; k < nn::kNumGptLoraTargets; ++k) {
     const auto target = static_cast<nn::GptLoraTarget>(k);
-    if (!g.lora.targets_linear(target)) continue;
+    if (!g.adapters.lora.targets_linear(target)) continue;
     int64_t in = 0, out = 0;
     nn::gpt_lora_linear_shape(target, C, F, &in, &out);
-    adapters.emplace_back(M, in, out, g.lora.rank, g.lora.scaling(), mm, &t, &ws);
+    adapters.emplace_back(M, in, out, g.adapters.lora.rank, g.adapters.lora.scaling(), mm, &t, &ws);
   }
   // [Note: int8 base compute] the four Int8Linears over their own workspace, as nn/gpt.cc builds
   // them.
   nn::GemmWorkspace int8_ws(&t);
   std::vector<nn::Int8Linear> int8;
   const nn::GptActivationDims dims = nn::GptActivationDims::of(g);
-  for (int k = 0; k < nn::kNumGptLoraTargets && g.int8.accept; ++k)
+  for (int k = 0; k < nn::kNumGptLoraTargets && g.adapters.int8.accept; ++k)
     int8.emplace_back(nn::gpt_int8_linear_desc(dims, static_cast<nn::GptLoraTarget>(k)), &t, &ws,
                       &int8_ws);
   EXPECT_EQ(static_cast<int64_t>(ws.size()),
@@ -101,8 +101,8 @@ int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
 
 std::vector<int32_t> rank_tokens(const nn::GptConfig& c, int micro_batches) {
   std::mt19937 rng(17 + static_cast<uint32_t>(world().rank()));
-  std::uniform_int_distribution<int> d(0, c.vocab - 1);
-  std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.batch * (c.context + 1));
+  std::uniform_int_distribution<int> d(0, c.arch.vocab - 1);
+  std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.run.batch * (c.arch.context + 1));
   for (auto& x : t) x = d(rng);
   return t;
 }
@@ -112,16 +112,14 @@ std::vector<int32_t> rank_tokens(const nn::GptConfig& c, int micro_batches) {
 // not.
 TEST(PlanLora, ShapeDescribesTheModel) {
   for (bool freeze : {true, false})
-    for (const std::vector<std::string>& targets :
-         {std::vector<std::string>{"qkv", "proj", "fc", "fc_proj"},
-          std::vector<std::string>{"qkv", "fc"}, std::vector<std::string>{"fc_proj"}}) {
-      nn::GptConfig g = lora_gpt(DType::kBF16, targets, false);
-      g.lora.freeze_base = freeze;
-      SCOPED_TRACE(fmt::format("freeze {} targets {}", freeze, fmt::join(targets, ",")));
+    for (const char* targets : {"qkv,proj,fc,fc_proj", "qkv,fc", "fc_proj"}) {
+      nn::GptConfig g = lora_gpt(DType::kBF16, nn::parse_gpt_lora_targets(targets), false);
+      g.adapters.lora.freeze_base = freeze;
+      SCOPED_TRACE(fmt::format("freeze {} targets {}", freeze, targets));
       nn::GptModel model(g);
       const ModelDesc built = ModelDesc::from_model(model);
-      const nn::TransformerShape shape = nn::transformer_shape_of(g);
-      const ModelDesc d = test::transformer_desc(shape, g.compute_dtype);
+      const nn::TransformerShape shape = nn::transformer_shape_of(g.arch, g.adapters);
+      const ModelDesc d = test::transformer_desc(shape, g.run.compute_dtype);
       EXPECT_EQ(d.units, built.units);
       ASSERT_EQ(d.frozen.size(), built.frozen.size());
       for (size_t u = 0; u < d.frozen.size(); ++u) {
@@ -172,13 +170,11 @@ TEST(PlanLora, MatchesTrackerByteForByte) {
     SCOPED_TRACE(name(c));
     // Every target at stages 0 and 2, two of them at 1 and 3; offload at stage 2, two
     // micro-batches at stages 1 and 3.
-    nn::GptConfig g =
-        lora_gpt(c.compute,
-                 c.stage % 2 == 0 ? std::vector<std::string>{"qkv", "proj", "fc", "fc_proj"}
-                                  : std::vector<std::string>{"qkv", "fc"},
-                 c.ckpt);
+    nn::GptConfig g = lora_gpt(
+        c.compute, nn::parse_gpt_lora_targets(c.stage % 2 == 0 ? "qkv,proj,fc,fc_proj" : "qkv,fc"),
+        c.ckpt);
     // As train_gpt maps --int8-compute: the model accepts int8 records unless told to dequantize.
-    g.int8.accept = c.storage == DType::kI8 && c.int8 != I8::kDequantize;
+    g.adapters.int8.accept = c.storage == DType::kI8 && c.int8 != I8::kDequantize;
     EngineConfig ec;
     ec.stage = zero_stage_from_int(c.stage);
     ec.precision.param_dtype = c.compute;
@@ -196,10 +192,11 @@ TEST(PlanLora, MatchesTrackerByteForByte) {
     pc.engine = ec;
     pc.world = N;
     pc.rank = world().rank();
-    pc.global_batch = static_cast<int64_t>(g.batch) * N * ec.micro_batches;
+    pc.global_batch = static_cast<int64_t>(g.run.batch) * N * ec.micro_batches;
     pc.checkpoint_activations = c.ckpt;
-    const ModelDesc d = test::transformer_desc(nn::transformer_shape_of(g), g.compute_dtype,
-                                               DeviceKind::kCpu, nn::this_process_cpu_gemm());
+    const ModelDesc d =
+        test::transformer_desc(nn::transformer_shape_of(g.arch, g.adapters), g.run.compute_dtype,
+                               DeviceKind::kCpu, nn::this_process_cpu_gemm());
     const MemoryPlan plan = plan_memory(d, pc);
     EXPECT_EQ(plan.num_params, engine.num_params());
     EXPECT_EQ(plan.num_frozen_params, engine.num_frozen_params());

@@ -25,13 +25,13 @@ namespace {
 
 nn::GptConfig small_model(DType dtype) {
   nn::GptConfig c;
-  c.layers = 2;
-  c.heads = 4;
-  c.width = 64;
-  c.context = 32;
-  c.batch = 2;
-  c.compute_dtype = dtype;
-  c.threads = 1;
+  c.arch.layers = 2;
+  c.arch.heads = 4;
+  c.arch.width = 64;
+  c.arch.context = 32;
+  c.run.batch = 2;
+  c.run.compute_dtype = dtype;
+  c.run.threads = 1;
   return c;
 }
 
@@ -49,7 +49,7 @@ EngineConfig engine_config(int stage, DType dtype, bool offload) {
 
 // Deterministic tokens for `steps` steps, each rank its own part.
 std::vector<int32_t> step_tokens(const nn::GptConfig& c, int micro, int rank, int step) {
-  std::vector<int32_t> t(static_cast<size_t>(micro) * c.batch * (c.context + 1));
+  std::vector<int32_t> t(static_cast<size_t>(micro) * c.run.batch * (c.arch.context + 1));
   for (size_t i = 0; i < t.size(); ++i) {
     t[i] = static_cast<int32_t>(
         (i * 31 + static_cast<size_t>(rank) * 7 + static_cast<size_t>(step) * 13) % 251);

@@ -1,0 +1,380 @@
+#include "option_table.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "examples/model_options.h"
+
+namespace po = boost::program_options;
+
+namespace zs::train {
+namespace {
+
+using Parsed = ParsedFlags;
+constexpr ErrorCode kBad = ErrorCode::kInvalidArgument;
+
+// train_gpt's byte-level GPT: the architecture flags' defaults.
+const nn::GptArchitecture kArchitecture = {
+    .layers = 4, .heads = 4, .width = 128, .context = 128, .vocab = 256, .ffn_mult = 4};
+
+bool finite_at_least(double v, double lo) { return std::isfinite(v) && v >= lo; }
+
+// A check that `value` (float) lies in [0, 1), for the betas and the momentum.
+std::function<void(const Parsed&)> unit_interval(const char* name, const float& value) {
+  return [name, &value](const Parsed& p) {
+    ZS_CHECK(value >= 0.0f && value < 1.0f, kBad, "{} {} is outside [0, 1)", p.flag(name), value);
+  };
+}
+
+std::vector<Flag> run_flags(TrainOptions& o, RawFlags& r) {
+  return {
+      {"help,h", nullptr, "print this help and exit", {}},
+      {"config",
+       po::value(&r.config_file),
+       "read options from FILE (lines `name = value`); command-line flags win",
+       {}},
+      {"deepspeed-config",
+       po::value(&o.ds_config),
+       "read a DeepSpeed ds_config.json (ZeRO stage, bf16/fp16 and loss scaling, micro-batch, "
+       "accumulation, clipping, optimizer, scheduler; README); a flag the file also sets must "
+       "agree with it",
+       {}},
+      {"ds-config", po::value<std::string>(), "alias of --deepspeed-config", {}},
+      {"data",
+       po::value(&o.data),
+       "training text: a file or a directory of files (byte-level tokens, vocabulary 256); "
+       "default: the corpus shipped with zeroshard (../share/zeroshard/corpus.txt from the "
+       "program)",
+       {}},
+      {"steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.steps >= 1, kBad, "{} {} must be at least 1", p.flag("steps"), p.o.steps);
+       }},
+      {"seed",
+       po::value(&o.engine.seed)->default_value(o.engine.seed),
+       "seed for initialisation, data sampling and generation",
+       {}},
+      {"json-log",
+       po::value(&o.json_log),
+       "write JSON records here: a header (configuration, versions, machine), one per step, a "
+       "final one (README)",
+       {}},
+      {"json-log-mode",
+       po::value<std::string>(),
+       "when --json-log exists: new (refuse), append or overwrite; default: new, append when "
+       "resuming",
+       {}},
+      {"log-every", po::value(&o.log_every)->default_value(1), "print every N steps",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.log_every >= 1, kBad, "{} must be >= 1", p.flag("log-every"));
+       }},
+      {"memory-check", po::value<std::string>()->default_value("on"),
+       "on: before any work, refuse a run whose memory plan (zs_plan's) and text do not fit the "
+       "memory this node and process have available; off: start anyway",
+       [](const Parsed& p) {
+         const std::string v = p.vm["memory-check"].as<std::string>();
+         ZS_CHECK(v == "on" || v == "off", kBad, "--memory-check '{}' is not one of on, off", v);
+       }},
+      {"watchdog-timeout", po::value(&o.watchdog_timeout_s)->default_value(o.watchdog_timeout_s),
+       "seconds a collective may wait before the watchdog ends a hung job, naming where each rank "
+       "is (0: off; default ZS_WATCHDOG_S, else 300)",
+       [](const Parsed& p) {
+         const double t = p.o.watchdog_timeout_s;
+         ZS_CHECK(std::isfinite(t) && t >= 0 && t <= 1e7, kBad,
+                  "--watchdog-timeout {} is outside [0, 1e7] seconds", t);
+       }},
+  };
+}
+
+std::vector<Flag> eval_flags(TrainOptions& o) {
+  return {
+      {"eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
+       "validation loss every N steps (0: only at the end)",
+       [](const Parsed& p) { ZS_CHECK(p.o.eval_every >= 0, kBad, "--eval-every must be >= 0"); }},
+      {"eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches),
+       "validation micro-batches per rank",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.eval_batches >= 1 && p.o.eval_batches <= 100000, kBad,
+                  "--eval-batches {} is outside 1..100000", p.o.eval_batches);
+       }},
+      {"val-fraction", po::value(&o.val_fraction)->default_value(o.val_fraction, "0.1"),
+       "share of the text held out for validation",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.val_fraction > 0.0 && p.o.val_fraction < 0.5, kBad,
+                  "--val-fraction {} must be in (0, 0.5)", p.o.val_fraction);
+       }},
+      {"sample-tokens", po::value(&o.sample_tokens)->default_value(o.sample_tokens),
+       "bytes of text to generate at the end (0: none)",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.sample_tokens >= 0 && p.o.sample_tokens <= 1000000, kBad,
+                  "--sample-tokens {} is outside 0..1000000", p.o.sample_tokens);
+       }},
+      {"sample-prompt", po::value(&o.sample_prompt)->default_value(o.sample_prompt),
+       "prompt for the generated sample",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.sample_tokens == 0 || !p.o.sample_prompt.empty(), kBad,
+                  "--sample-prompt is empty: the sample continues a prompt of at least one byte "
+                  "(or give --sample-tokens 0 for no sample)");
+       }},
+  };
+}
+
+std::vector<Flag> batch_flags(TrainOptions& o, RawFlags& r) {
+  return {
+      {"batch", po::value<int>()->default_value(16),
+       "micro-batch: sequences per rank per forward/backward (DeepSpeed's "
+       "train_micro_batch_size_per_gpu)",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.model.run.batch >= 1, kBad, "{} {} must be at least 1", p.flag("batch"),
+                  p.o.model.run.batch);
+       }},
+      {"micro-batch-size", po::value<int>(), "alias of --batch", {}},
+      {"gradient-accumulation-steps", po::value<int>()->default_value(1),
+       "micro-batches accumulated per optimizer step",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.engine.micro_batches >= 1, kBad,
+                  "{} {} must be at least 1 (micro-batches per optimizer step)",
+                  given(p.vm, "micro-batches") ? "--micro-batches"
+                                               : p.flag("gradient-accumulation-steps"),
+                  p.o.engine.micro_batches);
+       }},
+      {"micro-batches",
+       po::value<int>(),
+       "deprecated alias of --gradient-accumulation-steps (not the micro-batch size)",
+       {}},
+      {"checkpoint-activations",
+       po::bool_switch(&r.checkpoint_activations),
+       "recompute each block's forward in backward (less activation memory)",
+       {}},
+      {"threads",
+       po::value(&o.model.run.threads)->default_value(0),
+       "compute threads per rank (0: cores / ranks on this node)",
+       {}},
+  };
+}
+
+std::vector<Flag> engine_flags(TrainOptions& o, RawFlags& r) {
+  return {
+      {"zero-stage", po::value(&r.stage)->default_value(3), "ZeRO stage: 0, 1, 2 or 3", {}},
+      {"dtype",
+       po::value(&r.dtype)->default_value(r.dtype),
+       "compute dtype: fp32, bf16 or fp16",
+       {}},
+      {"grad-dtype",
+       po::value(&r.grad_dtype)->default_value(r.grad_dtype),
+       "accumulated-gradient and reduction dtype: fp32 or the compute dtype",
+       {}},
+      {"prefetch",
+       po::value(&o.engine.prefetch)->default_value(1),
+       "units gathered ahead of use in stage 3 (0: none)",
+       {}},
+      {"shard-group-size",
+       po::value(&o.engine.shard_group_size)->default_value(0),
+       "hybrid sharding (HSDP): shard the model states over groups of this many ranks and "
+       "replicate across groups, e.g. the ranks of one node (0: all ranks; must divide them)",
+       {}},
+      {"collectives", po::value(&o.collectives)->default_value(o.collectives),
+       "hierarchical: the engine's all-rank collectives in two levels, within each node then "
+       "across nodes, where the job spans nodes of more than one rank each (elsewhere they are "
+       "flat); or flat: always one level (docs/scaling.md)",
+       [](const Parsed& p) {
+         const std::string& c = p.o.collectives;
+         ZS_CHECK(c == "flat" || c == "hierarchical", kBad,
+                  "--collectives '{}' is not one of flat, hierarchical", c);
+         ZS_CHECK(c == "flat" || p.o.device == "cpu" || !given(p.vm, "collectives"),
+                  ErrorCode::kUnsupported,
+                  "--collectives hierarchical is implemented for --device cpu only (MPI), not {}",
+                  p.o.device);
+       }},
+      {"offload-optimizer",
+       po::bool_switch(&r.offload),
+       "keep the fp32 master and Adam state in host memory and update them with the CPU Adam",
+       {}},
+      {"device",
+       po::value(&o.device)->default_value(o.device),
+       "cpu, or cuda (one GPU per rank, NCCL; needs a CUDA build, docs/gpu.md)",
+       {}},
+      {"peak-tflops",
+       po::value(&o.peak_tflops)->default_value(0.0, "0"),
+       "per-rank peak TFLOP/s for the MFU figure (0: known GPUs only)",
+       {}},
+  };
+}
+
+// Checked together by configure_loss_scaler() (options.cc): they apply to fp16 only.
+std::vector<Flag> scaler_flags() {
+  return {
+      {"loss-scale",
+       po::value<float>()->default_value(0.0f, "0"),
+       "0: dynamic; > 0: this static scale",
+       {}},
+      {"initial-scale-power",
+       po::value<int>()->default_value(16),
+       "dynamic scaler starts at 2^N (0..127)",
+       {}},
+      {"loss-scale-window",
+       po::value<int64_t>()->default_value(2000),
+       "double the scale after this many overflow-free steps",
+       {}},
+      {"hysteresis",
+       po::value<int>()->default_value(1),
+       "halve the scale after this many overflows",
+       {}},
+      {"min-loss-scale",
+       po::value<float>()->default_value(1.0f, "1"),
+       "the dynamic scale never goes below this",
+       {}},
+  };
+}
+
+std::vector<Flag> optimizer_flags(TrainOptions& o, RawFlags& r) {
+  OptimizerConfig& opt = o.engine.optimizer;
+  return {
+      {"optimizer", po::value(&r.optimizer)->default_value(r.optimizer), "adamw or sgd", {}},
+      {"lr", po::value(&r.lr)->default_value(r.lr, "2e-3"), "peak learning rate",
+       [](const Parsed& p) {
+         ZS_CHECK(finite_at_least(p.raw.lr, 0.0), kBad, "{} {} must be a finite number >= 0",
+                  p.flag("lr"), p.raw.lr);
+       }},
+      {"lr-schedule",
+       po::value(&r.schedule)->default_value("cosine"),
+       "cosine (decay to --min-lr-ratio x --lr at --steps) or constant, after the linear warm-up",
+       {}},
+      {"warmup", po::value(&r.warmup)->default_value(r.warmup),
+       "linear warm-up steps (0..--steps; default 50, or --steps when the run is shorter)",
+       [](const Parsed& p) {
+         const int64_t w = p.raw.warmup, steps = p.o.steps;
+         ZS_CHECK(w >= 0 && w <= steps, kBad,
+                  "{} {} is outside 0..{} (it may not be longer than the run, --steps {})",
+                  p.flag("warmup"), w, steps, steps);
+       }},
+      {"min-lr-ratio", po::value(&r.min_lr_ratio)->default_value(r.min_lr_ratio, "0.1"),
+       "cosine decay floor as a fraction of --lr (0..1)",
+       [](const Parsed& p) {
+         const float m = p.raw.min_lr_ratio;
+         ZS_CHECK(m >= 0.0f && m <= 1.0f, kBad, "{} {} is outside [0, 1]", p.flag("min-lr-ratio"),
+                  m);
+       }},
+      {"weight-decay", po::value(&opt.adamw.weight_decay)->default_value(0.1f, "0.1"),
+       "AdamW decoupled weight decay (2-D weights only)",
+       [&wd = opt.adamw.weight_decay](const Parsed& p) {
+         ZS_CHECK(finite_at_least(wd, 0.0), kBad, "{} {} must be a finite number >= 0",
+                  p.flag("weight-decay"), wd);
+       }},
+      {"beta1", po::value(&opt.adamw.beta1)->default_value(0.9f, "0.9"), "Adam beta1, in [0, 1)",
+       unit_interval("beta1", opt.adamw.beta1)},
+      {"beta2", po::value(&opt.adamw.beta2)->default_value(0.95f, "0.95"), "Adam beta2, in [0, 1)",
+       unit_interval("beta2", opt.adamw.beta2)},
+      {"adam-eps", po::value(&opt.adamw.eps)->default_value(1e-8f, "1e-8"), "Adam epsilon (> 0)",
+       [&eps = opt.adamw.eps](const Parsed& p) {
+         ZS_CHECK(std::isfinite(eps) && eps > 0.0f, kBad, "{} {} must be a finite number > 0",
+                  p.flag("adam-eps"), eps);
+       }},
+      {"momentum", po::value(&opt.sgd.momentum)->default_value(0.9f, "0.9"),
+       "SGD momentum, in [0, 1)", unit_interval("momentum", opt.sgd.momentum)},
+      {"clip", po::value(&o.engine.clip_norm)->default_value(1.0f, "1"),
+       "clip the global gradient norm to this (0: off)",
+       [&clip = o.engine.clip_norm](const Parsed& p) {
+         ZS_CHECK(finite_at_least(clip, 0.0), kBad,
+                  "{} {} must be a finite number >= 0 (0: no clipping)", p.flag("clip"), clip);
+       }},
+  };
+}
+
+std::vector<Flag> finetune_flags(TrainOptions& o, RawFlags& r) {
+  nn::GptLoraConfig& lora = o.model.adapters.lora;
+  return {
+      {"lora-rank",
+       po::value(&lora.rank)->default_value(0),
+       "LoRA adapter rank r (0: off); the base is frozen, only adapters train",
+       {}},
+      {"lora-alpha",
+       po::value(&lora.alpha)->default_value(8.0f, "8"),
+       "LoRA alpha: the adapters are scaled by alpha / r",
+       {}},
+      {"lora-targets",
+       po::value(&r.lora_targets)->default_value(r.lora_targets),
+       "comma-separated linears to adapt: qkv, proj, fc, fc_proj",
+       {}},
+      {"base-dtype",
+       po::value(&r.base_dtype),
+       "storage of the frozen base: fp32, bf16, fp16 or int8 (vector-wise, one scale per row); "
+       "default: the compute dtype",
+       {}},
+      {"int8-compute",
+       po::value(&r.int8_compute)->default_value(r.int8_compute),
+       "with --base-dtype int8, how the base linears compute: int8-gemm (int8 x int8 products, "
+       "needs VNNI), dequantize (into the compute dtype first), auto (int8-gemm where the CPU has "
+       "VNNI under the ISA caps)",
+       {}},
+      {"int8-outlier-threshold",
+       po::value(&r.outlier_threshold)->default_value(6.0f, "6"),
+       "int8 GEMM: activation columns with max |x| above this are computed in fp32 against the "
+       "dequantized weight columns (LLM.int8()'s decomposition); 0 disables",
+       {}},
+      {"export-adapters",
+       po::value(&o.checkpoint.export_adapters),
+       "at the end, write the adapters alone in Hugging Face PEFT's layout to this directory "
+       "(adapter_model.safetensors in --export-dtype, adapter_config.json)",
+       {}},
+  };
+}
+
+}  // namespace
+
+bool given(const po::variables_map& vm, const std::string& name) {
+  return vm.count(name) && !vm[name].defaulted();
+}
+
+std::string FlagName::operator()(const std::string& name) const {
+  auto it = from_ds.find(name);
+  return it == from_ds.end() ? "--" + name : fmt::format("--{} ({} in {})", name, it->second, file);
+}
+
+std::vector<FlagGroup> train_gpt_flags(TrainOptions& o, RawFlags& r) {
+  std::vector<Flag> general = run_flags(o, r);
+  for (Flag& f : eval_flags(o)) general.push_back(std::move(f));
+  CheckpointFlags& ck = o.checkpoint;
+  auto architecture = [](po::options_description& d) {
+    examples::add_architecture_options(d, &kArchitecture, false);
+  };
+  return {
+      {"General", {}, std::move(general)},
+      {"Model and batch", architecture, batch_flags(o, r)},
+      {"Sharding and precision", {}, engine_flags(o, r)},
+      {"Loss scaling (--dtype fp16 only; default: dynamic)", {}, scaler_flags()},
+      {"Optimizer", {}, optimizer_flags(o, r)},
+      {"Checkpoints", [&ck](po::options_description& d) { add_checkpoint_flags(d, ck); }, {}},
+      {"Hugging Face interop", [&ck](po::options_description& d) { add_hf_flags(d, ck); }, {}},
+      {"Fine-tuning (LoRA, frozen base; docs/finetune.md)", {}, finetune_flags(o, r)},
+  };
+}
+
+nn::GptArchitecture train_gpt_architecture(const po::variables_map& vm) {
+  return examples::architecture_from_options(vm, kArchitecture);
+}
+
+void declare_flags(po::options_description& all, const std::vector<FlagGroup>& groups) {
+  for (const FlagGroup& g : groups) {
+    po::options_description section(g.caption);
+    if (g.declare) g.declare(section);
+    for (const Flag& f : g.flags) {
+      if (f.value == nullptr) {
+        section.add_options()(f.name, f.help);
+      } else {
+        section.add_options()(f.name, f.value, f.help);
+      }
+    }
+    all.add(section);
+  }
+}
+
+void check_flags(const std::vector<FlagGroup>& groups, const ParsedFlags& parsed) {
+  for (const FlagGroup& g : groups)
+    for (const Flag& f : g.flags)
+      if (f.check) f.check(parsed);
+}
+
+}  // namespace zs::train

@@ -1,0 +1,140 @@
+#include "nn/gpt_adapters.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace zs::nn {
+
+namespace {
+
+constexpr int kMaxLoraRank = 4096;
+
+}  // namespace
+
+const char* gpt_lora_target_name(GptLoraTarget t) {
+  const int i = static_cast<int>(t);
+  ZS_ASSERT(i >= 0 && i < kNumGptLoraTargets);
+  return kGptLoraTargetNames[i];
+}
+
+std::optional<GptLoraTarget> gpt_lora_target_from_name(std::string_view name) {
+  for (int t = 0; t < kNumGptLoraTargets; ++t)
+    if (name == kGptLoraTargetNames[t]) return static_cast<GptLoraTarget>(t);
+  return std::nullopt;
+}
+
+std::string gpt_lora_allowed_targets() {
+  std::string s;
+  for (const char* n : kGptLoraTargetNames) s += (s.empty() ? "" : ", ") + std::string(n);
+  return s;
+}
+
+std::vector<GptLoraTarget> gpt_lora_targets_from_names(std::span<const std::string> names) {
+  std::vector<GptLoraTarget> targets;
+  uint32_t seen = 0;
+  for (const std::string& name : names) {
+    const std::optional<GptLoraTarget> t = gpt_lora_target_from_name(name);
+    ZS_CHECK(t.has_value(), ErrorCode::kInvalidArgument,
+             "gpt config: lora target \"{}\" is not one of {}", name, gpt_lora_allowed_targets());
+    const uint32_t bit = 1u << static_cast<int>(*t);
+    ZS_CHECK(!(seen & bit), ErrorCode::kInvalidArgument,
+             "gpt config: lora target \"{}\" is given twice", name);
+    seen |= bit;
+    targets.push_back(*t);
+  }
+  return targets;
+}
+
+std::vector<GptLoraTarget> parse_gpt_lora_targets(std::string_view list) {
+  std::vector<std::string> names;
+  for (size_t b = 0; b <= list.size();) {
+    const size_t e = std::min(list.find(',', b), list.size());
+    names.emplace_back(list.substr(b, e - b));
+    b = e + 1;
+  }
+  return gpt_lora_targets_from_names(names);
+}
+
+std::vector<std::string> gpt_lora_target_names(std::span<const GptLoraTarget> targets) {
+  std::vector<std::string> names;
+  for (GptLoraTarget t : targets) names.emplace_back(gpt_lora_target_name(t));
+  return names;
+}
+
+std::string format_gpt_lora_targets(std::span<const GptLoraTarget> targets) {
+  std::string s;
+  for (GptLoraTarget t : targets)
+    s += (s.empty() ? "" : ",") + std::string(gpt_lora_target_name(t));
+  return s;
+}
+
+uint32_t GptLoraConfig::target_mask() const {
+  if (rank <= 0) return 0;
+  uint32_t mask = 0;
+  for (GptLoraTarget t : targets) mask |= 1u << static_cast<int>(t);
+  return mask;
+}
+
+void GptLoraConfig::validate() const {
+  ZS_CHECK(rank >= 0 && rank <= kMaxLoraRank, ErrorCode::kInvalidArgument,
+           "gpt config: lora rank {} is outside 0..{}", rank, kMaxLoraRank);
+  ZS_CHECK(std::isfinite(alpha) && alpha > 0.0f, ErrorCode::kInvalidArgument,
+           "gpt config: lora alpha {} must be finite and positive", alpha);
+  // Typed targets are known names; a repeat is still possible (and refused by name).
+  gpt_lora_targets_from_names(gpt_lora_target_names(targets));
+  ZS_CHECK(rank == 0 || !targets.empty(), ErrorCode::kInvalidArgument,
+           "gpt config: lora rank {} with no targets (choose from {})", rank,
+           gpt_lora_allowed_targets());
+}
+
+void GptAdapters::validate() const {
+  ZS_CHECK(std::isfinite(int8.outlier_threshold) && int8.outlier_threshold >= 0.0f,
+           ErrorCode::kInvalidArgument,
+           "gpt config: int8.outlier_threshold {} must be a finite number >= 0 (0 = off)",
+           int8.outlier_threshold);
+  lora.validate();
+}
+
+int64_t GptAdapters::num_lora_params_per_block(const GptArchitecture& arch) const {
+  const int64_t C = arch.width, F = arch.ffn_width();
+  int64_t n = 0;
+  for (int t = 0; t < kNumGptLoraTargets; ++t) {
+    if (!lora.targets_linear(static_cast<GptLoraTarget>(t))) continue;
+    int64_t in = 0, out = 0;
+    gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
+    n += static_cast<int64_t>(lora.rank) * (in + out);
+  }
+  return n;
+}
+
+void gpt_lora_linear_shape(GptLoraTarget t, int64_t C, int64_t F, int64_t* in, int64_t* out) {
+  switch (t) {
+    case GptLoraTarget::kQkv:
+      *in = C;
+      *out = 3 * C;
+      return;
+    case GptLoraTarget::kProj:
+      *in = C;
+      *out = C;
+      return;
+    case GptLoraTarget::kFc:
+      *in = C;
+      *out = F;
+      return;
+    case GptLoraTarget::kFcProj:
+      *in = F;
+      *out = C;
+      return;
+  }
+  ZS_ASSERT(false);
+}
+
+void check_gpt_lora_device(int64_t lora_rank, DeviceKind device) {
+  ZS_CHECK(lora_rank == 0 || device == DeviceKind::kCpu, ErrorCode::kUnsupported,
+           "cuda gpt: LoRA adapters are implemented on the CPU backend only (lora rank {})",
+           lora_rank);
+}
+
+}  // namespace zs::nn

@@ -1,0 +1,104 @@
+// The architecture flags train_gpt and zs_plan share (examples/model_options.h): train_gpt's
+// defaults shown and taken, zs_plan's absent flags leaving its base alone, and the same flags
+// giving the same architecture in both programs' declarations.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "examples/model_options.h"
+#include "nn/transformer_shapes.h"
+
+namespace po = boost::program_options;
+
+namespace zs::examples {
+namespace {
+
+const nn::GptArchitecture kTrainGpt = {
+    .layers = 4, .heads = 4, .width = 128, .context = 128, .vocab = 256, .ffn_mult = 4};
+
+po::variables_map parse(const po::options_description& desc, std::vector<std::string> args) {
+  args.insert(args.begin(), "prog");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  po::variables_map vm;
+  po::store(po::parse_command_line(static_cast<int>(argv.size()), argv.data(), desc), vm);
+  po::notify(vm);
+  return vm;
+}
+
+po::options_description train_gpt_flags() {
+  po::options_description d;
+  add_architecture_options(d, &kTrainGpt, false);
+  return d;
+}
+
+po::options_description zs_plan_flags() {
+  po::options_description d;
+  add_architecture_options(d, nullptr, true);
+  return d;
+}
+
+TEST(ModelOptions, TrainGptTakesAndShowsItsDefaults) {
+  const po::options_description d = train_gpt_flags();
+  std::ostringstream help;
+  help << d;
+  EXPECT_NE(help.str().find("--layers arg (=4)"), std::string::npos) << help.str();
+  EXPECT_NE(help.str().find("--width arg (=128)"), std::string::npos) << help.str();
+  EXPECT_EQ(help.str().find("--vocab"), std::string::npos) << help.str();
+  const po::variables_map none = parse(d, {});
+  EXPECT_FALSE(architecture_options_given(none));
+  EXPECT_EQ(architecture_from_options(none, nn::GptArchitecture{}), kTrainGpt);
+  const po::variables_map some = parse(d, {"--layers", "6", "--width", "64"});
+  EXPECT_TRUE(architecture_options_given(some));
+  nn::GptArchitecture want = kTrainGpt;
+  want.layers = 6;
+  want.width = 64;
+  EXPECT_EQ(architecture_from_options(some, kTrainGpt), want);
+  EXPECT_THROW(parse(d, {"--vocab", "300"}), po::error);  // not a train_gpt flag
+}
+
+TEST(ModelOptions, ZsPlanLeavesItsBaseWhereNoFlagIsGiven) {
+  const po::options_description d = zs_plan_flags();
+  std::ostringstream help;
+  help << d;
+  EXPECT_EQ(help.str().find("(="), std::string::npos) << help.str();
+  nn::TransformerShape shape = *nn::transformer_shape_by_name("gpt2");
+  const nn::TransformerShape gpt2 = shape;
+  const po::variables_map none = parse(d, {});
+  EXPECT_FALSE(architecture_options_given(none));
+  apply_architecture_options(none, shape);
+  EXPECT_EQ(shape.layers, gpt2.layers);
+  EXPECT_EQ(shape.vocab, gpt2.vocab);
+  const po::variables_map some = parse(d, {"--vocab", "300", "--context", "64"});
+  EXPECT_TRUE(architecture_options_given(some));
+  apply_architecture_options(some, shape);
+  EXPECT_EQ(shape.vocab, 300);
+  EXPECT_EQ(shape.context, 64);
+  EXPECT_EQ(shape.layers, gpt2.layers);
+  EXPECT_EQ(shape.width, gpt2.width);
+}
+
+TEST(ModelOptions, SameFlagsSameArchitectureInBothPrograms) {
+  const std::vector<std::string> args = {"--layers", "2",  "--heads",   "2",
+                                         "--width",  "64", "--context", "32"};
+  const nn::GptArchitecture train =
+      architecture_from_options(parse(train_gpt_flags(), args), kTrainGpt);
+  // zs_plan with the same flags, on the vocabulary train_gpt's bytes give.
+  std::vector<std::string> plan_args = args;
+  plan_args.insert(plan_args.end(), {"--vocab", "256"});
+  nn::TransformerShape shape;
+  apply_architecture_options(parse(zs_plan_flags(), plan_args), shape);
+  const nn::TransformerShape from_train = nn::transformer_shape_of(train);
+  EXPECT_EQ(shape.layers, from_train.layers);
+  EXPECT_EQ(shape.heads, from_train.heads);
+  EXPECT_EQ(shape.width, from_train.width);
+  EXPECT_EQ(shape.context, from_train.context);
+  EXPECT_EQ(shape.vocab, from_train.vocab);
+  EXPECT_EQ(shape.ffn_width(), from_train.ffn_width());
+  EXPECT_EQ(shape.num_params(), from_train.num_params());
+}
+
+}  // namespace
+}  // namespace zs::examples
