@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "collectives/fail_together.h"
 #include "core/convert.h"
 #include "core/error.h"
 #include "runtime/checkpoint_io.h"
@@ -108,7 +109,7 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
            "safetensors export: dtype {} (fp32 or bf16 expected)", dtype_name(dtype));
   ZS_CHECK(!path.empty(), ErrorCode::kInvalidArgument, "safetensors export: empty path");
   // Never an export of non-finite parameters (every rank agrees before anything is written).
-  ckpt::agree(comm, [&] { e.check_master_finite(fmt::format("safetensors export {}", path)); });
+  fail_together(comm, [&] { e.check_master_finite(fmt::format("safetensors export {}", path)); });
   const Names names = resolve_names(e, options.namer, true);
   // What is written, per unit: trainable parameters, then frozen ones, as `include` says.
   struct Entry {
@@ -229,7 +230,7 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
   }
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] {
     if (err) throw *err;
   });
 }
@@ -239,7 +240,7 @@ ImportReport import_model(Engine& e, Communicator& comm, const std::string& path
   std::vector<std::vector<float>> staged(e.num_units());
   std::vector<std::vector<std::vector<float>>> staged_frozen(e.num_units());
   ImportReport report;
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] {
     const Names all_names = resolve_names(e, options.namer, false);
     ckpt::InFile f(path);
     Header h;
@@ -386,7 +387,7 @@ ImportReport import_model(Engine& e, Communicator& comm, const std::string& path
 
 std::string read_side_file(Communicator& comm, const std::string& path, int64_t max_bytes) {
   std::string text;
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] {
     if (comm.rank() == 0) text = ckpt::read_whole_file(path, max_bytes);
   });
   double n = static_cast<double>(text.size());
