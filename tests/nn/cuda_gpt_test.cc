@@ -25,9 +25,9 @@
 #include "nn/gpt.h"
 #include "nn/gpt_activations.h"
 #include "nn/kernels.h"
+#include "runtime/unit_harness.h"
 #include "tests/cuda_test_util.h"
 #include "tests/nn/gpt_model_typed_test.h"
-#include "tests/nn/unit_harness.h"
 
 namespace zs {
 namespace {
@@ -35,7 +35,6 @@ namespace {
 using nn::CudaGptModel;
 using nn::GptConfig;
 using nn::GptModel;
-using nn::testing::UnitHarness;
 using test::check_close;
 using test::DeviceArray;
 using test::random_floats;
