@@ -13,7 +13,7 @@
 
 #include "nn/gemm.h"
 #include "nn/gpt.h"
-#include "tests/nn/unit_harness.h"
+#include "unit/unit_harness.h"
 
 using namespace zs;
 using namespace zs::nn;
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
       c.run.compute_dtype = dt;
       c.run.threads = threads;
       GptModel model(c);
-      testing::UnitHarness h(model, dt, 1);
+      UnitHarness h(model, dt, 1);
       std::mt19937 rng(1);
       std::vector<int32_t> tok(static_cast<size_t>(c.run.batch) * (c.arch.context + 1));
       for (auto& t : tok) t = static_cast<int32_t>(rng() % c.arch.vocab);

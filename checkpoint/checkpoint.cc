@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/save_dir.h"
+#include "collectives/fail_together.h"
 #include "core/error.h"
 
 namespace zs {
@@ -376,8 +377,8 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
 
   // Never a checkpoint of non-finite parameters: agreed before anything touches the directory,
   // so the last good checkpoint stays the latest.
-  ckpt::agree(comm, [&] { e.check_master_finite(fmt::format("save_checkpoint step {}", step)); });
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] { e.check_master_finite(fmt::format("save_checkpoint step {}", step)); });
+  fail_together(comm, [&] {
     ZS_CHECK(!dir.empty(), ErrorCode::kInvalidArgument, "save_checkpoint: empty directory name");
     check_json_object(opt.trainer_state, "the trainer state");
     check_json_object(opt.model_description, "the model description");
@@ -405,7 +406,7 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
   // group (ranks 0..S-1, whose shard ranks equal their ranks; the other groups hold copies).
   const bool writes = (m.stage != 0 || rank == 0) && e.replica_index() == 0;
   FileEntry mine;
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] {
     if (writes) mine = write_shard(e, tmp / shard_file_name(rank), rank, world, m.state_mask);
   });
 
@@ -414,7 +415,7 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
   std::vector<int64_t> all(2 * static_cast<size_t>(world));
   comm.all_gather(sizes_hashes, all.data(), sizeof(sizes_hashes), DType::kU8);
 
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] {
     if (rank != 0) return;
     const int writers = m.stage == 0 ? 1 : e.shard_group_size();
     for (int r = 0; r < writers; ++r) {
@@ -458,7 +459,7 @@ CheckpointInfo load_checkpoint(Engine& e, Communicator& comm, const std::string&
   // staged[u][s]: this rank's shard of unit u, state s (engine mask order), padding zero.
   std::vector<std::vector<std::vector<float>>> staged(e.num_units());
   const std::string base = engine_frozen_hash(e);  // collective: before any rank can fail
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] {
     m = read_manifest(dir);
     check_compatible(m, e, base, dir / ckpt::kManifestName, opt);
     std::map<size_t, OpenShard> open;

@@ -115,39 +115,4 @@ int64_t first_nonfinite(const float* v, size_t n, bool non_negative) {
   return -1;
 }
 
-void agree(Communicator& comm, const std::function<void()>& fn) {
-  ErrorCode code = ErrorCode::kInternal;
-  std::string message;
-  bool failed = false;
-  try {
-    fn();
-  } catch (const Error& e) {
-    failed = true;
-    code = e.code();
-    message = e.what();
-  } catch (const std::bad_alloc&) {
-    failed = true;
-    code = ErrorCode::kOutOfMemory;
-    message = "out of host memory";
-  } catch (const std::exception& e) {
-    failed = true;
-    code = ErrorCode::kInternal;
-    message = e.what();
-  }
-  // Lowest failing rank r is encoded as size - r so that a max finds it; 0: nobody failed.
-  const double mine = failed ? static_cast<double>(comm.size() - comm.rank()) : 0.0;
-  double worst = 0.0;
-  comm.all_reduce(&mine, &worst, 1, DType::kF64, ReduceOp::kMax);
-  if (worst == 0.0) return;
-  const int root = comm.size() - static_cast<int>(worst);
-  // Broadcast {code, length} then the message from the root.
-  double meta[2] = {static_cast<double>(code), static_cast<double>(message.size())};
-  comm.broadcast(meta, 2, DType::kF64, root);
-  std::string text(static_cast<size_t>(meta[1]), '\0');
-  if (comm.rank() == root) text = message;
-  if (!text.empty()) comm.broadcast(text.data(), text.size(), DType::kU8, root);
-  throw Error(static_cast<ErrorCode>(static_cast<int>(meta[0])),
-              comm.size() > 1 ? fmt::format("rank {}: {}", root, text) : text);
-}
-
 }  // namespace zs::ckpt

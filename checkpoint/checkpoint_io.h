@@ -1,6 +1,6 @@
 // Internal helpers of the checkpoint and safetensors modules: POSIX files with checksums and
-// fsync, positional reads, directory sync, and the collective agreement that makes every rank
-// fail together. Not a public header.
+// fsync, positional reads and directory sync (every rank fails together through
+// collectives/fail_together.h). Not a public header.
 //
 // Thread-safety: objects are used by one thread at a time.
 #pragma once
@@ -9,10 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 
-#include "collectives/communicator.h"
 #include "core/file_writer.h"
 
 namespace zs::ckpt {
@@ -72,10 +70,5 @@ using zs::sync_dir;
 // The index of the first element of v[0, n) that is not finite (with `non_negative`: or is below
 // zero), or -1. The one check of the values a checkpoint load or an import reads.
 int64_t first_nonfinite(const float* v, size_t n, bool non_negative = false);
-
-// Runs fn() on this rank, then agrees with every rank of comm (one all-reduce, plus a broadcast
-// on failure): when any rank threw, every rank throws the zs::Error of the lowest failing rank
-// (its code and message, prefixed with that rank). Collective.
-void agree(Communicator& comm, const std::function<void()>& fn);
 
 }  // namespace zs::ckpt

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_io.h"
+#include "collectives/fail_together.h"
 #include "core/convert.h"
 #include "core/error.h"
 
@@ -101,20 +102,17 @@ void export_model(Engine& e, Communicator& comm, const std::string& path, DType 
   export_model(e, comm, path, o);
 }
 
-void export_model(Engine& e, Communicator& comm, const std::string& path,
-                  const ExportOptions& options) {
-  const DType dtype = options.dtype;
-  ZS_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, ErrorCode::kInvalidArgument,
-           "safetensors export: dtype {} (fp32 or bf16 expected)", dtype_name(dtype));
-  ZS_CHECK(!path.empty(), ErrorCode::kInvalidArgument, "safetensors export: empty path");
-  // Never an export of non-finite parameters (every rank agrees before anything is written).
-  ckpt::agree(comm, [&] { e.check_master_finite(fmt::format("safetensors export {}", path)); });
-  const Names names = resolve_names(e, options.namer, true);
-  // What is written, per unit: trainable parameters, then frozen ones, as `include` says.
-  struct Entry {
-    const ParamSpec* spec;
-    const TensorName* name;
-  };
+namespace {
+
+// One tensor an export writes: a parameter's spec and its name in the file.
+struct Entry {
+  const ParamSpec* spec;
+  const TensorName* name;
+};
+
+// What is written, per unit: trainable parameters, then frozen ones, as `include` says.
+std::vector<std::vector<Entry>> export_entries(Engine& e, const Names& names,
+                                               const ExportOptions& options) {
   std::vector<std::vector<Entry>> entries(e.num_units());
   for (size_t u = 0; u < e.num_units(); ++u) {
     auto add = [&](const std::vector<ParamSpec>& specs, const std::vector<TensorName>& n) {
@@ -126,8 +124,14 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
     add(e.param_specs(u), names.trainable[u]);
     add(e.frozen_specs(u), names.frozen[u]);
   }
-  const size_t esize = dtype_size(dtype);
-  const char* dname = dtype == DType::kF32 ? "F32" : "BF16";
+  return entries;
+}
+
+// The JSON header of the file, padded with spaces to a multiple of 8 bytes.
+std::string export_header(const std::vector<std::vector<Entry>>& entries,
+                          const ExportOptions& options) {
+  const size_t esize = dtype_size(options.dtype);
+  const char* dname = options.dtype == DType::kF32 ? "F32" : "BF16";
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"}, {"producer", "zeroshard"}};
   for (const auto& [k, v] : options.metadata) header["__metadata__"][k] = v;
@@ -143,250 +147,371 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
 
-  const std::string tmp = path + ".tmp";
-  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
-  const bool writer = comm.rank() == 0;
-  std::unique_ptr<ckpt::OutFile> out;
-  std::optional<Error> err;
-  auto guarded = [&](const auto& fn) {
-    if (!writer || err) return;
+// Every parameter's full values of unit u, by name (collective: every rank gathers).
+UnitValues gather_unit_values(Engine& e, size_t u) {
+  UnitValues values;
+  const GroupLayout& l = e.layout(u);
+  if (l.padded_numel > 0) {
+    const std::vector<float> full = e.gather_master_group(u);
+    const std::vector<ParamSpec>& specs = e.param_specs(u);
+    for (size_t p = 0; p < specs.size(); ++p) {
+      const float* src = full.data() + l.params[p].offset;
+      values[specs[p].name].assign(src, src + l.params[p].numel);
+    }
+  }
+  for (size_t f = 0; f < e.frozen_specs(u).size(); ++f) {
+    values[e.frozen_specs(u)[f].name] = e.gather_frozen_param(u, f);
+  }
+  return values;
+}
+
+// options.transform on unit u's values; it must keep every size.
+void transform_unit(Engine& e, size_t u, const ExportOptions& options, UnitValues& values) {
+  if (!options.transform) return;
+  std::map<std::string, size_t> sizes;
+  for (const auto& [k, v] : values) sizes[k] = v.size();
+  options.transform(e.unit_name(u), values);
+  for (const auto& [k, n] : sizes) {
+    ZS_CHECK(values.count(k) && values[k].size() == n, ErrorCode::kInvalidArgument,
+             "safetensors export: the transform changed the size of {}.{}", e.unit_name(u), k);
+  }
+}
+
+// Rank 0's side of an export: the file written to path.tmp, then renamed, with the side files.
+// Every step is skipped on other ranks and after the first error, which is kept for the ranks'
+// agreement at the end.
+class ExportWriter {
+ public:
+  ExportWriter(const std::string& path, const ExportOptions& options, bool writer)
+      : options_(options),
+        tmp_(path + ".tmp"),
+        path_(path),
+        parent_(std::filesystem::absolute(path).parent_path()),
+        writer_(writer) {}
+
+  void begin(const std::string& header) {
+    guarded([&] {
+      if (options_.create_directory) {
+        std::error_code ec;
+        std::filesystem::create_directories(parent_, ec);
+        ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot create directory: {}",
+                 parent_.string(), ec.message());
+      }
+      out_ = std::make_unique<ckpt::OutFile>(tmp_);
+      uint8_t len[8];
+      for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+      out_->write(len, 8);
+      out_->write(header.data(), header.size());
+    });
+  }
+
+  // Unit u's entries from its gathered values.
+  void write_unit(Engine& e, size_t u, const std::vector<Entry>& entries, UnitValues& values) {
+    guarded([&] {
+      transform_unit(e, u, options_, values);
+      for (const Entry& en : entries) write_entry(en, values.at(en.spec->name));
+    });
+  }
+
+  // Renames the file into place and writes the side files; on an error removes path.tmp.
+  // Returns the error, if any.
+  std::optional<Error> finish() {
+    guarded([&] {
+      out_->finish();
+      ckpt::rename_path(tmp_, path_);
+      for (const auto& [name, content] : options_.side_files)
+        write_file_atomically((parent_ / name).string(), content);
+      ckpt::sync_dir(parent_.string());
+    });
+    if (err_) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp_, ignored);
+    }
+    return err_;
+  }
+
+ private:
+  template <typename Fn>
+  void guarded(const Fn& fn) {
+    if (!writer_ || err_) return;
     try {
       fn();
     } catch (const Error& x) {
-      err = x;
+      err_ = x;
     } catch (const std::exception& x) {
-      err = Error(ErrorCode::kInternal, x.what());
+      err_ = Error(ErrorCode::kInternal, x.what());
     }
-  };
-  guarded([&] {
-    if (options.create_directory) {
-      std::error_code ec;
-      std::filesystem::create_directories(parent, ec);
-      ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot create directory: {}", parent.string(),
-               ec.message());
+  }
+
+  void write_entry(const Entry& en, const std::vector<float>& v) {
+    const float* src = v.data();
+    if (en.name->transposed) {
+      flipped_.resize(v.size());
+      transpose(src, flipped_.data(), en.spec->shape[0], en.spec->shape[1]);
+      src = flipped_.data();
     }
-    out = std::make_unique<ckpt::OutFile>(tmp);
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
-    out->write(len, 8);
-    out->write(text.data(), text.size());
-  });
-  std::vector<float> flipped;
-  std::vector<uint16_t> half;
+    if (options_.dtype == DType::kF32) {
+      out_->write(src, v.size() * 4);
+    } else {
+      half_.resize(v.size());
+      fp32_to_bf16(src, half_.data(), half_.size());
+      out_->write(half_.data(), half_.size() * 2);
+    }
+  }
+
+  const ExportOptions& options_;
+  const std::string tmp_, path_;
+  const std::filesystem::path parent_;
+  const bool writer_;
+  std::unique_ptr<ckpt::OutFile> out_;
+  std::optional<Error> err_;
+  std::vector<float> flipped_;
+  std::vector<uint16_t> half_;
+};
+
+// The header of the safetensors file f (named `path` in errors).
+Header read_file_header(const ckpt::InFile& f, const std::string& path) {
+  try {
+    std::byte first[8] = {};
+    if (f.size() < 8) corrupt(fmt::format("truncated: {} bytes", f.size()));
+    f.read_at(0, first, 8);
+    const uint64_t n = header_length(first);
+    if (8 + n > static_cast<uint64_t>(f.size()))
+      corrupt(fmt::format("truncated: header of {} bytes in a {}-byte file", n, f.size()));
+    std::vector<std::byte> text(n);
+    f.read_at(8, text.data(), text.size());
+    return parse_header(text, static_cast<uint64_t>(f.size()) - 8 - n);
+  } catch (const Error& x) {
+    throw Error(x.code(), fmt::format("{}: {}", path, x.what()));
+  }
+}
+
+// Values read from the file before any is applied: unit u's shard of the fp32 master
+// (trainable[u]) and its frozen parameters whole (frozen[u][q]; empty: absent, kept).
+struct Staged {
+  std::vector<std::vector<float>> trainable;
+  std::vector<std::vector<std::vector<float>>> frozen;
+};
+
+// One import on this rank: finds each parameter's tensor, checks it and reads this rank's part.
+class Importer {
+ public:
+  Importer(Engine& e, const std::string& path, const ImportOptions& options, ImportReport& report)
+      : e_(e), path_(path), options_(options), report_(report), file_(path) {
+    header_ = read_file_header(file_, path);
+    for (const TensorInfo& t : header_.tensors) by_name_[t.name] = &t;
+  }
+
+  // Reads every parameter of every unit into `staged`, then checks that every tensor of the
+  // file was read or may be ignored.
+  void read_all(const Names& names, Staged& staged) {
+    for (size_t u = 0; u < e_.num_units(); ++u) {
+      stage_frozen(u, names.frozen[u], staged.frozen[u]);
+      stage_trainable(u, names.trainable[u], staged.trainable[u]);
+    }
+    check_all_read();
+  }
+
+ private:
+  // The tensor of parameter `spec`, checked; null when it is optional and absent.
+  const TensorInfo* find(size_t u, const ParamSpec& spec, const TensorName& tn, DType& dt) {
+    const std::string& name = tn.name;
+    auto it = by_name_.find(name);
+    if (it == by_name_.end() && options_.optional && options_.optional(e_.unit_name(u), spec)) {
+      report_.absent.push_back(e_.unit_name(u) + "." + spec.name);
+      return nullptr;
+    }
+    ZS_CHECK(it != by_name_.end(), ErrorCode::kInvalidArgument, "{}: tensor \"{}\" is missing",
+             path_, name);
+    const TensorInfo& t = *it->second;
+    read_.insert(name);
+    const std::vector<int64_t> want = file_shape(spec, tn.transposed);
+    ZS_CHECK(t.shape == want, ErrorCode::kInvalidArgument,
+             "{}: tensor \"{}\" has shape [{}], the model needs [{}]{}", path_, name,
+             fmt::join(t.shape, ", "), fmt::join(want, ", "),
+             tn.transposed ? fmt::format(" (the transpose of {}.{})", e_.unit_name(u), spec.name)
+                           : std::string());
+    ZS_CHECK(to_dtype(t.dtype, dt), ErrorCode::kInvalidArgument,
+             "{}: tensor \"{}\" has dtype {} (F32, BF16 or F16 expected)", path_, name, t.dtype);
+    return &t;
+  }
+
+  // The whole tensor t (numel elements of dt) as fp32, in the file's layout, into out[0, numel).
+  void read_whole(const TensorInfo& t, DType dt, size_t numel, float* out) {
+    std::vector<std::byte> raw(numel * dtype_size(dt));
+    file_.read_at(static_cast<int64_t>(header_.data_start() + t.begin), raw.data(), raw.size());
+    convert(raw.data(), dt, out, DType::kF32, numel);
+  }
+
+  // Frozen parameters: the whole tensor on every rank (int8 rows need whole rows).
+  void stage_frozen(size_t u, const std::vector<TensorName>& names,
+                    std::vector<std::vector<float>>& staged) {
+    const std::vector<ParamSpec>& fspecs = e_.frozen_specs(u);
+    staged.resize(fspecs.size());
+    for (size_t q = 0; q < fspecs.size(); ++q) {
+      const TensorName& tn = names[q];
+      DType dt = DType::kF32;
+      const TensorInfo* t = find(u, fspecs[q], tn, dt);
+      if (t == nullptr) continue;
+      const size_t numel = static_cast<size_t>(fspecs[q].numel());
+      std::vector<float>& dst = staged[q];
+      dst.resize(numel);
+      if (!tn.transposed) {
+        read_whole(*t, dt, numel, dst.data());
+      } else {
+        whole_.resize(numel);
+        read_whole(*t, dt, numel, whole_.data());
+        transpose(whole_.data(), dst.data(), fspecs[q].shape[1], fspecs[q].shape[0]);
+      }
+      const int64_t bad = ckpt::first_nonfinite(dst.data(), numel);
+      ZS_CHECK(bad < 0, ErrorCode::kInvalidArgument,
+               "{}: tensor \"{}\" holds a non-finite value at element {} of {}.{}", path_, tn.name,
+               bad, e_.unit_name(u), fspecs[q].name);
+    }
+  }
+
+  // Trainable parameters: this rank's shard of each; optional ones the file lacks keep their
+  // values.
+  void stage_trainable(size_t u, const std::vector<TensorName>& names, std::vector<float>& staged) {
+    const std::vector<ParamSpec>& specs = e_.param_specs(u);
+    const GroupLayout& l = e_.layout(u);
+    const UnitShardState st = e_.shard_state(u);
+    staged.assign(st.master, st.master + st.numel);
+    for (size_t p = 0; p < specs.size(); ++p) {
+      DType dt = DType::kF32;
+      const TensorInfo* t = find(u, specs[p], names[p], dt);
+      if (t == nullptr) continue;
+      const int64_t off = l.params[p].offset;
+      const int64_t lo = std::max(st.begin, off);
+      const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
+      if (lo >= hi) continue;
+      float* dst = staged.data() + (lo - st.begin);
+      read_range(*t, dt, specs[p], names[p].transposed, lo - off, hi - off, dst);
+      check_range(specs[p], names[p], lo - off, hi - off, dst);
+    }
+  }
+
+  // Elements [a, b) of the parameter (its own row-major layout) into dst, as fp32.
+  void read_range(const TensorInfo& t, DType dt, const ParamSpec& spec, bool transposed, int64_t a,
+                  int64_t b, float* dst) {
+    const size_t n = static_cast<size_t>(b - a);
+    if (!transposed) {
+      // The shard's range of the row-major tensor: one read.
+      const size_t es = dtype_size(dt);
+      std::vector<std::byte> raw(n * es);
+      file_.read_at(
+          static_cast<int64_t>(header_.data_start() + t.begin) + a * static_cast<int64_t>(es),
+          raw.data(), raw.size());
+      convert(raw.data(), dt, dst, DType::kF32, n);
+      return;
+    }
+    // Scattered in the file: read the whole tensor and pick the range.
+    whole_.resize(static_cast<size_t>(spec.numel()));
+    read_whole(t, dt, whole_.size(), whole_.data());
+    const int64_t rows = spec.shape[0], cols = spec.shape[1];
+    for (int64_t k = a; k < b; ++k)
+      dst[k - a] = whole_[static_cast<size_t>((k % cols) * rows + k / cols)];
+  }
+
+  // Elements [a, b) of the parameter, in dst, must be finite; the error names the element's
+  // index in the file's layout.
+  void check_range(const ParamSpec& spec, const TensorName& tn, int64_t a, int64_t b,
+                   const float* dst) {
+    const int64_t bad = ckpt::first_nonfinite(dst, static_cast<size_t>(b - a));
+    if (bad < 0) return;
+    int64_t k = a + bad;
+    if (tn.transposed) k = (k % spec.shape[1]) * spec.shape[0] + k / spec.shape[1];
+    fail(ErrorCode::kInvalidArgument,
+         "{}: tensor \"{}\" holds a non-finite value ({}) at element {}", path_, tn.name, dst[bad],
+         k);
+  }
+
+  // Every tensor of the file was read, or the options say it may be ignored.
+  void check_all_read() {
+    size_t extra = 0;
+    std::string first_extra;
+    for (const TensorInfo& t : header_.tensors) {
+      if (read_.count(t.name)) continue;
+      if (options_.ignorable && options_.ignorable(t.name)) {
+        report_.ignored.push_back(t.name);
+      } else if (extra++ == 0) {
+        first_extra = t.name;
+      }
+    }
+    ZS_CHECK(extra == 0, ErrorCode::kInvalidArgument,
+             "{}: {} tensor(s) the model does not have, e.g. \"{}\"", path_, extra, first_extra);
+  }
+
+  Engine& e_;
+  const std::string& path_;
+  const ImportOptions& options_;
+  ImportReport& report_;
+  ckpt::InFile file_;
+  Header header_;
+  std::unordered_map<std::string, const TensorInfo*> by_name_;
+  std::set<std::string> read_;
+  std::vector<float> whole_;
+};
+
+// The staged values into the engine (every rank has read its part).
+void apply_staged(Engine& e, const Staged& staged) {
   for (size_t u = 0; u < e.num_units(); ++u) {
-    // Every parameter's full values, by name (collective: every rank gathers).
-    UnitValues values;
-    const GroupLayout& l = e.layout(u);
-    if (l.padded_numel > 0) {
-      const std::vector<float> full = e.gather_master_group(u);
-      const std::vector<ParamSpec>& specs = e.param_specs(u);
-      for (size_t p = 0; p < specs.size(); ++p) {
-        const float* src = full.data() + l.params[p].offset;
-        values[specs[p].name].assign(src, src + l.params[p].numel);
-      }
+    const UnitShardState st = e.shard_state(u);
+    if (!staged.trainable[u].empty()) {
+      std::memcpy(st.master, staged.trainable[u].data(),
+                  staged.trainable[u].size() * sizeof(float));
     }
-    for (size_t f = 0; f < e.frozen_specs(u).size(); ++f) {
-      values[e.frozen_specs(u)[f].name] = e.gather_frozen_param(u, f);
+    for (size_t f = 0; f < staged.frozen[u].size(); ++f) {
+      if (!staged.frozen[u][f].empty()) e.set_frozen_param(u, f, staged.frozen[u][f].data());
     }
-    guarded([&] {
-      if (options.transform) {
-        std::map<std::string, size_t> sizes;
-        for (const auto& [k, v] : values) sizes[k] = v.size();
-        options.transform(e.unit_name(u), values);
-        for (const auto& [k, n] : sizes) {
-          ZS_CHECK(values.count(k) && values[k].size() == n, ErrorCode::kInvalidArgument,
-                   "safetensors export: the transform changed the size of {}.{}", e.unit_name(u),
-                   k);
-        }
-      }
-      for (const Entry& en : entries[u]) {
-        const std::vector<float>& v = values.at(en.spec->name);
-        const float* src = v.data();
-        if (en.name->transposed) {
-          flipped.resize(v.size());
-          transpose(src, flipped.data(), en.spec->shape[0], en.spec->shape[1]);
-          src = flipped.data();
-        }
-        if (dtype == DType::kF32) {
-          out->write(src, v.size() * 4);
-        } else {
-          half.resize(v.size());
-          fp32_to_bf16(src, half.data(), half.size());
-          out->write(half.data(), half.size() * 2);
-        }
-      }
-    });
   }
-  guarded([&] {
-    out->finish();
-    ckpt::rename_path(tmp, path);
-    for (const auto& [name, content] : options.side_files)
-      write_file_atomically((parent / name).string(), content);
-    ckpt::sync_dir(parent.string());
-  });
-  if (err) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
+  e.refresh_params_from_master();
+}
+
+}  // namespace
+
+void export_model(Engine& e, Communicator& comm, const std::string& path,
+                  const ExportOptions& options) {
+  ZS_CHECK(options.dtype == DType::kF32 || options.dtype == DType::kBF16,
+           ErrorCode::kInvalidArgument, "safetensors export: dtype {} (fp32 or bf16 expected)",
+           dtype_name(options.dtype));
+  ZS_CHECK(!path.empty(), ErrorCode::kInvalidArgument, "safetensors export: empty path");
+  // Never an export of non-finite parameters (every rank agrees before anything is written).
+  fail_together(comm, [&] { e.check_master_finite(fmt::format("safetensors export {}", path)); });
+  const Names names = resolve_names(e, options.namer, true);
+  const std::vector<std::vector<Entry>> entries = export_entries(e, names, options);
+  ExportWriter writer(path, options, comm.rank() == 0);
+  writer.begin(export_header(entries, options));
+  for (size_t u = 0; u < e.num_units(); ++u) {
+    UnitValues values = gather_unit_values(e, u);
+    writer.write_unit(e, u, entries[u], values);
   }
-  ckpt::agree(comm, [&] {
+  const std::optional<Error> err = writer.finish();
+  fail_together(comm, [&] {
     if (err) throw *err;
   });
 }
 
 ImportReport import_model(Engine& e, Communicator& comm, const std::string& path,
                           const ImportOptions& options) {
-  std::vector<std::vector<float>> staged(e.num_units());
-  std::vector<std::vector<std::vector<float>>> staged_frozen(e.num_units());
+  Staged staged;
+  staged.trainable.resize(e.num_units());
+  staged.frozen.resize(e.num_units());
   ImportReport report;
-  ckpt::agree(comm, [&] {
-    const Names all_names = resolve_names(e, options.namer, false);
-    ckpt::InFile f(path);
-    Header h;
-    try {
-      std::byte first[8] = {};
-      if (f.size() < 8) corrupt(fmt::format("truncated: {} bytes", f.size()));
-      f.read_at(0, first, 8);
-      const uint64_t n = header_length(first);
-      if (8 + n > static_cast<uint64_t>(f.size()))
-        corrupt(fmt::format("truncated: header of {} bytes in a {}-byte file", n, f.size()));
-      std::vector<std::byte> text(n);
-      f.read_at(8, text.data(), text.size());
-      h = parse_header(text, static_cast<uint64_t>(f.size()) - 8 - n);
-    } catch (const Error& x) {
-      throw Error(x.code(), fmt::format("{}: {}", path, x.what()));
-    }
-    std::unordered_map<std::string, const TensorInfo*> by_name;
-    for (const TensorInfo& t : h.tensors) by_name[t.name] = &t;
-    std::set<std::string> read;
-    std::vector<float> whole;
-    // The tensor of parameter `spec`, checked; null when it is optional and absent.
-    auto find = [&](size_t u, const ParamSpec& spec, const TensorName& tn,
-                    DType& dt) -> const TensorInfo* {
-      const std::string& name = tn.name;
-      auto it = by_name.find(name);
-      if (it == by_name.end() && options.optional && options.optional(e.unit_name(u), spec)) {
-        report.absent.push_back(e.unit_name(u) + "." + spec.name);
-        return nullptr;
-      }
-      ZS_CHECK(it != by_name.end(), ErrorCode::kInvalidArgument, "{}: tensor \"{}\" is missing",
-               path, name);
-      const TensorInfo& t = *it->second;
-      read.insert(name);
-      const std::vector<int64_t> want = file_shape(spec, tn.transposed);
-      ZS_CHECK(t.shape == want, ErrorCode::kInvalidArgument,
-               "{}: tensor \"{}\" has shape [{}], the model needs [{}]{}", path, name,
-               fmt::join(t.shape, ", "), fmt::join(want, ", "),
-               tn.transposed ? fmt::format(" (the transpose of {}.{})", e.unit_name(u), spec.name)
-                             : std::string());
-      ZS_CHECK(to_dtype(t.dtype, dt), ErrorCode::kInvalidArgument,
-               "{}: tensor \"{}\" has dtype {} (F32, BF16 or F16 expected)", path, name, t.dtype);
-      return &t;
-    };
-    for (size_t u = 0; u < e.num_units(); ++u) {
-      // Frozen parameters: the whole tensor on every rank (int8 rows need whole rows).
-      const std::vector<ParamSpec>& fspecs = e.frozen_specs(u);
-      staged_frozen[u].resize(fspecs.size());
-      for (size_t q = 0; q < fspecs.size(); ++q) {
-        const TensorName& tn = all_names.frozen[u][q];
-        DType dt = DType::kF32;
-        const TensorInfo* t = find(u, fspecs[q], tn, dt);
-        if (t == nullptr) continue;
-        const size_t numel = static_cast<size_t>(fspecs[q].numel());
-        std::vector<std::byte> raw(numel * dtype_size(dt));
-        f.read_at(static_cast<int64_t>(h.data_start() + t->begin), raw.data(), raw.size());
-        std::vector<float>& dst = staged_frozen[u][q];
-        dst.resize(numel);
-        if (!tn.transposed) {
-          convert(raw.data(), dt, dst.data(), DType::kF32, numel);
-        } else {
-          whole.resize(numel);
-          convert(raw.data(), dt, whole.data(), DType::kF32, numel);
-          transpose(whole.data(), dst.data(), fspecs[q].shape[1], fspecs[q].shape[0]);
-        }
-        const int64_t bad = ckpt::first_nonfinite(dst.data(), numel);
-        ZS_CHECK(bad < 0, ErrorCode::kInvalidArgument,
-                 "{}: tensor \"{}\" holds a non-finite value at element {} of {}.{}", path, tn.name,
-                 bad, e.unit_name(u), fspecs[q].name);
-      }
-      const std::vector<ParamSpec>& specs = e.param_specs(u);
-      const GroupLayout& l = e.layout(u);
-      const UnitShardState st = e.shard_state(u);
-      // Optional parameters the file lacks keep their values.
-      staged[u].assign(st.master, st.master + st.numel);
-      for (size_t p = 0; p < specs.size(); ++p) {
-        const TensorName& tn = all_names.trainable[u][p];
-        const std::string& name = tn.name;
-        DType dt = DType::kF32;
-        const TensorInfo* tp = find(u, specs[p], tn, dt);
-        if (tp == nullptr) continue;
-        const TensorInfo& t = *tp;
-        const int64_t off = l.params[p].offset;
-        const int64_t lo = std::max(st.begin, off);
-        const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
-        if (lo >= hi) continue;
-        const size_t es = dtype_size(dt);
-        float* dst = staged[u].data() + (lo - st.begin);
-        const size_t n = static_cast<size_t>(hi - lo);
-        if (!tn.transposed) {
-          // The shard's range of the row-major tensor: one read.
-          std::vector<std::byte> raw(n * es);
-          f.read_at(static_cast<int64_t>(h.data_start() + t.begin) +
-                        (lo - off) * static_cast<int64_t>(es),
-                    raw.data(), raw.size());
-          convert(raw.data(), dt, dst, DType::kF32, n);
-        } else {
-          // Scattered in the file: read the whole tensor and pick the range.
-          const size_t numel = static_cast<size_t>(specs[p].numel());
-          std::vector<std::byte> raw(numel * es);
-          f.read_at(static_cast<int64_t>(h.data_start() + t.begin), raw.data(), raw.size());
-          whole.resize(numel);
-          convert(raw.data(), dt, whole.data(), DType::kF32, numel);
-          const int64_t rows = specs[p].shape[0], cols = specs[p].shape[1];
-          for (int64_t k = lo - off; k < hi - off; ++k)
-            dst[k - (lo - off)] = whole[static_cast<size_t>((k % cols) * rows + k / cols)];
-        }
-        const int64_t bad = ckpt::first_nonfinite(dst, n);
-        if (bad >= 0) {
-          // The element's index in the file's layout.
-          int64_t k = lo - off + bad;
-          if (tn.transposed)
-            k = (k % specs[p].shape[1]) * specs[p].shape[0] + k / specs[p].shape[1];
-          fail(ErrorCode::kInvalidArgument,
-               "{}: tensor \"{}\" holds a non-finite value ({}) at element {}", path, name,
-               dst[bad], k);
-        }
-      }
-    }
-    size_t extra = 0;
-    std::string first_extra;
-    for (const TensorInfo& t : h.tensors) {
-      if (read.count(t.name)) continue;
-      if (options.ignorable && options.ignorable(t.name)) {
-        report.ignored.push_back(t.name);
-      } else if (extra++ == 0) {
-        first_extra = t.name;
-      }
-    }
-    ZS_CHECK(extra == 0, ErrorCode::kInvalidArgument,
-             "{}: {} tensor(s) the model does not have, e.g. \"{}\"", path, extra, first_extra);
+  fail_together(comm, [&] {
+    const Names names = resolve_names(e, options.namer, false);
+    Importer(e, path, options, report).read_all(names, staged);
   });
-  for (size_t u = 0; u < e.num_units(); ++u) {
-    const UnitShardState st = e.shard_state(u);
-    if (!staged[u].empty()) {
-      std::memcpy(st.master, staged[u].data(), staged[u].size() * sizeof(float));
-    }
-    for (size_t f = 0; f < staged_frozen[u].size(); ++f) {
-      if (!staged_frozen[u][f].empty()) e.set_frozen_param(u, f, staged_frozen[u][f].data());
-    }
-  }
-  e.refresh_params_from_master();
+  apply_staged(e, staged);
   return report;
 }
 
 std::string read_side_file(Communicator& comm, const std::string& path, int64_t max_bytes) {
   std::string text;
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] {
     if (comm.rank() == 0) text = ckpt::read_whole_file(path, max_bytes);
   });
   double n = static_cast<double>(text.size());

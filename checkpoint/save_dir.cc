@@ -20,6 +20,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/checkpoint_io.h"
+#include "collectives/fail_together.h"
 #include "core/error.h"
 
 namespace zs {
@@ -206,14 +207,14 @@ SaveDir SaveDir::claim(Communicator& comm, const std::string& dir_name, const Sa
   const int rank = comm.rank();
   // Shared by every rank? Checked before anything in the directory changes.
   std::string nonce;
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] {
     ZS_CHECK(!dir_name.empty(), ErrorCode::kInvalidArgument, "save directory: empty name");
     if (rank == 0) nonce = write_probe(dir);
   });
   nonce = broadcast_string(comm, nonce);
   const fs::path probe = dir / (".probe-" + nonce);
   try {
-    ckpt::agree(comm, [&] {
+    fail_together(comm, [&] {
       if (rank != 0) read_probe(dir, nonce, rank);
     });
   } catch (const Error&) {
@@ -225,7 +226,7 @@ SaveDir SaveDir::claim(Communicator& comm, const std::string& dir_name, const Sa
   SaveDir out;
   out.dir_ = dir_name;
   std::string run_id;
-  ckpt::agree(comm, [&] {
+  fail_together(comm, [&] {
     if (rank != 0) return;
     std::error_code ec;
     fs::remove(probe, ec);

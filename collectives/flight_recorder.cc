@@ -204,17 +204,22 @@ bool parse_flight_json(const std::string& text, RankFlight* out) {
 // ---------------------------------------------------------------------------------------------
 // The report
 
-std::string flight_report(const std::vector<RankFlight>& ranks, double now_s) {
-  std::string out;
-  auto line = [&](const std::string& s) { out += s + "\n"; };
-  // The oldest collective some rank is stuck in.
+namespace {
+
+// The oldest collective some rank is stuck in; null when none is.
+const FlightEntry* oldest_in_flight(const std::vector<RankFlight>& ranks) {
   const FlightEntry* stuck = nullptr;
   for (const auto& r : ranks) {
     for (const auto& e : r.entries) {
       if (e.in_flight() && (stuck == nullptr || e.seq < stuck->seq)) stuck = &e;
     }
   }
-  // The first sequence number at which two ranks' records differ.
+  return stuck;
+}
+
+// The line naming the first sequence number at which two ranks' records differ; "" when they
+// agree over the range every present rank recorded.
+std::string divergence(const std::vector<RankFlight>& ranks) {
   uint64_t lo = 0, hi = UINT64_MAX;
   bool any = false;
   for (const auto& r : ranks) {
@@ -223,8 +228,7 @@ std::string flight_report(const std::vector<RankFlight>& ranks, double now_s) {
     hi = std::min(hi, r.entries.back().seq);
     any = true;
   }
-  bool diverged = false;
-  for (uint64_t s = lo; any && s <= hi && !diverged; ++s) {
+  for (uint64_t s = lo; any && s <= hi; ++s) {
     const FlightEntry* ref = nullptr;
     int ref_rank = -1;
     for (const auto& r : ranks) {
@@ -234,58 +238,69 @@ std::string flight_report(const std::vector<RankFlight>& ranks, double now_s) {
         ref = &e;
         ref_rank = r.rank;
       } else if (e.kind != ref->kind || e.bytes != ref->bytes || e.dtype != ref->dtype) {
-        line("ranks diverge at seq " + std::to_string(s) + ": rank " + std::to_string(ref_rank) +
-             " called " + describe(*ref) + ", rank " + std::to_string(r.rank) + " called " +
-             describe(e));
-        diverged = true;
-        break;
+        return "ranks diverge at seq " + std::to_string(s) + ": rank " + std::to_string(ref_rank) +
+               " called " + describe(*ref) + ", rank " + std::to_string(r.rank) + " called " +
+               describe(e);
       }
     }
   }
-  if (stuck != nullptr) {
-    for (const auto& r : ranks) {
-      if (!r.present) continue;
-      const uint64_t last = r.entries.empty() ? 0 : r.entries.back().seq;
-      if (last >= stuck->seq) continue;
-      std::string s = "rank " + std::to_string(r.rank) + " never arrived at " + describe(*stuck) +
-                      ": its last collective is ";
-      if (r.entries.empty()) {
-        s += "none";
-      } else {
-        const FlightEntry& e = r.entries.back();
-        s += describe(e) + (e.in_flight()
-                                ? ", in flight"
-                                : ", finished " + fmt_seconds(now_s - e.finish_s) + " ago");
-      }
-      line(s);
-    }
-  } else if (!diverged) {
-    line("no rank is in a collective");
-  }
+  return "";
+}
+
+// One line per present rank that never arrived at `stuck`, naming its last collective.
+void stragglers(const std::vector<RankFlight>& ranks, const FlightEntry& stuck, double now_s,
+                std::string& out) {
   for (const auto& r : ranks) {
-    std::string s = "rank " + std::to_string(r.rank) + ": ";
-    if (!r.present) {
-      line(s + "no dump (another node, not started, or exited)");
-      continue;
-    }
-    const FlightEntry* done = nullptr;
-    const FlightEntry* flying = nullptr;
-    for (const auto& e : r.entries) {
-      if (e.in_flight()) {
-        if (flying == nullptr) flying = &e;
-      } else {
-        done = &e;
-      }
-    }
-    s += "last completed " + (done ? describe(*done) : std::string("none"));
-    if (flying != nullptr) {
-      s += "; in flight " + describe(*flying) + " for " + fmt_seconds(now_s - flying->start_s);
+    if (!r.present) continue;
+    const uint64_t last = r.entries.empty() ? 0 : r.entries.back().seq;
+    if (last >= stuck.seq) continue;
+    std::string s = "rank " + std::to_string(r.rank) + " never arrived at " + describe(stuck) +
+                    ": its last collective is ";
+    if (r.entries.empty()) {
+      s += "none";
     } else {
-      s += "; not in a collective";
+      const FlightEntry& e = r.entries.back();
+      s += describe(e) + (e.in_flight() ? ", in flight"
+                                        : ", finished " + fmt_seconds(now_s - e.finish_s) + " ago");
     }
-    s += " (dump " + fmt_seconds(now_s - r.written_s) + " old)";
-    line(s);
+    out += s + "\n";
   }
+}
+
+// Rank r's line: its last completed collective and the one in flight, or why it has no dump.
+std::string rank_summary(const RankFlight& r, double now_s) {
+  std::string s = "rank " + std::to_string(r.rank) + ": ";
+  if (!r.present) return s + "no dump (another node, not started, or exited)";
+  const FlightEntry* done = nullptr;
+  const FlightEntry* flying = nullptr;
+  for (const auto& e : r.entries) {
+    if (e.in_flight()) {
+      if (flying == nullptr) flying = &e;
+    } else {
+      done = &e;
+    }
+  }
+  s += "last completed " + (done ? describe(*done) : std::string("none"));
+  if (flying != nullptr) {
+    s += "; in flight " + describe(*flying) + " for " + fmt_seconds(now_s - flying->start_s);
+  } else {
+    s += "; not in a collective";
+  }
+  return s + " (dump " + fmt_seconds(now_s - r.written_s) + " old)";
+}
+
+}  // namespace
+
+std::string flight_report(const std::vector<RankFlight>& ranks, double now_s) {
+  std::string out = divergence(ranks);
+  const bool diverged = !out.empty();
+  if (diverged) out += "\n";
+  if (const FlightEntry* stuck = oldest_in_flight(ranks)) {
+    stragglers(ranks, *stuck, now_s, out);
+  } else if (!diverged) {
+    out += "no rank is in a collective\n";
+  }
+  for (const auto& r : ranks) out += rank_summary(r, now_s) + "\n";
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <xxhash.h>
 
+#include "collectives/fail_together.h"
 #include "core/error.h"
 
 namespace zs {
@@ -106,6 +107,24 @@ void check_agreement(MPI_Comm comm, std::span<const Setting> settings, std::stri
               t.rank, t.size);
   };
   check_agreement(t, settings, what);
+}
+
+void fail_together(MPI_Comm comm, const std::function<void()>& work) {
+  FailTransport t;
+  MPI_Comm_rank(comm, &t.rank);
+  MPI_Comm_size(comm, &t.size);
+  const char* what = "fail_together";
+  t.all_reduce_max = [&](double mine) {
+    double worst = 0.0;
+    check_mpi(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce", what,
+              t.rank, t.size);
+    return worst;
+  };
+  t.broadcast = [&](void* buf, size_t bytes, int root) {
+    check_mpi(MPI_Bcast(buf, static_cast<int>(bytes), MPI_BYTE, root, comm), "MPI_Bcast", what,
+              t.rank, t.size);
+  };
+  fail_together(t, work);
 }
 
 void check_settings_agreement(MPI_Comm comm, const Settings& settings) {

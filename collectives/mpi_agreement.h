@@ -54,6 +54,10 @@ struct AgreementTransport {
   std::function<void(void* buf, size_t bytes, int root)> broadcast;
 };
 
+// fail_together (collectives/fail_together.h, the same contract) over a raw MPI_Comm: for the
+// checks a program runs before it has a communicator (reading the environment's settings).
+void fail_together(MPI_Comm comm, const std::function<void()>& work);
+
 // The comparison itself, over any transport (the MPI_Comm form above and runtime/agreement.h's
 // Communicator form are this one).
 void check_agreement(const AgreementTransport& t, std::span<const Setting> settings,

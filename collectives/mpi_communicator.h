@@ -228,6 +228,12 @@ class MpiCommunicator final : public Communicator {
   void shm_check_space(size_t segment);
   void shm_run(CollectiveKind kind, const void* send, void* recv, size_t count, DType dtype,
                ReduceOp op);
+  // shm_run's two protocols over `cap` elements per slot and pass (the window reserved, the
+  // sources sized): passes of reduce-scatter blocks, and all_reduce's pipelined passes.
+  void shm_reduce_scatter(const char* in, char* out, size_t count, size_t cap, DType dtype,
+                          ReduceOp op);
+  void shm_all_reduce(const char* in, char* out, size_t count, size_t cap, DType dtype,
+                      ReduceOp op);
   WorkHandle shm_start(CollectiveKind kind, const void* send, void* recv, size_t count, DType dtype,
                        ReduceOp op);
   void shm_drain(ShmWork* upto);  // runs queued window operations in start order, up to `upto`

@@ -294,7 +294,6 @@ void MpiCommunicator::shm_run(CollectiveKind kind, const void* send, void* recv,
                               DType dtype, ReduceOp op) {
   if (count == 0) return;
   const size_t n = static_cast<size_t>(size_);
-  const size_t me = static_cast<size_t>(rank_);
   const size_t elem = dtype_size(dtype);
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
@@ -302,28 +301,45 @@ void MpiCommunicator::shm_run(CollectiveKind kind, const void* send, void* recv,
   const size_t need = kind == CollectiveKind::kReduceScatter ? n * count * elem : count * elem;
   shm_reserve(std::min(need, shm_slot_limit_));
   const size_t cap = std::min(shm_slot_, shm_slot_limit_) / elem;  // elements per slot and pass
-  std::vector<const void*>& srcs = shm_srcs_;
-  srcs.resize(n);
+  shm_srcs_.resize(n);
   if (kind == CollectiveKind::kReduceScatter) {
-    const size_t step = cap / n;  // >= 1: the limit is at least 8 * n bytes
-    for (size_t off = 0; off < count; off += step) {
-      const size_t len = std::min(step, count - off);
-      const int b = static_cast<int>(shm_pass_++ % 3);
-      char* slot = shm_slot(rank_, b);
-      // Our own block is read from `send` directly: only the peers' blocks go through the slot.
-      for (size_t j = 0; j < n; ++j) {
-        if (j == me) continue;
-        std::memcpy(slot + j * len * elem, in + (j * count + off) * elem, len * elem);
-      }
-      shm_sync();
-      for (size_t r = 0; r < n; ++r) {
-        srcs[r] = r == me ? in + (me * count + off) * elem
-                          : shm_slot(static_cast<int>(r), b) + me * len * elem;
-      }
-      reduce_sources(srcs.data(), size_, out + off * elem, len, dtype, op);
-    }
-    return;
+    shm_reduce_scatter(in, out, count, cap, dtype, op);
+  } else {
+    shm_all_reduce(in, out, count, cap, dtype, op);
   }
+}
+
+void MpiCommunicator::shm_reduce_scatter(const char* in, char* out, size_t count, size_t cap,
+                                         DType dtype, ReduceOp op) {
+  const size_t n = static_cast<size_t>(size_);
+  const size_t me = static_cast<size_t>(rank_);
+  const size_t elem = dtype_size(dtype);
+  std::vector<const void*>& srcs = shm_srcs_;
+  const size_t step = cap / n;  // >= 1: the limit is at least 8 * n bytes
+  for (size_t off = 0; off < count; off += step) {
+    const size_t len = std::min(step, count - off);
+    const int b = static_cast<int>(shm_pass_++ % 3);
+    char* slot = shm_slot(rank_, b);
+    // Our own block is read from `send` directly: only the peers' blocks go through the slot.
+    for (size_t j = 0; j < n; ++j) {
+      if (j == me) continue;
+      std::memcpy(slot + j * len * elem, in + (j * count + off) * elem, len * elem);
+    }
+    shm_sync();
+    for (size_t r = 0; r < n; ++r) {
+      srcs[r] = r == me ? in + (me * count + off) * elem
+                        : shm_slot(static_cast<int>(r), b) + me * len * elem;
+    }
+    reduce_sources(srcs.data(), size_, out + off * elem, len, dtype, op);
+  }
+}
+
+void MpiCommunicator::shm_all_reduce(const char* in, char* out, size_t count, size_t cap,
+                                     DType dtype, ReduceOp op) {
+  const size_t n = static_cast<size_t>(size_);
+  const size_t me = static_cast<size_t>(rank_);
+  const size_t elem = dtype_size(dtype);
+  std::vector<const void*>& srcs = shm_srcs_;
   // all_reduce: pass i's copy-out, pass i+1's reduction and pass i+2's copy-in share one
   // interval between barriers (three buffers make that safe), so P passes need P + 1 barriers.
   const size_t passes = ceil_div(count, cap);

@@ -107,6 +107,8 @@ struct Options {
   std::optional<double> fit_gb;
   bool json = false;
   int fit_rows = 12;
+  std::string optimizer;                                // --optimizer, as given: adamw | sgd
+  zs::nn::CpuGemm cpu_gemm = zs::nn::CpuGemm::kOnednn;  // --cpu-gemm, resolved
 };
 
 // ", LoRA r=8 on qkv,fc, frozen base in int8", or nothing without adapters.
@@ -190,10 +192,15 @@ nlohmann::json plan_json(const zs::MemoryPlan& p) {
   return j;
 }
 
-void print_table(const Options& o, const zs::MemoryPlan& p) {
-  using zs::MemCategory;
-  const zs::EngineConfig& e = o.config.engine;
-  const int stage = static_cast<int>(e.stage);
+// ---- The output: the table ----
+
+// One row of the table: name, bytes, GB and a note.
+void row(const char* name, int64_t b, const std::string& note) {
+  std::printf("  %-24s %18s %10s   %s\n", name, grouped(b).c_str(), human(b).c_str(), note.c_str());
+}
+
+// The model and configuration lines above the table.
+void print_heading(const Options& o, const zs::MemoryPlan& p) {
   const double psi = static_cast<double>(p.num_params);
   if (p.num_frozen_params > 0) {
     std::printf(
@@ -207,11 +214,14 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
                 grouped(p.num_padded_params).c_str());
   }
   std::printf("config: %s\n\n", describe_config(o).c_str());
-  auto row = [](const char* name, int64_t b, const std::string& note) {
-    std::printf("  %-24s %18s %10s   %s\n", name, grouped(b).c_str(), human(b).c_str(),
-                note.c_str());
-  };
   std::printf("  %-24s %18s %10s   %s\n", "per rank", "bytes", "GB", "");
+}
+
+// Parameters, gradients, master weights and optimizer states.
+void print_trainable_rows(const Options& o, const zs::MemoryPlan& p) {
+  using zs::MemCategory;
+  const zs::EngineConfig& e = o.config.engine;
+  const int stage = static_cast<int>(e.stage);
   const bool off = e.offload.optimizer;
   row("parameters", p.bytes(MemCategory::kParams),
       stage == 3
@@ -230,20 +240,29 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
                                 per_trainable(master)));
   row("optimizer states", off ? 0 : optim,
       fmt::format("{}, {}", off ? human(optim) + " GB on the host" : where, per_trainable(optim)));
-  if (p.num_frozen_params > 0) {
-    const zs::DType compute = e.precision.param_dtype;
-    const zs::DType storage = e.frozen.storage_or(compute);
-    const int64_t whole = p.bytes(MemCategory::kFrozen) * (stage == 3 ? p.world : 1);
-    const std::string how =
-        storage == zs::DType::kI8
-            ? fmt::format("int8 matrices + fp32 row scales, vectors in {}", zs::dtype_name(compute))
-            : std::string(zs::dtype_name(storage));
-    row("frozen base", p.bytes(MemCategory::kFrozen),
-        fmt::format("{}: {}; {} bytes unpadded, {:.2f} bytes/frozen param",
-                    stage == 3 ? fmt::format("shard of {} GB, gathered per unit", human(whole))
-                               : std::string("full copy"),
-                    how, grouped(o.frozen_record_bytes), per_param(whole, p.num_frozen_params)));
-  }
+}
+
+// The frozen base's row (LoRA fine-tunes only).
+void print_frozen_row(const Options& o, const zs::MemoryPlan& p) {
+  using zs::MemCategory;
+  const zs::EngineConfig& e = o.config.engine;
+  const int stage = static_cast<int>(e.stage);
+  const zs::DType compute = e.precision.param_dtype;
+  const zs::DType storage = e.frozen.storage_or(compute);
+  const int64_t whole = p.bytes(MemCategory::kFrozen) * (stage == 3 ? p.world : 1);
+  const std::string how =
+      storage == zs::DType::kI8
+          ? fmt::format("int8 matrices + fp32 row scales, vectors in {}", zs::dtype_name(compute))
+          : std::string(zs::dtype_name(storage));
+  row("frozen base", p.bytes(MemCategory::kFrozen),
+      fmt::format("{}: {}; {} bytes unpadded, {:.2f} bytes/frozen param",
+                  stage == 3 ? fmt::format("shard of {} GB, gathered per unit", human(whole))
+                             : std::string("full copy"),
+                  how, grouped(o.frozen_record_bytes), per_param(whole, p.num_frozen_params)));
+}
+
+// The activations' row and, when counted, their breakdown.
+void print_activation_rows(const Options& o, const zs::MemoryPlan& p) {
   const zs::ActivationPlan& a = p.activations;
   std::string anote = "not counted: give a transformer shape (--model or --layers ...)";
   if (a.counted) {
@@ -254,18 +273,20 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
                             : "estimate",
                     a.micro_batch, a.tokens / a.micro_batch);
   }
-  row("activations", p.bytes(MemCategory::kActivations), anote);
-  if (a.counted) {
-    std::printf("  %-24s %18s %10s   per layer %s GB kept, %s GB checkpointed\n", "", "", "",
-                human(a.per_layer).c_str(), human(a.per_layer_checkpointed).c_str());
-    std::printf(
-        "  %-24s %18s %10s   blocks %s + recompute %s + head %s + workspace %s + "
-        "inputs %s%s GB\n",
-        "", "", "", human(a.blocks).c_str(), human(a.recompute).c_str(), human(a.head).c_str(),
-        human(a.workspace).c_str(), human(a.inputs).c_str(),
-        a.gemm_workspace > 0 ? (" + GEMM workspace " + human(a.gemm_workspace)).c_str() : "");
-  }
-  const zs::BufferPlan& b = p.buffers;
+  row("activations", p.bytes(zs::MemCategory::kActivations), anote);
+  if (!a.counted) return;
+  std::printf("  %-24s %18s %10s   per layer %s GB kept, %s GB checkpointed\n", "", "", "",
+              human(a.per_layer).c_str(), human(a.per_layer_checkpointed).c_str());
+  std::printf(
+      "  %-24s %18s %10s   blocks %s + recompute %s + head %s + workspace %s + "
+      "inputs %s%s GB\n",
+      "", "", "", human(a.blocks).c_str(), human(a.recompute).c_str(), human(a.head).c_str(),
+      human(a.workspace).c_str(), human(a.inputs).c_str(),
+      a.gemm_workspace > 0 ? (" + GEMM workspace " + human(a.gemm_workspace)).c_str() : "");
+}
+
+// The communication and prefetch buffers, e.g. "1 x 0.01 GB fp32 unit-gradient scratch, ...".
+std::string buffers_note(const zs::BufferPlan& b) {
   std::string parts;
   auto part = [&](int count, int64_t each, const char* what) {
     if (count == 0) return;
@@ -277,8 +298,14 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
   part(b.gather_count, b.gather_bytes, "gather/prefetch");
   part(b.convert_bytes > 0 ? 1 : 0, b.convert_bytes, "frozen base conversion");
   if (b.ctrl_bytes > 0) parts += fmt::format(", {} bytes device control", b.ctrl_bytes);
-  row("comm/prefetch buffers", p.bytes(MemCategory::kCommBuffers), parts);
-  row("framework reserve", p.reserve_bytes, "--reserve-gb (CUDA context, library workspaces)");
+  return parts;
+}
+
+// The device and host totals, the model states and their padding.
+void print_totals(const Options& o, const zs::MemoryPlan& p) {
+  using zs::MemCategory;
+  const bool off = o.config.engine.offload.optimizer;
+  const zs::BufferPlan& b = p.buffers;
   std::printf("  %s\n", std::string(100, '-').c_str());
   row("device total", p.device_bytes(), "per GPU");
   row("host (offloaded)", p.host_bytes(),
@@ -288,8 +315,9 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
                                human(b.host_staging_bytes))
                  : std::string("fp32 master + Adam m, v in pinned host memory"))
           : "");
-  if (a.pinned_host > 0)
-    row("host (model, pinned)", a.pinned_host, "the GPT's token staging and loss/logits read-back");
+  if (p.activations.pinned_host > 0)
+    row("host (model, pinned)", p.activations.pinned_host,
+        "the GPT's token staging and loss/logits read-back");
   if (p.num_frozen_params > 0) {
     const int64_t trainable = p.model_states_bytes() - p.bytes(MemCategory::kFrozen);
     row("model states", p.model_states_bytes(),
@@ -298,18 +326,26 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
                     per_param(trainable, p.num_params)));
   } else {
     row("model states", p.model_states_bytes(),
-        fmt::format("params + grads + master + optimizer, {:.2f} bytes/param",
-                    static_cast<double>(p.model_states_bytes()) / psi));
+        fmt::format(
+            "params + grads + master + optimizer, {:.2f} bytes/param",
+            static_cast<double>(p.model_states_bytes()) / static_cast<double>(p.num_params)));
   }
   row("  of which padding", p.padding_bytes(), "alignment and shard padding");
 }
 
-// Returns the exit code.
-int run(int argc, char** argv) {
-  po::options_description desc(
-      "zs_plan: per-rank memory of a zeroshard training configuration (docs/memory.md)\n"
-      "Model (one of): --params N | --model NAME | --layers/--width/... (these override "
-      "--model's); GB = 1e9 bytes");
+void print_table(const Options& o, const zs::MemoryPlan& p) {
+  print_heading(o, p);
+  print_trainable_rows(o, p);
+  if (p.num_frozen_params > 0) print_frozen_row(o, p);
+  print_activation_rows(o, p);
+  row("comm/prefetch buffers", p.bytes(zs::MemCategory::kCommBuffers), buffers_note(p.buffers));
+  row("framework reserve", p.reserve_bytes, "--reserve-gb (CUDA context, library workspaces)");
+  print_totals(o, p);
+}
+
+// ---- Phase 1: the flags ----
+
+void declare_options(po::options_description& desc) {
   // clang-format off
   desc.add_options()
       ("help,h", "show this help")
@@ -359,6 +395,10 @@ int run(int argc, char** argv) {
       ("json", "print one JSON object instead of the table");
   // clang-format on
   zs::plan::add_comm_options(desc);  // the communication per step (docs/scaling.md)
+}
+
+// The flags of the command line; BadFlag for what Boost refuses.
+po::variables_map parse_flags(int argc, char** argv, const po::options_description& desc) {
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -366,52 +406,79 @@ int run(int argc, char** argv) {
   } catch (const po::error& e) {
     throw BadFlag(e.what());
   }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  return vm;
+}
 
-  Options o;
-  o.json = vm.count("json") > 0;
-  const bool dims = zs::examples::architecture_options_given(vm) || vm.count("ffn");
-  if (vm.count("params") && (vm.count("model") || dims))
-    throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
+// The adapters and the frozen base's storage, as train_gpt maps them.
+struct Adapters {
   zs::nn::GptLoraConfig lora;
-  lora.rank = vm["lora-rank"].as<int>();
-  if (lora.rank != 0 && vm.count("params"))
+  std::optional<zs::DType> base_dtype;
+  zs::FrozenPolicy::Int8Compute int8_compute = zs::FrozenPolicy::Int8Compute::kAuto;
+  zs::nn::GptInt8Config int8;
+};
+
+zs::FrozenPolicy::Int8Compute parse_int8_compute(const std::string& m) {
+  using I8 = zs::FrozenPolicy::Int8Compute;
+  if (m == "dequantize") return I8::kDequantize;
+  if (m == "int8-gemm") return I8::kInt8Gemm;
+  if (m != "auto")
+    throw BadFlag(fmt::format("--int8-compute '{}' is not one of auto, dequantize, int8-gemm", m));
+  return I8::kAuto;
+}
+
+Adapters parse_adapters(const po::variables_map& vm) {
+  Adapters ad;
+  ad.lora.rank = vm["lora-rank"].as<int>();
+  if (ad.lora.rank != 0 && vm.count("params"))
     throw BadFlag("--lora-rank needs the model's linears: give --model or --layers/--width/...");
-  if (vm.count("base-dtype") && lora.rank == 0)
+  if (vm.count("base-dtype") && ad.lora.rank == 0)
     throw BadFlag("--base-dtype needs a frozen base: give --lora-rank");
   // [Note: int8 base compute] as train_gpt maps it: the model accepts int8 records of an int8
   // base unless told to dequantize; the engine's policy decides whether it hands them over.
-  const std::optional<zs::DType> base_dtype =
-      vm.count("base-dtype") ? std::optional(parse_base_dtype(vm["base-dtype"].as<std::string>()))
-                             : std::nullopt;
-  const bool int8_base = base_dtype == zs::DType::kI8;
+  if (vm.count("base-dtype")) ad.base_dtype = parse_base_dtype(vm["base-dtype"].as<std::string>());
+  const bool int8_base = ad.base_dtype == zs::DType::kI8;
   for (const char* f : {"int8-compute", "int8-outlier-threshold"})
     if (vm.count(f) && !int8_base)
       throw BadFlag(fmt::format("--{} applies to an int8 base: give --base-dtype int8", f));
-  using I8 = zs::FrozenPolicy::Int8Compute;
-  I8 int8_compute = I8::kAuto;
-  if (vm.count("int8-compute")) {
-    const std::string m = vm["int8-compute"].as<std::string>();
-    if (m == "dequantize") {
-      int8_compute = I8::kDequantize;
-    } else if (m == "int8-gemm") {
-      int8_compute = I8::kInt8Gemm;
-    } else if (m != "auto") {
-      throw BadFlag(
-          fmt::format("--int8-compute '{}' is not one of auto, dequantize, int8-gemm", m));
-    }
-  }
-  zs::nn::GptInt8Config int8;
-  int8.accept = int8_base && int8_compute != I8::kDequantize;
+  if (vm.count("int8-compute"))
+    ad.int8_compute = parse_int8_compute(vm["int8-compute"].as<std::string>());
+  ad.int8.accept = int8_base && ad.int8_compute != zs::FrozenPolicy::Int8Compute::kDequantize;
   if (vm.count("int8-outlier-threshold")) {
-    int8.outlier_threshold = vm["int8-outlier-threshold"].as<float>();
-    if (!(int8.outlier_threshold >= 0.0f && std::isfinite(int8.outlier_threshold)))
+    ad.int8.outlier_threshold = vm["int8-outlier-threshold"].as<float>();
+    if (!(ad.int8.outlier_threshold >= 0.0f && std::isfinite(ad.int8.outlier_threshold)))
       throw BadFlag(fmt::format("--int8-outlier-threshold {} must be a finite number >= 0",
-                                int8.outlier_threshold));
+                                ad.int8.outlier_threshold));
   }
+  return ad;
+}
+
+// --model NAME or --family, then the dimension flags over it; `name` gets the model's name.
+zs::nn::TransformerShape shape_from_flags(const po::variables_map& vm, std::string& name) {
+  zs::nn::TransformerShape s;
+  if (vm.count("model")) {
+    name = vm["model"].as<std::string>();
+    auto found = zs::nn::transformer_shape_by_name(name);
+    if (!found) {
+      std::string names;
+      for (const std::string& n : zs::nn::transformer_shape_names())
+        names += (names.empty() ? "" : ", ") + n;
+      throw BadFlag(fmt::format("--model '{}' is not one of {}", name, names));
+    }
+    s = *found;
+  } else {
+    const std::string fam = vm["family"].as<std::string>();
+    if (fam != "gpt" && fam != "llama")
+      throw BadFlag(fmt::format("--family '{}' is not one of gpt, llama", fam));
+    s.family = fam == "gpt" ? zs::nn::TransformerFamily::kGpt : zs::nn::TransformerFamily::kLlama;
+    name = "custom";
+  }
+  zs::examples::apply_architecture_options(vm, s);
+  if (vm.count("ffn")) s.ffn = vm["ffn"].as<int>();
+  return s;
+}
+
+// The model: --params N, or a transformer shape with its adapters (o.shape).
+void parse_model(const po::variables_map& vm, bool dims, const Adapters& ad, Options& o) {
   if (vm.count("params")) {
     const double n = vm["params"].as<double>();
     if (!(n >= 1.0 && n < 1e15) || std::floor(n) != n)
@@ -419,31 +486,12 @@ int run(int argc, char** argv) {
     o.model = zs::ModelDesc::from_param_count(static_cast<int64_t>(n));
     o.model_name = fmt::format("--params {:.4g}", n);
   } else if (vm.count("model") || dims) {
-    zs::nn::TransformerShape s;
-    if (vm.count("model")) {
-      const std::string name = vm["model"].as<std::string>();
-      auto found = zs::nn::transformer_shape_by_name(name);
-      if (!found) {
-        std::string names;
-        for (const std::string& n : zs::nn::transformer_shape_names())
-          names += (names.empty() ? "" : ", ") + n;
-        throw BadFlag(fmt::format("--model '{}' is not one of {}", name, names));
-      }
-      s = *found;
-      o.model_name = name;
-    } else {
-      const std::string fam = vm["family"].as<std::string>();
-      if (fam != "gpt" && fam != "llama")
-        throw BadFlag(fmt::format("--family '{}' is not one of gpt, llama", fam));
-      s.family = fam == "gpt" ? zs::nn::TransformerFamily::kGpt : zs::nn::TransformerFamily::kLlama;
-      o.model_name = "custom";
-    }
-    zs::examples::apply_architecture_options(vm, s);
-    if (vm.count("ffn")) s.ffn = vm["ffn"].as<int>();
+    zs::nn::TransformerShape s = shape_from_flags(vm, o.model_name);
+    zs::nn::GptLoraConfig lora = ad.lora;
     // Typed targets matter only to a gpt shape with adapters (a llama one is refused by name).
     if (lora.rank != 0 && s.family == zs::nn::TransformerFamily::kGpt)
       lora.targets = zs::nn::parse_gpt_lora_targets(vm["lora-targets"].as<std::string>());
-    s.adapters = {lora, int8};
+    s.adapters = {lora, ad.int8};
     o.model = zs::nn::transformer_model_desc(s);  // validates the shape
     o.shape = s;
     o.model_name += fmt::format(
@@ -452,33 +500,37 @@ int run(int argc, char** argv) {
   } else {
     throw BadFlag("no model: give --params N, --model NAME or --layers/--width/--heads/...");
   }
+}
 
-  zs::PlanConfig& c = o.config;
-  zs::EngineConfig& e = c.engine;
-  c.world = vm["ranks"].as<int>();
-  if (c.world < 1) throw BadFlag(fmt::format("--ranks {} < 1", c.world));
-  c.ranks_per_node = vm.count("ranks-per-node") ? vm["ranks-per-node"].as<int>() : c.world;
+// The engine's settings: stage, dtypes, frozen storage, optimizer, offload, batches.
+void parse_engine(const po::variables_map& vm, const Adapters& ad, Options& o) {
+  zs::EngineConfig& e = o.config.engine;
   e.stage = zs::zero_stage_from_int(vm["zero-stage"].as<int>());
   e.precision.param_dtype = parse_dtype(vm["dtype"].as<std::string>(), "--dtype");
   e.precision.grad_dtype = vm.count("grad-dtype")
                                ? parse_dtype(vm["grad-dtype"].as<std::string>(), "--grad-dtype")
                                : e.precision.param_dtype;
-  e.frozen.storage = base_dtype;
-  e.frozen.int8_compute = int8_compute;
+  e.frozen.storage = ad.base_dtype;
+  e.frozen.int8_compute = ad.int8_compute;
   if (!o.model.frozen.empty()) {
     o.frozen_record_bytes = frozen_record_bytes(
         o.model, e.frozen.storage_or(e.precision.param_dtype), e.precision.param_dtype);
   }
-  const std::string opt = vm["optimizer"].as<std::string>();
-  if (opt != "adamw" && opt != "sgd")
-    throw BadFlag(fmt::format("--optimizer '{}' is not one of adamw, sgd", opt));
-  e.optimizer.kind = opt == "adamw" ? zs::OptimizerKind::kAdamW : zs::OptimizerKind::kSgd;
+  o.optimizer = vm["optimizer"].as<std::string>();
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    throw BadFlag(fmt::format("--optimizer '{}' is not one of adamw, sgd", o.optimizer));
+  e.optimizer.kind = o.optimizer == "adamw" ? zs::OptimizerKind::kAdamW : zs::OptimizerKind::kSgd;
   e.offload.optimizer = vm.count("offload") > 0;
   e.micro_batches = vm["micro-batches"].as<int>();
   e.prefetch = vm["prefetch"].as<int>();
+}
+
+// The run around the engine: ranks, device, batch, reserve, --fit.
+void parse_run(const po::variables_map& vm, Options& o) {
+  zs::PlanConfig& c = o.config;
   c.checkpoint_activations = vm.count("checkpoint-activations") > 0;
   c.device = parse_device(vm["device"].as<std::string>());
-  const zs::nn::CpuGemm cpu_gemm = parse_cpu_gemm(vm["cpu-gemm"].as<std::string>());
+  o.cpu_gemm = parse_cpu_gemm(vm["cpu-gemm"].as<std::string>());
   c.global_batch = vm.count("batch") ? vm["batch"].as<int64_t>() : 0;
   if (vm.count("batch") && c.global_batch < 1)
     throw BadFlag(fmt::format("--batch {} < 1", c.global_batch));
@@ -491,81 +543,134 @@ int run(int argc, char** argv) {
     if (!(*o.fit_gb > 0.0 && *o.fit_gb <= 1e9))
       throw BadFlag(fmt::format("--fit {} is outside (0, 1e9] GB", *o.fit_gb));
   }
+}
 
+// Every flag into Options: the model, the ranks, the engine, the run; the first bad flag met in
+// that order is the one named.
+Options parse_options(const po::variables_map& vm) {
+  Options o;
+  o.json = vm.count("json") > 0;
+  const bool dims = zs::examples::architecture_options_given(vm) || vm.count("ffn");
+  if (vm.count("params") && (vm.count("model") || dims))
+    throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
+  const Adapters ad = parse_adapters(vm);
+  parse_model(vm, dims, ad, o);
+  zs::PlanConfig& c = o.config;
+  c.world = vm["ranks"].as<int>();
+  if (c.world < 1) throw BadFlag(fmt::format("--ranks {} < 1", c.world));
+  c.ranks_per_node = vm.count("ranks-per-node") ? vm["ranks-per-node"].as<int>() : c.world;
+  parse_engine(vm, ad, o);
+  parse_run(vm, o);
+  return o;
+}
+
+// ---- The output: JSON and the configurations that fit ----
+
+nlohmann::json fits_json(const std::vector<zs::FitCandidate>& fits) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const zs::FitCandidate& f : fits) {
+    arr.push_back({{"zero_stage", f.stage},
+                   {"offload", f.offload},
+                   {"checkpoint_activations", f.checkpoint},
+                   {"micro_batches", f.micro_batches},
+                   {"cost", f.cost},
+                   {"device_total_bytes", f.plan.device_bytes()},
+                   {"host_offload_bytes", f.plan.host_bytes()}});
+  }
+  return arr;
+}
+
+// The whole result as one JSON object (without the communication section).
+nlohmann::json result_json(const Options& o, const zs::MemoryPlan& plan,
+                           const std::vector<zs::FitCandidate>& fits) {
+  const zs::PlanConfig& c = o.config;
+  const zs::EngineConfig& e = c.engine;
+  nlohmann::json j = plan_json(plan);
+  j["model"] = o.model_name;
+  j["num_params"] = plan.num_params;
+  j["num_padded_params"] = plan.num_padded_params;
+  j["units"] = o.model.units.size();
+  j["ranks"] = c.world;
+  j["ranks_per_node"] = c.ranks_per_node;
+  j["device"] = device_name(c.device);
+  j["zero_stage"] = static_cast<int>(e.stage);
+  j["dtype"] = zs::dtype_name(e.precision.param_dtype);
+  j["grad_dtype"] = zs::dtype_name(e.precision.grad_dtype);
+  j["optimizer"] = o.optimizer;
+  j["offload"] = e.offload.optimizer;
+  j["checkpoint_activations"] = c.checkpoint_activations;
+  j["micro_batches"] = e.micro_batches;
+  j["num_trainable_params"] = plan.num_params;
+  j["num_frozen_params"] = plan.num_frozen_params;
+  j["frozen_record_bytes"] = o.frozen_record_bytes;
+  j["lora_rank"] = o.shape ? o.shape->adapters.lora.rank : 0;
+  if (o.shape && o.shape->adapters.lora.enabled()) {
+    j["lora_targets"] = zs::nn::gpt_lora_target_names(o.shape->adapters.lora.targets);
+    j["base_dtype"] = std::string(zs::dtype_name(e.frozen.storage_or(e.precision.param_dtype)));
+    j["int8_gemm"] = e.frozen.hands_int8();
+  }
+  if (o.fit_gb) {
+    j["fit_budget_bytes"] = static_cast<int64_t>(*o.fit_gb * kGB);
+    j["fit"] = fits_json(fits);
+  }
+  return j;
+}
+
+// The configurations that fit --fit, cheapest first (at most o.fit_rows of them).
+void print_fits(const Options& o, const std::vector<zs::FitCandidate>& fits) {
+  std::printf("\nconfigurations that fit %.2f GB per device, cheapest first (%zu found):\n",
+              *o.fit_gb, fits.size());
+  if (fits.empty()) {
+    std::printf("  none: more ranks, a smaller batch or a smaller model\n");
+    return;
+  }
+  std::printf("  %5s %7s %10s %13s %6s %12s %12s\n", "stage", "offload", "checkpoint",
+              "micro-batches", "cost", "device GB", "host GB");
+  for (size_t i = 0; i < fits.size() && i < static_cast<size_t>(o.fit_rows); ++i) {
+    const zs::FitCandidate& f = fits[i];
+    std::printf("  %5d %7s %10s %13d %6.2f %12s %12s\n", f.stage, f.offload ? "on" : "off",
+                f.checkpoint ? "on" : "off", f.micro_batches, f.cost,
+                human(f.plan.device_bytes()).c_str(), human(f.plan.host_bytes()).c_str());
+  }
+  if (fits.size() > static_cast<size_t>(o.fit_rows))
+    std::printf("  ... %zu more (--json lists all)\n", fits.size() - o.fit_rows);
+}
+
+// Returns the exit code. Phases: the flags, the plan, the output (JSON or the table).
+int run(int argc, char** argv) {
+  po::options_description desc(
+      "zs_plan: per-rank memory of a zeroshard training configuration (docs/memory.md)\n"
+      "Model (one of): --params N | --model NAME | --layers/--width/... (these override "
+      "--model's); GB = 1e9 bytes");
+  declare_options(desc);
+  const po::variables_map vm = parse_flags(argc, argv, desc);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  Options o = parse_options(vm);
+
+  // ---- Phase 2: the plan ----
   if (o.shape) {
     // The model's activations (nn) for each micro-batch and checkpointing the runtime asks for:
     // the engine's device is the model's, the compute dtype the parameters'.
-    o.model.activations =
-        zs::nn::transformer_activations(*o.shape, e.precision.param_dtype, c.device, cpu_gemm);
+    o.model.activations = zs::nn::transformer_activations(
+        *o.shape, o.config.engine.precision.param_dtype, o.config.device, o.cpu_gemm);
   }
-
-  const zs::MemoryPlan plan = zs::plan_memory(o.model, c);  // zs::Error -> exit 2 in main
+  const zs::MemoryPlan plan = zs::plan_memory(o.model, o.config);  // zs::Error -> exit 2 in main
   std::vector<zs::FitCandidate> fits;
-  if (o.fit_gb) fits = zs::fit_configurations(o.model, c, static_cast<int64_t>(*o.fit_gb * kGB));
+  if (o.fit_gb)
+    fits = zs::fit_configurations(o.model, o.config, static_cast<int64_t>(*o.fit_gb * kGB));
 
   if (o.json) {
-    nlohmann::json j = plan_json(plan);
-    j["model"] = o.model_name;
-    j["num_params"] = plan.num_params;
-    j["num_padded_params"] = plan.num_padded_params;
-    j["units"] = o.model.units.size();
-    j["ranks"] = c.world;
-    j["ranks_per_node"] = c.ranks_per_node;
-    j["device"] = device_name(c.device);
-    j["zero_stage"] = static_cast<int>(e.stage);
-    j["dtype"] = zs::dtype_name(e.precision.param_dtype);
-    j["grad_dtype"] = zs::dtype_name(e.precision.grad_dtype);
-    j["optimizer"] = opt;
-    j["offload"] = e.offload.optimizer;
-    j["checkpoint_activations"] = c.checkpoint_activations;
-    j["micro_batches"] = e.micro_batches;
-    j["num_trainable_params"] = plan.num_params;
-    j["num_frozen_params"] = plan.num_frozen_params;
-    j["frozen_record_bytes"] = o.frozen_record_bytes;
-    j["lora_rank"] = o.shape ? o.shape->adapters.lora.rank : 0;
-    if (o.shape && o.shape->adapters.lora.enabled()) {
-      j["lora_targets"] = zs::nn::gpt_lora_target_names(o.shape->adapters.lora.targets);
-      j["base_dtype"] = std::string(zs::dtype_name(e.frozen.storage_or(e.precision.param_dtype)));
-      j["int8_gemm"] = e.frozen.hands_int8();
-    }
-    if (o.fit_gb) {
-      j["fit_budget_bytes"] = static_cast<int64_t>(*o.fit_gb * kGB);
-      nlohmann::json arr = nlohmann::json::array();
-      for (const zs::FitCandidate& f : fits) {
-        arr.push_back({{"zero_stage", f.stage},
-                       {"offload", f.offload},
-                       {"checkpoint_activations", f.checkpoint},
-                       {"micro_batches", f.micro_batches},
-                       {"cost", f.cost},
-                       {"device_total_bytes", f.plan.device_bytes()},
-                       {"host_offload_bytes", f.plan.host_bytes()}});
-      }
-      j["fit"] = arr;
-    }
-    if (zs::plan::comm_requested(vm)) zs::plan::print_comm_section(vm, o.model, c, &j);
+    nlohmann::json j = result_json(o, plan, fits);
+    if (zs::plan::comm_requested(vm)) zs::plan::print_comm_section(vm, o.model, o.config, &j);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   print_table(o, plan);
-  if (zs::plan::comm_requested(vm)) zs::plan::print_comm_section(vm, o.model, c, nullptr);
-  if (o.fit_gb) {
-    std::printf("\nconfigurations that fit %.2f GB per device, cheapest first (%zu found):\n",
-                *o.fit_gb, fits.size());
-    if (fits.empty()) {
-      std::printf("  none: more ranks, a smaller batch or a smaller model\n");
-    } else {
-      std::printf("  %5s %7s %10s %13s %6s %12s %12s\n", "stage", "offload", "checkpoint",
-                  "micro-batches", "cost", "device GB", "host GB");
-      for (size_t i = 0; i < fits.size() && i < static_cast<size_t>(o.fit_rows); ++i) {
-        const zs::FitCandidate& f = fits[i];
-        std::printf("  %5d %7s %10s %13d %6.2f %12s %12s\n", f.stage, f.offload ? "on" : "off",
-                    f.checkpoint ? "on" : "off", f.micro_batches, f.cost,
-                    human(f.plan.device_bytes()).c_str(), human(f.plan.host_bytes()).c_str());
-      }
-      if (fits.size() > static_cast<size_t>(o.fit_rows))
-        std::printf("  ... %zu more (--json lists all)\n", fits.size() - o.fit_rows);
-    }
-  }
+  if (zs::plan::comm_requested(vm)) zs::plan::print_comm_section(vm, o.model, o.config, nullptr);
+  if (o.fit_gb) print_fits(o, fits);
   return 0;
 }
 

@@ -61,8 +61,10 @@ bool comm_requested(const po::variables_map& vm) {
          !vm["collectives"].defaulted();
 }
 
-void print_comm_section(const po::variables_map& vm, const ModelDesc& model,
-                        const PlanConfig& config, nlohmann::json* json) {
+namespace {
+
+// The cluster and the engine's settings for plan_communication, checked.
+CommConfig comm_config(const po::variables_map& vm, const PlanConfig& config) {
   const EngineConfig& e = config.engine;
   CommConfig c;
   c.world = config.world;
@@ -81,36 +83,42 @@ void print_comm_section(const po::variables_map& vm, const ModelDesc& model,
   ZS_CHECK(coll == "flat" || coll == "hierarchical", ErrorCode::kInvalidArgument,
            "--collectives '{}' is not one of flat, hierarchical", coll);
   c.hierarchical = coll == "hierarchical";
-  std::optional<LinkModel> links;
-  if (vm.count("links")) links = load_link_model(vm["links"].as<std::string>());
-  const CommPlan p = plan_communication(model, c, links ? &*links : nullptr);
-  const int L = c.ranks_per_node();
+  return c;
+}
 
-  if (json != nullptr) {
-    nlohmann::json j = {{"nodes", c.nodes},
-                        {"ranks_per_node", L},
-                        {"shard_group_size", c.shard_size()},
-                        {"collectives", coll},
-                        {"intra_bytes_per_rank", p.intra_rank},
-                        {"inter_bytes_per_rank", p.inter_rank},
-                        {"intra_bytes_all_ranks", p.intra_all},
-                        {"inter_bytes_all_ranks", p.inter_all},
-                        {"counted_intra_bytes_all_ranks", p.counted_intra_all},
-                        {"counted_inter_bytes_all_ranks", p.counted_inter_all}};
-    if (links) {
-      j["time_s"] = p.time_s;
-      j["overlappable_s"] = p.overlappable_s;
-      j["links"] = vm["links"].as<std::string>();
-    }
-    j["items"] = nlohmann::json::array();
-    for (const CommItem& it : p.items) j["items"].push_back(item_json(it));
-    (*json)["communication"] = j;
-    return;
+const char* collectives_name(const CommConfig& c) {
+  return c.hierarchical ? "hierarchical" : "flat";
+}
+
+// The section as JSON ("communication"); `links_path` only with a links file.
+nlohmann::json comm_json(const CommConfig& c, const CommPlan& p, const std::string* links_path) {
+  nlohmann::json j = {{"nodes", c.nodes},
+                      {"ranks_per_node", c.ranks_per_node()},
+                      {"shard_group_size", c.shard_size()},
+                      {"collectives", collectives_name(c)},
+                      {"intra_bytes_per_rank", p.intra_rank},
+                      {"inter_bytes_per_rank", p.inter_rank},
+                      {"intra_bytes_all_ranks", p.intra_all},
+                      {"inter_bytes_all_ranks", p.inter_all},
+                      {"counted_intra_bytes_all_ranks", p.counted_intra_all},
+                      {"counted_inter_bytes_all_ranks", p.counted_inter_all}};
+  if (links_path != nullptr) {
+    j["time_s"] = p.time_s;
+    j["overlappable_s"] = p.overlappable_s;
+    j["links"] = *links_path;
   }
+  j["items"] = nlohmann::json::array();
+  for (const CommItem& it : p.items) j["items"].push_back(item_json(it));
+  return j;
+}
+
+// The section as a table; `links` (from `links_path`) only with a links file.
+void print_comm_table(const CommConfig& c, const CommPlan& p, const LinkModel* links,
+                      const std::string& links_path) {
   std::printf(
       "\ncommunication per step: %d ranks = %d node(s) x %d, block placement; %s collectives; "
       "shard group %d rank(s)%s (docs/scaling.md)\n",
-      c.world, c.nodes, L, coll.c_str(), c.shard_size(),
+      c.world, c.nodes, c.ranks_per_node(), collectives_name(c), c.shard_size(),
       c.shard_size() < c.world ? fmt::format(", {} replicas", c.world / c.shard_size()).c_str()
                                : "");
   std::printf("  %-20s %-22s %-13s %6s %15s %15s %10s\n", "what", "collective", "scope", "calls",
@@ -137,9 +145,24 @@ void print_comm_section(const po::variables_map& vm, const ModelDesc& model,
         "%.4f ns/B per node link), every call serialized with compute (an upper bound); %.3f ms "
         "of it the engine issues asynchronously, hidden where the backend moves it during compute "
         "(planner/comm_model.h)\n",
-        vm["links"].as<std::string>().c_str(), links->intra.alpha_s * 1e6,
-        links->intra.beta_s_per_byte * 1e9, links->inter.alpha_s * 1e6,
-        links->inter.beta_s_per_byte * 1e9, p.overlappable_s * 1e3);
+        links_path.c_str(), links->intra.alpha_s * 1e6, links->intra.beta_s_per_byte * 1e9,
+        links->inter.alpha_s * 1e6, links->inter.beta_s_per_byte * 1e9, p.overlappable_s * 1e3);
+  }
+}
+
+}  // namespace
+
+void print_comm_section(const po::variables_map& vm, const ModelDesc& model,
+                        const PlanConfig& config, nlohmann::json* json) {
+  const CommConfig c = comm_config(vm, config);
+  const std::string links_path = vm.count("links") ? vm["links"].as<std::string>() : "";
+  std::optional<LinkModel> links;
+  if (vm.count("links")) links = load_link_model(links_path);
+  const CommPlan p = plan_communication(model, c, links ? &*links : nullptr);
+  if (json != nullptr) {
+    (*json)["communication"] = comm_json(c, p, links ? &links_path : nullptr);
+  } else {
+    print_comm_table(c, p, links ? &*links : nullptr, links_path);
   }
 }
 

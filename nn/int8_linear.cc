@@ -372,6 +372,73 @@ void dequantize_weight(Int8Weight w, int64_t rows, int64_t cols, void* out, DTyp
   }
 }
 
+#ifdef ZS_NN_HAVE_DNNL
+// The outlier columns of x [M, K] (bf16 when bf, else fp32): those whose largest |value| passes
+// `threshold` (NaN columns count), at most `cap` (the largest maxima kept), ascending in idx.
+// cm [K] is scratch for the column maxima; when any column is an outlier it becomes the mask
+// that leaves them out of the quantization (*mask = cm), else *mask stays null. Returns |O|.
+int64_t find_outliers(const void* x, bool bf, int64_t M, int64_t K, float threshold, int64_t cap,
+                      uint32_t* cm, int32_t* idx, uint32_t** mask) {
+  std::fill(cm, cm + K, 0u);
+  constexpr int64_t kCols = 64;
+  const int64_t blocks = (K + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (M * K > 16384)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * kCols, n = std::min(kCols, K - j0);
+    if (bf)
+      colmax_bf16(static_cast<const uint16_t*>(x) + j0, M, K, n, cm + j0);
+    else
+      colmax_f32(static_cast<const float*>(x) + j0, M, K, n, cm + j0);
+  }
+  const uint32_t t = std::bit_cast<uint32_t>(threshold);
+  int64_t n_out = 0;
+  for (int64_t j = 0; j < K; ++j)
+    if (cm[j] > t) idx[n_out++] = static_cast<int32_t>(j);  // NaN columns count as outliers
+  if (n_out > cap) {  // keep the cap columns with the largest maxima, then ascending order
+    std::nth_element(idx, idx + cap, idx + n_out,
+                     [&](int32_t a, int32_t c) { return cm[a] != cm[c] ? cm[a] > cm[c] : a < c; });
+    n_out = cap;
+    std::sort(idx, idx + n_out);
+  }
+  if (n_out > 0) {
+    // The colmax bits are no longer needed: the same bytes become the mask.
+    *mask = cm;
+    std::fill(cm, cm + K, 0xffffffffu);
+    for (int64_t i = 0; i < n_out; ++i) cm[idx[i]] = 0u;
+  }
+  return n_out;
+}
+
+// Row-wise quantization of x [M, K] into qx [M, K] with one scale per row in sx [M]; masked-out
+// columns (mask[j] == 0) are left out. `mask` may be null.
+void quantize_rows(const void* x, bool bf, const uint32_t* mask, int64_t M, int64_t K, int8_t* qx,
+                   float* sx) {
+#pragma omp parallel for schedule(static) if (M * K > 16384)
+  for (int64_t m = 0; m < M; ++m) {
+    sx[m] = bf ? qrow_bf16(static_cast<const uint16_t*>(x) + m * K, mask, K, qx + m * K)
+               : qrow_f32(static_cast<const float*>(x) + m * K, mask, K, qx + m * K);
+  }
+}
+
+// y [M, N] += x's outlier columns idx[0, n_out) in fp32 against W's dequantized columns (W [N,
+// K]); wo [n_out, N] is scratch for those columns.
+void add_outlier_columns(const void* x, bool bf, Int8Weight w, const int32_t* idx, int64_t n_out,
+                         int64_t M, int64_t K, int64_t N, float* wo, float* y) {
+#pragma omp parallel for schedule(static) if (n_out * N > 16384)
+  for (int64_t i = 0; i < n_out; ++i)
+    for (int64_t n = 0; n < N; ++n)
+      wo[i * N + n] = static_cast<float>(w.q[n * K + idx[i]]) * w.scales[n];
+#pragma omp parallel for schedule(static) if (M * N * n_out > 16384)
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < n_out; ++i) {
+      const int64_t j = idx[i];
+      const float xv = bf ? load(static_cast<const uint16_t*>(x) + m * K, j)
+                          : load(static_cast<const float*>(x) + m * K, j);
+      axpy(xv, wo + i * N, y + m * N, N);
+    }
+}
+#endif
+
 }  // namespace
 
 void Int8Linear::forward(const void* x, Int8Weight w, const float* b, float* y) {
@@ -393,46 +460,15 @@ void Int8Linear::forward(const void* x, Int8Weight w, const float* b, float* y) 
   int32_t* idx = nullptr;
   uint32_t* mask = nullptr;
   if (d_.outlier_threshold > 0.0f) {
-    uint32_t* cm = reinterpret_cast<uint32_t*>(ws + l.colmax);
     idx = reinterpret_cast<int32_t*>(ws + l.idx);
-    std::fill(cm, cm + K, 0u);
-    constexpr int64_t kCols = 64;
-    const int64_t blocks = (K + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (M * K > 16384)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t j0 = blk * kCols, n = std::min(kCols, K - j0);
-      if (bf)
-        colmax_bf16(static_cast<const uint16_t*>(x) + j0, M, K, n, cm + j0);
-      else
-        colmax_f32(static_cast<const float*>(x) + j0, M, K, n, cm + j0);
-    }
-    const uint32_t t = std::bit_cast<uint32_t>(d_.outlier_threshold);
-    for (int64_t j = 0; j < K; ++j)
-      if (cm[j] > t) idx[n_out++] = static_cast<int32_t>(j);  // NaN columns count as outliers
-    const int64_t cap = d_.outlier_cap();
-    if (n_out > cap) {  // keep the cap columns with the largest maxima, then ascending order
-      std::nth_element(idx, idx + cap, idx + n_out, [&](int32_t a, int32_t c) {
-        return cm[a] != cm[c] ? cm[a] > cm[c] : a < c;
-      });
-      n_out = cap;
-      std::sort(idx, idx + n_out);
-    }
-    if (n_out > 0) {
-      // The colmax bits are no longer needed: the same bytes become the mask.
-      mask = cm;
-      std::fill(mask, mask + K, 0xffffffffu);
-      for (int64_t i = 0; i < n_out; ++i) mask[idx[i]] = 0u;
-    }
+    n_out = find_outliers(x, bf, M, K, d_.outlier_threshold, d_.outlier_cap(),
+                          reinterpret_cast<uint32_t*>(ws + l.colmax), idx, &mask);
   }
   last_outliers_ = n_out;
   // 2. Row-wise quantization of x.
   int8_t* qx = reinterpret_cast<int8_t*>(ws + l.qx);
   float* sx = reinterpret_cast<float*>(ws + l.sx);
-#pragma omp parallel for schedule(static) if (M * K > 16384)
-  for (int64_t m = 0; m < M; ++m) {
-    sx[m] = bf ? qrow_bf16(static_cast<const uint16_t*>(x) + m * K, mask, K, qx + m * K)
-               : qrow_f32(static_cast<const float*>(x) + m * K, mask, K, qx + m * K);
-  }
+  quantize_rows(x, bf, mask, M, K, qx, sx);
   // 3. The int8 product; 4. its scales, bias and residual.
   void* acc = d_.residual ? static_cast<void*>(ws + l.acc) : static_cast<void*>(y);
   prims_->fwd.run(qx, w.q, acc);
@@ -442,19 +478,7 @@ void Int8Linear::forward(const void* x, Int8Weight w, const float* b, float* y) 
     epilogue_row(a32 + m * N, sx[m], w.scales, b, d_.residual, y + m * N, N);
   // 5. The outlier columns in fp32 against W's dequantized columns.
   if (n_out > 0) {
-    float* wo = reinterpret_cast<float*>(ws + l.wo);  // [n_out, N]
-#pragma omp parallel for schedule(static) if (n_out * N > 16384)
-    for (int64_t i = 0; i < n_out; ++i)
-      for (int64_t n = 0; n < N; ++n)
-        wo[i * N + n] = static_cast<float>(w.q[n * K + idx[i]]) * w.scales[n];
-#pragma omp parallel for schedule(static) if (M * N * n_out > 16384)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t i = 0; i < n_out; ++i) {
-        const int64_t j = idx[i];
-        const float xv = bf ? load(static_cast<const uint16_t*>(x) + m * K, j)
-                            : load(static_cast<const float*>(x) + m * K, j);
-        axpy(xv, wo + i * N, y + m * N, N);
-      }
+    add_outlier_columns(x, bf, w, idx, n_out, M, K, N, reinterpret_cast<float*>(ws + l.wo), y);
   }
 #endif
 }

@@ -260,32 +260,80 @@ void CommConfig::validate() const {
            dtype_name(param_dtype), dtype_name(grad_dtype));
 }
 
-CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
-                            const LinkModel* links) {
-  config.validate();
+namespace {
+
+// Per unit: the shard's element count of the trainable parameters and the frozen bytes' shard
+// (0: none), checked.
+struct UnitShards {
+  std::vector<int64_t> shard, frozen_shard;
+};
+
+UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
   const size_t U = model.units.size();
   ZS_CHECK(U > 0, ErrorCode::kInvalidArgument, "the model has no units");
   ZS_CHECK(model.frozen.empty() || model.frozen.size() == U, ErrorCode::kInvalidArgument,
            "the model lists frozen parameters for {} units, not its {}", model.frozen.size(), U);
   const int s = config.shard_size();
-  const int k = config.micro_batches;
-  const int stage = static_cast<int>(config.stage);
-  const DType P = config.param_dtype, G = config.grad_dtype;
-  const DType storage = config.frozen_storage.value_or(P);
-  std::vector<int64_t> shard(U, 0), frozen_shard(U, 0);
+  const DType storage = config.frozen_storage.value_or(config.param_dtype);
+  UnitShards out{std::vector<int64_t>(U, 0), std::vector<int64_t>(U, 0)};
   for (size_t u = 0; u < U; ++u) {
     const bool has_frozen = !model.frozen.empty() && !model.frozen[u].empty();
     ZS_CHECK(!model.units[u].empty() || has_frozen, ErrorCode::kInvalidArgument,
              "unit {} has no parameters", u);
     if (!model.units[u].empty()) {
-      shard[u] = compute_group_layout(model.units[u], s, config.align).shard_numel;
+      out.shard[u] = compute_group_layout(model.units[u], s, config.align).shard_numel;
     }
     if (has_frozen) {
-      frozen_shard[u] = compute_frozen_layout(model.frozen[u], storage, P, s).bytes.shard_numel;
+      out.frozen_shard[u] =
+          compute_frozen_layout(model.frozen[u], storage, config.param_dtype, s).bytes.shard_numel;
     }
   }
+  return out;
+}
+
+// The step's statistics: loss, sum of squares, one non-finite flag per unit (U units).
+CommItem step_statistics(const Algorithms& m, size_t U) {
+  CommItem it;
+  it.what = "step statistics";
+  it.kind = CollectiveKind::kAllReduce;
+  it.scope = CommScope::kWorld;
+  it.hierarchical = m.hierarchical(CommScope::kWorld);
+  add(it, m.run({CollectiveKind::kAllReduce, CommScope::kWorld, static_cast<int64_t>(U) + 2,
+                 DType::kF64, /*blocking=*/true}));
+  return it;
+}
+
+// The plan's totals: the sums over its items.
+void add_totals(CommPlan& plan) {
+  for (const CommItem& it : plan.items) {
+    plan.intra_rank += it.intra_rank;
+    plan.inter_rank += it.inter_rank;
+    plan.intra_all += it.intra_all;
+    plan.inter_all += it.inter_all;
+    if (plan.counted_intra_all >= 0 && it.counted_intra_all >= 0) {
+      plan.counted_intra_all += it.counted_intra_all;
+      plan.counted_inter_all += it.counted_inter_all;
+    } else {
+      plan.counted_intra_all = plan.counted_inter_all = -1;
+    }
+    plan.time_s += it.time_s;
+    if (it.overlappable) plan.overlappable_s += it.time_s;
+  }
+}
+
+}  // namespace
+
+CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
+                            const LinkModel* links) {
+  config.validate();
+  const size_t U = model.units.size();
+  const UnitShards shards = unit_shards(model, config);
+  const std::vector<int64_t>& shard = shards.shard;
+  const int k = config.micro_batches;
+  const int stage = static_cast<int>(config.stage);
+  const DType P = config.param_dtype, G = config.grad_dtype;
   const Algorithms m(config, links);
-  const bool hsdp = s < config.world;
+  const bool hsdp = config.shard_size() < config.world;
   CommPlan plan;
   auto item = [&](const char* what, CollectiveKind kind, CommScope scope, bool overlappable,
                   int64_t per_unit_calls, const std::vector<int64_t>& counts, DType dt) {
@@ -305,7 +353,7 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   const CommScope sg = hsdp ? CommScope::kShardGroup : CommScope::kWorld;
   if (stage == 3) {
     item("param all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shard, P);
-    item("frozen all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, frozen_shard,
+    item("frozen all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.frozen_shard,
          DType::kU8);
   }
   item("grad reduce-scatter", CollectiveKind::kReduceScatter, sg, stage >= 2, stage >= 2 ? k : 1,
@@ -318,30 +366,8 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   if (stage == 1 || stage == 2) {
     item("param re-gather", CollectiveKind::kAllGather, sg, true, 1, shard, P);
   }
-  {  // the step's statistics: loss, sum of squares, one non-finite flag per unit
-    CommItem it;
-    it.what = "step statistics";
-    it.kind = CollectiveKind::kAllReduce;
-    it.scope = CommScope::kWorld;
-    it.hierarchical = m.hierarchical(CommScope::kWorld);
-    add(it, m.run({CollectiveKind::kAllReduce, CommScope::kWorld, static_cast<int64_t>(U) + 2,
-                   DType::kF64, /*blocking=*/true}));
-    if (config.world > 1) plan.items.push_back(std::move(it));
-  }
-  for (const CommItem& it : plan.items) {
-    plan.intra_rank += it.intra_rank;
-    plan.inter_rank += it.inter_rank;
-    plan.intra_all += it.intra_all;
-    plan.inter_all += it.inter_all;
-    if (plan.counted_intra_all >= 0 && it.counted_intra_all >= 0) {
-      plan.counted_intra_all += it.counted_intra_all;
-      plan.counted_inter_all += it.counted_inter_all;
-    } else {
-      plan.counted_intra_all = plan.counted_inter_all = -1;
-    }
-    plan.time_s += it.time_s;
-    if (it.overlappable) plan.overlappable_s += it.time_s;
-  }
+  if (config.world > 1) plan.items.push_back(step_statistics(m, U));
+  add_totals(plan);
   return plan;
 }
 

@@ -6,87 +6,128 @@
 
 namespace zs {
 
+namespace {
+
+int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
+
+// What the configuration decides for every unit.
+struct Rules {
+  int stage;
+  int64_t P, G;  // bytes per parameter and per gradient element
+  bool offload, params_are_master, adam, momentum;
+  int rank;
+};
+
+Rules rules_of(const EngineConfig& cfg, int rank) {
+  Rules r;
+  r.stage = static_cast<int>(cfg.stage);
+  r.P = static_cast<int64_t>(dtype_size(cfg.precision.param_dtype));
+  r.G = static_cast<int64_t>(dtype_size(cfg.precision.grad_dtype));
+  r.offload = cfg.offload.optimizer;
+  r.params_are_master = cfg.precision.param_dtype == DType::kF32 && !r.offload;
+  r.adam = cfg.optimizer.kind == OptimizerKind::kAdamW;
+  r.momentum = r.adam || cfg.optimizer.sgd.momentum != 0.0f;
+  r.rank = rank;
+  return r;
+}
+
+// The largest gather slot and conversion buffer over the units seen so far.
+struct Maxima {
+  int64_t slot = 0, convert = 0;
+};
+
+// Unit u's frozen bytes (layout f beside the trainable layout l): u.frozen_bytes, the padding
+// they add to the plan, and the maxima.
+void plan_frozen(const Rules& r, const FrozenLayout& f, const GroupLayout& l, UnitBufferPlan& u,
+                 BufferPlan& plan, Maxima& max) {
+  const GroupLayout& fb = f.bytes;
+  u.frozen_bytes = r.stage == 3 ? fb.shard_numel : fb.padded_numel;
+  int64_t held = 0;  // record bytes in what this rank stores
+  if (r.stage == 3) {
+    for (const ShardSegment& s : fb.shard_segments(r.rank)) held += s.length;
+  } else {
+    held = fb.numel;
+  }
+  plan.padding_bytes_ += u.frozen_bytes - held;
+  max.slot = std::max(max.slot, round64(r.P * l.padded_numel) + fb.padded_numel);
+  max.convert = std::max(max.convert, f.convert_numel);
+}
+
+// Unit u's trainable buffers (layout l), and the padding they add to the plan.
+void plan_trainable(const Rules& r, const GroupLayout& l, UnitBufferPlan& u, BufferPlan& plan) {
+  const int64_t full = l.padded_numel;
+  const int64_t shard = l.shard_numel;
+  const int64_t pad_full = l.padding();
+  // Padding inside one shard: the shard's elements that hold no parameter.
+  int64_t shard_params = 0;
+  for (const ShardSegment& s : l.shard_segments(r.rank)) shard_params += s.length;
+  const int64_t pad_shard = shard - shard_params;
+
+  u.params_bytes = r.P * (r.stage == 3 ? shard : full);
+  u.grads_bytes = r.G * (r.stage >= 2 ? shard : full);
+  u.master_numel = r.stage == 0 ? full : shard;
+  u.master_begin = r.stage == 0 ? 0 : l.shard_begin(r.rank);
+  u.master_bytes = r.params_are_master ? 0 : 4 * u.master_numel;
+  u.exp_avg_bytes = r.momentum ? 4 * u.master_numel : 0;
+  u.exp_avg_sq_bytes = r.adam ? 4 * u.master_numel : 0;
+  if (r.offload) {  // carved from the host arena in 64-byte aligned spans
+    u.master_category = u.optimizer_category = MemCategory::kHostOffload;
+    u.master_bytes = round64(u.master_bytes);
+    u.exp_avg_bytes = round64(u.exp_avg_bytes);
+    u.exp_avg_sq_bytes = round64(u.exp_avg_sq_bytes);
+  }
+
+  const int64_t pad_p = r.stage == 3 ? pad_shard : pad_full;
+  const int64_t pad_g = r.stage >= 2 ? pad_shard : pad_full;
+  const int64_t pad_o = r.stage == 0 ? pad_full : pad_shard;
+  plan.padding_bytes_ += r.P * pad_p + r.G * pad_g + (u.master_bytes ? 4 : 0) * pad_o +
+                         (r.momentum ? 4 : 0) * pad_o + (r.adam ? 4 : 0) * pad_o;
+}
+
+// The buffers shared by all units: scratch, send and receive, gather slots, conversion and the
+// device's control buffer.
+void plan_shared(const Rules& r, const EngineConfig& cfg, const Maxima& max, bool on_device,
+                 int64_t ranks, size_t units, BufferPlan& plan) {
+  const bool fp32_grads = cfg.precision.grad_dtype == DType::kF32;
+  plan.grad_scratch_count = (r.stage >= 2 && fp32_grads) ? 2 : 1;
+  plan.grad_scratch_bytes = 4 * plan.max_padded_numel;
+  plan.send_count = (r.stage >= 2 && !fp32_grads) ? 2 : 0;
+  plan.send_bytes = r.G * plan.max_padded_numel;
+  plan.recv_count = (r.stage >= 2 && cfg.micro_batches > 1) ? 2 : 0;
+  plan.recv_bytes = r.G * plan.max_shard_numel;
+  plan.gather_count = r.stage == 3 ? cfg.prefetch + 1 : 0;
+  plan.gather_bytes = max.slot;
+  plan.convert_bytes = r.P * max.convert;
+  if (on_device && units > 0) {
+    plan.ctrl_bytes = 8 * std::max<int64_t>(ranks, 2 + static_cast<int64_t>(units));
+  }
+}
+
+}  // namespace
+
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
                                int rank, bool on_device, int world) {
   ZS_CHECK(frozen.empty() || frozen.size() == layouts.size(), ErrorCode::kInvalidArgument,
            "{} frozen layouts for {} units", frozen.size(), layouts.size());
   BufferPlan plan;
-  const int stage = static_cast<int>(cfg.stage);
-  const int64_t P = static_cast<int64_t>(dtype_size(cfg.precision.param_dtype));
-  const int64_t G = static_cast<int64_t>(dtype_size(cfg.precision.grad_dtype));
-  const bool offload = cfg.offload.optimizer;
-  const bool params_are_master = cfg.precision.param_dtype == DType::kF32 && !offload;
-  const bool adam = cfg.optimizer.kind == OptimizerKind::kAdamW;
-  const bool momentum = adam || cfg.optimizer.sgd.momentum != 0.0f;
-  auto round64 = [](int64_t b) { return (b + 63) / 64 * 64; };
-  int64_t max_slot = 0, max_convert = 0;
+  const Rules r = rules_of(cfg, rank);
+  Maxima max;
   for (size_t i = 0; i < layouts.size(); ++i) {
     const GroupLayout& l = layouts[i];
     UnitBufferPlan u;
-    if (!frozen.empty() && !frozen[i].empty()) {
-      const FrozenLayout& f = frozen[i];
-      const GroupLayout& fb = f.bytes;
-      u.frozen_bytes = stage == 3 ? fb.shard_numel : fb.padded_numel;
-      int64_t held = 0;  // record bytes in what this rank stores
-      if (stage == 3) {
-        for (const ShardSegment& s : fb.shard_segments(rank)) held += s.length;
-      } else {
-        held = fb.numel;
-      }
-      plan.padding_bytes_ += u.frozen_bytes - held;
-      max_slot = std::max(max_slot, round64(P * l.padded_numel) + fb.padded_numel);
-      max_convert = std::max(max_convert, f.convert_numel);
-    }
-    max_slot = std::max(max_slot, P * l.padded_numel);
-    const int64_t full = l.padded_numel;
-    const int64_t shard = l.shard_numel;
-    const int64_t pad_full = l.padding();
-    // Padding inside one shard: the shard's elements that hold no parameter.
-    int64_t shard_params = 0;
-    for (const ShardSegment& s : l.shard_segments(rank)) shard_params += s.length;
-    const int64_t pad_shard = shard - shard_params;
-
-    u.params_bytes = P * (stage == 3 ? shard : full);
-    u.grads_bytes = G * (stage >= 2 ? shard : full);
-    u.master_numel = stage == 0 ? full : shard;
-    u.master_begin = stage == 0 ? 0 : l.shard_begin(rank);
-    u.master_bytes = params_are_master ? 0 : 4 * u.master_numel;
-    u.exp_avg_bytes = momentum ? 4 * u.master_numel : 0;
-    u.exp_avg_sq_bytes = adam ? 4 * u.master_numel : 0;
-    if (offload) {  // carved from the host arena in 64-byte aligned spans
-      u.master_category = u.optimizer_category = MemCategory::kHostOffload;
-      u.master_bytes = round64(u.master_bytes);
-      u.exp_avg_bytes = round64(u.exp_avg_bytes);
-      u.exp_avg_sq_bytes = round64(u.exp_avg_sq_bytes);
-    }
-
-    const int64_t pad_p = stage == 3 ? pad_shard : pad_full;
-    const int64_t pad_g = stage >= 2 ? pad_shard : pad_full;
-    const int64_t pad_o = stage == 0 ? pad_full : pad_shard;
-    plan.padding_bytes_ += P * pad_p + G * pad_g + (u.master_bytes ? 4 : 0) * pad_o +
-                           (momentum ? 4 : 0) * pad_o + (adam ? 4 : 0) * pad_o;
-    if (offload && on_device) {
-      plan.host_staging_bytes += round64(G * shard) + round64(P * shard);
+    if (!frozen.empty() && !frozen[i].empty()) plan_frozen(r, frozen[i], l, u, plan, max);
+    max.slot = std::max(max.slot, r.P * l.padded_numel);
+    plan_trainable(r, l, u, plan);
+    if (r.offload && on_device) {
+      plan.host_staging_bytes += round64(r.G * l.shard_numel) + round64(r.P * l.shard_numel);
     }
     plan.units.push_back(u);
-    plan.max_padded_numel = std::max(plan.max_padded_numel, full);
-    plan.max_shard_numel = std::max(plan.max_shard_numel, shard);
+    plan.max_padded_numel = std::max(plan.max_padded_numel, l.padded_numel);
+    plan.max_shard_numel = std::max(plan.max_shard_numel, l.shard_numel);
   }
-  const bool fp32_grads = cfg.precision.grad_dtype == DType::kF32;
-  plan.grad_scratch_count = (stage >= 2 && fp32_grads) ? 2 : 1;
-  plan.grad_scratch_bytes = 4 * plan.max_padded_numel;
-  plan.send_count = (stage >= 2 && !fp32_grads) ? 2 : 0;
-  plan.send_bytes = G * plan.max_padded_numel;
-  plan.recv_count = (stage >= 2 && cfg.micro_batches > 1) ? 2 : 0;
-  plan.recv_bytes = G * plan.max_shard_numel;
-  plan.gather_count = stage == 3 ? cfg.prefetch + 1 : 0;
-  plan.gather_bytes = max_slot;
-  plan.convert_bytes = P * max_convert;
-  if (on_device && !layouts.empty()) {
-    const int64_t ranks = world > 0 ? world : layouts.front().world;
-    plan.ctrl_bytes = 8 * std::max<int64_t>(ranks, 2 + static_cast<int64_t>(layouts.size()));
-  }
+  const int64_t ranks = world > 0 ? world : (layouts.empty() ? 0 : layouts.front().world);
+  plan_shared(r, cfg, max, on_device, ranks, layouts.size(), plan);
   return plan;
 }
 

@@ -75,7 +75,16 @@ ZeroStage zero_stage_from_int(int stage) {
   return static_cast<ZeroStage>(stage);
 }
 
-void EngineConfig::validate() const {
+namespace {
+
+// v in [lo, hi] (hi_open: [lo, hi)) and finite; the error names `name`. Values outside their
+// domain train NaNs or divide by zero later: refused at validation, named.
+void finite_in(const char* name, double v, double lo, double hi, bool hi_open) {
+  ZS_CHECK(std::isfinite(v) && v >= lo && (hi_open ? v < hi : v <= hi), ErrorCode::kInvalidArgument,
+           "{} {} is outside [{}, {}{}", name, v, lo, hi, hi_open ? ")" : "]");
+}
+
+void check_precision(ZeroStage stage, const MixedPrecisionPolicy& precision) {
   const int s = static_cast<int>(stage);
   ZS_CHECK(s >= 0 && s <= 3, ErrorCode::kInvalidArgument, "ZeRO stage {} is not one of 0, 1, 2, 3",
            s);
@@ -85,6 +94,9 @@ void EngineConfig::validate() const {
   const DType g = precision.grad_dtype;
   ZS_CHECK(g == DType::kF32 || g == p, ErrorCode::kInvalidArgument,
            "gradient dtype {} must be fp32 or the compute dtype {}", dtype_name(g), dtype_name(p));
+}
+
+void check_frozen(const FrozenPolicy& frozen) {
   if (frozen.storage) {
     const DType f = *frozen.storage;
     ZS_CHECK(f == DType::kF32 || f == DType::kBF16 || f == DType::kF16 || f == DType::kI8,
@@ -107,24 +119,9 @@ void EngineConfig::validate() const {
       "under the ISA caps: cpu [{}], ZS_MAX_ISA level {}; see ONEDNN_MAX_CPU_ISA too): without "
       "VNNI oneDNN's int8 products saturate. Use auto or dequantize",
       cpu_features_string(), simd_level_name(active_simd_level()));
-  ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "micro_batches {} < 1", micro_batches);
-  ZS_CHECK(prefetch >= 0 && prefetch <= 64, ErrorCode::kInvalidArgument,
-           "prefetch depth {} is outside 0..64", prefetch);
-  ZS_CHECK(align >= 1 && align <= 4096, ErrorCode::kInvalidArgument,
-           "alignment {} is outside 1..4096 elements", align);
-  ZS_CHECK(!(offload.optimizer && stage == ZeroStage::k0), ErrorCode::kInvalidArgument,
-           "optimizer offload needs ZeRO stage 1, 2 or 3 (stage 0 keeps full replicas)");
-  ZS_CHECK(!(offload.optimizer && optimizer.kind != OptimizerKind::kAdamW),
-           ErrorCode::kInvalidArgument, "optimizer offload supports AdamW only");
-  ZS_CHECK(
-      max_consecutive_skips >= -1 && max_consecutive_skips <= 1000000, ErrorCode::kInvalidArgument,
-      "max_consecutive_skips {} is outside -1 (the default) .. 1000000", max_consecutive_skips);
-  // Values outside their domain train NaNs or divide by zero later: refused here, named.
-  auto finite_in = [](const char* name, double v, double lo, double hi, bool hi_open) {
-    ZS_CHECK(std::isfinite(v) && v >= lo && (hi_open ? v < hi : v <= hi),
-             ErrorCode::kInvalidArgument, "{} {} is outside [{}, {}{}", name, v, lo, hi,
-             hi_open ? ")" : "]");
-  };
+}
+
+void check_optimizer(const OptimizerConfig& optimizer, float clip_norm) {
   const double inf = std::numeric_limits<double>::max();
   const optim::AdamWConfig& a = optimizer.adamw;
   finite_in("optimizer.schedule.lr", optimizer.schedule.lr, 0.0, inf, false);
@@ -141,7 +138,9 @@ void EngineConfig::validate() const {
   finite_in("optimizer.sgd.weight_decay", optimizer.sgd.weight_decay, 0.0, inf, false);
   ZS_CHECK(!std::isnan(clip_norm) && std::isfinite(clip_norm), ErrorCode::kInvalidArgument,
            "clip_norm {} must be a finite number (<= 0 disables clipping)", clip_norm);
-  const optim::LossScalerConfig& l = loss_scale;
+}
+
+void check_loss_scale(const optim::LossScalerConfig& l) {
   ZS_CHECK(std::isfinite(l.initial) && l.initial > 0.0f && std::isfinite(l.min_scale) &&
                l.min_scale > 0.0f,
            ErrorCode::kInvalidArgument,
@@ -153,6 +152,27 @@ void EngineConfig::validate() const {
   ZS_CHECK(l.growth_interval >= 1 && l.hysteresis >= 1, ErrorCode::kInvalidArgument,
            "loss_scale.growth_interval {} and hysteresis {} must be at least 1", l.growth_interval,
            l.hysteresis);
+}
+
+}  // namespace
+
+void EngineConfig::validate() const {
+  check_precision(stage, precision);
+  check_frozen(frozen);
+  ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "micro_batches {} < 1", micro_batches);
+  ZS_CHECK(prefetch >= 0 && prefetch <= 64, ErrorCode::kInvalidArgument,
+           "prefetch depth {} is outside 0..64", prefetch);
+  ZS_CHECK(align >= 1 && align <= 4096, ErrorCode::kInvalidArgument,
+           "alignment {} is outside 1..4096 elements", align);
+  ZS_CHECK(!(offload.optimizer && stage == ZeroStage::k0), ErrorCode::kInvalidArgument,
+           "optimizer offload needs ZeRO stage 1, 2 or 3 (stage 0 keeps full replicas)");
+  ZS_CHECK(!(offload.optimizer && optimizer.kind != OptimizerKind::kAdamW),
+           ErrorCode::kInvalidArgument, "optimizer offload supports AdamW only");
+  ZS_CHECK(
+      max_consecutive_skips >= -1 && max_consecutive_skips <= 1000000, ErrorCode::kInvalidArgument,
+      "max_consecutive_skips {} is outside -1 (the default) .. 1000000", max_consecutive_skips);
+  check_optimizer(optimizer, clip_norm);
+  check_loss_scale(loss_scale);
   ZS_CHECK(optimizer_threads >= 0 && optimizer_threads <= 4096, ErrorCode::kInvalidArgument,
            "optimizer_threads {} is outside 0 (the OpenMP default) .. 4096", optimizer_threads);
   ZS_CHECK(shard_group_size >= 0 && shard_group_size <= (1 << 20), ErrorCode::kInvalidArgument,

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend.h"
+#include "collectives/fail_together.h"
 #include "collectives/flight_recorder.h"
 #include "collectives/mpi_agreement.h"
 #include "collectives/mpi_communicator.h"
@@ -42,17 +44,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Every rank reports whether its part of a set-up phase failed; the lowest failing rank prints.
-// Returns true when all succeeded.
-bool agree(Communicator& comm, const std::string& error) {
-  // The maximum of -rank over failing ranks (-1e9 for none) names the lowest failing rank.
-  double v = error.empty() ? -1e9 : -static_cast<double>(comm.rank());
-  comm.all_reduce(&v, &v, 1, DType::kF64, ReduceOp::kMax);
-  if (v <= -1e9) return true;
-  if (static_cast<int>(-v) == comm.rank()) {
-    std::fprintf(stderr, "train_gpt: error: %s\n", error.c_str());
+// One set-up phase, run by every rank (collectives/fail_together.h): when any rank failed, the
+// lowest failing rank prints its message and every rank returns false.
+bool setup_phase(Communicator& comm, const std::function<void()>& work) {
+  try {
+    fail_together(comm, work);
+    return true;
+  } catch (const RankFailure& f) {
+    if (f.rank() == comm.rank()) std::fprintf(stderr, "train_gpt: error: %s\n", f.cause().c_str());
+    return false;
   }
-  return false;
 }
 
 // What a checkpoint must have been trained with to be resumed: the shape, and for a fine-tune the
@@ -153,44 +154,37 @@ std::vector<std::string> command_line(int argc, char** argv) {
 int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   const bool root = comm.rank() == 0;
   const auto start_wall = std::chrono::system_clock::now();
-  std::string error;
   std::optional<TrainOptions> parsed;
-  try {
-    parsed = parse_options(argc, argv, root);
-    if (parsed) check_world_size(*parsed, comm.size());
-    if (parsed) check_paths(*parsed, root);
-    // Only rank 0 writes the log; the others agree on its verdict.
-    if (parsed && root) check_log_path(parsed->json_log, parsed->json_log_mode);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!agree(comm, error)) return 1;
+  if (!setup_phase(comm, [&] {
+        parsed = parse_options(argc, argv, root);
+        if (parsed) check_world_size(*parsed, comm.size());
+        if (parsed) check_paths(*parsed, root);
+        // Only rank 0 writes the log; the others agree on its verdict.
+        if (parsed && root) check_log_path(parsed->json_log, parsed->json_log_mode);
+      }))
+    return 1;
   if (!parsed) return 0;  // --help
   TrainOptions& o = *parsed;
   // Run-wide agreement (runtime/agreement.h, docs/reliability.md): every option's final value,
   // compared across ranks before any work; a difference is named with both values.
-  try {
-    std::vector<Setting> settings;
-    for (const auto& [name, value] : o.config.items())
-      settings.push_back({"--" + name, value.dump()});
-    check_agreement(comm, settings, "options");
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!agree(comm, error)) return 1;
+  if (!setup_phase(comm, [&] {
+        std::vector<Setting> settings;
+        for (const auto& [name, value] : o.config.items())
+          settings.push_back({"--" + name, value.dump()});
+        check_agreement(comm, settings, "options");
+      }))
+    return 1;
   // --watchdog-timeout: the one setting of the watchdog; communicators made later keep it.
   start_watchdog(o.watchdog_timeout_s, comm.rank(), comm.size());
   // Memory before work (--memory-check): the plan the engine will allocate from, and the text,
   // against what each node has available; each rank checks its node.
   RunMemory need;
-  try {
-    need = plan_run_memory(o, comm.size());
-    const int local = LaunchEnvironment::from_environment().local_size.value_or(comm.size());
-    if (o.memory_check) check_memory(need, local);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!agree(comm, error)) return 1;
+  if (!setup_phase(comm, [&] {
+        need = plan_run_memory(o, comm.size());
+        const int local = LaunchEnvironment::from_environment().local_size.value_or(comm.size());
+        if (o.memory_check) check_memory(need, local);
+      }))
+    return 1;
   if (root) {
     for (const std::string& n : o.notes) std::fprintf(stderr, "train_gpt: note: %s\n", n.c_str());
   }
@@ -203,45 +197,34 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   nn::GptModelBase* model = nullptr;
   std::unique_ptr<Engine> engine;
   nlohmann::json kernels;
-  try {
-    kernels = kernel_report(o.engine.precision.param_dtype, o.device);
-    data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.arch.context);
-    backend = make_backend(o.device, o.model, comm, tracker, o.collectives == "hierarchical");
-    model = &backend->model();
-    // CPU: the same core budget as the model; CUDA: the host cores of this rank.
-    o.engine.optimizer_threads = o.device == "cpu" ? model->threads() : nn::default_threads();
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!agree(comm, error)) return 1;
+  if (!setup_phase(comm, [&] {
+        kernels = kernel_report(o.engine.precision.param_dtype, o.device);
+        data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.arch.context);
+        backend = make_backend(o.device, o.model, comm, tracker, o.collectives == "hierarchical");
+        model = &backend->model();
+        // CPU: the same core budget as the model; CUDA: the host cores of this rank.
+        o.engine.optimizer_threads = o.device == "cpu" ? model->threads() : nn::default_threads();
+      }))
+    return 1;
   // Every rank must train on the same text: a relative --data read from different working
   // directories, or node-local copies that differ, are refused here.
-  try {
-    check_same_data(comm, *data, o.data);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!agree(comm, error)) return 1;
+  if (!setup_phase(comm, [&] { check_same_data(comm, *data, o.data); })) return 1;
   Communicator& ecomm = backend->engine_comm();
-  try {
-    engine = std::make_unique<Engine>(*model, ecomm, o.engine, &tracker, backend->ops());
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!agree(comm, error)) return 1;
+  if (!setup_phase(comm, [&] {
+        engine = std::make_unique<Engine>(*model, ecomm, o.engine, &tracker, backend->ops());
+      }))
+    return 1;
 
   TrainerState state;
   state.rng = o.engine.seed ^ 0x5eedull;
   const std::string mjson = model_json(o);
   RunLog json;
   SaveDir save_dir;  // holds --save-dir's writer lock until the run ends
-  try {
-    save_dir = start_run(*engine, comm, o.checkpoint, o.model, mjson, state);
-    if (root && !o.json_log.empty()) json = RunLog(o.json_log, o.json_log_mode, start);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!agree(comm, error)) return 1;
+  if (!setup_phase(comm, [&] {
+        save_dir = start_run(*engine, comm, o.checkpoint, o.model, mjson, state);
+        if (root && !o.json_log.empty()) json = RunLog(o.json_log, o.json_log_mode, start);
+      }))
+    return 1;
 
   const int W = comm.size();
   const int k = o.engine.micro_batches;
@@ -489,32 +472,19 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  // The environment settings (core/settings.h) first: a bad value is the same error on every
-  // rank, so each rank exits cleanly and the lowest one says why (no abort, no hang).
-  int bad = 0, any_bad = 0, rank = 0;
-  std::string why;
+  // The environment settings (core/settings.h) first: a bad value fails every rank together and
+  // the lowest failing rank says why (no abort, no hang). Then the same values on every rank,
+  // before any communicator: a rank with another protocol setting would hang in the first
+  // collective (every rank fails with the same message; rank 0 says it).
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   zs::Settings settings;
   try {
-    settings = zs::Settings::from_environment();
-  } catch (const std::exception& e) {
-    bad = 1;
-    why = e.what();
-  }
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int lowest = bad ? rank : 1 << 30;
-  MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (any_bad) {
-    if (rank == lowest) std::fprintf(stderr, "train_gpt: error: %s\n", why.c_str());
-    MPI_Finalize();
-    return 1;
-  }
-  // Then the same on every rank, before any communicator: a rank with another protocol setting
-  // would hang in the first collective. Every rank throws the same message; rank 0 says it.
-  try {
-    zs::check_settings_agreement(MPI_COMM_WORLD, settings);
-  } catch (const std::exception& e) {
-    if (rank == 0) std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
+    zs::fail_together(MPI_COMM_WORLD, [&] { settings = zs::Settings::from_environment(); });
+    zs::fail_together(MPI_COMM_WORLD,
+                      [&] { zs::check_settings_agreement(MPI_COMM_WORLD, settings); });
+  } catch (const zs::RankFailure& f) {
+    if (rank == f.rank()) std::fprintf(stderr, "train_gpt: error: %s\n", f.cause().c_str());
     MPI_Finalize();
     return 1;
   }

@@ -27,7 +27,7 @@
 #include "nn/kernels.h"
 #include "tests/cuda_test_util.h"
 #include "tests/nn/gpt_model_typed_test.h"
-#include "tests/nn/unit_harness.h"
+#include "unit/unit_harness.h"
 
 namespace zs {
 namespace {
@@ -35,7 +35,6 @@ namespace {
 using nn::CudaGptModel;
 using nn::GptConfig;
 using nn::GptModel;
-using nn::testing::UnitHarness;
 using test::check_close;
 using test::DeviceArray;
 using test::random_floats;

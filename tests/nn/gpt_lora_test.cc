@@ -29,12 +29,10 @@
 #include "nn/lora.h"
 #include "nn/threads.h"
 #include "tests/nn/gemm_scratchpads.h"
-#include "tests/nn/unit_harness.h"
+#include "unit/unit_harness.h"
 
 namespace zs::nn {
 namespace {
-
-using testing::UnitHarness;
 
 GptConfig small_config(DType dt = DType::kF32, int rank = 4) {
   GptConfig c;

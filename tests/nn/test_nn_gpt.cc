@@ -9,12 +9,10 @@
 
 #include "nn/gpt.h"
 #include "tests/nn/gpt_model_typed_test.h"
-#include "tests/nn/unit_harness.h"
+#include "unit/unit_harness.h"
 
 namespace zs::nn {
 namespace {
-
-using testing::UnitHarness;
 
 // The Runner of gpt_model_typed_test.h for the CPU model.
 class CpuGptRunner {

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "nn/gpt.h"
-#include "unit_harness.h"
+#include "unit/unit_harness.h"
 
 namespace zs::nn {
 namespace {
@@ -30,7 +30,7 @@ TEST_P(NnGptGrad, WholeModelMatchesFiniteDifferences) {
   c.run.batch = s.batch;
   c.run.threads = 1;
   GptModel m(c);
-  testing::UnitHarness h(m, DType::kF32, 11);
+  UnitHarness h(m, DType::kF32, 11);
   // Larger weights than GPT-2's init, so attention is far from uniform and every path matters.
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 0.1f);

@@ -1,9 +1,12 @@
-// Test harness: owns the parameters and gradients of a zs::Model's units and drives them by hand
-// (forward over all units, backward in reverse with zeroed GradViews), as the engine would for
-// one rank without sharding. fp32 master values, converted to the compute dtype for the views.
-// With `frozen`, a parameter whose spec is not trainable gets no gradient span (GradViews::
-// wanted() false, as the engine gives it; its grad() stays zero and sgd() leaves it unchanged);
-// without, every parameter gets one.
+// A single-rank driver of a zs::Model's units without the engine, for unit tests and benchmarks of
+// models: owns the parameters and gradients of the units and drives them by hand (forward over
+// all units, backward in reverse with zeroed GradViews), as the engine would for one rank without
+// sharding. fp32 master values, converted to the compute dtype for the views. With `frozen`, a
+// parameter whose spec is not trainable gets no gradient span (GradViews::wanted() false, as the
+// engine gives it; its grad() stays zero and sgd() leaves it unchanged); without, every parameter
+// gets one. Header-only; depends on the unit interface and core only.
+//
+// Thread-safety: one thread at a time.
 #pragma once
 
 #include <cmath>
@@ -15,10 +18,12 @@
 #include "core/quantize.h"
 #include "unit/unit.h"
 
-namespace zs::nn::testing {
+namespace zs {
 
 class UnitHarness {
  public:
+  // Every parameter initialised from its spec's Init with a generator seeded by `seed`; the
+  // views in `compute` dtype. The model must outlive the harness.
   UnitHarness(Model& model, DType compute, uint64_t seed, bool frozen = false)
       : model_(model), dtype_(compute) {
     std::mt19937_64 rng(seed);
@@ -116,12 +121,14 @@ class UnitHarness {
     }
   }
 
+  // forward() of every unit in order.
   void forward(bool training = true) {
     StepInfo info;
     info.training = training;
     for (size_t u = 0; u < units_.size(); ++u) model_.unit(u).forward(units_[u].views, info);
   }
 
+  // Every gradient to zero.
   void zero_grads() {
     for (UnitState& st : units_)
       for (auto& g : st.grads) std::fill(g.begin(), g.end(), 0.0f);
@@ -142,6 +149,7 @@ class UnitHarness {
     }
   }
 
+  // master -= lr * grad / loss_scale for every parameter, then refresh().
   void sgd(float lr, float loss_scale = 1.0f) {
     for (UnitState& st : units_)
       for (size_t i = 0; i < st.master.size(); ++i)
@@ -150,6 +158,8 @@ class UnitHarness {
     refresh();
   }
 
+  // Accessors by unit and parameter index (the spec's order); produced_all(): every wanted
+  // gradient was marked produced by every backward so far.
   const std::vector<float>& grad(size_t unit, size_t param) const {
     return units_[unit].grads[param];
   }
@@ -176,4 +186,4 @@ class UnitHarness {
   bool int8_ = false, raw_ = false;
 };
 
-}  // namespace zs::nn::testing
+}  // namespace zs
