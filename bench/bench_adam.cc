@@ -138,7 +138,7 @@ bool run_torch(const Options& o, Result* r) {
 int run(const Options& o) {
   const int64_t n = o.n;
   omp_set_num_threads(o.threads);
-  zs::offload::set_cpu_adam_threads(o.threads);
+  zs::optim::set_cpu_adam_threads(o.threads);
 
   // One arena: p, m, v, g32, a spare fp32 array (triad), g16 and out16. [n each]
   // Each span is padded by 320 B: with N a power of two, unpadded spans would start at
@@ -171,18 +171,18 @@ int run(const Options& o) {
   auto bench = [&](std::string impl, double bytes, const std::function<void()>& fn) {
     rs.push_back({std::move(impl), bytes, time_median(o, fn)});
   };
-  const std::string isa = zs::offload::cpu_adam_isa();
+  const std::string isa = zs::optim::cpu_adam_isa();
   bench("stream triad (fp32)", 12, [&] { triad(spare, g, p, 1.0001f, n); });
   bench("adam-shape stream (4 read, 3 written)", 28, [&] { adam_shape_stream(spare, g, m, v, n); });
   // The stream kernel grew m and v; restore Adam-like state before timing AdamW.
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) m[i] = v[i] = 0.0f;
   bench(fmt::format("cpu_adamw {} fp32 grads", isa), 28,
-        [&] { zs::offload::cpu_adamw(p, g, DType::kF32, m, v, n, s, nullptr, DType::kF32); });
+        [&] { zs::optim::cpu_adamw(p, g, DType::kF32, m, v, n, s, nullptr, DType::kF32); });
   bench(fmt::format("cpu_adamw {} fp32 grads + bf16 out", isa), 30,
-        [&] { zs::offload::cpu_adamw(p, g, DType::kF32, m, v, n, s, out16, DType::kBF16); });
+        [&] { zs::optim::cpu_adamw(p, g, DType::kF32, m, v, n, s, out16, DType::kBF16); });
   bench(fmt::format("cpu_adamw {} bf16 grads + bf16 out", isa), 28,
-        [&] { zs::offload::cpu_adamw(p, g16, DType::kBF16, m, v, n, s, out16, DType::kBF16); });
+        [&] { zs::optim::cpu_adamw(p, g16, DType::kBF16, m, v, n, s, out16, DType::kBF16); });
   bench("adamw_reference (scalar, fp32 grads)", 28, [&] { reference_threaded(p, g, m, v, n, s); });
   Result tr;
   if (o.torch && run_torch(o, &tr)) rs.push_back(tr);

@@ -59,7 +59,7 @@ class CpuDeviceOps final : public DeviceOps {
              const optim::AdamWStep& step, void* out, DType out_dtype) override {
     // The SIMD CPU Adam gives the bits of optim::adamw_reference (tests/offload) at memory
     // bandwidth.
-    offload::cpu_adamw(master, grad, grad_dtype, m, v, n, step, out, out_dtype);
+    optim::cpu_adamw(master, grad, grad_dtype, m, v, n, step, out, out_dtype);
   }
 
   void sgd(float* master, const void* grad, DType grad_dtype, float* momentum, int64_t n,

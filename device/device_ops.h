@@ -91,7 +91,7 @@ class DeviceOps {
   virtual void synchronize() = 0;
 };
 
-// The host implementation: cpu_allocator(), plain loops, offload::cpu_adamw for AdamW.
+// The host implementation: cpu_allocator(), plain loops, optim::cpu_adamw for AdamW.
 DeviceOps& cpu_device_ops();
 
 }  // namespace zs

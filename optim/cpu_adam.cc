@@ -20,11 +20,10 @@
 #include "core/error.h"
 #include "optim/cpu_adam_internal.h"
 
-namespace zs::offload {
+namespace zs::optim {
 namespace {
 
 using detail::AdamIsa;
-using optim::AdamWStep;
 
 // What the kernel writes besides p, m, v.
 enum class Out { kNone, kF32, kBF16, kF16 };
@@ -375,4 +374,4 @@ int cpu_adam_threads() {
 
 const char* cpu_adam_isa() { return detail::adam_isa_name(detail::active_adam_isa()); }
 
-}  // namespace zs::offload
+}  // namespace zs::optim

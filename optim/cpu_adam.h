@@ -1,5 +1,6 @@
-// SIMD CPU AdamW for offloaded optimizer state: one fused, threaded pass over (p, grad, m, v) that
-// also writes the compute-dtype copy of the updated parameter.
+// SIMD CPU AdamW, the host kernel of the resident CPU path and of offloaded optimizer state: one
+// fused, threaded pass over (p, grad, m, v) that also writes the compute-dtype copy of the updated
+// parameter.
 //
 // cpu_adamw() has exactly the signature and the results of optim::adamw_reference: the same
 // operation order ([Note: AdamW operation order] in optim/adamw.h), every step a correctly rounded
@@ -25,7 +26,7 @@
 #include "core/dtype.h"
 #include "optim/adamw.h"
 
-namespace zs::offload {
+namespace zs::optim {
 
 // In place over n elements: p, m, v fp32; grad of grad_dtype (fp32, bf16, fp16); out (may be
 // null) receives the updated p rounded to out_dtype (fp32, bf16, fp16). Spans must not overlap,
@@ -43,4 +44,4 @@ int cpu_adam_threads();
 // The active path: "avx512", "avx2" or "scalar". Fixed for the life of the process.
 const char* cpu_adam_isa();
 
-}  // namespace zs::offload
+}  // namespace zs::optim

@@ -7,7 +7,7 @@
 #include "core/dtype.h"
 #include "optim/adamw.h"
 
-namespace zs::offload::detail {
+namespace zs::optim::detail {
 
 enum class AdamIsa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
@@ -24,4 +24,4 @@ void cpu_adamw_with(AdamIsa isa, int threads, float* p, const void* grad, DType 
                     float* m, float* v, int64_t n, const optim::AdamWStep& s, void* out,
                     DType out_dtype);
 
-}  // namespace zs::offload::detail
+}  // namespace zs::optim::detail

@@ -204,7 +204,7 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   skip_limit = config.max_consecutive_skips >= 0 ? config.max_consecutive_skips
                                                  : (config.loss_scale.dynamic ? 16 : 0);
   const DType G = config.precision.grad_dtype;
-  if (config.optimizer_threads > 0) offload::set_cpu_adam_threads(config.optimizer_threads);
+  if (config.optimizer_threads > 0) optim::set_cpu_adam_threads(config.optimizer_threads);
   plan = plan_engine_buffers(layouts, frozen, config, shard_rank,
                              /*on_device=*/!ops.host_accessible(), world);
   Buffer ctrl;  // device engines: the planned staging buffer for host-side collectives

@@ -137,7 +137,7 @@ class StagedHostStates final : public HostArenaStates {
                    const optim::AdamWStep& adam, float /*lr*/, float /*grad_scale*/,
                    bool /*decay*/) override {
     const int64_t o = seg.shard_offset;
-    offload::cpu_adamw(s.master_ptr + o, at(grad, o, G()), G(), s.m + o, s.v + o, seg.length, adam,
+    optim::cpu_adamw(s.master_ptr + o, at(grad, o, G()), G(), s.m + o, s.v + o, seg.length, adam,
                        out ? at(out, o, P()) : nullptr, P());
   }
   void after_update(ParamGroup& g, MasterShard& s) override {

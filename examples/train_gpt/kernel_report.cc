@@ -30,7 +30,7 @@ nlohmann::json kernel_report(DType compute_dtype, const std::string& device) {
       {"gemm", gemm},
       {"gemm_dtype", std::string(dtype_name(mm))},
       {"elementwise", level},
-      {"cpu_adam", offload::cpu_adam_isa()},
+      {"cpu_adam", optim::cpu_adam_isa()},
       {"reductions", std::string(reduce_path_name())},
       {"int8_gemm", device == "cpu" ? nn::int8_gemm_description() : "none (" + device + ")"},
   };

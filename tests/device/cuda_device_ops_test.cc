@@ -1,4 +1,4 @@
-// CudaDeviceOps against the CPU DeviceOps (zs::cpu_device_ops(): convert.h, offload::cpu_adamw =
+// CudaDeviceOps against the CPU DeviceOps (zs::cpu_device_ops(): convert.h, optim::cpu_adamw =
 // optim::adamw_reference's bits, optim::sgd_update, optim::span_stats) making the same calls on
 // host copies of the same data: random values with NaN, inf, zeros and subnormals, sizes that are
 // not multiples of the block sizes, every dtype combination:

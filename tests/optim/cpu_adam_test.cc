@@ -19,7 +19,7 @@
 #include "optim/cpu_adam.h"
 #include "optim/cpu_adam_internal.h"
 
-namespace zs::offload {
+namespace zs::optim {
 namespace {
 
 using detail::AdamIsa;
@@ -298,4 +298,4 @@ TEST(CpuAdam, ActiveIsaFollowsCpuAndEnvironment) {
 }
 
 }  // namespace
-}  // namespace zs::offload
+}  // namespace zs::optim
