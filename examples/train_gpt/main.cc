@@ -6,6 +6,8 @@
 // writes the same as JSON records (run_log.h). Set-up errors (flags, data, model shape)
 // print one message and every rank exits 1; an error inside training aborts the job (no rank is
 // left waiting in a collective).
+// run() is the list of the program's phases, each a function below in the order it calls them;
+// run_report.h formats what rank 0 prints and logs.
 #include <mpi.h>
 
 #include <algorithm>
@@ -36,6 +38,7 @@
 #include "nn/gpt.h"
 #include "options.h"
 #include "run_log.h"
+#include "run_report.h"
 #include "runtime/agreement.h"
 #include "runtime/engine.h"
 
@@ -151,20 +154,43 @@ std::vector<std::string> command_line(int argc, char** argv) {
   return std::vector<std::string>(argv, argv + argc);
 }
 
-int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
+// ---- The run's phases, in the order run() calls them ----
+
+// The run's state, made by the set-up phases and read by the later ones. The members are
+// destroyed in reverse order: the engine's buffers come from the backend's allocator and go
+// first; --save-dir's writer lock is held until the end.
+struct Run {
+  explicit Run(TrainOptions& options) : o(options) {}
+  TrainOptions& o;
+  MemoryTracker tracker;
+  std::unique_ptr<TextDataset> data;
+  std::unique_ptr<Backend> backend;
+  nn::GptModelBase* model = nullptr;
+  std::unique_ptr<Engine> engine;
+  nlohmann::json kernels;  // kernel_report()
+  TrainerState state;
+  std::string mjson;            // model_json(o)
+  RunLog json;                  // rank 0's --json-log; disabled elsewhere
+  SaveDir save_dir;             // holds --save-dir's writer lock until the run ends
+  int64_t tokens_per_step = 0;  // over all ranks
+};
+
+// Parses and checks the flags and paths on every rank. False: refused (one message printed);
+// `parsed` stays empty after --help.
+bool read_options(Communicator& comm, int argc, char** argv, std::optional<TrainOptions>& parsed) {
   const bool root = comm.rank() == 0;
-  const auto start_wall = std::chrono::system_clock::now();
-  std::optional<TrainOptions> parsed;
-  if (!setup_phase(comm, [&] {
-        parsed = parse_options(argc, argv, root);
-        if (parsed) check_world_size(*parsed, comm.size());
-        if (parsed) check_paths(*parsed, root);
-        // Only rank 0 writes the log; the others agree on its verdict.
-        if (parsed && root) check_log_path(parsed->json_log, parsed->json_log_mode);
-      }))
-    return 1;
-  if (!parsed) return 0;  // --help
-  TrainOptions& o = *parsed;
+  return setup_phase(comm, [&] {
+    parsed = parse_options(argc, argv, root);
+    if (parsed) check_world_size(*parsed, comm.size());
+    if (parsed) check_paths(*parsed, root);
+    // Only rank 0 writes the log; the others agree on its verdict.
+    if (parsed && root) check_log_path(parsed->json_log, parsed->json_log_mode);
+  });
+}
+
+// Before any work: the ranks agree on every option, the watchdog starts, the memory the run needs
+// is checked against the node's, and rank 0 prints the parser's notes. False: refused.
+bool check_before_work(Communicator& comm, const TrainOptions& o) {
   // Run-wide agreement (runtime/agreement.h, docs/reliability.md): every option's final value,
   // compared across ranks before any work; a difference is named with both values.
   if (!setup_phase(comm, [&] {
@@ -173,294 +199,309 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
           settings.push_back({"--" + name, value.dump()});
         check_agreement(comm, settings, "options");
       }))
-    return 1;
+    return false;
   // --watchdog-timeout: the one setting of the watchdog; communicators made later keep it.
   start_watchdog(o.watchdog_timeout_s, comm.rank(), comm.size());
   // Memory before work (--memory-check): the plan the engine will allocate from, and the text,
   // against what each node has available; each rank checks its node.
-  RunMemory need;
   if (!setup_phase(comm, [&] {
-        need = plan_run_memory(o, comm.size());
+        const RunMemory need = plan_run_memory(o, comm.size());
         const int local = LaunchEnvironment::from_environment().local_size.value_or(comm.size());
         if (o.memory_check) check_memory(need, local);
       }))
-    return 1;
-  if (root) {
+    return false;
+  if (comm.rank() == 0) {
     for (const std::string& n : o.notes) std::fprintf(stderr, "train_gpt: note: %s\n", n.c_str());
   }
+  return true;
+}
 
-  // Declared before the engine: the engine's buffers come from the backend's allocator and go
-  // first.
-  MemoryTracker tracker;
-  std::unique_ptr<TextDataset> data;
-  std::unique_ptr<Backend> backend;
-  nn::GptModelBase* model = nullptr;
-  std::unique_ptr<Engine> engine;
-  nlohmann::json kernels;
+// The kernels, the text, the device backend with its model, and the engine. False: refused.
+bool build_engine(MpiCommunicator& comm, Run& r) {
+  TrainOptions& o = r.o;
   if (!setup_phase(comm, [&] {
-        kernels = kernel_report(o.engine.precision.param_dtype, o.device);
-        data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.arch.context);
-        backend = make_backend(o.device, o.model, comm, tracker, o.collectives == "hierarchical");
-        model = &backend->model();
+        r.kernels = kernel_report(o.engine.precision.param_dtype, o.device);
+        r.data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.arch.context);
+        r.backend =
+            make_backend(o.device, o.model, comm, r.tracker, o.collectives == "hierarchical");
+        r.model = &r.backend->model();
         // CPU: the same core budget as the model; CUDA: the host cores of this rank.
-        o.engine.optimizer_threads = o.device == "cpu" ? model->threads() : nn::default_threads();
+        o.engine.optimizer_threads = o.device == "cpu" ? r.model->threads() : nn::default_threads();
       }))
-    return 1;
+    return false;
   // Every rank must train on the same text: a relative --data read from different working
   // directories, or node-local copies that differ, are refused here.
-  if (!setup_phase(comm, [&] { check_same_data(comm, *data, o.data); })) return 1;
-  Communicator& ecomm = backend->engine_comm();
-  if (!setup_phase(comm, [&] {
-        engine = std::make_unique<Engine>(*model, ecomm, o.engine, &tracker, backend->ops());
-      }))
-    return 1;
+  if (!setup_phase(comm, [&] { check_same_data(comm, *r.data, o.data); })) return false;
+  Communicator& ecomm = r.backend->engine_comm();
+  return setup_phase(comm, [&] {
+    r.engine = std::make_unique<Engine>(*r.model, ecomm, o.engine, &r.tracker, r.backend->ops());
+  });
+}
 
-  TrainerState state;
-  state.rng = o.engine.seed ^ 0x5eedull;
-  const std::string mjson = model_json(o);
-  RunLog json;
-  SaveDir save_dir;  // holds --save-dir's writer lock until the run ends
-  if (!setup_phase(comm, [&] {
-        save_dir = start_run(*engine, comm, o.checkpoint, o.model, mjson, state);
-        if (root && !o.json_log.empty()) json = RunLog(o.json_log, o.json_log_mode, start);
-      }))
-    return 1;
+// The checkpoint start (resume, initial weights, --save-dir's claim: checkpointing.h) and the run
+// log. False: refused.
+bool start_checkpoints(Communicator& comm, Run& r, Clock::time_point start) {
+  const TrainOptions& o = r.o;
+  r.state.rng = o.engine.seed ^ 0x5eedull;
+  r.mjson = model_json(o);
+  return setup_phase(comm, [&] {
+    r.save_dir = start_run(*r.engine, comm, o.checkpoint, o.model, r.mjson, r.state);
+    if (comm.rank() == 0 && !o.json_log.empty())
+      r.json = RunLog(o.json_log, o.json_log_mode, start);
+  });
+}
 
-  const int W = comm.size();
-  const int k = o.engine.micro_batches;
-  const int64_t tokens_per_step =
-      static_cast<int64_t>(W) * k * o.model.run.batch * o.model.arch.context;
-  if (root) {
-    std::printf("%s", kernel_report_text(kernels).c_str());
-    std::printf(
-        "zeroshard train_gpt: %d ranks on %s, ZeRO-%d%s, %s compute, %s grads, %lld trainable "
-        "params%s (%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
-        "step, %d threads per rank, data %s (%lld train / %lld val bytes)\n",
-        W, backend->device_name().c_str(), static_cast<int>(o.engine.stage),
-        engine->shard_group_size() < W
-            ? fmt::format(" in shard groups of {} ranks x {} replicas", engine->shard_group_size(),
-                          W / engine->shard_group_size())
-                  .c_str()
-            : "",
-        std::string(dtype_name(o.engine.precision.param_dtype)).c_str(),
-        std::string(dtype_name(o.engine.precision.grad_dtype)).c_str(),
-        static_cast<long long>(engine->num_params()),
-        engine->num_frozen_params() > 0
-            ? fmt::format(" + {} frozen ({})", engine->num_frozen_params(),
-                          dtype_name(o.engine.frozen.storage_or(o.engine.precision.param_dtype)))
-                  .c_str()
-            : "",
-        o.model.arch.layers, o.model.arch.width, o.model.arch.heads, o.model.arch.context, k,
-        o.model.run.batch, model->threads(), o.data.c_str(),
-        static_cast<long long>(data->train_bytes()), static_cast<long long>(data->val_bytes()));
-    if (const HierarchicalCommunicator* h = backend->hierarchical()) {
-      const std::string layout =
-          fmt::format("{} node{} x {} rank{}", h->num_nodes(), h->num_nodes() == 1 ? "" : "s",
-                      h->local_size(), h->local_size() == 1 ? "" : "s");
-      std::printf("collectives: %s\n",
-                  h->hierarchical() ? fmt::format("hierarchical ({})", layout).c_str()
-                  : o.collectives == "flat"
-                      ? fmt::format("flat (--collectives flat; {})", layout).c_str()
-                      : fmt::format("flat ({}: two levels need several nodes of more than one "
-                                    "rank each)",
-                                    layout)
-                            .c_str());
-    }
-    std::fflush(stdout);
+// " in shard groups of 2 ranks x 2 replicas", or nothing without hybrid sharding.
+std::string describe_shard_groups(const Engine& engine, int world) {
+  if (engine.shard_group_size() >= world) return "";
+  return fmt::format(" in shard groups of {} ranks x {} replicas", engine.shard_group_size(),
+                     world / engine.shard_group_size());
+}
+
+// The "collectives: ..." line's text: the algorithms and the node layout.
+std::string describe_collectives(const HierarchicalCommunicator& h, const std::string& flag) {
+  const std::string layout =
+      fmt::format("{} node{} x {} rank{}", h.num_nodes(), h.num_nodes() == 1 ? "" : "s",
+                  h.local_size(), h.local_size() == 1 ? "" : "s");
+  if (h.hierarchical()) return fmt::format("hierarchical ({})", layout);
+  if (flag == "flat") return fmt::format("flat (--collectives flat; {})", layout);
+  return fmt::format("flat ({}: two levels need several nodes of more than one rank each)", layout);
+}
+
+// Rank 0's lines before the first step: the kernel paths, the run, the collectives.
+void print_banner(const Run& r, int W) {
+  const TrainOptions& o = r.o;
+  const Engine& engine = *r.engine;
+  std::printf("%s", kernel_report_text(r.kernels).c_str());
+  std::printf(
+      "zeroshard train_gpt: %d ranks on %s, ZeRO-%d%s, %s compute, %s grads, %lld trainable "
+      "params%s (%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
+      "step, %d threads per rank, data %s (%lld train / %lld val bytes)\n",
+      W, r.backend->device_name().c_str(), static_cast<int>(o.engine.stage),
+      describe_shard_groups(engine, W).c_str(),
+      std::string(dtype_name(o.engine.precision.param_dtype)).c_str(),
+      std::string(dtype_name(o.engine.precision.grad_dtype)).c_str(),
+      static_cast<long long>(engine.num_params()),
+      engine.num_frozen_params() > 0
+          ? fmt::format(" + {} frozen ({})", engine.num_frozen_params(),
+                        dtype_name(o.engine.frozen.storage_or(o.engine.precision.param_dtype)))
+                .c_str()
+          : "",
+      o.model.arch.layers, o.model.arch.width, o.model.arch.heads, o.model.arch.context,
+      o.engine.micro_batches, o.model.run.batch, r.model->threads(), o.data.c_str(),
+      static_cast<long long>(r.data->train_bytes()), static_cast<long long>(r.data->val_bytes()));
+  if (const HierarchicalCommunicator* h = r.backend->hierarchical()) {
+    std::printf("collectives: %s\n", describe_collectives(*h, o.collectives).c_str());
   }
-  if (json.enabled()) {
-    nlohmann::ordered_json h = build_info();
-    h["start_time"] = iso8601_utc(start_wall);
-    h["world_size"] = W;
-    h["threads"] = model->threads();
-    h["device"] = o.device;
-    h["gpu"] = o.device == "cpu" ? "none" : backend->device_name();
-    h["cpu"] = kernels.at("cpu");
-    h["cpu_features"] = kernels.at("features");
-    h["kernels"] = nlohmann::ordered_json::parse(kernels.dump());
-    h["params"] = engine->num_params();
-    h["frozen_params"] = engine->num_frozen_params();
-    h["collectives"] = backend->hierarchical() && backend->hierarchical()->hierarchical()
-                           ? "hierarchical"
-                           : "flat";
-    h["tokens_per_step"] = tokens_per_step;
-    h["resumed_at_step"] = state.step;
-    h["command_line"] = command_line(argc, argv);
-    h["config"] = o.config;
-    json.write("header", h);
-  }
+  std::fflush(stdout);
+}
 
-  std::vector<int32_t> tokens, val_tokens;
+// The log's "header" record: the build, the machine, the run's size and every option.
+void write_header(Run& r, int W, const std::vector<std::string>& args,
+                  std::chrono::system_clock::time_point start_wall) {
+  const TrainOptions& o = r.o;
+  nlohmann::ordered_json h = build_info();
+  h["start_time"] = iso8601_utc(start_wall);
+  h["world_size"] = W;
+  h["threads"] = r.model->threads();
+  h["device"] = o.device;
+  h["gpu"] = o.device == "cpu" ? "none" : r.backend->device_name();
+  h["cpu"] = r.kernels.at("cpu");
+  h["cpu_features"] = r.kernels.at("features");
+  h["kernels"] = nlohmann::ordered_json::parse(r.kernels.dump());
+  h["params"] = r.engine->num_params();
+  h["frozen_params"] = r.engine->num_frozen_params();
+  h["collectives"] = r.backend->hierarchical() && r.backend->hierarchical()->hierarchical()
+                         ? "hierarchical"
+                         : "flat";
+  h["tokens_per_step"] = r.tokens_per_step;
+  h["resumed_at_step"] = r.state.step;
+  h["command_line"] = args;
+  h["config"] = o.config;
+  r.json.write("header", h);
+}
+
+// The training loop's running figures, for the step reports and the closing ones.
+struct LoopTotals {
   double tok_s_sum = 0.0, ms_sum = 0.0, last_loss = 0.0, last_val = NAN;
   std::vector<double> step_ms;  // steps after the first, for the median
-  step_ms.reserve(static_cast<size_t>(o.steps));
   int64_t timed = 0;
-  StepBytes step_bytes;
-  LinkMeter meter(*engine, ecomm, backend->hierarchical());
-  const int64_t first = state.step;
+  StepBytes step_bytes;  // the last step's
+  std::vector<int32_t> tokens, val_tokens;
+};
+
+// Optimizer step `s` (the loop began at `first`), and the validation loss when due: advances the
+// trainer state and the totals. Collective.
+StepReport train_step(Run& r, Communicator& comm, LinkMeter& meter, int64_t s, int64_t first,
+                      LoopTotals& t) {
+  const TrainOptions& o = r.o;
+  r.data->fill_train(s, o.engine.micro_batches, comm.size(), comm.rank(), o.model.run.batch,
+                     o.engine.seed, t.tokens);
+  r.model->set_tokens(t.tokens);
+  meter.start();
+  const auto t0 = Clock::now();
+  StepReport rep;
+  rep.stats = r.engine->step();
+  r.backend->synchronize();  // a device step ends when its last kernel does
+  rep.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  t.step_bytes = rep.bytes = meter.stop();
+  r.state.step = s + 1;
+  r.state.data_cursor = s + 1;
+  rep.step = s + 1;
+  rep.steps = o.steps;
+  rep.tok_s = r.tokens_per_step / (rep.ms / 1e3);
+  if (s > first) {  // the first step pays one-time costs (page faults, primitive set-up)
+    t.tok_s_sum += rep.tok_s;
+    t.ms_sum += rep.ms;
+    t.step_ms.push_back(rep.ms);
+    ++t.timed;
+  }
+  t.last_loss = rep.stats.loss;
+  rep.evaluated = (o.eval_every > 0 && (s + 1) % o.eval_every == 0) || s + 1 == o.steps;
+  if (rep.evaluated)
+    t.last_val = validation_loss(*r.engine, *r.model, *r.data, o, comm, t.val_tokens);
+  rep.val_loss = t.last_val;
+  rep.scale_now = r.engine->loss_scaler_state().scale;
+  rep.mem_peak_bytes = static_cast<double>(r.engine->tracker().peak_total());
+  return rep;
+}
+
+// The steps from the trainer state's to --steps: each reported (rank 0's line, the log's record)
+// and saved when due. Collective.
+LoopTotals train(Run& r, Communicator& comm, Clock::time_point start) {
+  const TrainOptions& o = r.o;
+  LoopTotals t;
+  t.step_ms.reserve(static_cast<size_t>(o.steps));
+  LinkMeter meter(*r.engine, r.backend->engine_comm(), r.backend->hierarchical());
+  const int64_t first = r.state.step;
   const auto loop_start = Clock::now();
   for (int64_t s = first; s < o.steps; ++s) {
-    data->fill_train(s, k, W, comm.rank(), o.model.run.batch, o.engine.seed, tokens);
-    model->set_tokens(tokens);
-    meter.start();
-    const auto t0 = Clock::now();
-    const StepStats st = engine->step();
-    backend->synchronize();  // a device step ends when its last kernel does
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    step_bytes = meter.stop();
-    state.step = s + 1;
-    state.data_cursor = s + 1;
-    const double tok_s = tokens_per_step / (ms / 1e3);
-    if (s > first) {  // the first step pays one-time costs (page faults, primitive set-up)
-      tok_s_sum += tok_s;
-      ms_sum += ms;
-      step_ms.push_back(ms);
-      ++timed;
-    }
-    last_loss = st.loss;
-    const bool eval_now = (o.eval_every > 0 && (s + 1) % o.eval_every == 0) || s + 1 == o.steps;
-    if (eval_now) last_val = validation_loss(*engine, *model, *data, o, comm, val_tokens);
+    StepReport rep = train_step(r, comm, meter, s, first, t);
     // ETA: this run's mean wall time per step (evaluation included) times the steps left.
     const auto now = Clock::now();
-    const double elapsed = std::chrono::duration<double>(now - start).count();
-    const double eta = std::chrono::duration<double>(now - loop_start).count() /
-                       static_cast<double>(s + 1 - first) * static_cast<double>(o.steps - s - 1);
-    if (root && ((s + 1) % o.log_every == 0 || s == first || s + 1 == o.steps)) {
-      std::printf(
-          "step %5lld/%lld | loss %.4f | lr %.3e | scale %g | gnorm %.3f | %7.1f ms | "
-          "%8.0f tok/s | %s, ETA %s%s%s\n",
-          static_cast<long long>(s + 1), static_cast<long long>(o.steps), st.loss, st.lr,
-          st.loss_scale, st.grad_norm, ms, tok_s, format_duration(elapsed).c_str(),
-          format_duration(eta).c_str(),
-          st.skipped ? fmt::format(" | SKIPPED: non-finite gradient in unit '{}', loss "
-                                   "scale now {}",
-                                   st.nonfinite_unit, engine->loss_scaler_state().scale)
-                           .c_str()
-                     : "",
-          eval_now ? fmt::format(" | val loss {:.4f}", last_val).c_str() : "");
-      std::fflush(stdout);
-    }
-    if (json.enabled()) {
-      // comm_bytes and mem_peak_bytes: rank 0's (the final record has the max over ranks).
-      nlohmann::ordered_json j = {
-          {"step", s + 1},
-          {"loss", st.loss},
-          {"lr", st.lr},
-          {"loss_scale", st.loss_scale},
-          {"grad_norm", st.grad_norm},
-          {"step_ms", ms},
-          {"tokens_per_s", tok_s},
-          {"skipped", st.skipped},
-          {"comm_bytes", step_bytes.total},
-          {"mem_peak_bytes", static_cast<double>(engine->tracker().peak_total())},
-          {"eta_s", std::round(eta * 10) / 10}};
-      if (step_bytes.intra >= 0) {
-        j["comm_bytes_intra"] = step_bytes.intra;
-        j["comm_bytes_inter"] = step_bytes.inter;
-      }
-      if (eval_now) j["val_loss"] = last_val;
-      json.write("step", j);
-    }
-    save_if_due(*engine, comm, o.checkpoint, mjson, state, s + 1 == o.steps);
+    rep.elapsed_s = std::chrono::duration<double>(now - start).count();
+    rep.eta_s = std::chrono::duration<double>(now - loop_start).count() /
+                static_cast<double>(s + 1 - first) * static_cast<double>(o.steps - s - 1);
+    if (comm.rank() == 0 && ((s + 1) % o.log_every == 0 || s == first || s + 1 == o.steps))
+      print_step_line(rep);
+    if (r.json.enabled()) r.json.write("step", step_record(rep));
+    save_if_due(*r.engine, comm, o.checkpoint, r.mjson, r.state, s + 1 == o.steps);
   }
+  return t;
+}
 
-  const std::vector<double> peaks = peak_memory_max(*engine, comm);
-  // The slowest rank's median step time (as the PyTorch peer script reports it).
+// The slowest rank's median of `step_ms` (as the PyTorch peer script reports it). Collective.
+double slowest_median(Communicator& comm, std::vector<double>& step_ms) {
   double median_ms = 0.0;
   if (!step_ms.empty()) {
     std::nth_element(step_ms.begin(), step_ms.begin() + step_ms.size() / 2, step_ms.end());
     median_ms = step_ms[step_ms.size() / 2];
   }
   comm.all_reduce(&median_ms, &median_ms, 1, DType::kF64, ReduceOp::kMax);
-  // Bytes sent in the last step: the most any rank sent, and by link class all ranks together
-  // (-1: unknown on some rank).
-  double comm_max = static_cast<double>(step_bytes.total);
+  return median_ms;
+}
+
+// Bytes sent in the last step: the most any rank sent, and by link class all ranks together
+// (-1: unknown on some rank). Collective.
+void last_step_bytes(Communicator& comm, const StepBytes& b, RunTotals& out) {
+  double comm_max = static_cast<double>(b.total);
   comm.all_reduce(&comm_max, &comm_max, 1, DType::kF64, ReduceOp::kMax);
-  const bool classed = step_bytes.intra >= 0;
-  double link_sum[3] = {static_cast<double>(step_bytes.intra),
-                        static_cast<double>(step_bytes.inter), classed ? 0.0 : 1.0};
+  const bool classed = b.intra >= 0;
+  double link_sum[3] = {static_cast<double>(b.intra), static_cast<double>(b.inter),
+                        classed ? 0.0 : 1.0};
   comm.all_reduce(link_sum, link_sum, 3, DType::kF64, ReduceOp::kSum);
   if (link_sum[2] > 0) link_sum[0] = link_sum[1] = -1;
+  out.comm_max = comm_max;
+  out.link_intra = link_sum[0];
+  out.link_inter = link_sum[1];
+}
+
+// After the last step: the closing figures, the sample, the exports and the parameters' hash, on
+// every rank. Collective.
+RunTotals finish(Run& r, Communicator& comm, LoopTotals& t) {
+  const TrainOptions& o = r.o;
+  RunTotals out;
+  out.world = comm.size();
+  out.peaks = peak_memory_max(*r.engine, comm);
+  out.median_ms = slowest_median(comm, t.step_ms);
+  last_step_bytes(comm, t.step_bytes, out);
+  out.mean_ms = t.timed ? t.ms_sum / t.timed : 0.0;
+  out.mean_tok_s = t.timed ? t.tok_s_sum / t.timed : 0.0;
   // Model FLOPs per token, PaLM's count: 6 per trainable parameter (forward + backward), 4 per
   // frozen one (forward and the input gradient; no weight gradient) plus attention's
   // 12 * layers * context * width; activation recomputation is not counted.
   const double flops_per_token =
-      6.0 * static_cast<double>(engine->num_params()) +
-      4.0 * static_cast<double>(engine->num_frozen_params()) +
+      6.0 * static_cast<double>(r.engine->num_params()) +
+      4.0 * static_cast<double>(r.engine->num_frozen_params()) +
       12.0 * o.model.arch.layers * static_cast<double>(o.model.arch.context) * o.model.arch.width;
-  const double median_tok_s = median_ms > 0 ? tokens_per_step / (median_ms / 1e3) : 0.0;
-  const double model_tflops = flops_per_token * median_tok_s / 1e12;
-  const double peak = o.peak_tflops > 0 ? o.peak_tflops : backend->peak_tflops();
-  std::string sample;
-  if (o.sample_tokens > 0) sample = generate(*engine, *model, o, state.rng);
-  export_if_asked(*engine, comm, o.checkpoint, o.model);
-  const std::string hash = param_hash_hex(engine->param_hash());
+  out.median_tok_s = out.median_ms > 0 ? r.tokens_per_step / (out.median_ms / 1e3) : 0.0;
+  out.model_tflops = flops_per_token * out.median_tok_s / 1e12;
+  out.peak_tflops = o.peak_tflops > 0 ? o.peak_tflops : r.backend->peak_tflops();
+  if (o.sample_tokens > 0) out.sample = generate(*r.engine, *r.model, o, r.state.rng);
+  export_if_asked(*r.engine, comm, o.checkpoint, o.model);
+  out.hash = param_hash_hex(r.engine->param_hash());
+  return out;
+}
 
-  if (root) {
-    std::printf("peak memory per rank (max over ranks):");
-    for (int c = 0; c < kNumMemCategories; ++c) {
-      if (peaks[c] > 0)
-        std::printf(" %s %s,", std::string(mem_category_name(static_cast<MemCategory>(c))).c_str(),
-                    human_bytes(peaks[c]).c_str());
-    }
-    std::printf(" total %s\n", human_bytes(peaks.back()).c_str());
-    std::printf(
-        "bytes sent per rank per step: %s%s; mean over steps after the first: %.1f ms, "
-        "%.0f tok/s\n",
-        human_bytes(comm_max).c_str(),
-        link_sum[0] >= 0 ? fmt::format(" (most on one rank; all ranks: {} within nodes, {} between "
-                                       "nodes)",
-                                       human_bytes(link_sum[0]), human_bytes(link_sum[1]))
-                               .c_str()
-                         : "",
-        timed ? ms_sum / timed : 0.0, timed ? tok_s_sum / timed : 0.0);
-    std::printf("model FLOP/s (median step): %.3f TFLOP/s in all, %.3f per rank%s\n", model_tflops,
-                model_tflops / W,
-                peak > 0 ? fmt::format(", MFU {:.1f}% of {:.1f} TFLOP/s per rank",
-                                       100.0 * model_tflops / W / peak, peak)
-                               .c_str()
-                         : "");
-    // The model emits bytes, not necessarily UTF-8: invalid sequences print as U+FFFD.
-    constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
-    if (!sample.empty()) {
-      std::printf("sample: %s\n", nlohmann::json(sample).dump(-1, ' ', false, kReplace).c_str());
-    }
-    std::printf("param_hash: %s\n", hash.c_str());
-    if (json.enabled()) {
-      nlohmann::ordered_json mem;
-      for (int c = 0; c < kNumMemCategories; ++c) {
-        mem[std::string(mem_category_name(static_cast<MemCategory>(c)))] = peaks[c];
-      }
-      mem["total"] = peaks.back();
-      nlohmann::ordered_json j = {
-          {"final", true},
-          {"params", engine->num_params()},
-          {"frozen_params", engine->num_frozen_params()},
-          {"world_size", W},
-          {"stage", static_cast<int>(o.engine.stage)},
-          {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
-          {"steps", o.steps},
-          {"loss", last_loss},
-          {"val_loss", last_val},
-          {"tokens_per_s", timed ? tok_s_sum / timed : 0.0},
-          {"step_ms", timed ? ms_sum / timed : 0.0},
-          {"median_step_ms", median_ms},
-          {"median_tokens_per_s", median_tok_s},
-          {"device", backend->device_name()},
-          {"model_tflops", model_tflops},
-          {"mfu", peak > 0 ? model_tflops / W / peak : 0.0},
-          {"memory_bytes", mem},
-          {"comm_bytes_per_step", comm_max},
-          {"comm_bytes_intra_all_ranks", link_sum[0]},
-          {"comm_bytes_inter_all_ranks", link_sum[1]},
-          {"shard_group_size", engine->shard_group_size()},
-          {"collectives", o.collectives},
-          {"param_hash", hash},
-          {"kernels", nlohmann::ordered_json::parse(kernels.dump())},
-          {"sample", sample}};
-      json.write("final", j);
-      json.close();
-    }
+// The log's "final" record, and the log closed.
+void write_final(Run& r, const LoopTotals& t, const RunTotals& f) {
+  const TrainOptions& o = r.o;
+  nlohmann::ordered_json mem;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    mem[std::string(mem_category_name(static_cast<MemCategory>(c)))] = f.peaks[c];
+  }
+  mem["total"] = f.peaks.back();
+  const double peak = f.peak_tflops;
+  nlohmann::ordered_json j = {{"final", true},
+                              {"params", r.engine->num_params()},
+                              {"frozen_params", r.engine->num_frozen_params()},
+                              {"world_size", f.world},
+                              {"stage", static_cast<int>(o.engine.stage)},
+                              {"dtype", std::string(dtype_name(o.engine.precision.param_dtype))},
+                              {"steps", o.steps},
+                              {"loss", t.last_loss},
+                              {"val_loss", t.last_val},
+                              {"tokens_per_s", f.mean_tok_s},
+                              {"step_ms", f.mean_ms},
+                              {"median_step_ms", f.median_ms},
+                              {"median_tokens_per_s", f.median_tok_s},
+                              {"device", r.backend->device_name()},
+                              {"model_tflops", f.model_tflops},
+                              {"mfu", peak > 0 ? f.model_tflops / f.world / peak : 0.0},
+                              {"memory_bytes", mem},
+                              {"comm_bytes_per_step", f.comm_max},
+                              {"comm_bytes_intra_all_ranks", f.link_intra},
+                              {"comm_bytes_inter_all_ranks", f.link_inter},
+                              {"shard_group_size", r.engine->shard_group_size()},
+                              {"collectives", o.collectives},
+                              {"param_hash", f.hash},
+                              {"kernels", nlohmann::ordered_json::parse(r.kernels.dump())},
+                              {"sample", f.sample}};
+  r.json.write("final", j);
+  r.json.close();
+}
+
+// The program: its phases in order. Returns the exit code of a refusal (1) or of a finished run
+// or --help (0); an error inside training is thrown.
+int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
+  const auto start_wall = std::chrono::system_clock::now();
+  std::optional<TrainOptions> parsed;
+  if (!read_options(comm, argc, argv, parsed)) return 1;
+  if (!parsed) return 0;  // --help
+  if (!check_before_work(comm, *parsed)) return 1;
+  Run r(*parsed);
+  if (!build_engine(comm, r)) return 1;
+  if (!start_checkpoints(comm, r, start)) return 1;
+  const int W = comm.size();
+  r.tokens_per_step = static_cast<int64_t>(W) * r.o.engine.micro_batches * r.o.model.run.batch *
+                      r.o.model.arch.context;
+  if (comm.rank() == 0) print_banner(r, W);
+  if (r.json.enabled()) write_header(r, W, command_line(argc, argv), start_wall);
+  LoopTotals totals = train(r, comm, start);
+  const RunTotals closing = finish(r, comm, totals);
+  if (comm.rank() == 0) {
+    print_run_totals(closing);
+    if (r.json.enabled()) write_final(r, totals, closing);
   }
   return 0;
 }
