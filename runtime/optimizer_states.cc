@@ -138,7 +138,7 @@ class StagedHostStates final : public HostArenaStates {
                    bool /*decay*/) override {
     const int64_t o = seg.shard_offset;
     optim::cpu_adamw(s.master_ptr + o, at(grad, o, G()), G(), s.m + o, s.v + o, seg.length, adam,
-                       out ? at(out, o, P()) : nullptr, P());
+                     out ? at(out, o, P()) : nullptr, P());
   }
   void after_update(ParamGroup& g, MasterShard& s) override {
     ops_.copy_from_host_async(g.param_at(s.begin), s.host_out,
