@@ -1,5 +1,5 @@
 // The architecture flags of train_gpt and zs_plan, declared once (issue 26): --layers, --heads,
-// --width, --context and zs_plan's --vocab, each with one help text, mapped onto the fields of the
+// --width, --context and --vocab, each with one help text, mapped onto the fields of the
 // same name in nn::GptArchitecture (train_gpt) or nn::TransformerShape (zs_plan, whose shapes are
 // GPT or LLaMA), so that the same flags describe the same model in both programs.
 #pragma once
@@ -13,9 +13,10 @@
 namespace zs::examples {
 
 // Declares the architecture flags on `desc` in the order above; --vocab only with `with_vocab`
-// (train_gpt's vocabulary is its 256 bytes). With `defaults` each flag takes and shows its value
-// there (train_gpt: `--layers arg (=4)`); without, a flag not given is absent from the
-// variables_map and leaves the value it would set as it is (zs_plan: --model's or the shape's).
+// (both programs take it: train_gpt's default 256 is its bytes, token shards need more). With
+// `defaults` each flag takes and shows its value there (train_gpt: `--layers arg (=4)`); without, a
+// flag not given is absent from the variables_map and leaves the value it would set as it is
+// (zs_plan: --model's or the shape's).
 void add_architecture_options(boost::program_options::options_description& desc,
                               const nn::GptArchitecture* defaults, bool with_vocab);
 

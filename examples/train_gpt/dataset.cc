@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 
+#include <fmt/format.h>
 #include <xxhash.h>
 
 #include "core/error.h"
@@ -66,7 +67,7 @@ int64_t data_bytes(const std::string& path) {
 uint64_t TextDataset::content_hash() const { return XXH3_64bits(bytes_.data(), bytes_.size()); }
 
 TextDataset::TextDataset(const std::string& path, double val_fraction, int context)
-    : context_(context) {
+    : Dataset(context) {
   std::error_code ec;
   ZS_CHECK(fs::exists(path, ec), ErrorCode::kNotFound, "data path '{}' does not exist", path);
   if (fs::is_directory(path)) {
@@ -75,19 +76,32 @@ TextDataset::TextDataset(const std::string& path, double val_fraction, int conte
     append_file(path, bytes_);
   }
   const int64_t n = static_cast<int64_t>(bytes_.size());
-  split_ = n - static_cast<int64_t>(static_cast<double>(n) * val_fraction);
-  ZS_CHECK(split_ > context + 1 && n - split_ > context + 1, ErrorCode::kInvalidArgument,
-           "data '{}' has {} bytes: too short for training and validation sequences of {} bytes "
-           "(context {} + 1) with --val-fraction {}",
-           path, n, context + 1, context, val_fraction);
+  set_split(n, n - static_cast<int64_t>(static_cast<double>(n) * val_fraction),
+            fmt::format("data '{}' has {} bytes", path, n),
+            fmt::format("with --val-fraction {}", val_fraction));
+}
+
+std::vector<int32_t> TextDataset::sample_prompt(const std::string& prompt) const {
+  std::vector<int32_t> out;
+  for (unsigned char c : prompt) out.push_back(c);
+  return out;
 }
 
 void TextDataset::copy_sequence(int64_t start, int32_t* out) const {
-  for (int t = 0; t <= context_; ++t) out[t] = bytes_[static_cast<size_t>(start + t)];
+  for (int t = 0; t <= context(); ++t) out[t] = bytes_[static_cast<size_t>(start + t)];
 }
 
-void TextDataset::fill_train(int64_t step, int micro_batches, int world, int rank, int batch,
-                             uint64_t seed, std::vector<int32_t>& tokens) const {
+void Dataset::set_split(int64_t size, int64_t split, const std::string& what,
+                        const std::string& how) {
+  size_ = size;
+  split_ = split;
+  ZS_CHECK(split_ > context_ + 1 && size_ - split_ > context_ + 1, ErrorCode::kInvalidArgument,
+           "{}: too short for training and validation sequences of {} {} (context {} + 1) {}", what,
+           context_ + 1, unit(), context_, how);
+}
+
+void Dataset::fill_train(int64_t step, int micro_batches, int world, int rank, int batch,
+                         uint64_t seed, std::vector<int32_t>& tokens) const {
   const int64_t row = context_ + 1;
   tokens.resize(static_cast<size_t>(micro_batches) * batch * row);
   const int64_t span = split_ - row;  // starts in [0, span]
@@ -101,12 +115,12 @@ void TextDataset::fill_train(int64_t step, int micro_batches, int world, int ran
   }
 }
 
-void TextDataset::fill_val(int micro_batches, int world, int rank, int batch,
-                           std::vector<int32_t>& tokens) const {
+void Dataset::fill_val(int micro_batches, int world, int rank, int batch,
+                       std::vector<int32_t>& tokens) const {
   const int64_t row = context_ + 1;
   tokens.resize(static_cast<size_t>(micro_batches) * batch * row);
   const int64_t count = static_cast<int64_t>(micro_batches) * world * batch;
-  const int64_t span = val_bytes() - row;
+  const int64_t span = val_tokens() - row;
   for (int m = 0; m < micro_batches; ++m) {
     for (int i = 0; i < batch; ++i) {
       const int64_t g = (static_cast<int64_t>(m) * world + rank) * batch + i;

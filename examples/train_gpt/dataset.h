@@ -1,10 +1,11 @@
-// Byte-level text data (vocabulary 256) and the distributed sampler.
+// Training data and the distributed sampler: byte-level text (vocabulary 256) and, in
+// token_shards.h, llm.c's token shards, both behind one interface (Dataset).
 //
-// The text (one file, or every regular file of a directory in name order, joined) is split into a
-// training part and a held-out validation tail. Sequence g of the run (a global index: step,
-// micro-batch, rank, row) starts at a position drawn from (seed, g) alone, so every rank reads
-// its own part of every global batch, and the stream of batches does not depend on how they were
-// split across ranks: the sampler's whole state is the number of steps taken.
+// A dataset is one stream of token ids split into a training part and a held-out validation tail.
+// Sequence g of the run (a global index: step, micro-batch, rank, row) starts at a position drawn
+// from (seed, g) alone, so every rank reads its own part of every global batch, and the stream of
+// batches does not depend on how they were split across ranks: the sampler's whole state is the
+// number of steps taken.
 #pragma once
 
 #include <cstdint>
@@ -23,29 +24,62 @@ std::string default_data_path();
 // files (read from the directory, not the files). Throws zs::Error(kNotFound) for a missing path.
 int64_t data_bytes(const std::string& path);
 
-class TextDataset {
+// What the trainer reads: the sizes, the content hash the ranks compare, and the batches.
+// Immutable after construction; the const methods may be called from any thread.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+
+  int64_t train_tokens() const { return split_; }
+  int64_t val_tokens() const { return size_ - split_; }
+  // True: the tokens are the bytes of a text (a sample prints as text); false: token ids.
+  virtual bool text() const = 0;
+  // "bytes" or "tokens": what train_tokens() counts, for messages.
+  const char* unit() const { return text() ? "bytes" : "tokens"; }
+  // The tokens a generated sample continues: `prompt`'s bytes for text; for token ids (no
+  // tokenizer here) the first validation token.
+  virtual std::vector<int32_t> sample_prompt(const std::string& prompt) const = 0;
+  // XXH3 of the whole stream, to check that every rank reads the same (check_same_data, main.cc).
+  virtual uint64_t content_hash() const = 0;
+
+  // Fills tokens [micro_batches][batch][context + 1] with this rank's sequences of `step`.
+  void fill_train(int64_t step, int micro_batches, int world, int rank, int batch, uint64_t seed,
+                  std::vector<int32_t>& tokens) const;
+  // Validation sequences: micro-batch m of this rank, evenly spaced over the held-out tail.
+  void fill_val(int micro_batches, int world, int rank, int batch,
+                std::vector<int32_t>& tokens) const;
+
+ protected:
+  explicit Dataset(int context) : context_(context) {}
+  // Sets the stream's length and its training part (the first `split` tokens). Throws
+  // zs::Error(kInvalidArgument) naming `what` when either part is too short for one sequence of
+  // context + 1 tokens (`how` says where the split came from).
+  void set_split(int64_t size, int64_t split, const std::string& what, const std::string& how);
+  // Writes tokens [start, start + context] of the stream to out.
+  virtual void copy_sequence(int64_t start, int32_t* out) const = 0;
+  int context() const { return context_; }
+
+ private:
+  int64_t size_ = 0;
+  int64_t split_ = 0;
+  int context_ = 0;
+};
+
+// Text read as bytes: one file, or every regular file of a directory in name order, joined; the
+// last `val_fraction` held out.
+class TextDataset : public Dataset {
  public:
   // Throws zs::Error(kNotFound) for a missing path, kInvalidArgument for text too short for
   // one training and one validation sequence of `context + 1` bytes.
   TextDataset(const std::string& path, double val_fraction, int context);
 
-  int64_t train_bytes() const { return split_; }
-  int64_t val_bytes() const { return static_cast<int64_t>(bytes_.size()) - split_; }
-  // XXH3 of the whole text, to check that every rank reads the same (check_same_data, main.cc).
-  uint64_t content_hash() const;
-
-  // Fills tokens [micro_batches][batch][context + 1] with this rank's sequences of `step`.
-  void fill_train(int64_t step, int micro_batches, int world, int rank, int batch, uint64_t seed,
-                  std::vector<int32_t>& tokens) const;
-  // Validation sequences: micro-batch m of this rank, evenly spaced over the held-out text.
-  void fill_val(int micro_batches, int world, int rank, int batch,
-                std::vector<int32_t>& tokens) const;
+  bool text() const override { return true; }
+  uint64_t content_hash() const override;
+  std::vector<int32_t> sample_prompt(const std::string& prompt) const override;
 
  private:
-  void copy_sequence(int64_t start, int32_t* out) const;
+  void copy_sequence(int64_t start, int32_t* out) const override;
   std::vector<uint8_t> bytes_;
-  int64_t split_ = 0;
-  int context_ = 0;
 };
 
 }  // namespace zs::train

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "backend.h"
@@ -31,7 +32,7 @@
 #include "collectives/mpi_communicator.h"
 #include "core/error.h"
 #include "core/settings.h"
-#include "dataset.h"
+#include "data_source.h"
 #include "kernel_report.h"
 #include "link_meter.h"
 #include "memory_check.h"
@@ -91,23 +92,26 @@ std::vector<double> peak_memory_max(Engine& engine, Communicator& comm) {
   return v;
 }
 
-// check_agreement over the text's size and hash; when they differ, again with each rank's
+// check_agreement over the data's size and hash; when they differ, again with each rank's
 // absolute path, so that the message names the files. Collective.
-void check_same_data(Communicator& comm, const TextDataset& data, const std::string& path) {
-  const std::string content = fmt::format(
-      "{} bytes, xxh3 {:016x}", data.train_bytes() + data.val_bytes(), data.content_hash());
+void check_same_data(Communicator& comm, const Dataset& data, const DataSource& source) {
+  const std::string content =
+      fmt::format("{} {}, xxh3 {:016x}", data.train_tokens() + data.val_tokens(), data.unit(),
+                  data.content_hash());
+  const std::string flag = source.shards() ? "--train-shards" : "--data";
   try {
-    const Setting s{"--data", content};
+    const Setting s{flag, content};
     check_agreement(comm, std::span(&s, 1), "data");
   } catch (const Error&) {
     std::error_code ec;
+    const std::string path = source.shards() ? source.name() : source.text;
     const std::string where = std::filesystem::absolute(path, ec).string();
-    const Setting s{"--data", fmt::format("{} ({})", where, content)};
+    const Setting s{flag, fmt::format("{} ({})", where, content)};
     check_agreement(comm, std::span(&s, 1), "ranks read different training text");
   }
 }
 
-double validation_loss(Engine& engine, nn::GptModelBase& model, const TextDataset& data,
+double validation_loss(Engine& engine, nn::GptModelBase& model, const Dataset& data,
                        const TrainOptions& o, Communicator& comm, std::vector<int32_t>& tokens) {
   data.fill_val(o.eval_batches, comm.size(), comm.rank(), o.model.run.batch, tokens);
   model.set_tokens(tokens);
@@ -123,12 +127,11 @@ double validation_loss(Engine& engine, nn::GptModelBase& model, const TextDatase
 }
 
 // Sampling with temperature 0.8 from a generator seeded identically on every rank: all ranks
-// draw the same bytes and take part in every (collective) forward.
-std::string generate(Engine& engine, nn::GptModelBase& model, const TrainOptions& o,
-                     uint64_t& rng) {
-  std::vector<int32_t> ctx;
-  for (unsigned char c : o.sample_prompt) ctx.push_back(c);
-  std::string out = o.sample_prompt;
+// draw the same tokens and take part in every (collective) forward. Returns the prompt's tokens
+// (Dataset::sample_prompt) and the generated ones.
+std::vector<int32_t> generate(Engine& engine, nn::GptModelBase& model, const Dataset& data,
+                              const TrainOptions& o, uint64_t& rng) {
+  std::vector<int32_t> ctx = data.sample_prompt(o.sample_prompt);
   const int T = o.model.arch.context;
   for (int i = 0; i < o.sample_tokens; ++i) {
     const int n = std::min<int>(static_cast<int>(ctx.size()), T);
@@ -145,9 +148,15 @@ std::string generate(Engine& engine, nn::GptModelBase& model, const TrainOptions
     size_t pick = 0;
     while (pick + 1 < p.size() && u >= p[pick]) u -= p[pick++];
     ctx.push_back(static_cast<int32_t>(pick));
-    out.push_back(static_cast<char>(pick));
   }
-  return out;
+  return ctx;
+}
+
+// The sample as rank 0 prints it: text for bytes, the token ids for token shards (no
+// detokenizer).
+std::string sample_text(const Dataset& data, const std::vector<int32_t>& tokens) {
+  if (data.text()) return std::string(tokens.begin(), tokens.end());
+  return fmt::format("{}", fmt::join(tokens, " "));
 }
 
 std::vector<std::string> command_line(int argc, char** argv) {
@@ -163,7 +172,7 @@ struct Run {
   explicit Run(TrainOptions& options) : o(options) {}
   TrainOptions& o;
   MemoryTracker tracker;
-  std::unique_ptr<TextDataset> data;
+  std::unique_ptr<Dataset> data;
   std::unique_ptr<Backend> backend;
   nn::GptModelBase* model = nullptr;
   std::unique_ptr<Engine> engine;
@@ -221,7 +230,7 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
   TrainOptions& o = r.o;
   if (!setup_phase(comm, [&] {
         r.kernels = kernel_report(o.engine.precision.param_dtype, o.device);
-        r.data = std::make_unique<TextDataset>(o.data, o.val_fraction, o.model.arch.context);
+        r.data = open_dataset(o.data_source(), o.model.arch.context, o.model.arch.vocab);
         r.backend =
             make_backend(o.device, o.model, comm, r.tracker, o.collectives == "hierarchical");
         r.model = &r.backend->model();
@@ -229,9 +238,9 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
         o.engine.optimizer_threads = o.device == "cpu" ? r.model->threads() : nn::default_threads();
       }))
     return false;
-  // Every rank must train on the same text: a relative --data read from different working
+  // Every rank must train on the same data: a relative --data read from different working
   // directories, or node-local copies that differ, are refused here.
-  if (!setup_phase(comm, [&] { check_same_data(comm, *r.data, o.data); })) return false;
+  if (!setup_phase(comm, [&] { check_same_data(comm, *r.data, o.data_source()); })) return false;
   Communicator& ecomm = r.backend->engine_comm();
   return setup_phase(comm, [&] {
     r.engine = std::make_unique<Engine>(*r.model, ecomm, o.engine, &r.tracker, r.backend->ops());
@@ -276,7 +285,7 @@ void print_banner(const Run& r, int W) {
   std::printf(
       "zeroshard train_gpt: %d ranks on %s, ZeRO-%d%s, %s compute, %s grads, %lld trainable "
       "params%s (%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
-      "step, %d threads per rank, data %s (%lld train / %lld val bytes)\n",
+      "step, %d threads per rank, data %s (%lld train / %lld val %s)\n",
       W, r.backend->device_name().c_str(), static_cast<int>(o.engine.stage),
       describe_shard_groups(engine, W).c_str(),
       std::string(dtype_name(o.engine.precision.param_dtype)).c_str(),
@@ -288,8 +297,9 @@ void print_banner(const Run& r, int W) {
                 .c_str()
           : "",
       o.model.arch.layers, o.model.arch.width, o.model.arch.heads, o.model.arch.context,
-      o.engine.micro_batches, o.model.run.batch, r.model->threads(), o.data.c_str(),
-      static_cast<long long>(r.data->train_bytes()), static_cast<long long>(r.data->val_bytes()));
+      o.engine.micro_batches, o.model.run.batch, r.model->threads(), o.data_source().name().c_str(),
+      static_cast<long long>(r.data->train_tokens()), static_cast<long long>(r.data->val_tokens()),
+      r.data->unit());
   if (const HierarchicalCommunicator* h = r.backend->hierarchical()) {
     std::printf("collectives: %s\n", describe_collectives(*h, o.collectives).c_str());
   }
@@ -437,7 +447,10 @@ RunTotals finish(Run& r, Communicator& comm, LoopTotals& t) {
   out.median_tok_s = out.median_ms > 0 ? r.tokens_per_step / (out.median_ms / 1e3) : 0.0;
   out.model_tflops = flops_per_token * out.median_tok_s / 1e12;
   out.peak_tflops = o.peak_tflops > 0 ? o.peak_tflops : r.backend->peak_tflops();
-  if (o.sample_tokens > 0) out.sample = generate(*r.engine, *r.model, o, r.state.rng);
+  if (o.sample_tokens > 0) {
+    out.sample = sample_text(*r.data, generate(*r.engine, *r.model, *r.data, o, r.state.rng));
+    out.sample_is_tokens = !r.data->text();
+  }
   export_if_asked(*r.engine, comm, o.checkpoint, o.model);
   out.hash = param_hash_hex(r.engine->param_hash());
   return out;

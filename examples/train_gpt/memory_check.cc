@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "core/host_memory.h"
-#include "dataset.h"
+#include "data_source.h"
 #include "nn/gpt_activations.h"
 #include "planner/memory_plan.h"
 #include "planner/transformer_plan.h"
@@ -34,7 +34,7 @@ RunMemory plan_run_memory(const TrainOptions& o, int world) {
   c.device = cpu ? DeviceKind::kCpu : DeviceKind::kCuda;
   const MemoryPlan plan = plan_memory(desc, c);
   RunMemory m;
-  m.data_bytes = data_bytes(o.data);
+  m.data_bytes = dataset_bytes(o.data_source());
   if (cpu) {
     for (int k = 0; k < kNumMemCategories; ++k) m.plan_bytes += plan.bytes(MemCategory(k));
     m.breakdown = fmt::format("model states {}, activations {}, communication buffers {}",
@@ -47,7 +47,8 @@ RunMemory plan_run_memory(const TrainOptions& o, int world) {
     m.plan_bytes = plan.host_bytes();
     m.breakdown = fmt::format("host offload {}", human_bytes(plan.host_bytes()));
   }
-  m.breakdown += fmt::format(", training text {}", human_bytes(m.data_bytes));
+  m.breakdown += fmt::format(", training {} {}", o.data_source().shards() ? "tokens" : "text",
+                             human_bytes(m.data_bytes));
   return m;
 }
 

@@ -15,7 +15,7 @@ namespace {
 using Parsed = ParsedFlags;
 constexpr ErrorCode kBad = ErrorCode::kInvalidArgument;
 
-// train_gpt's byte-level GPT: the architecture flags' defaults.
+// train_gpt's byte-level GPT: the architecture flags' defaults (--vocab 256: the bytes).
 const nn::GptArchitecture kArchitecture = {
     .layers = 4, .heads = 4, .width = 128, .context = 128, .vocab = 256, .ffn_mult = 4};
 
@@ -42,12 +42,6 @@ std::vector<Flag> run_flags(TrainOptions& o, RawFlags& r) {
        "agree with it",
        {}},
       {"ds-config", po::value<std::string>(), "alias of --deepspeed-config", {}},
-      {"data",
-       po::value(&o.data),
-       "training text: a file or a directory of files (byte-level tokens, vocabulary 256); "
-       "default: the corpus shipped with zeroshard (../share/zeroshard/corpus.txt from the "
-       "program)",
-       {}},
       {"steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps",
        [](const Parsed& p) {
          ZS_CHECK(p.o.steps >= 1, kBad, "{} {} must be at least 1", p.flag("steps"), p.o.steps);
@@ -84,6 +78,40 @@ std::vector<Flag> run_flags(TrainOptions& o, RawFlags& r) {
          const double t = p.o.watchdog_timeout_s;
          ZS_CHECK(std::isfinite(t) && t >= 0 && t <= 1e7, kBad,
                   "--watchdog-timeout {} is outside [0, 1e7] seconds", t);
+       }},
+  };
+}
+
+// One data source: bytes (--data) or token shards (token_shards.h).
+std::vector<Flag> data_flags(TrainOptions& o) {
+  return {
+      {"data", po::value(&o.data),
+       "training text: a file or a directory of files (byte-level tokens, vocabulary 256); "
+       "default: the corpus shipped with zeroshard (../share/zeroshard/corpus.txt from the "
+       "program)",
+       [](const Parsed& p) {
+         ZS_CHECK(!given(p.vm, "data") || p.o.train_shards.empty(), kBad,
+                  "--data and --train-shards name two data sources: give one");
+         ZS_CHECK(!p.o.train_shards.empty() || p.o.model.arch.vocab >= 256, kBad,
+                  "--vocab {} is too small for byte data (--data): bytes need 256",
+                  p.o.model.arch.vocab);
+       }},
+      {"train-shards", po::value(&o.train_shards),
+       "training tokens instead of --data: llm.c's token shards (uint16 or uint32), a file or a "
+       "glob of files read in name order; every token must be below --vocab",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.train_shards.empty() || !given(p.vm, "sample-prompt"), kBad,
+                  "--sample-prompt is text, and token shards have no tokenizer here: the sample "
+                  "of a --train-shards run starts from the first validation token");
+       }},
+      {"val-shards", po::value(&o.val_shards),
+       "validation tokens for --train-shards (a file or a glob); default: the last "
+       "--val-fraction of the training tokens",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.val_shards.empty() || !p.o.train_shards.empty(), kBad,
+                  "--val-shards needs --train-shards (byte data holds out --val-fraction)");
+         ZS_CHECK(p.o.val_shards.empty() || !given(p.vm, "val-fraction"), kBad,
+                  "--val-fraction and --val-shards both choose the validation set: give one");
        }},
   };
 }
@@ -338,10 +366,11 @@ std::vector<FlagGroup> train_gpt_flags(TrainOptions& o, RawFlags& r) {
   for (Flag& f : eval_flags(o)) general.push_back(std::move(f));
   CheckpointFlags& ck = o.checkpoint;
   auto architecture = [](po::options_description& d) {
-    examples::add_architecture_options(d, &kArchitecture, false);
+    examples::add_architecture_options(d, &kArchitecture, true);
   };
   return {
       {"General", {}, std::move(general)},
+      {"Data", {}, data_flags(o)},
       {"Model and batch", architecture, batch_flags(o, r)},
       {"Sharding and precision", {}, engine_flags(o, r)},
       {"Loss scaling (--dtype fp16 only; default: dynamic)", {}, scaler_flags()},

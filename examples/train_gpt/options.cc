@@ -311,7 +311,7 @@ void record_config(const po::options_description& all, const po::variables_map& 
     if (name == "help") continue;
     o.config[name] = vm.count(name) ? any_json(vm[name].value()) : nullptr;
   }
-  o.config["data"] = o.data;
+  o.config["data"] = o.data.empty() ? nullptr : nlohmann::ordered_json(o.data);
   o.config["batch"] = o.model.run.batch;
   o.config["gradient-accumulation-steps"] = o.engine.micro_batches;
   o.config["deepspeed-config"] =
@@ -344,7 +344,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   o.memory_check = vm["memory-check"].as<std::string>() == "on";
   configure_loss_scaler(vm, flag, r.dtype, o.engine);
   const std::string mode = configure_log_mode(vm, o);
-  if (!vm.count("data")) o.data = default_data_path();
+  if (!vm.count("data") && o.train_shards.empty()) o.data = default_data_path();
   o.model.validate();
   o.engine.validate();
   record_config(all, vm, mode, r, o);

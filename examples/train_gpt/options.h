@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpointing.h"
+#include "data_source.h"
 #include "nn/gpt.h"
 #include "runtime/engine_config.h"
 
@@ -29,7 +30,8 @@ struct TrainOptions {
   EngineConfig engine;  // stage, precision, optimizer, schedule, clipping, prefetch, seed
   CheckpointFlags checkpoint;
   int64_t steps = 600;
-  std::string data;  // file or directory of text
+  std::string data;                      // file or directory of text; empty with --train-shards
+  std::string train_shards, val_shards;  // token shards (token_shards.h): a file or a glob each
   double val_fraction = 0.1;
   int64_t eval_every = 100;
   int eval_batches = 4;
@@ -56,6 +58,8 @@ struct TrainOptions {
   std::optional<int64_t> ds_train_batch_size;
   // Every option's final value by its flag name (defaults included), for the log's header.
   nlohmann::ordered_json config;
+  // The data flags as one source (data_source.h).
+  DataSource data_source() const { return {data, train_shards, val_shards, val_fraction}; }
   // Notes for rank 0 to print once (a deprecated alias was used, a ds_config key was ignored).
   std::vector<std::string> notes;
 };

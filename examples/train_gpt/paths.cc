@@ -1,8 +1,10 @@
 #include "paths.h"
 
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -20,8 +22,10 @@ constexpr PathFlag kPathFlags[] = {
     {"config", PathUse::kReadFile, true},
     {"deepspeed-config", PathUse::kReadFile, true},
     {"ds-config", PathUse::kReadFile, true},
-    {"data", PathUse::kReadFileOrDir, true},
     {"json-log", PathUse::kWriteFile, false},
+    {"data", PathUse::kReadFileOrDir, true},
+    {"train-shards", PathUse::kReadGlob, true},
+    {"val-shards", PathUse::kReadGlob, true},
     {"save-dir", PathUse::kWriteDir, true},
     {"resume-from", PathUse::kReadDir, true},
     {"export-safetensors", PathUse::kWriteFile, false},
@@ -112,13 +116,27 @@ void check_write(std::string_view flag, const std::string& path, PathUse use) {
 
 std::span<const PathFlag> path_flags() { return kPathFlags; }
 
+std::vector<std::string> glob_paths(const std::string& pattern) {
+  glob_t g{};
+  std::vector<std::string> paths;
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
+    paths.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+  ::globfree(&g);
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
 void check_path(std::string_view flag, const std::string& path, PathUse use) {
   if (path.empty()) {
     fail(ErrorCode::kInvalidArgument,
          "--{} is empty (an unset shell variable?): name a {}, or leave the flag out", flag,
          use == PathUse::kReadDir || use == PathUse::kWriteDir ? "directory" : "file");
   }
-  if (use == PathUse::kWriteFile || use == PathUse::kWriteDir) {
+  if (use == PathUse::kReadGlob) {
+    const std::vector<std::string> matches = glob_paths(path);
+    if (matches.empty()) refuse(flag, path, "matches no file");
+    for (const std::string& m : matches) check_read(flag, m, PathUse::kReadFile);
+  } else if (use == PathUse::kWriteFile || use == PathUse::kWriteDir) {
     check_write(flag, path, use);
   } else {
     check_read(flag, path, use);

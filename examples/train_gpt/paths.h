@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace zs::train {
 
@@ -15,6 +16,7 @@ enum class PathUse {
   kReadFile,       // an existing regular file (symlinks followed)
   kReadFileOrDir,  // an existing regular file, or a directory (of regular files)
   kReadDir,        // an existing directory
+  kReadGlob,       // a glob() pattern matching at least one file, each one as kReadFile
   kWriteFile,      // a regular file or nothing yet, in an existing writable directory
   kWriteDir,       // a writable directory, or nothing yet under a writable directory (created)
 };
@@ -29,10 +31,15 @@ struct PathFlag {
 // train_gpt's path flags, in --help's order.
 std::span<const PathFlag> path_flags();
 
+// The paths POSIX glob() matches for `pattern`, sorted (a pattern without wildcards: the path
+// itself when it exists); empty when nothing matches.
+std::vector<std::string> glob_paths(const std::string& pattern);
+
 // Throws zs::Error(kInvalidArgument) naming --`flag` and `path` when the path cannot serve `use`:
 // empty; for reads: missing, unreadable, or of another kind (a directory for a file, a FIFO,
 // socket or device anywhere a regular file is read); for writes: an existing path of another
-// kind (a directory for a file, a device such as /dev/full, a FIFO), or a parent that is missing,
+// kind (a directory for a file, a device such as /dev/full, a FIFO); for kReadGlob, a pattern that
+// matches nothing, or a match that is no readable regular file, or a parent that is missing,
 // not a directory or not writable (for kWriteDir, the nearest existing ancestor). Not collective.
 void check_path(std::string_view flag, const std::string& path, PathUse use);
 

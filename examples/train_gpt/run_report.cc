@@ -84,7 +84,9 @@ void print_run_totals(const RunTotals& t) {
                        : "");
   // The model emits bytes, not necessarily UTF-8: invalid sequences print as U+FFFD.
   constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
-  if (!t.sample.empty()) {
+  if (!t.sample.empty() && t.sample_is_tokens) {
+    std::printf("sample tokens: %s\n", t.sample.c_str());
+  } else if (!t.sample.empty()) {
     std::printf("sample: %s\n", nlohmann::json(t.sample).dump(-1, ' ', false, kReplace).c_str());
   }
   std::printf("param_hash: %s\n", t.hash.c_str());

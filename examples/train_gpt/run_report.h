@@ -50,8 +50,9 @@ struct RunTotals {
   double model_tflops = 0.0;  // model FLOP/s at the median step, all ranks
   double peak_tflops = 0.0;   // one device's peak for MFU; 0 unknown
   int world = 1;
-  std::string sample;  // the generated text; empty without --sample-tokens
-  std::string hash;    // param_hash_hex of the final parameters
+  std::string sample;             // the generated text; empty without --sample-tokens
+  bool sample_is_tokens = false;  // `sample` holds token ids ("12 873 ..."), not text
+  std::string hash;               // param_hash_hex of the final parameters
 };
 
 // Prints the closing lines: peak memory, bytes sent per step, model FLOP/s, the sample and

@@ -30,7 +30,7 @@ po::variables_map parse(const po::options_description& desc, std::vector<std::st
 
 po::options_description train_gpt_flags() {
   po::options_description d;
-  add_architecture_options(d, &kTrainGpt, false);
+  add_architecture_options(d, &kTrainGpt, true);
   return d;
 }
 
@@ -46,7 +46,7 @@ TEST(ModelOptions, TrainGptTakesAndShowsItsDefaults) {
   help << d;
   EXPECT_NE(help.str().find("--layers arg (=4)"), std::string::npos) << help.str();
   EXPECT_NE(help.str().find("--width arg (=128)"), std::string::npos) << help.str();
-  EXPECT_EQ(help.str().find("--vocab"), std::string::npos) << help.str();
+  EXPECT_NE(help.str().find("--vocab arg (=256)"), std::string::npos) << help.str();
   const po::variables_map none = parse(d, {});
   EXPECT_FALSE(architecture_options_given(none));
   EXPECT_EQ(architecture_from_options(none, nn::GptArchitecture{}), kTrainGpt);
@@ -56,7 +56,10 @@ TEST(ModelOptions, TrainGptTakesAndShowsItsDefaults) {
   want.layers = 6;
   want.width = 64;
   EXPECT_EQ(architecture_from_options(some, kTrainGpt), want);
-  EXPECT_THROW(parse(d, {"--vocab", "300"}), po::error);  // not a train_gpt flag
+  want.vocab = 300;  // token shards (issue 27): train_gpt takes --vocab too
+  EXPECT_EQ(architecture_from_options(
+                parse(d, {"--layers", "6", "--width", "64", "--vocab", "300"}), kTrainGpt),
+            want);
 }
 
 TEST(ModelOptions, ZsPlanLeavesItsBaseWhereNoFlagIsGiven) {
