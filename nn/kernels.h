@@ -33,6 +33,15 @@ void layernorm_forward(const float* x, const float* w, const float* b, int64_t M
 void layernorm_backward(const float* x, const float* w, const float* mean, const float* rstd,
                         const float* dy, int64_t M, int C, float* dx, float* dw, float* db);
 
+// Llama's RMSNorm: out = x * rstd * w per row, rstd = 1 / sqrt(mean(x^2) + eps), no mean
+// subtraction and no bias; written in dt; rstd [M] kept for backward.
+void rmsnorm_forward(const float* x, const float* w, int64_t M, int C, float eps, void* out,
+                     DType dt, float* rstd);
+// dx += dRMS/dx (accumulates), dw += sum_rows dy * x * rstd. A null dw is skipped (frozen weight);
+// dx is the same bits either way.
+void rmsnorm_backward(const float* x, const float* w, const float* rstd, const float* dy, int64_t M,
+                      int C, float* dx, float* dw);
+
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written in dt.
 void gelu_forward(const float* x, void* out, DType dt, int64_t n);
 // dx = dy * gelu'(x); dx may alias dy.

@@ -17,57 +17,12 @@
 #include "nn/attention.h"
 #include "nn/kernels.h"
 #include "nn/linear.h"
+#include "tests/nn/layer_test_helpers.h"
 
 namespace zs::nn {
 namespace {
 
-using VecD = std::vector<double>;
-using VecF = std::vector<float>;
-
-VecF randf(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  VecF v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-VecD to_d(const VecF& v) { return VecD(v.begin(), v.end()); }
-
-double dot(const VecD& a, const VecF& r) {
-  double s = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * r[i];
-  return s;
-}
-
-// Numeric gradient of f at x (double), central differences.
-VecD numeric_grad(const std::function<double(const VecD&)>& f, VecD x) {
-  const double h = 1e-5;
-  VecD g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double fp = f(x);
-    x[i] = x0 - h;
-    const double fm = f(x);
-    x[i] = x0;
-    g[i] = (fp - fm) / (2 * h);
-  }
-  return g;
-}
-
-void expect_close(const char* what, const VecF& analytic, const VecD& numeric, double tol = 2e-4) {
-  ASSERT_EQ(analytic.size(), numeric.size());
-  double max_abs = 0.0, max_rel = 0.0, scale = 1.0;
-  for (double v : numeric) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < numeric.size(); ++i) {
-    const double d = std::fabs(analytic[i] - numeric[i]);
-    max_abs = std::max(max_abs, d);
-    max_rel = std::max(max_rel, d / std::max(1e-3, std::fabs(numeric[i])));
-  }
-  std::printf("  %-26s n=%-5zu max abs diff %.3e  max rel diff %.3e\n", what, numeric.size(),
-              max_abs, max_rel);
-  EXPECT_LE(max_abs, tol * scale) << what;
-}
+using namespace layer_test;  // NOLINT: the shared helpers of the layer tests
 
 // ---- double references ----
 VecD ref_layernorm(const VecD& x, const VecD& w, const VecD& b, int M, int C) {
