@@ -53,6 +53,14 @@ void gelu_forward_save_grad(float* x, void* out, DType dt, int64_t n);
 // dx = dy * saved (saved = gelu'(x) from gelu_forward_save_grad); dx may alias dy.
 void gelu_backward_saved(const float* saved, const float* dy, float* dx, int64_t n);
 
+// Llama's MLP gate: out = silu(gate) * up, silu(g) = g / (1 + exp(-g)), elementwise over the two
+// halves the caller passes (gate_proj's and up_proj's outputs, n each); written in dt.
+void swiglu_forward(const float* gate, const float* up, void* out, DType dt, int64_t n);
+// dgate = dy * up * silu'(gate), dup = dy * silu(gate) (overwrites). dgate may alias gate or dy,
+// dup may alias up or dy (not both the same one).
+void swiglu_backward(const float* gate, const float* up, const float* dy, float* dgate, float* dup,
+                     int64_t n);
+
 // out = a + b; out may alias either.
 void residual_add(const float* a, const float* b, float* out, int64_t n);
 // db[j] += sum_i dy[i, j], dy [M, N].

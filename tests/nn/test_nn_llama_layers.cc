@@ -59,5 +59,38 @@ TEST(NnLlamaLayers, RmsNorm) {
   EXPECT_EQ(0, std::memcmp(yb.data(), yr.data(), yb.size() * sizeof(uint16_t)));
 }
 
+double ref_silu(double g) { return g / (1.0 + std::exp(-g)); }
+
+// n = 2500 covers full chunks and a tail; gate up to |g| ~ 12 reaches both saturated ends.
+TEST(NnLlamaLayers, SwiGlu) {
+  const int n = 2500;
+  VecF gate = randf(n, 41, 4.0f), up = randf(n, 42, 2.0f), r = randf(n, 43);
+  VecF y(n), dgate(n), dup(n);
+  swiglu_forward(gate.data(), up.data(), y.data(), DType::kF32, n);
+  swiglu_backward(gate.data(), up.data(), r.data(), dgate.data(), dup.data(), n);
+  VecD yd(n), gd(n), ud(n);
+  const double h = 1e-5;
+  for (int i = 0; i < n; ++i) {
+    yd[i] = ref_silu(gate[i]) * up[i];
+    gd[i] = r[i] * up[i] * (ref_silu(gate[i] + h) - ref_silu(gate[i] - h)) / (2 * h);
+    ud[i] = r[i] * ref_silu(gate[i]);
+  }
+  // Forward: exp within ~1 ulp, then a division and two products: a few ulps of the largest
+  // output; backward as gelu's (test_nn_layers).
+  expect_close("swiglu forward", y, yd, 1e-6);
+  expect_close("swiglu dgate", dgate, gd, 1e-5);
+  expect_close("swiglu dup", dup, ud, 1e-5);
+  // In place (dgate over gate, dup over up): the same bits.
+  VecF g2 = gate, u2 = up;
+  swiglu_backward(g2.data(), u2.data(), r.data(), g2.data(), u2.data(), n);
+  EXPECT_EQ(0, std::memcmp(g2.data(), dgate.data(), n * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(u2.data(), dup.data(), n * sizeof(float)));
+  // bf16 output is the fp32 output rounded.
+  std::vector<uint16_t> yb(n), yr(n);
+  swiglu_forward(gate.data(), up.data(), yb.data(), DType::kBF16, n);
+  store_as(y.data(), yr.data(), DType::kBF16, 0, n);
+  EXPECT_EQ(0, std::memcmp(yb.data(), yr.data(), n * sizeof(uint16_t)));
+}
+
 }  // namespace
 }  // namespace zs::nn

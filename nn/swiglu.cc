@@ -1,0 +1,68 @@
+// SwiGLU, the gate of Llama's MLP (down(silu(gate(x)) * up(x))): forward and backward.
+#include <algorithm>
+
+#include "nn/kernels.h"
+#include "nn/simd.h"
+
+namespace zs::nn {
+
+namespace {
+constexpr int kChunk = 1024;
+
+inline float sigmoid(float g) { return 1.0f / (1.0f + simd::exp_approx(-g)); }
+
+ZS_SIMD_BODY(void, swiglu_chunk, (const float* gate, const float* up, float* y, int n)) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i];
+    y[i] = g * sigmoid(g) * up[i];
+  }
+}
+ZS_SIMD_DISPATCH(void, swiglu_chunk, (const float* gate, const float* up, float* y, int n),
+                 (gate, up, y, n))
+
+// silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). Every input is read before either output is
+// written, so an output may alias an input (the contract in kernels.h).
+ZS_SIMD_BODY(void, swiglu_grad_chunk,
+             (const float* gate, const float* up, const float* dy, float* dgate, float* dup,
+              int n)) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i], u = up[i], d = dy[i];
+    const float s = sigmoid(g);
+    dgate[i] = d * u * (s * (1.0f + g * (1.0f - s)));
+    dup[i] = d * (g * s);
+  }
+}
+ZS_SIMD_DISPATCH(void, swiglu_grad_chunk,
+                 (const float* gate, const float* up, const float* dy, float* dgate, float* dup,
+                  int n),
+                 (gate, up, dy, dgate, dup, n))
+}  // namespace
+
+void swiglu_forward(const float* gate, const float* up, void* out, DType dt, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t off = c * kChunk;
+    const int len = static_cast<int>(std::min<int64_t>(kChunk, n - off));
+    if (dt == DType::kF32) {
+      swiglu_chunk(gate + off, up + off, static_cast<float*>(out) + off, len);
+    } else {
+      alignas(64) float tmp[kChunk];
+      swiglu_chunk(gate + off, up + off, tmp, len);
+      store_as(tmp, out, dt, off, len);
+    }
+  }
+}
+
+void swiglu_backward(const float* gate, const float* up, const float* dy, float* dgate, float* dup,
+                     int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t off = c * kChunk;
+    const int len = static_cast<int>(std::min<int64_t>(kChunk, n - off));
+    swiglu_grad_chunk(gate + off, up + off, dy + off, dgate + off, dup + off, len);
+  }
+}
+
+}  // namespace zs::nn
