@@ -61,6 +61,15 @@ void swiglu_forward(const float* gate, const float* up, void* out, DType dt, int
 void swiglu_backward(const float* gate, const float* up, const float* dy, float* dgate, float* dup,
                      int64_t n);
 
+// Rotary position embedding (transformers' apply_rotary_pos_emb with rotate_half), in place on
+// `heads` heads of hd (even) dims at the start of each row of x [rows, ld] (head h at columns
+// h*hd, as Attention's qkv: call once on q with x = qkv, once on k with x = qkv + C). Row r is at
+// position r % T. For i < hd/2, a = t * theta^(-2i/hd) (fp32, as transformers computes it):
+//   x[i] <- x[i] cos a - x[i + hd/2] sin a,  x[i + hd/2] <- x[i + hd/2] cos a + x[i] sin a.
+void rope_forward(float* x, int64_t rows, int T, int heads, int hd, int64_t ld, float theta);
+// The transpose of rope_forward (the rotation by -a), in place on dx of the same layout.
+void rope_backward(float* dx, int64_t rows, int T, int heads, int hd, int64_t ld, float theta);
+
 // out = a + b; out may alias either.
 void residual_add(const float* a, const float* b, float* out, int64_t n);
 // db[j] += sum_i dy[i, j], dy [M, N].

@@ -5,7 +5,9 @@
 // and the AVX2 bodies of the row kernels pass the same bounds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -90,6 +92,75 @@ TEST(NnLlamaLayers, SwiGlu) {
   swiglu_forward(gate.data(), up.data(), yb.data(), DType::kBF16, n);
   store_as(y.data(), yr.data(), DType::kBF16, 0, n);
   EXPECT_EQ(0, std::memcmp(yb.data(), yr.data(), n * sizeof(uint16_t)));
+}
+
+// transformers' apply_rotary_pos_emb, literally, in double, on one head q [hd] at position t:
+//   inv_freq = 1 / theta^(arange(0, hd, 2) / hd); emb = cat(t * inv_freq, t * inv_freq);
+//   q_embed = q * cos(emb) + rotate_half(q) * sin(emb), rotate_half(q) = cat(-q2, q1).
+VecD ref_rope_head(const VecD& q, int t, double theta) {
+  const int hd = static_cast<int>(q.size()), half = hd / 2;
+  VecD emb(hd), rot(hd), out(hd);
+  for (int i = 0; i < half; ++i) emb[i] = emb[i + half] = t / std::pow(theta, 2.0 * i / hd);
+  for (int i = 0; i < half; ++i) {
+    rot[i] = -q[i + half];
+    rot[i + half] = q[i];
+  }
+  for (int i = 0; i < hd; ++i) out[i] = q[i] * std::cos(emb[i]) + rot[i] * std::sin(emb[i]);
+  return out;
+}
+
+// The qkv layout of Attention ([B*T, 3C], head h at columns h*hd): q and k rotated, v not.
+VecD ref_rope_qkv(const VecD& qkv, int B, int T, int H, int hd, double theta) {
+  const int C = H * hd;
+  VecD out = qkv;
+  for (int r = 0; r < B * T; ++r)
+    for (int s = 0; s < 2; ++s)
+      for (int h = 0; h < H; ++h) {
+        const size_t off = static_cast<size_t>(r) * 3 * C + s * C + h * hd;
+        const VecD q(qkv.begin() + off, qkv.begin() + off + hd);
+        const VecD e = ref_rope_head(q, r % T, theta);
+        std::copy(e.begin(), e.end(), out.begin() + off);
+      }
+  return out;
+}
+
+// T = 40 positions (angles up to 39 rad), theta 10000 (Llama 2) and 500000 (Llama 3), hd = 40
+// leaves a tail after 16-wide vectors.
+TEST(NnLlamaLayers, Rope) {
+  const int B = 2, T = 40, H = 3, hd = 40, C = H * hd;
+  const int64_t rows = B * T, ld = 3 * C, n = rows * ld;
+  for (float theta : {10000.0f, 500000.0f}) {
+    const VecF x = randf(n, 51), y = randf(n, 52);
+    VecF rx = x;
+    rope_forward(rx.data(), rows, T, H, hd, ld, theta);      // q
+    rope_forward(rx.data() + C, rows, T, H, hd, ld, theta);  // k
+    // The angle t * inv_freq is rounded to fp32 (as transformers does): relative error <= 2^-23,
+    // so |error| <= T * 2^-23 per unit of |x|, plus a few ulps of the products.
+    std::printf("  theta = %.0f\n", theta);
+    expect_close("rope forward", rx, ref_rope_qkv(to_d(x), B, T, H, hd, theta),
+                 T * std::ldexp(1.0, -23) + 1e-6);
+    for (int64_t r = 0; r < rows; ++r)  // v untouched, to the bit
+      EXPECT_EQ(0, std::memcmp(&rx[r * ld + 2 * C], &x[r * ld + 2 * C], C * sizeof(float)));
+    // Backward is the transpose: <R x, y> == <x, R^T y> (sums in double of fp32 values, each
+    // within an ulp of the exact rotation).
+    VecF ry = y;
+    rope_backward(ry.data(), rows, T, H, hd, ld, theta);
+    rope_backward(ry.data() + C, rows, T, H, hd, ld, theta);
+    double lhs = 0, rhs = 0, norm = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      lhs += static_cast<double>(rx[i]) * y[i];
+      rhs += static_cast<double>(x[i]) * ry[i];
+      norm += std::fabs(static_cast<double>(x[i]) * y[i]);
+    }
+    std::printf("  <Rx, y> %.9f  <x, R^T y> %.9f\n", lhs, rhs);
+    EXPECT_LE(std::fabs(lhs - rhs), 1e-6 * norm);
+    // And it is the inverse: R^T R x == x within rounding, not x itself (R != I).
+    VecF back = rx;
+    rope_backward(back.data(), rows, T, H, hd, ld, theta);
+    rope_backward(back.data() + C, rows, T, H, hd, ld, theta);
+    expect_close("rope backward(forward(x))", back, to_d(x), 1e-6);
+    EXPECT_GT(std::fabs(ry[ld + 1] - y[ld + 1]), 1e-3f);  // row 1 (t = 1) is rotated
+  }
 }
 
 }  // namespace
