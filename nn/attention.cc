@@ -12,9 +12,15 @@ namespace zs::nn {
 
 Attention::Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker,
                      GemmWorkspace* ws)
-    : B_(B), T_(T), C_(C), H_(H), hd_(C / H), h_(T >= 16 ? T / 2 : 0), mm_(mm) {
+    : Attention(B, T, C, H, H, mm, tracker, ws) {}
+
+Attention::Attention(int B, int T, int C, int H, int KV, DType mm, MemoryTracker* tracker,
+                     GemmWorkspace* ws)
+    : B_(B), T_(T), C_(C), H_(H), KV_(KV), hd_(C / H), h_(T >= 16 ? T / 2 : 0), mm_(mm) {
   ZS_CHECK(C % H == 0, ErrorCode::kInvalidArgument, "attention: width {} not divisible by heads {}",
            C, H);
+  ZS_CHECK(KV > 0 && H % KV == 0, ErrorCode::kInvalidArgument,
+           "attention: heads {} not divisible by key/value heads {}", H, KV);
   const int64_t bh = static_cast<int64_t>(B) * H;
   const int64_t D = hd_, h = h_, tt = static_cast<int64_t>(T) * T, td = T * D;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
@@ -88,6 +94,12 @@ size_t Attention::pair_workspace_need(int B, int T, int C, int H) {
   return aligned_floats(std::max(tt, td)) + aligned_floats(td);
 }
 
+int64_t Attention::qkv_col(int s, int h) const {
+  if (s == 0) return static_cast<int64_t>(h) * hd_;
+  const int64_t g = h / (H_ / KV_);  // repeat_kv: query head h reads key/value head g
+  return C_ + (s - 1) * static_cast<int64_t>(KV_) * hd_ + g * hd_;
+}
+
 void Attention::run(Split& g, const void* a, int64_t a_top, int64_t a_bot, const void* b,
                     int64_t b_top, int64_t b_bot, float* c, int64_t c_top, int64_t c_bot) {
   // Offsets are in elements of the operands' dtype (A, B in mm; C fp32).
@@ -128,13 +140,14 @@ void Attention::forward(const float* qkv, const AttentionActs& a, const Attentio
   const int64_t rows = static_cast<int64_t>(B_) * T_;
   const int hd = hd_;
   void* dst[3] = {a.q, a.k, a.v};
-  // Split heads: qkv[b, t, s*C + h*hd + d] -> X_s[b, h, t, d].
+  const int64_t width = qkv_width();
+  // Split heads: qkv[b, t, qkv_col(s, h) + d] -> X_s[b, h, t, d].
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / T_, t = r % T_;
     for (int s = 0; s < 3; ++s)
       for (int h = 0; h < H_; ++h)
-        store_as(qkv + r * 3 * C_ + s * C_ + h * hd, dst[s], mm_, ((b * H_ + h) * T_ + t) * hd, hd);
+        store_as(qkv + r * width + qkv_col(s, h), dst[s], mm_, ((b * H_ + h) * T_ + t) * hd, hd);
   }
   const int64_t h = h_, D = hd_, T = T_;
   run(qk_, a.q, 0, h * D, a.k, 0, 0, w.s, 0, h * T);
@@ -173,14 +186,28 @@ void Attention::backward(const float* dout, const AttentionActs& a, const Attent
   }
   run(dq_, ds, 0, h * T, a.k, 0, 0, w.dq, 0, h * D);
   run(dk_, ds, 0, h * T + h, a.q, 0, h * D, w.dk, 0, h * D);
+  merge_grads(w, dqkv);
+}
+
+// dqkv[b, t, qkv_col(s, h) + d] = dX_s[b, h, t, d]; for k and v, the first head of a group is
+// copied and the others added in head order (one head per group: a copy, MHA's bits).
+void Attention::merge_grads(const AttentionWork& w, float* dqkv) const {
+  const int64_t rows = static_cast<int64_t>(B_) * T_, width = qkv_width();
+  const int hd = hd_;
   const float* src[3] = {w.dq, w.dk, w.dv};
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / T_, t = r % T_;
     for (int s = 0; s < 3; ++s)
-      for (int h = 0; h < H_; ++h)
-        std::memcpy(dqkv + r * 3 * C_ + s * C_ + h * hd, src[s] + ((b * H_ + h) * T_ + t) * hd,
-                    sizeof(float) * hd);
+      for (int h = 0; h < H_; ++h) {
+        float* dst = dqkv + r * width + qkv_col(s, h);
+        const float* g = src[s] + ((b * H_ + h) * T_ + t) * hd;
+        if (s == 0 || h % (H_ / KV_) == 0) {
+          std::memcpy(dst, g, sizeof(float) * hd);
+        } else {
+          for (int d = 0; d < hd; ++d) dst[d] += g[d];
+        }
+      }
   }
 }
 

@@ -1,6 +1,9 @@
 // Causal multi-head self-attention core (between the qkv projection and the output projection):
 //   q, k, v = split(qkv) per head; S = Q K^T / sqrt(hd); P = causal_softmax(S); O = P V;
 //   out = merge heads(O).
+// Grouped-query attention (num_kv_heads KV < H): K/V head g serves query heads [g*H/KV,
+// (g+1)*H/KV) (transformers' repeat_kv), so q, k, v are expanded to H heads and dK, dV summed over
+// each group when merged back.
 // Stateless apart from its batched GEMMs (shared by every block); the saved activations live in
 // AttentionActs, the temporaries in AttentionWork, both owned by the caller.
 #pragma once
@@ -38,10 +41,14 @@ class Attention {
   // `ws`: the model's shared GEMM workspace (nn/gemm.h), or null for one of its own per GEMM.
   Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker,
             GemmWorkspace* ws = nullptr);
+  // Grouped-query: KV key/value heads (H % KV == 0); KV == H is the constructor above, to the bit.
+  Attention(int B, int T, int C, int H, int KV, DType mm, MemoryTracker* tracker,
+            GemmWorkspace* ws = nullptr);
 
-  // qkv [B*T, 3C] fp32 (q | k | v, head h at columns h*hd) -> out [B*T, C] in mm.
+  // qkv [B*T, C + 2 KV hd] fp32 (q | k | v, q head h at columns h*hd, k/v head g at g*hd of its
+  // part; 3C when KV == H) -> out [B*T, C] in mm.
   void forward(const float* qkv, const AttentionActs& acts, const AttentionWork& work, void* out);
-  // dout [B*T, C] fp32 -> dqkv [B*T, 3C] fp32 (overwrites).
+  // dout [B*T, C] fp32 -> dqkv [B*T, C + 2 KV hd] fp32 (overwrites; dK, dV summed over groups).
   void backward(const float* dout, const AttentionActs& acts, const AttentionWork& work,
                 float* dqkv);
 
@@ -54,7 +61,11 @@ class Attention {
   };
   void run(Split& g, const void* a, int64_t a_top, int64_t a_bot, const void* b, int64_t b_top,
            int64_t b_bot, float* c, int64_t c_top, int64_t c_bot);
-  int B_ = 0, T_ = 0, C_ = 0, H_ = 0, hd_ = 0, h_ = 0;
+  // Column of head h's q (s = 0), k (1) or v (2) in a qkv row; the width of that row.
+  int64_t qkv_col(int s, int h) const;
+  int64_t qkv_width() const { return C_ + 2 * static_cast<int64_t>(KV_) * hd_; }
+  void merge_grads(const AttentionWork& w, float* dqkv) const;
+  int B_ = 0, T_ = 0, C_ = 0, H_ = 0, KV_ = 0, hd_ = 0, h_ = 0;
   DType mm_ = DType::kF32;
   Split qk_, pv_, dp_, dv_, dq_, dk_;
   // Widening GEMM path (nn/gemm.h): both halves of a split read overlapping spans of the same

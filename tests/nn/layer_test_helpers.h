@@ -62,4 +62,34 @@ inline void expect_close(const char* what, const VecF& analytic, const VecD& num
   EXPECT_LE(max_abs, tol * scale) << what;
 }
 
+// qkv [B, T, 3C] -> out [B, T, C], causal, H heads.
+inline VecD ref_attention(const VecD& qkv, int B, int T, int C, int H) {
+  const int hd = C / H;
+  VecD out(static_cast<size_t>(B) * T * C);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < T; ++i) {
+        const double* q = &qkv[(b * T + i) * 3 * C + h * hd];
+        VecD s(i + 1);
+        double mx = -1e300;
+        for (int j = 0; j <= i; ++j) {
+          const double* k = &qkv[(b * T + j) * 3 * C + C + h * hd];
+          double d = 0;
+          for (int e = 0; e < hd; ++e) d += q[e] * k[e];
+          s[j] = d * scale;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        for (int e = 0; e < hd; ++e) {
+          double o = 0;
+          for (int j = 0; j <= i; ++j)
+            o += s[j] / sum * qkv[(b * T + j) * 3 * C + 2 * C + h * hd + e];
+          out[(b * T + i) * C + h * hd + e] = o;
+        }
+      }
+  return out;
+}
+
 }  // namespace zs::nn::layer_test

@@ -1,4 +1,5 @@
-// The layers the Llama family adds (issue 27): RMSNorm, SwiGLU, rotary position embeddings. Each
+// The layers the Llama family adds (issue 27): RMSNorm, SwiGLU, rotary position embeddings,
+// grouped-query attention. Each
 // forward against a double-precision reference within a stated bound, each backward against
 // central finite differences of that reference (layer_test_helpers.h states the tolerance), the
 // way test_nn_layers checks the GPT's layers. Registered with an AVX2 twin, so both the AVX-512
@@ -11,6 +12,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
+#include "nn/attention.h"
 #include "nn/kernels.h"
 #include "tests/nn/layer_test_helpers.h"
 
@@ -161,6 +164,84 @@ TEST(NnLlamaLayers, Rope) {
     expect_close("rope backward(forward(x))", back, to_d(x), 1e-6);
     EXPECT_GT(std::fabs(ry[ld + 1] - y[ld + 1]), 1e-3f);  // row 1 (t = 1) is rotated
   }
+}
+
+// transformers' repeat_kv on a qkv row layout: [B*T, C + 2 KV hd] -> [B*T, 3C], K/V head g
+// copied to query heads [g*H/KV, (g+1)*H/KV).
+template <typename V>
+V repeat_kv(const V& qkv, int rows, int H, int KV, int hd) {
+  const int C = H * hd, w = C + 2 * KV * hd;
+  V out(static_cast<size_t>(rows) * 3 * C);
+  for (int r = 0; r < rows; ++r)
+    for (int s = 0; s < 3; ++s)
+      for (int h = 0; h < H; ++h) {
+        const int src = s == 0 ? h * hd : C + (s - 1) * KV * hd + h / (H / KV) * hd;
+        for (int d = 0; d < hd; ++d) out[r * 3 * C + s * C + h * hd + d] = qkv[r * w + src + d];
+      }
+  return out;
+}
+
+struct AttentionRun {
+  VecF out, dqkv;
+};
+
+// One forward and backward of `attn` on qkv (width C + 2 KV hd) with dout = r.
+AttentionRun run_attention(Attention& attn, const VecF& qkv, const VecF& r, int B, int T, int C,
+                           int H) {
+  const int64_t bhtt = static_cast<int64_t>(B) * H * T * T, m = B * T * C;
+  VecF q(m), k(m), v(m), p(bhtt), s(bhtt, NAN), o(m), dom(m), dq(m), dk(m), dv(m);
+  AttentionActs acts{q.data(), k.data(), v.data(), p.data(), p.data()};
+  AttentionWork work{s.data(), o.data(), dom.data(), nullptr, dq.data(), dk.data(), dv.data()};
+  AttentionRun res{VecF(m), VecF(qkv.size())};
+  attn.forward(qkv.data(), acts, work, res.out.data());
+  attn.backward(r.data(), acts, work, res.dqkv.data());
+  return res;
+}
+
+// Grouped-query attention, H = 4 query heads over KV = 2 and 1 key/value heads; T = 5 runs one
+// GEMM per product, T = 20 the causal split.
+TEST(NnLlamaLayers, GroupedQueryAttention) {
+  const int B = 2, H = 4, hd = 4, C = H * hd;
+  for (int T : {5, 20})
+    for (int KV : {2, 1}) {
+      const int rows = B * T, w = C + 2 * KV * hd, group = H / KV;
+      const VecF qkv = randf(static_cast<size_t>(rows) * w, 61), r = randf(rows * C, 62);
+      Attention gqa(B, T, C, H, KV, DType::kF32, nullptr), mha(B, T, C, H, DType::kF32, nullptr);
+      const AttentionRun g = run_attention(gqa, qkv, r, B, T, C, H);
+      const AttentionRun m = run_attention(mha, repeat_kv(qkv, rows, H, KV, hd), r, B, T, C, H);
+      std::printf("  T = %d, KV = %d\n", T, KV);
+      auto ref = [&](const VecD& x) {
+        return ref_attention(repeat_kv(x, rows, H, KV, hd), B, T, C, H);
+      };
+      expect_close("gqa forward", g.out, ref(to_d(qkv)), 1e-5);
+      expect_close("gqa dqkv", g.dqkv,
+                   numeric_grad([&](const VecD& x) { return dot(ref(x), r); }, to_d(qkv)));
+      // Against MHA on the repeated K/V: the same output bits; dQ the same bits, dK and dV the
+      // MHA gradients of a group summed in head order.
+      EXPECT_EQ(0, std::memcmp(g.out.data(), m.out.data(), g.out.size() * sizeof(float)));
+      for (int i = 0; i < rows; ++i)
+        for (int s = 0; s < 3; ++s)
+          for (int kv = 0; kv < (s == 0 ? H : KV); ++kv)
+            for (int d = 0; d < hd; ++d) {
+              const int heads = s == 0 ? 1 : group, h0 = s == 0 ? kv : kv * group;
+              float sum = 0.0f;
+              for (int j = 0; j < heads; ++j) {
+                const float x = m.dqkv[i * 3 * C + s * C + (h0 + j) * hd + d];
+                sum = j == 0 ? x : sum + x;
+              }
+              const int col = s == 0 ? kv * hd : C + (s - 1) * KV * hd + kv * hd;
+              EXPECT_EQ(g.dqkv[i * w + col + d], sum) << "s " << s << " head " << kv;
+            }
+    }
+  // KV == H is the multi-head attention to the bit.
+  const int T = 20;
+  const VecF qkv = randf(B * T * 3 * C, 63), r = randf(B * T * C, 64);
+  Attention a6(B, T, C, H, H, DType::kF32, nullptr), a5(B, T, C, H, DType::kF32, nullptr);
+  const AttentionRun x6 = run_attention(a6, qkv, r, B, T, C, H);
+  const AttentionRun x5 = run_attention(a5, qkv, r, B, T, C, H);
+  EXPECT_EQ(0, std::memcmp(x6.out.data(), x5.out.data(), x5.out.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(x6.dqkv.data(), x5.dqkv.data(), x5.dqkv.size() * sizeof(float)));
+  EXPECT_THROW(Attention(B, T, C, H, 3, DType::kF32, nullptr), Error);  // 4 % 3 != 0
 }
 
 }  // namespace
