@@ -64,6 +64,7 @@ class Attention {
   // Column of head h's q (s = 0), k (1) or v (2) in a qkv row; the width of that row.
   int64_t qkv_col(int s, int h) const;
   int64_t qkv_width() const { return C_ + 2 * static_cast<int64_t>(KV_) * hd_; }
+  // dq, dk, dv [B, H, T, hd] -> dqkv rows (overwrites), dK and dV summed over each group.
   void merge_grads(const AttentionWork& w, float* dqkv) const;
   int B_ = 0, T_ = 0, C_ = 0, H_ = 0, KV_ = 0, hd_ = 0, h_ = 0;
   DType mm_ = DType::kF32;
