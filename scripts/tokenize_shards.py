@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Text files in, llm.c token shards out, for train_gpt --train-shards / --val-shards (issue 27).
+(Not named tokenize.py: a script of that name in scripts/ would shadow Python's own tokenize
+module for every other script run from here; tests/scripts_names.sh checks that none does.)
 
-    python3 scripts/tokenize.py --out-dir shards --vocab-size 4096 data/*.txt
-    python3 scripts/tokenize.py --out-dir shards --tokenizer tokenizer.json --val-fraction 0.05 a.txt
+    python3 scripts/tokenize_shards.py --out-dir shards --vocab-size 4096 data/*.txt
+    python3 scripts/tokenize_shards.py --out-dir shards --tokenizer tokenizer.json --val-fraction 0.05 a.txt
 
 With --vocab-size N a byte-level BPE of N tokens is trained on the inputs (and saved as
 OUT/tokenizer.json); with --tokenizer the given Hugging Face tokenizer.json is used. The files are
@@ -80,7 +82,7 @@ def main(argv):
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        sys.exit("tokenize.py: needs Hugging Face tokenizers: pip install tokenizers")
+        sys.exit("tokenize_shards.py: needs Hugging Face tokenizers: pip install tokenizers")
     tok = Tokenizer.from_file(a.tokenizer) if a.tokenizer else train_bpe(a.files, a.vocab_size)
     vocab = tok.get_vocab_size(with_added_tokens=True)
     tokens = []
@@ -90,7 +92,7 @@ def main(argv):
     n_val = int(len(tokens) * a.val_fraction)
     train, val = tokens[:len(tokens) - n_val], tokens[len(tokens) - n_val:]
     if not train or (a.val_fraction > 0 and not val):
-        sys.exit(f"tokenize.py: {len(tokens)} tokens are too few to split with --val-fraction "
+        sys.exit(f"tokenize_shards.py: {len(tokens)} tokens are too few to split with --val-fraction "
                  f"{a.val_fraction}")
     os.makedirs(a.out_dir, exist_ok=True)
     if not a.tokenizer:
