@@ -19,23 +19,8 @@
 namespace zs {
 namespace {
 
+using testing::error_of;
 using testing::world;
-
-// Runs fn on every rank and returns its error message ("" when none); every rank must agree on
-// whether it failed.
-std::string error_of(const std::function<void()>& fn) {
-  std::string msg;
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    msg = e.what();
-  }
-  int failed = msg.empty() ? 0 : 1, all = 0;
-  MPI_Allreduce(&failed, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  EXPECT_TRUE(all == 0 || all == world().size()) << "only some ranks failed";
-  return msg;
-}
 
 TEST(Agreement, EqualListsPass) {
   const std::vector<Setting> s = {{"--lr", "0.002"}, {"--steps", "600"}};

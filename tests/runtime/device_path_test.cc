@@ -203,6 +203,7 @@ class FakeDeviceModel final : public Model {
   std::vector<UnitWrap> units_;
 };
 
+using testing::error_of;
 using testing::world;
 
 // One engine's worth of fake-device pieces over a one-micro-batch MlpModel.
@@ -440,22 +441,6 @@ TEST(DevicePath, OffloadCopiesOverlapTheStep) {
       EXPECT_EQ(std::count(t.begin() + first("U"), t.end(), "G"), 0);  // gathered next forward
     }
   }
-}
-
-// Runs fn on every rank and returns its error message ("" when none); every rank must agree on
-// whether it failed.
-std::string error_of(const std::function<void()>& fn) {
-  std::string msg;
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    msg = e.what();
-  }
-  int failed = msg.empty() ? 0 : 1, all = 0;
-  MPI_Allreduce(&failed, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  EXPECT_TRUE(all == 0 || all == world().size()) << "only some ranks failed";
-  return msg;
 }
 
 // The device path compares the same named settings as the CPU path, staged through device

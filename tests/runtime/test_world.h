@@ -4,12 +4,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "collectives/mpi_communicator.h"
+#include "core/error.h"
 
 namespace zs::testing {
 
@@ -30,6 +32,23 @@ inline std::string shared_temp_dir(const std::string& prefix) {
   }
   world().broadcast(name, sizeof(name), DType::kU8, 0);
   return name;
+}
+
+// Runs fn on every rank and returns its zs::Error message ("" when none), expecting the code
+// kInvalidArgument; every rank must agree on whether it failed (checked with one all-reduce over
+// MPI_COMM_WORLD, so every rank must call it).
+inline std::string error_of(const std::function<void()>& fn) {
+  std::string msg;
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    msg = e.what();
+  }
+  int failed = msg.empty() ? 0 : 1, all = 0;
+  MPI_Allreduce(&failed, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_TRUE(all == 0 || all == world().size()) << "only some ranks failed";
+  return msg;
 }
 
 }  // namespace zs::testing
