@@ -25,7 +25,7 @@ struct BlockName {
   bool transposed;
 };
 // In gpt_block_specs() order.
-constexpr BlockName kBlockNames[kNumBlockParams] = {
+constexpr BlockName kBlockNames[] = {
     {"ln1.weight", "ln_1.weight", false},          {"ln1.bias", "ln_1.bias", false},
     {"qkv.weight", "attn.c_attn.weight", true},    {"qkv.bias", "attn.c_attn.bias", false},
     {"proj.weight", "attn.c_proj.weight", true},   {"proj.bias", "attn.c_proj.bias", false},

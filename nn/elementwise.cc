@@ -35,35 +35,45 @@ void embed_rows(const int32_t* tokens, int B, int T, int C, LoadE wte, LoadP wpe
 }  // namespace
 
 void embedding_forward(const int32_t* tokens, int B, int T, int C, const ParamView& wte,
-                       const ParamView& wpe, float* out) {
-  ZS_ASSERT(wte.dtype == wpe.dtype);
+                       const ParamView* wpe, float* out) {
+  ZS_CHECK(wpe == nullptr || wte.dtype == wpe->dtype, ErrorCode::kInvalidArgument,
+           "embedding: wte is {} but wpe is {}", dtype_name(wte.dtype), dtype_name(wpe->dtype));
+  // No position table (rotary positions): the rows of wte alone, as + 0.0f would give them.
+  auto rows = [&](auto load_e, auto load_p) {
+    if (wpe == nullptr)
+      embed_rows(
+          tokens, B, T, C, load_e, [](int64_t) { return 0.0f; }, out);
+    else
+      embed_rows(tokens, B, T, C, load_e, load_p, out);
+  };
+  const void* p = wpe ? wpe->data : nullptr;
   switch (wte.dtype) {
     case DType::kF32: {
       const float* e = wte.as<float>();
-      const float* p = wpe.as<float>();
-      embed_rows(
-          tokens, B, T, C, [=](int64_t i) { return e[i]; }, [=](int64_t i) { return p[i]; }, out);
+      const float* pf = static_cast<const float*>(p);
+      rows([=](int64_t i) { return e[i]; }, [=](int64_t i) { return pf[i]; });
       break;
     }
-    case DType::kBF16: {
-      const uint16_t* e = wte.as<uint16_t>();
-      const uint16_t* p = wpe.as<uint16_t>();
-      auto le = [=](int64_t i) { return bf16_bits_to_fp32(e[i]); };
-      auto lp = [=](int64_t i) { return bf16_bits_to_fp32(p[i]); };
-      embed_rows(tokens, B, T, C, le, lp, out);
-      break;
-    }
+    case DType::kBF16:
     case DType::kF16: {
       const uint16_t* e = wte.as<uint16_t>();
-      const uint16_t* p = wpe.as<uint16_t>();
-      auto le = [=](int64_t i) { return fp16_bits_to_fp32(e[i]); };
-      auto lp = [=](int64_t i) { return fp16_bits_to_fp32(p[i]); };
-      embed_rows(tokens, B, T, C, le, lp, out);
+      const uint16_t* ph = static_cast<const uint16_t*>(p);
+      if (wte.dtype == DType::kBF16)
+        rows([=](int64_t i) { return bf16_bits_to_fp32(e[i]); },
+             [=](int64_t i) { return bf16_bits_to_fp32(ph[i]); });
+      else
+        rows([=](int64_t i) { return fp16_bits_to_fp32(e[i]); },
+             [=](int64_t i) { return fp16_bits_to_fp32(ph[i]); });
       break;
     }
     default:
       fail(ErrorCode::kInvalidArgument, "embedding: unsupported dtype {}", dtype_name(wte.dtype));
   }
+}
+
+void embedding_forward(const int32_t* tokens, int B, int T, int C, const ParamView& wte,
+                       const ParamView& wpe, float* out) {
+  embedding_forward(tokens, B, T, C, wte, &wpe, out);
 }
 
 void embedding_backward(const int32_t* tokens, int B, int T, int C, const float* dout, float* dwte,

@@ -26,7 +26,7 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   acts.resize(static_cast<size_t>(n.block_sets));
   for (BlockActs& a : acts) a.allocate(n.block, [&](int64_t b) { return act(b); });
   hf = act(n.hf);
-  meanf = act(n.meanf);
+  if (n.meanf > 0) meanf = act(n.meanf);
   rstdf = act(n.rstdf);
   logits = act(n.logits);
   row_loss = act(n.row_loss);
@@ -45,6 +45,7 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   if (n.dwide_mm > 0) dwide_mm = act(n.dwide_mm);
   dnarrow = act(n.dnarrow);
   if (n.dnarrow_mm > 0) dnarrow_mm = act(n.dnarrow_mm);
+  if (n.dmlp > 0) dmlp = act(n.dmlp);
   if (n.wscratch > 0) wscratch = act(n.wscratch);
   pscratch = act(n.pscratch);
   if (n.lora_t > 0) lora_t = act(n.lora_t);
@@ -53,12 +54,13 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
 
   gemm_ws = std::make_unique<GemmWorkspace>(tracker);
   GemmWorkspace* ws = gemm_ws.get();
-  qkv_lin = Linear(M, C, 3 * C, true, false, mm, tracker, ws);
-  proj_lin = Linear(M, C, C, true, true, mm, tracker, ws);
-  fc_lin = Linear(M, C, F, true, false, mm, tracker, ws);
-  fcproj_lin = Linear(M, F, C, true, true, mm, tracker, ws);
+  const GptArchitecture& a = c.arch;
+  qkv_lin = Linear(M, C, Q, a.qkv_bias, false, mm, tracker, ws);
+  proj_lin = Linear(M, C, C, a.proj_bias, true, mm, tracker, ws);
+  fc_lin = Linear(M, C, G, a.mlp_bias, false, mm, tracker, ws);
+  fcproj_lin = Linear(M, F, C, a.mlp_bias, true, mm, tracker, ws);
   head_lin = Linear(M, C, V, false, false, mm, tracker, ws);
-  attn = Attention(B, T, C, H, mm, tracker, ws);
+  attn = Attention(B, T, C, H, KV, mm, tracker, ws);
   if (c.adapters.lora.enabled()) {
     lora_rank = c.adapters.lora.rank;
     int slot = 0;
@@ -67,7 +69,7 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
       if (lora_index[t] < 0) continue;
       lora_slot[t] = slot++;
       int64_t in = 0, out = 0;
-      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
+      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), a, &in, &out);
       lora[t] = LoraAdapter(M, in, out, lora_rank, c.adapters.lora.scaling(), mm, tracker, ws);
     }
   }
@@ -100,9 +102,14 @@ AttentionWork GptModel::State::attn_work() {
   return w;
 }
 
+const float* GptModel::State::small_f32(const ParamView* p, int slot) {
+  if (p == nullptr) return nullptr;
+  return small_f32(*p, slot);
+}
+
 const float* GptModel::State::small_f32(const ParamView& p, int slot) {
   if (p.dtype == DType::kF32) return p.as<float>();
-  float* dst = pscratch.as<float>() + slot * std::max<int64_t>(F, 3 * C);
+  float* dst = pscratch.as<float>() + slot * std::max(G, Q);
   param_to_fp32(p, dst);
   return dst;
 }

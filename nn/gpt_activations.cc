@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "nn/attention.h"
@@ -32,9 +35,16 @@ GptActivationDims GptActivationDims::of(const GptConfig& c) {
   d.context = c.arch.context;
   d.width = c.arch.width;
   d.heads = c.arch.heads;
-  d.ffn = static_cast<int64_t>(c.arch.ffn_mult) * c.arch.width;
+  d.ffn = c.arch.ffn_width();
   d.vocab = c.arch.vocab;
   d.layers = c.arch.layers;
+  d.kv_heads = c.arch.kv_heads;
+  d.norm = c.arch.norm;
+  d.positions = c.arch.positions;
+  d.mlp = c.arch.mlp;
+  d.qkv_bias = c.arch.qkv_bias;
+  d.proj_bias = c.arch.proj_bias;
+  d.mlp_bias = c.arch.mlp_bias;
   d.compute_dtype = c.run.compute_dtype;
   d.checkpoint = c.run.checkpoint_activations;
   d.lora_rank = c.adapters.lora.rank;
@@ -42,6 +52,24 @@ GptActivationDims GptActivationDims::of(const GptConfig& c) {
   d.int8_accept = c.adapters.int8.accept;
   d.int8_outlier_threshold = c.adapters.int8.outlier_threshold;
   return d;
+}
+
+GptArchitecture GptActivationDims::arch() const {
+  GptArchitecture a;
+  a.layers = static_cast<int>(layers);
+  a.heads = static_cast<int>(heads);
+  a.width = static_cast<int>(width);
+  a.context = static_cast<int>(context);
+  a.vocab = static_cast<int>(vocab);
+  a.ffn = static_cast<int>(ffn);
+  a.kv_heads = static_cast<int>(kv_heads);
+  a.norm = norm;
+  a.positions = positions;
+  a.mlp = mlp;
+  a.qkv_bias = qkv_bias;
+  a.proj_bias = proj_bias;
+  a.mlp_bias = mlp_bias;
+  return a;
 }
 
 int64_t GptActivationDims::lora_count() const {
@@ -58,11 +86,12 @@ GptBlockBytes gpt_block_bytes(const GptActivationDims& d, DType mm) {
   const int64_t e = static_cast<int64_t>(dtype_size(mm));
   GptBlockBytes b;
   b.h1 = b.q = b.k = b.v = b.a = b.h2 = M * C * e;
-  b.mean1 = b.rstd1 = b.mean2 = b.rstd2 = M * kF4;
+  b.rstd1 = b.rstd2 = M * kF4;
+  b.mean1 = b.mean2 = d.norm == NormKind::kLayerNorm ? M * kF4 : 0;
   b.p = bhtt * kF4;
   b.pm = mm != DType::kF32 ? bhtt * e : 0;
   b.x2 = M * C * kF4;
-  b.f = M * F * kF4;
+  b.f = M * d.fc_cols() * kF4;
   b.g = M * F * e;
   b.lora_u = d.lora_count() * M * d.lora_rank * e;
   return b;
@@ -81,12 +110,14 @@ GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d) {
   n.block_sets = d.checkpoint ? 1 : L;
   n.block = gpt_block_bytes(d, n.mm);
   n.hf = M * C * e;
-  n.meanf = n.rstdf = M * kF4;
+  n.rstdf = M * kF4;
+  n.meanf = d.norm == NormKind::kLayerNorm ? M * kF4 : 0;
   n.logits = M * V * kF4;
   n.row_loss = M * kF4;
   n.last_logits = V * kF4;
-  const int64_t wide = std::max<int64_t>({F, 3 * C, V});
-  n.qkv = M * 3 * C * kF4;
+  const int64_t Q = d.qkv_cols(), G = d.fc_cols();
+  const int64_t wide = std::max<int64_t>({G, Q, V});
+  n.qkv = M * Q * kF4;
   n.att_s = bhtt * kF4;
   n.att_o = M * C * kF4;
   n.att_dom = M * C * e;
@@ -97,16 +128,17 @@ GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d) {
   n.dwide_mm = lowp ? M * wide * e : 0;
   n.dnarrow = M * C * kF4;
   n.dnarrow_mm = lowp ? M * C * e : 0;
+  n.dmlp = d.mlp == MlpKind::kSwiGLU ? M * F * kF4 : 0;
   n.wscratch =
-      d.compute_dtype == DType::kF16 ? std::max<int64_t>({3 * C * C, F * C, V * C}) * kF4 : 0;
-  n.pscratch = 4 * std::max<int64_t>(F, 3 * C) * kF4;
+      d.compute_dtype == DType::kF16 ? std::max<int64_t>({Q * C, G * C, F * C, V * C}) * kF4 : 0;
+  n.pscratch = 4 * std::max<int64_t>(G, Q) * kF4;
   if (d.lora_count() > 0) {
     n.lora_t = M * d.lora_rank * kF4;
     n.lora_t_mm = lowp ? M * d.lora_rank * e : 0;
     for (int t = 0; t < kNumGptLoraTargets && d.compute_dtype == DType::kF16; ++t) {
       if (!((d.lora_targets >> t) & 1u)) continue;
       int64_t in = 0, out = 0;
-      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
+      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), d.arch(), &in, &out);
       n.lora_wscratch = std::max(n.lora_wscratch, d.lora_rank * (in + out) * kF4);
     }
   }
@@ -123,8 +155,10 @@ GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d) {
 Int8LinearDesc gpt_int8_linear_desc(const GptActivationDims& d, GptLoraTarget t) {
   Int8LinearDesc l;
   l.M = d.tokens();
-  gpt_lora_linear_shape(t, d.width, d.ffn, &l.in, &l.out);
-  l.bias = true;
+  gpt_lora_linear_shape(t, d.arch(), &l.in, &l.out);
+  l.bias = t == GptLoraTarget::kQkv    ? d.qkv_bias
+           : t == GptLoraTarget::kProj ? d.proj_bias
+                                       : d.mlp_bias;
   l.residual = t == GptLoraTarget::kProj || t == GptLoraTarget::kFcProj;
   l.mm = d.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
   l.path = Int8Path::kAuto;
@@ -167,12 +201,13 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
                      need(desc(1, out, in, M, true, false)), pair});
   };
   const int64_t C = d.width, F = d.ffn, V = d.vocab, T = d.context;
-  int64_t b = std::max({linear(C, 3 * C), linear(C, C), linear(C, F), linear(F, C), linear(C, V)});
+  int64_t b = std::max(
+      {linear(C, d.qkv_cols()), linear(C, C), linear(C, d.fc_cols()), linear(F, C), linear(C, V)});
   // nn/lora.cc: LoraAdapter's six products per adapted linear, each its own Gemm.
   for (int t = 0; t < kNumGptLoraTargets && d.lora_count() > 0; ++t) {
     if (!((d.lora_targets >> t) & 1u)) continue;
     int64_t in = 0, out = 0;
-    gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
+    gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), d.arch(), &in, &out);
     for (const GemmDesc& g : LoraAdapter::gemm_descs(M, in, out, d.lora_rank))
       b = std::max(b, need(g));
   }
@@ -206,10 +241,26 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
   return b;
 }
 
+void check_gpt_cuda_components(const GptActivationDims& d) {
+  auto refuse = [](bool lacking, const std::string& what) {
+    ZS_CHECK(!lacking, ErrorCode::kUnsupported,
+             "cuda gpt: {} is implemented on the CPU backend only (run with --device cpu)", what);
+  };
+  refuse(d.norm != NormKind::kLayerNorm, "RMSNorm (norm rmsnorm)");
+  refuse(d.positions != PositionKind::kLearned, "rotary position embedding (positions rotary)");
+  refuse(d.mlp != MlpKind::kGelu, "the SwiGLU MLP (mlp swiglu)");
+  refuse(d.kv_heads != 0 && d.kv_heads != d.heads,
+         fmt::format("grouped-query attention (kv_heads {} of heads {})", d.kv_heads, d.heads));
+  refuse(!(d.qkv_bias && d.proj_bias && d.mlp_bias),
+         fmt::format("a block without some biases (qkv_bias {}, proj_bias {}, mlp_bias {})",
+                     d.qkv_bias, d.proj_bias, d.mlp_bias));
+}
+
 GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d) {
   const int64_t M = d.tokens(), C = d.width, F = d.ffn, V = d.vocab, L = d.layers;
   const int64_t bhtt = d.batch * d.heads * d.context * d.context;
   check_gpt_lora_device(d.lora_rank, DeviceKind::kCuda);
+  check_gpt_cuda_components(d);
   const int64_t nids = kCudaGptIdsPerToken * M + 1;
   ZS_CHECK(nids <= std::numeric_limits<int32_t>::max(), ErrorCode::kInvalidArgument,
            "cuda gpt: batch x context = {} tokens is too many", M);
@@ -284,8 +335,8 @@ ActivationPlan gpt_activation_plan(const GptActivationDims& d, DeviceKind device
   a.head = n.xs - d.layers * n.block_input + n.hf + n.meanf + n.rstdf + n.logits + n.row_loss +
            n.last_logits;
   a.workspace = n.qkv + n.att_s + n.att_o + n.att_dom + n.att_dsm + n.att_dq + n.att_dk + n.att_dv +
-                n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.wscratch + n.pscratch +
-                n.lora_t + n.lora_t_mm + n.lora_wscratch + n.int8_ws;
+                n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.dmlp + n.wscratch +
+                n.pscratch + n.lora_t + n.lora_t_mm + n.lora_wscratch + n.int8_ws;
   a.gemm_workspace = gpt_cpu_gemm_workspace_bytes(d, cpu_gemm);
   return a;
 }

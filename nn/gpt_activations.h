@@ -55,6 +55,12 @@ struct GptActivationDims {
   int64_t ffn = 4;      // F
   int64_t vocab = 1;    // V
   int64_t layers = 1;   // L
+  // The components ([Note: architecture components] in nn/gpt_architecture.h).
+  int64_t kv_heads = 0;  // 0: heads
+  NormKind norm = NormKind::kLayerNorm;
+  PositionKind positions = PositionKind::kLearned;
+  MlpKind mlp = MlpKind::kGelu;
+  bool qkv_bias = true, proj_bias = true, mlp_bias = true;
   DType compute_dtype = DType::kF32;
   bool checkpoint = false;
   int64_t lora_rank = 0;      // r; 0: no adapters
@@ -65,20 +71,24 @@ struct GptActivationDims {
   int64_t lora_count() const;  // adapted linears per block (0 without adapters)
 
   int64_t tokens() const { return batch * context; }  // M
+  // The architecture these dimensions describe (ffn explicit, context and vocab as given).
+  GptArchitecture arch() const;
+  int64_t qkv_cols() const { return arch().qkv_rows(); }  // Q = C + 2 KV hd
+  int64_t fc_cols() const { return arch().fc_rows(); }    // G = F or 2F (SwiGLU)
   static GptActivationDims of(const GptConfig& c);
 };
 
 // One block's kept buffers, GptBlockBuffers (nn/gpt_block_buffers.h), shared by both models; bytes
 // each, 0 for a buffer not allocated.
 struct GptBlockBytes {
-  int64_t h1 = 0, q = 0, k = 0, v = 0, a = 0, h2 = 0;  // [M, C] mm
-  int64_t mean1 = 0, rstd1 = 0, mean2 = 0, rstd2 = 0;  // [M] fp32
+  int64_t h1 = 0, q = 0, k = 0, v = 0, a = 0, h2 = 0;  // [M, C] mm (k, v expanded to H heads)
+  int64_t mean1 = 0, rstd1 = 0, mean2 = 0, rstd2 = 0;  // [M] fp32; no means with RMSNorm
   int64_t p = 0;                                       // [B, H, T, T] fp32 probabilities
   int64_t pm = 0;                                      // [B, H, T, T] mm, lowp only
   int64_t x2 = 0;                                      // [M, C] fp32
-  int64_t f = 0;                                       // [M, F] fp32
-  int64_t g = 0;                                       // [M, F] mm
-  int64_t lora_u = 0;                                  // [lora_count][M, r] mm (LoRA)
+  int64_t f = 0;       // [M, F] fp32 GELU derivative, or [M, 2F] SwiGLU's gate and up
+  int64_t g = 0;       // [M, F] mm
+  int64_t lora_u = 0;  // [lora_count][M, r] mm (LoRA)
   int64_t total() const;
 };
 // The block set for matmul dtype `mm` (fp32, bf16 or fp16).
@@ -97,15 +107,16 @@ struct GptCpuBytes {
   int64_t logits = 0;                          // [M, V] fp32
   int64_t row_loss = 0;                        // [M]
   int64_t last_logits = 0;                     // [V]
-  int64_t qkv = 0;                             // [M, 3C] fp32
+  int64_t qkv = 0;                             // [M, Q] fp32
   int64_t att_s = 0, att_o = 0;                // [B, H, T, T], [M, C] fp32
   int64_t att_dom = 0, att_dsm = 0;            // [M, C] mm, [B, H, T, T] mm (lowp)
   int64_t att_dq = 0, att_dk = 0, att_dv = 0;  // [M, C] fp32 each
   int64_t dres = 0;                            // [M, C] fp32
-  int64_t dwide = 0, dwide_mm = 0;             // [M, max(F, 3C, V)] fp32, mm (lowp)
+  int64_t dwide = 0, dwide_mm = 0;             // [M, max(G, Q, V)] fp32, mm (lowp)
   int64_t dnarrow = 0, dnarrow_mm = 0;         // [M, C] fp32, mm (lowp)
+  int64_t dmlp = 0;                            // [M, F] fp32 d(silu(gate) up) (SwiGLU only)
   int64_t wscratch = 0;                        // fp16 compute: the largest weight in fp32
-  int64_t pscratch = 0;                        // [4][max(F, 3C)] fp32
+  int64_t pscratch = 0;                        // [4][max(G, Q)] fp32
   int64_t lora_t = 0, lora_t_mm = 0;           // [M, r] fp32, mm (lowp); LoRA only
   int64_t lora_wscratch = 0;                   // fp16 compute: max r (in + out) fp32; LoRA only
   // [Note: int8 base compute] the Int8Linears' shared workspace: the largest
@@ -160,8 +171,14 @@ struct GptCudaBytes {
   int64_t bias_scratch = 0;      // column-sum scratch of bias_backward and layernorm_backward
   int64_t cublas_workspace = 0;  // CublasContext's workspace (nn/cuda/workspace_sizes.h)
 };
+// Throws zs::Error(kUnsupported) "cuda gpt: <component> is implemented on the CPU backend only"
+// naming the first component of `d` the CUDA model lacks: RMSNorm, rotary positions, SwiGLU,
+// grouped-query attention, a projection without bias (the CUDA model is GPT-2's).
+void check_gpt_cuda_components(const GptActivationDims& d);
+
 // Throws zs::Error(kInvalidArgument) when the ids do not fit int32 (too many tokens), and
-// zs::Error(kUnsupported) for LoRA adapters (check_gpt_lora_device, nn/gpt_adapters.h).
+// zs::Error(kUnsupported) for LoRA adapters (check_gpt_lora_device, nn/gpt_adapters.h) or a
+// component the CUDA model lacks (check_gpt_cuda_components).
 GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d);
 
 // The GPT's activations on `device`: kCpu, GptModel's (its GEMM workspace for `cpu_gemm`); kCuda,

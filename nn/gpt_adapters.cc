@@ -98,22 +98,23 @@ void GptAdapters::validate() const {
 }
 
 int64_t GptAdapters::num_lora_params_per_block(const GptArchitecture& arch) const {
-  const int64_t C = arch.width, F = arch.ffn_width();
   int64_t n = 0;
   for (int t = 0; t < kNumGptLoraTargets; ++t) {
     if (!lora.targets_linear(static_cast<GptLoraTarget>(t))) continue;
     int64_t in = 0, out = 0;
-    gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
+    gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), arch, &in, &out);
     n += static_cast<int64_t>(lora.rank) * (in + out);
   }
   return n;
 }
 
-void gpt_lora_linear_shape(GptLoraTarget t, int64_t C, int64_t F, int64_t* in, int64_t* out) {
+void gpt_lora_linear_shape(GptLoraTarget t, const GptArchitecture& arch, int64_t* in,
+                           int64_t* out) {
+  const int64_t C = arch.width;
   switch (t) {
     case GptLoraTarget::kQkv:
       *in = C;
-      *out = 3 * C;
+      *out = arch.qkv_rows();
       return;
     case GptLoraTarget::kProj:
       *in = C;
@@ -121,10 +122,10 @@ void gpt_lora_linear_shape(GptLoraTarget t, int64_t C, int64_t F, int64_t* in, i
       return;
     case GptLoraTarget::kFc:
       *in = C;
-      *out = F;
+      *out = arch.fc_rows();
       return;
     case GptLoraTarget::kFcProj:
-      *in = F;
+      *in = arch.ffn_width();
       *out = C;
       return;
   }

@@ -92,8 +92,9 @@ struct GptAdapters {
   int64_t num_lora_params_per_block(const GptArchitecture& arch) const;
 };
 
-// (in, out) of the linear GptLoraTarget `t` adapts in a block of width C and FFN width F.
-void gpt_lora_linear_shape(GptLoraTarget t, int64_t C, int64_t F, int64_t* in, int64_t* out);
+// (in, out) of the linear GptLoraTarget `t` adapts in a block of `arch`: qkv (C, qkv_rows()),
+// proj (C, C), fc (C, fc_rows()), fc_proj (F, C).
+void gpt_lora_linear_shape(GptLoraTarget t, const GptArchitecture& arch, int64_t* in, int64_t* out);
 
 // Throws zs::Error(kUnsupported) "... LoRA adapters are implemented on the CPU backend only" when
 // a model with adapters (lora_rank > 0) is asked for on a device other than the CPU.

@@ -1,9 +1,34 @@
 #include "nn/gpt_architecture.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "nn/kernels.h"
 
 namespace zs::nn {
+
+const char* norm_kind_name(NormKind k) { return k == NormKind::kRMSNorm ? "rmsnorm" : "layernorm"; }
+const char* position_kind_name(PositionKind k) {
+  return k == PositionKind::kRotary ? "rotary" : "learned";
+}
+const char* mlp_kind_name(MlpKind k) { return k == MlpKind::kSwiGLU ? "swiglu" : "gelu"; }
+
+int64_t GptArchitecture::qkv_rows() const {
+  return width + 2 * static_cast<int64_t>(kv_heads_or_heads()) * head_dim();
+}
+
+int64_t GptArchitecture::fc_rows() const {
+  return (mlp == MlpKind::kSwiGLU ? 2 : 1) * static_cast<int64_t>(ffn_width());
+}
+
+std::string GptArchitecture::family() const {
+  const bool gpt2 = norm == NormKind::kLayerNorm && positions == PositionKind::kLearned &&
+                    mlp == MlpKind::kGelu && qkv_bias && proj_bias && mlp_bias &&
+                    kv_heads_or_heads() == heads;
+  const bool llama = norm == NormKind::kRMSNorm && positions == PositionKind::kRotary &&
+                     mlp == MlpKind::kSwiGLU && !qkv_bias && !proj_bias && !mlp_bias;
+  return gpt2 ? "gpt-2" : llama ? "llama" : "custom";
+}
 
 void GptArchitecture::validate() const {
   auto pos = [](int v, const char* name) {
@@ -26,17 +51,36 @@ void GptArchitecture::validate() const {
   ZS_CHECK(layers <= 100000 && ffn_mult <= 64, ErrorCode::kInvalidArgument,
            "gpt config: layers {} (at most 100000) or ffn_mult {} (at most 64) too large", layers,
            ffn_mult);
+  ZS_CHECK(ffn >= 0 && ffn <= 64 * width, ErrorCode::kInvalidArgument,
+           "gpt config: ffn {} is outside 0..64 x width ({}; 0 = ffn_mult x width)", ffn,
+           64 * width);
+  ZS_CHECK(kv_heads >= 0 && kv_heads <= heads && heads % kv_heads_or_heads() == 0,
+           ErrorCode::kInvalidArgument,
+           "gpt config: kv_heads {} must divide heads {} (0 = heads: no grouped-query attention)",
+           kv_heads, heads);
+  ZS_CHECK(std::isfinite(norm_eps) && norm_eps > 0.0f && norm_eps < 1.0f,
+           ErrorCode::kInvalidArgument, "gpt config: norm_eps {} is outside (0, 1)", norm_eps);
+  if (positions == PositionKind::kRotary) {
+    ZS_CHECK(std::isfinite(rope_theta) && rope_theta > 1.0f, ErrorCode::kInvalidArgument,
+             "gpt config: rope_theta {} must be finite and above 1", rope_theta);
+    ZS_CHECK(head_dim() % 2 == 0, ErrorCode::kInvalidArgument,
+             "gpt config: rotary positions need an even head dim, got width {} / heads {} = {}",
+             width, heads, head_dim());
+  }
 }
 
 int64_t GptArchitecture::num_block_params() const {
-  const int64_t C = width, F = static_cast<int64_t>(ffn_mult) * width;
-  return 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + F * C + F + C * F + C;
+  const int64_t C = width, F = ffn_width();
+  const int64_t norms = (has_norm_bias() ? 2 : 1) * C;
+  const int64_t attn = qkv_rows() * C + (qkv_bias ? qkv_rows() : 0) + C * C + (proj_bias ? C : 0);
+  const int64_t mlp_params = fc_rows() * C + C * F + (mlp_bias ? fc_rows() + C : 0);
+  return 2 * norms + attn + mlp_params;
 }
 
 int64_t GptArchitecture::num_params() const {
   const int64_t C = width, V = vocab, T = context;
-  const int64_t embed = V * C + T * C;
-  const int64_t head = 2 * C + V * C;
+  const int64_t embed = V * C + (positions == PositionKind::kLearned ? T * C : 0);
+  const int64_t head = (has_norm_bias() ? 2 : 1) * C + V * C;
   return embed + layers * num_block_params() + head;
 }
 

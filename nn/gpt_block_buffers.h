@@ -14,7 +14,7 @@ namespace zs::nn {
 
 struct GptBlockBuffers {
   Buffer h1;            // [M, C] ln1 output, mm
-  Buffer mean1, rstd1;  // [M] fp32
+  Buffer mean1, rstd1;  // [M] fp32 (no mean with RMSNorm)
   Buffer q, k, v;       // [B, H, T, hd] mm
   Buffer p;             // [B, H, T, T] fp32 probabilities
   Buffer pm;            // [B, H, T, T] mm (empty when mm is fp32)
@@ -22,16 +22,17 @@ struct GptBlockBuffers {
   Buffer x2;            // [M, C] residual after attention, fp32
   Buffer h2;            // [M, C] ln2 output, mm
   Buffer mean2, rstd2;  // [M] fp32
-  Buffer f;             // [M, F] fp32: the GELU's saved derivative (CPU) or its input (CUDA)
-  Buffer g;             // [M, F] GELU output, mm
-  Buffer lora_u;        // [adapted linears][M, r] mm: x A^T of each LoRA adapter (CPU only)
+  Buffer f;       // [M, F] fp32: the GELU's saved derivative (CPU) or its input (CUDA); with SwiGLU
+                  // [M, 2F] fp32: gate and up, fc's output
+  Buffer g;       // [M, F] GELU output, mm
+  Buffer lora_u;  // [adapted linears][M, r] mm: x A^T of each LoRA adapter (CPU only)
 
   // Allocates every buffer of `bytes` (gpt_block_bytes()) through `act(bytes)`, which returns a
   // registered Buffer; pm only when mm is 16-bit (bytes.pm > 0), lora_u only with adapters.
   template <typename Act>
   void allocate(const GptBlockBytes& bytes, Act&& act) {
     h1 = act(bytes.h1);
-    mean1 = act(bytes.mean1);
+    if (bytes.mean1 > 0) mean1 = act(bytes.mean1);
     rstd1 = act(bytes.rstd1);
     q = act(bytes.q);
     k = act(bytes.k);
@@ -41,7 +42,7 @@ struct GptBlockBuffers {
     a = act(bytes.a);
     x2 = act(bytes.x2);
     h2 = act(bytes.h2);
-    mean2 = act(bytes.mean2);
+    if (bytes.mean2 > 0) mean2 = act(bytes.mean2);
     rstd2 = act(bytes.rstd2);
     f = act(bytes.f);
     g = act(bytes.g);

@@ -13,7 +13,10 @@ GptDims::GptDims(const GptConfig& c)
       T(c.arch.context),
       C(c.arch.width),
       H(c.arch.heads),
-      F(c.arch.ffn_mult * c.arch.width),
+      F(c.arch.ffn_width()),
+      KV(c.arch.kv_heads_or_heads()),
+      Q(static_cast<int>(c.arch.qkv_rows())),
+      G(static_cast<int>(c.arch.fc_rows())),
       V(c.arch.vocab),
       L(c.arch.layers),
       M(static_cast<int64_t>(c.run.batch) * c.arch.context) {}

@@ -22,7 +22,10 @@ struct GptDims {
   int T = 0;      // context
   int C = 0;      // width
   int H = 0;      // heads
-  int F = 0;      // FFN width, ffn_mult * width
+  int F = 0;      // FFN width (GptArchitecture::ffn_width())
+  int KV = 0;     // key/value heads
+  int Q = 0;      // qkv columns: C + 2 KV hd
+  int G = 0;      // fc columns: F (GELU) or 2F (SwiGLU's gate and up)
   int V = 0;      // vocabulary
   int L = 0;      // blocks
   int64_t M = 0;  // B * T rows

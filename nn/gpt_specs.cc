@@ -26,32 +26,81 @@ std::vector<ParamSpec> base(const GptConfig& c, std::vector<ParamSpec> specs) {
 
 }  // namespace
 
+GptBlockLayout GptBlockLayout::of(const GptArchitecture& a) {
+  GptBlockLayout l;
+  int n = 0;
+  auto take = [&n](bool present) { return present ? n++ : -1; };
+  const bool nb = a.has_norm_bias();
+  l.ln1_w = take(true);
+  l.ln1_b = take(nb);
+  l.qkv_w = take(true);
+  l.qkv_b = take(a.qkv_bias);
+  l.proj_w = take(true);
+  l.proj_b = take(a.proj_bias);
+  l.ln2_w = take(true);
+  l.ln2_b = take(nb);
+  l.fc_w = take(true);
+  l.fc_b = take(a.mlp_bias);
+  l.fc_proj_w = take(true);
+  l.fc_proj_b = take(a.mlp_bias);
+  l.count = n;
+  return l;
+}
+
+int GptBlockLayout::weight(GptLoraTarget t) const {
+  const int w[kNumGptLoraTargets] = {qkv_w, proj_w, fc_w, fc_proj_w};
+  return w[static_cast<int>(t)];
+}
+
+int GptBlockLayout::bias(GptLoraTarget t) const {
+  const int b[kNumGptLoraTargets] = {qkv_b, proj_b, fc_b, fc_proj_b};
+  return b[static_cast<int>(t)];
+}
+
+GptHeadLayout GptHeadLayout::of(const GptArchitecture& a) {
+  GptHeadLayout l;
+  l.ln_b = a.has_norm_bias() ? 1 : -1;
+  l.lm_head = a.has_norm_bias() ? 2 : 1;
+  return l;
+}
+
 std::vector<ParamSpec> gpt_embed_specs(const GptConfig& c) {
   const int64_t V = c.arch.vocab, T = c.arch.context, C = c.arch.width;
-  return base(c, {spec("wte", {V, C}, Init::normal(0.0f, kInitStd), true),
-                  spec("wpe", {T, C}, Init::normal(0.0f, kInitStd), true)});
+  std::vector<ParamSpec> specs = {spec("wte", {V, C}, Init::normal(0.0f, kInitStd), true)};
+  if (c.arch.positions == PositionKind::kLearned)
+    specs.push_back(spec("wpe", {T, C}, Init::normal(0.0f, kInitStd), true));
+  return base(c, std::move(specs));
 }
 
 std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
-  const int64_t C = c.arch.width, F = static_cast<int64_t>(c.arch.ffn_mult) * c.arch.width;
+  const GptArchitecture& a = c.arch;
+  const int64_t C = a.width, F = a.ffn_width(), Q = a.qkv_rows(), G = a.fc_rows();
   const Init w = Init::normal(0.0f, kInitStd);
-  const Init wres = Init::normal(0.0f, kInitStd / std::sqrt(2.0f * c.arch.layers));
-  std::vector<ParamSpec> specs = {spec("ln1.weight", {C}, Init::ones(), false),
-                                  spec("ln1.bias", {C}, Init::zeros(), false),
-                                  spec("qkv.weight", {3 * C, C}, w, true),
-                                  spec("qkv.bias", {3 * C}, Init::zeros(), false),
-                                  spec("proj.weight", {C, C}, wres, true),
-                                  spec("proj.bias", {C}, Init::zeros(), false),
-                                  spec("ln2.weight", {C}, Init::ones(), false),
-                                  spec("ln2.bias", {C}, Init::zeros(), false),
-                                  spec("fc.weight", {F, C}, w, true),
-                                  spec("fc.bias", {F}, Init::zeros(), false),
-                                  spec("fc_proj.weight", {C, F}, wres, true),
-                                  spec("fc_proj.bias", {C}, Init::zeros(), false)};
+  const Init wres = Init::normal(0.0f, kInitStd / std::sqrt(2.0f * a.layers));
+  const bool nb = a.has_norm_bias();
+  std::vector<ParamSpec> specs;
+  auto add = [&specs](bool present, ParamSpec p) {
+    if (present) specs.push_back(std::move(p));
+  };
+  add(true, spec("ln1.weight", {C}, Init::ones(), false));
+  add(nb, spec("ln1.bias", {C}, Init::zeros(), false));
+  add(true, spec("qkv.weight", {Q, C}, w, true));
+  add(a.qkv_bias, spec("qkv.bias", {Q}, Init::zeros(), false));
+  add(true, spec("proj.weight", {C, C}, wres, true));
+  add(a.proj_bias, spec("proj.bias", {C}, Init::zeros(), false));
+  add(true, spec("ln2.weight", {C}, Init::ones(), false));
+  add(nb, spec("ln2.bias", {C}, Init::zeros(), false));
+  add(true, spec("fc.weight", {G, C}, w, true));
+  add(a.mlp_bias, spec("fc.bias", {G}, Init::zeros(), false));
+  add(true, spec("fc_proj.weight", {C, F}, wres, true));
+  add(a.mlp_bias, spec("fc_proj.bias", {C}, Init::zeros(), false));
   specs = base(c, std::move(specs));
   // [Note: int8 base compute]
-  for (int i : {kQkvW, kProjW, kFcW, kFcProjW})
+  const GptBlockLayout layout = GptBlockLayout::of(a);
+  for (int t = 0; t < kNumGptLoraTargets; ++t) {
+    const int i = layout.weight(static_cast<GptLoraTarget>(t));
     specs[static_cast<size_t>(i)].accepts_int8 = c.adapters.int8.accept;
+  }
   // [Note: LoRA] PEFT's initialisation: A kaiming_uniform(a = sqrt(5)), whose bound
   // sqrt(6 / ((1 + 5) fan_in)) is 1/sqrt(in); B zeros, so the adapted model starts as its base.
   const int64_t r = c.adapters.lora.rank;
@@ -59,7 +108,7 @@ std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
     const auto target = static_cast<GptLoraTarget>(t);
     if (!c.adapters.lora.targets_linear(target)) continue;
     int64_t in = 0, out = 0;
-    gpt_lora_linear_shape(target, C, F, &in, &out);
+    gpt_lora_linear_shape(target, a, &in, &out);
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
     const std::string name = kGptLoraTargetNames[t];
     specs.push_back(spec(name + ".lora_A", {r, in}, Init::uniform(-bound, bound), true));
@@ -70,7 +119,7 @@ std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
 
 int gpt_lora_param_index(const GptConfig& c, GptLoraTarget t) {
   if (!c.adapters.lora.targets_linear(t)) return -1;
-  int index = kNumBlockParams;
+  int index = GptBlockLayout::of(c.arch).count;
   for (int u = 0; u < static_cast<int>(t); ++u)
     if (c.adapters.lora.targets_linear(static_cast<GptLoraTarget>(u))) index += 2;
   return index;
@@ -78,9 +127,10 @@ int gpt_lora_param_index(const GptConfig& c, GptLoraTarget t) {
 
 std::vector<ParamSpec> gpt_head_specs(const GptConfig& c) {
   const int64_t C = c.arch.width, V = c.arch.vocab;
-  return base(c, {spec("ln_f.weight", {C}, Init::ones(), false),
-                  spec("ln_f.bias", {C}, Init::zeros(), false),
-                  spec("lm_head.weight", {V, C}, Init::normal(0.0f, kInitStd), true)});
+  std::vector<ParamSpec> specs = {spec("ln_f.weight", {C}, Init::ones(), false)};
+  if (c.arch.has_norm_bias()) specs.push_back(spec("ln_f.bias", {C}, Init::zeros(), false));
+  specs.push_back(spec("lm_head.weight", {V, C}, Init::normal(0.0f, kInitStd), true));
+  return base(c, std::move(specs));
 }
 
 std::string gpt_unit_name(const GptConfig& c, size_t unit) {

@@ -53,17 +53,18 @@ struct GptModel::State : GptDims {
   double loss = std::numeric_limits<double>::quiet_NaN();
 
   // Temporaries shared by all units.
-  Buffer qkv;                     // [M, 3C] fp32
+  Buffer qkv;                     // [M, Q] fp32
   Buffer att_s, att_o;            // [B, H, T, T], [M, C] fp32
   Buffer att_dom, att_dsm;        // [M, C], [B, H, T, T] mm
   Buffer att_dq, att_dk, att_dv;  // [M, C] fp32 each
   Buffer dres;                    // [M, C] gradient of the residual stream
-  Buffer dwide;                   // [M, max(F, 3C, V)] fp32 gradient temporaries
-  Buffer dwide_mm;                // [M, max(F, 3C, V)] mm copy (empty when mm is fp32)
+  Buffer dwide;                   // [M, max(G, Q, V)] fp32 gradient temporaries
+  Buffer dwide_mm;                // [M, max(G, Q, V)] mm copy (empty when mm is fp32)
   Buffer dnarrow;                 // [M, C] fp32
   Buffer dnarrow_mm;              // [M, C] mm copy of dres / dnarrow (empty when mm is fp32)
+  Buffer dmlp;                    // [M, F] fp32 gradient of SwiGLU's output (SwiGLU only)
   Buffer wscratch;                // [max weight numel] fp32 (fp16 compute: weights converted)
-  Buffer pscratch;                // [4][max(F, 3C)] fp32 small parameters converted
+  Buffer pscratch;                // [4][max(G, Q)] fp32 small parameters converted
   Buffer lora_t, lora_t_mm;       // [M, r] fp32 and mm (lowp): x A^T or dy B (LoRA only)
   Buffer lora_wscratch;           // fp16 compute: one adapter's A and B in fp32 (LoRA only)
 
@@ -95,6 +96,8 @@ struct GptModel::State : GptDims {
   AttentionWork attn_work();
   // The parameter as fp32: its data when fp32, else converted into scratch slot `slot`.
   const float* small_f32(const ParamView& p, int slot);
+  // The same for an optional parameter (an absent bias): null stays null.
+  const float* small_f32(const ParamView* p, int slot);
   // A matmul weight in mm: its data when its dtype is mm, else converted to fp32 scratch.
   const void* weight_mm(const ParamView& p);
   // src in mm: src itself when mm is fp32, else converted into dst (n elements).

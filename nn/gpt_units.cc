@@ -15,6 +15,50 @@ namespace {
 // The span of parameter i's gradient, or null when it is frozen (GradViews::wanted): the kernels
 // skip a null gradient, so no work is spent on a frozen parameter.
 float* wanted_grad(GradViews& g, size_t i) { return g.wanted(i) ? g.grad(i) : nullptr; }
+// The same for an optional parameter: index -1 (absent) gives null.
+float* wanted_grad(GradViews& g, int i) {
+  return i >= 0 ? wanted_grad(g, static_cast<size_t>(i)) : nullptr;
+}
+// Parameter i, or null when the architecture lacks it (index -1).
+const ParamView* optional(std::span<const ParamView> p, int i) {
+  return i >= 0 ? &p[static_cast<size_t>(i)] : nullptr;
+}
+
+// The block's or head's normalisation ([Note: architecture components]): LayerNorm with weight w
+// and bias b, or RMSNorm with weight w (b is -1); out in mm, statistics kept for backward.
+void norm_forward(GptModel::State& s, std::span<const ParamView> p, int w, int b, const float* x,
+                  void* out, Buffer& mean, Buffer& rstd) {
+  const GptArchitecture& a = s.cfg.arch;
+  if (a.norm == NormKind::kRMSNorm) {
+    rmsnorm_forward(x, s.small_f32(p[w], 0), s.M, s.C, a.norm_eps, out, s.mm, rstd.as<float>());
+    return;
+  }
+  layernorm_forward(x, s.small_f32(p[w], 0), s.small_f32(p[b], 1), s.M, s.C, out, s.mm,
+                    mean.as<float>(), rstd.as<float>(), a.norm_eps);
+}
+
+// dx += the norm's input gradient for dy; its weight's (and bias's) gradients where wanted.
+void norm_backward(GptModel::State& s, std::span<const ParamView> p, GradViews& g, int w, int b,
+                   const float* x, Buffer& mean, Buffer& rstd, const float* dy, float* dx) {
+  if (s.cfg.arch.norm == NormKind::kRMSNorm) {
+    rmsnorm_backward(x, s.small_f32(p[w], 0), rstd.as<float>(), dy, s.M, s.C, dx,
+                     wanted_grad(g, w));
+    return;
+  }
+  layernorm_backward(x, s.small_f32(p[w], 0), mean.as<float>(), rstd.as<float>(), dy, s.M, s.C, dx,
+                     wanted_grad(g, w), wanted_grad(g, b));
+}
+
+// Rotary positions on the q and k heads of qkv [M, Q] in place (forward) or their transpose on
+// dqkv (backward); nothing with learned positions.
+void rotate_qk(GptModel::State& s, float* qkv, bool backward) {
+  const GptArchitecture& a = s.cfg.arch;
+  if (a.positions != PositionKind::kRotary) return;
+  const int hd = a.head_dim();
+  auto rope = backward ? rope_backward : rope_forward;
+  rope(qkv, s.M, s.T, s.H, hd, s.Q, a.rope_theta);
+  rope(qkv + s.C, s.M, s.T, s.KV, hd, s.Q, a.rope_theta);
+}
 
 class EmbedUnit : public GptUnit {
  public:
@@ -22,15 +66,17 @@ class EmbedUnit : public GptUnit {
   void forward(std::span<const ParamView> p, const StepInfo&) override {
     check_params(p);
     ThreadScope scope(s_.threads);
-    embedding_forward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, p[0], p[1], s_.x(0));
+    embedding_forward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, p[0],
+                      p.size() > 1 ? &p[1] : nullptr, s_.x(0));
   }
   // Frozen wte and wpe (a LoRA fine-tune): nothing to do.
   void backward(std::span<const ParamView> p, GradViews& g, const StepInfo&) override {
     check_params(p);
-    if (!g.wanted(0) && !g.wanted(1)) return;
+    const int wpe = p.size() > 1 ? 1 : -1;
+    if (!g.wanted(size_t{0}) && wanted_grad(g, wpe) == nullptr) return;
     ThreadScope scope(s_.threads);
     embedding_backward(s_.inputs.as<int32_t>(), s_.B, s_.T, s_.C, s_.dres.as<float>(),
-                       wanted_grad(g, 0), wanted_grad(g, 1));
+                       wanted_grad(g, size_t{0}), wanted_grad(g, wpe));
   }
 
  private:
@@ -39,7 +85,8 @@ class EmbedUnit : public GptUnit {
 
 class BlockUnit : public GptUnit {
  public:
-  BlockUnit(GptModel::State& s, int layer) : GptUnit(s.cfg, 1 + layer), s_(s), l_(layer) {}
+  BlockUnit(GptModel::State& s, int layer)
+      : GptUnit(s.cfg, 1 + layer), s_(s), l_(layer), lay_(GptBlockLayout::of(s.cfg.arch)) {}
   void forward(std::span<const ParamView> p, const StepInfo&) override {
     check_params(p);
     ThreadScope scope(s_.threads);
@@ -56,38 +103,43 @@ class BlockUnit : public GptUnit {
   void run_forward(std::span<const ParamView> p) {
     GptModel::State& s = s_;
     BlockActs& a = s.block_acts(l_);
-    const int64_t M = s.M, C = s.C, F = s.F;
+    const int64_t M = s.M, C = s.C;
     const float* x = s.x(l_);
     float* y = s.x(l_ + 1);
-    layernorm_forward(x, s.small_f32(p[kLn1W], 0), s.small_f32(p[kLn1B], 1), M, C, a.h1.data(),
-                      s.mm, a.mean1.as<float>(), a.rstd1.as<float>());
-    base_forward(p, s.qkv_lin, GptLoraTarget::kQkv, kQkvW, kQkvB, a.h1.data(), s.qkv.as<float>());
-    lora_forward(p, GptLoraTarget::kQkv, a, a.h1.data(), s.qkv.as<float>());
-    s.attn.forward(s.qkv.as<float>(), a.attn(), s.attn_work(), a.a.data());
+    float* qkv = s.qkv.as<float>();
+    norm_forward(s, p, lay_.ln1_w, lay_.ln1_b, x, a.h1.data(), a.mean1, a.rstd1);
+    linear_forward(p, s.qkv_lin, GptLoraTarget::kQkv, a, a.h1.data(), qkv);
+    rotate_qk(s, qkv, false);
+    s.attn.forward(qkv, a.attn(), s.attn_work(), a.a.data());
     // Residual: x2 = x + proj(a), fused as the GEMM's sum post-op on a copy of x.
     std::memcpy(a.x2.data(), x, sizeof(float) * M * C);
-    base_forward(p, s.proj_lin, GptLoraTarget::kProj, kProjW, kProjB, a.a.data(), a.x2.as<float>());
-    lora_forward(p, GptLoraTarget::kProj, a, a.a.data(), a.x2.as<float>());
-    layernorm_forward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0), s.small_f32(p[kLn2B], 1), M, C,
-                      a.h2.data(), s.mm, a.mean2.as<float>(), a.rstd2.as<float>());
-    base_forward(p, s.fc_lin, GptLoraTarget::kFc, kFcW, kFcB, a.h2.data(), a.f.as<float>());
-    lora_forward(p, GptLoraTarget::kFc, a, a.h2.data(), a.f.as<float>());
-    gelu_forward_save_grad(a.f.as<float>(), a.g.data(), s.mm, M * F);  // f := gelu'(f)
+    linear_forward(p, s.proj_lin, GptLoraTarget::kProj, a, a.a.data(), a.x2.as<float>());
+    norm_forward(s, p, lay_.ln2_w, lay_.ln2_b, a.x2.as<float>(), a.h2.data(), a.mean2, a.rstd2);
+    linear_forward(p, s.fc_lin, GptLoraTarget::kFc, a, a.h2.data(), a.f.as<float>());
+    if (s.cfg.arch.mlp == MlpKind::kSwiGLU)
+      swiglu_forward_rows(a.f.as<float>(), M, s.F, a.g.data(), s.mm);
+    else
+      gelu_forward_save_grad(a.f.as<float>(), a.g.data(), s.mm, M * s.F);  // f := gelu'(f)
     std::memcpy(y, a.x2.data(), sizeof(float) * M * C);
-    base_forward(p, s.fcproj_lin, GptLoraTarget::kFcProj, kFcProjW, kFcProjB, a.g.data(), y);
-    lora_forward(p, GptLoraTarget::kFcProj, a, a.g.data(), y);
+    linear_forward(p, s.fcproj_lin, GptLoraTarget::kFcProj, a, a.g.data(), y);
   }
 
-  // The base linear of `target` (weight kw, bias kb): y = x W^T + b (+= for the residual ones),
-  // from an int8 record through the target's Int8Linear ([Note: int8 base compute]).
-  void base_forward(std::span<const ParamView> p, Linear& lin, GptLoraTarget target, int kw, int kb,
-                    const void* x, float* y) {
+  // The linear `target`: y = x W^T + b (+= for the residual ones), from an int8 record through
+  // the target's Int8Linear ([Note: int8 base compute]), then its LoRA adapter's y += s (x A^T) B^T
+  // ([Note: LoRA]), keeping x A^T in the block set for backward.
+  void linear_forward(std::span<const ParamView> p, Linear& lin, GptLoraTarget target, BlockActs& a,
+                      const void* x, float* y) {
     GptModel::State& s = s_;
-    if (p[kw].dtype == DType::kI8) {
-      s.int8_lin[static_cast<int>(target)].forward(x, int8_weight(p[kw]), s.small_f32(p[kb], 0), y);
-      return;
-    }
-    lin.forward(x, s.weight_mm(p[kw]), s.small_f32(p[kb], 0), y);
+    const int t = static_cast<int>(target), kw = lay_.weight(target);
+    const float* bias = s.small_f32(optional(p, lay_.bias(target)), 0);
+    if (p[kw].dtype == DType::kI8)
+      s.int8_lin[t].forward(x, int8_weight(p[kw]), bias, y);
+    else
+      lin.forward(x, s.weight_mm(p[kw]), bias, y);
+    const int i = s.lora_index[t];
+    if (i < 0) return;
+    const auto w = s.lora_weights_mm(p[i], p[i + 1]);
+    s.lora[t].forward(x, w[0], w[1], s.lora_t.as<float>(), s.lora_u(a, t), y);
   }
 
   Int8Weight int8_weight(const ParamView& w) const {
@@ -98,32 +150,22 @@ class BlockUnit : public GptUnit {
     return {w.as<int8_t>(), w.row_scales};
   }
 
-  // [Note: LoRA] y += s (x A^T) B^T after the base linear of `target`, keeping x A^T in the block
-  // set for backward; nothing when the linear has no adapter.
-  void lora_forward(std::span<const ParamView> p, GptLoraTarget target, BlockActs& a, const void* x,
-                    float* y) {
-    GptModel::State& s = s_;
-    const int t = static_cast<int>(target), i = s.lora_index[t];
-    if (i < 0) return;
-    const auto w = s.lora_weights_mm(p[i], p[i + 1]);
-    s.lora[t].forward(x, w[0], w[1], s.lora_t.as<float>(), s.lora_u(a, t), y);
-  }
-
-  // The backward of linear `target` (weight parameter kw, bias kb; bias_cols columns): dx = dy W
-  // (+ its adapter's s v A), dW, db and the adapter's dA, dB for those wanted. dy32 is dy in fp32
-  // (for the bias), dy its mm copy, x the linear's saved input.
+  // The backward of linear `target` (bias_cols output columns): dx = dy W (+ its adapter's
+  // s v A), dW, db and the adapter's dA, dB for those wanted. dy32 is dy in fp32 (for the bias),
+  // dy its mm copy, x the linear's saved input.
   void linear_backward(std::span<const ParamView> p, GradViews& g, Linear& lin,
-                       GptLoraTarget target, int kw, int kb, const float* dy32, const void* dy,
-                       int bias_cols, const void* x, float* dx, BlockActs& a) {
+                       GptLoraTarget target, const float* dy32, const void* dy, int bias_cols,
+                       const void* x, float* dx, BlockActs& a) {
     GptModel::State& s = s_;
+    const int kw = lay_.weight(target), kb = lay_.bias(target);
     if (p[kw].dtype == DType::kI8) {  // a frozen int8 weight: dx only
-      ZS_CHECK(!g.wanted(kw), ErrorCode::kInvalidArgument,
+      ZS_CHECK(!g.wanted(static_cast<size_t>(kw)), ErrorCode::kInvalidArgument,
                "{}: a trainable parameter '{}' was handed over as int8", name(), p[kw].spec->name);
       s.int8_lin[static_cast<int>(target)].backward_data(dy, int8_weight(p[kw]), dx);
     } else {
       lin.backward(dy, x, s.weight_mm(p[kw]), dx, wanted_grad(g, kw));
     }
-    if (g.wanted(kb)) bias_backward(dy32, s.M, bias_cols, g.grad(kb));
+    if (float* db = wanted_grad(g, kb)) bias_backward(dy32, s.M, bias_cols, db);
     const int t = static_cast<int>(target), i = s.lora_index[t];
     if (i < 0) return;
     const auto w = s.lora_weights_mm(p[i], p[i + 1]);
@@ -133,53 +175,67 @@ class BlockUnit : public GptUnit {
 
   // On entry s.dres = dL/d(block output); on exit dL/d(block input).
   void run_backward(std::span<const ParamView> p, GradViews& g) {
+    mlp_backward(p, g);
+    attention_backward(p, g);
+  }
+
+  // y = x2 + fc_proj(act(fc(norm2(x2)))): s.dres becomes dL/dx2.
+  void mlp_backward(std::span<const ParamView> p, GradViews& g) {
     GptModel::State& s = s_;
     BlockActs& a = s.block_acts(l_);
     const int64_t M = s.M;
-    const int C = s.C, F = s.F;
     float* dres = s.dres.as<float>();
     float* dwide = s.dwide.as<float>();
     float* dnarrow = s.dnarrow.as<float>();
+    const bool swiglu = s.cfg.arch.mlp == MlpKind::kSwiGLU;
+    float* dg = swiglu ? s.dmlp.as<float>() : dwide;  // [M, F]
+    const void* dy = s.to_mm(dres, s.dnarrow_mm, M * s.C);
+    linear_backward(p, g, s.fcproj_lin, GptLoraTarget::kFcProj, dres, dy, s.C, a.g.data(), dg, a);
+    if (swiglu)
+      swiglu_backward_rows(a.f.as<float>(), dg, M, s.F, dwide);  // d(gate | up) [M, 2F]
+    else
+      gelu_backward_saved(a.f.as<float>(), dwide, dwide, M * s.F);  // df
+    const void* df = s.to_mm(dwide, s.dwide_mm, M * s.G);
+    linear_backward(p, g, s.fc_lin, GptLoraTarget::kFc, dwide, df, s.G, a.h2.data(), dnarrow, a);
+    norm_backward(s, p, g, lay_.ln2_w, lay_.ln2_b, a.x2.as<float>(), a.mean2, a.rstd2, dnarrow,
+                  dres);
+  }
 
-    // MLP: y = x2 + fc_proj(gelu(fc(ln2(x2)))).
-    const void* dy = s.to_mm(dres, s.dnarrow_mm, M * C);
-    linear_backward(p, g, s.fcproj_lin, GptLoraTarget::kFcProj, kFcProjW, kFcProjB, dres, dy, C,
-                    a.g.data(), dwide, a);                      // dg [M, F]
-    gelu_backward_saved(a.f.as<float>(), dwide, dwide, M * F);  // df
-    const void* df = s.to_mm(dwide, s.dwide_mm, M * F);
-    linear_backward(p, g, s.fc_lin, GptLoraTarget::kFc, kFcW, kFcB, dwide, df, F, a.h2.data(),
-                    dnarrow, a);  // dh2
-    layernorm_backward(a.x2.as<float>(), s.small_f32(p[kLn2W], 0), a.mean2.as<float>(),
-                       a.rstd2.as<float>(), dnarrow, M, C, dres, wanted_grad(g, kLn2W),
-                       wanted_grad(g, kLn2B));
-
-    // Attention: x2 = x + proj(attn(qkv(ln1(x)))).
-    const void* dx2 = s.to_mm(dres, s.dnarrow_mm, M * C);
-    linear_backward(p, g, s.proj_lin, GptLoraTarget::kProj, kProjW, kProjB, dres, dx2, C,
-                    a.a.data(), dnarrow, a);                   // da
-    s.attn.backward(dnarrow, a.attn(), s.attn_work(), dwide);  // dqkv [M, 3C]
-    const void* dqkv = s.to_mm(dwide, s.dwide_mm, M * 3 * C);
-    linear_backward(p, g, s.qkv_lin, GptLoraTarget::kQkv, kQkvW, kQkvB, dwide, dqkv, 3 * C,
-                    a.h1.data(), dnarrow, a);  // dh1
-    layernorm_backward(s.x(l_), s.small_f32(p[kLn1W], 0), a.mean1.as<float>(), a.rstd1.as<float>(),
-                       dnarrow, M, C, dres, wanted_grad(g, kLn1W), wanted_grad(g, kLn1B));
+  // x2 = x + proj(attn(rope(qkv(norm1(x))))): s.dres becomes dL/dx.
+  void attention_backward(std::span<const ParamView> p, GradViews& g) {
+    GptModel::State& s = s_;
+    BlockActs& a = s.block_acts(l_);
+    const int64_t M = s.M;
+    float* dres = s.dres.as<float>();
+    float* dwide = s.dwide.as<float>();
+    float* dnarrow = s.dnarrow.as<float>();
+    const void* dx2 = s.to_mm(dres, s.dnarrow_mm, M * s.C);
+    linear_backward(p, g, s.proj_lin, GptLoraTarget::kProj, dres, dx2, s.C, a.a.data(), dnarrow,
+                    a);                                        // da
+    s.attn.backward(dnarrow, a.attn(), s.attn_work(), dwide);  // dqkv [M, Q]
+    rotate_qk(s, dwide, true);
+    const void* dqkv = s.to_mm(dwide, s.dwide_mm, M * s.Q);
+    linear_backward(p, g, s.qkv_lin, GptLoraTarget::kQkv, dwide, dqkv, s.Q, a.h1.data(), dnarrow,
+                    a);  // dh1
+    norm_backward(s, p, g, lay_.ln1_w, lay_.ln1_b, s.x(l_), a.mean1, a.rstd1, dnarrow, dres);
   }
 
   GptModel::State& s_;
   int l_;
+  GptBlockLayout lay_;
 };
 
 class HeadUnit : public GptUnit {
  public:
-  explicit HeadUnit(GptModel::State& s) : GptUnit(s.cfg, 1 + s.L), s_(s) {}
+  explicit HeadUnit(GptModel::State& s)
+      : GptUnit(s.cfg, 1 + s.L), s_(s), lay_(GptHeadLayout::of(s.cfg.arch)) {}
   void forward(std::span<const ParamView> p, const StepInfo&) override {
     check_params(p);
     ThreadScope scope(s_.threads);
     GptModel::State& s = s_;
-    layernorm_forward(s.x(s.L), s.small_f32(p[0], 0), s.small_f32(p[1], 1), s.M, s.C, s.hf.data(),
-                      s.mm, s.meanf.as<float>(), s.rstdf.as<float>());
+    norm_forward(s, p, lay_.ln_w, lay_.ln_b, s.x(s.L), s.hf.data(), s.meanf, s.rstdf);
     float* logits = s.logits.as<float>();
-    s.head_lin.forward(s.hf.data(), s.weight_mm(p[2]), nullptr, logits);
+    s.head_lin.forward(s.hf.data(), s.weight_mm(p[lay_.lm_head]), nullptr, logits);
     if (s.inference) {
       std::memcpy(s.last_logits.data(), logits + static_cast<int64_t>(s.inference_length - 1) * s.V,
                   sizeof(float) * s.V);
@@ -200,15 +256,16 @@ class HeadUnit : public GptUnit {
     cross_entropy_backward(dlogits, s.targets.as<int32_t>(), s.M, s.V, info.loss_scale, dlogits);
     const void* dl = s.to_mm(dlogits, s.dwide_mm, s.M * s.V);
     float* dh = s.dnarrow.as<float>();
-    s.head_lin.backward(dl, s.hf.data(), s.weight_mm(p[2]), dh, wanted_grad(g, 2));
+    s.head_lin.backward(dl, s.hf.data(), s.weight_mm(p[lay_.lm_head]), dh,
+                        wanted_grad(g, lay_.lm_head));
     float* dres = s.dres.as<float>();
     std::memset(dres, 0, sizeof(float) * s.M * s.C);
-    layernorm_backward(s.x(s.L), s.small_f32(p[0], 0), s.meanf.as<float>(), s.rstdf.as<float>(), dh,
-                       s.M, s.C, dres, wanted_grad(g, 0), wanted_grad(g, 1));
+    norm_backward(s, p, g, lay_.ln_w, lay_.ln_b, s.x(s.L), s.meanf, s.rstdf, dh, dres);
   }
 
  private:
   GptModel::State& s_;
+  GptHeadLayout lay_;
 };
 
 }  // namespace

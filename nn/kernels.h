@@ -20,14 +20,18 @@ void param_to_fp32(const ParamView& p, float* dst);
 // out[b*T + t, :] = wte[tokens[b*T+t], :] + wpe[t, :]; tokens [B*T], out [B*T, C] fp32.
 void embedding_forward(const int32_t* tokens, int B, int T, int C, const ParamView& wte,
                        const ParamView& wpe, float* out);
+// The same with wpe optional: null (rotary positions) gives out = wte[tokens] alone.
+void embedding_forward(const int32_t* tokens, int B, int T, int C, const ParamView& wte,
+                       const ParamView* wpe, float* out);
 // dwte[tokens[i], :] += dout[i, :]; dwpe[t, :] += sum_b dout[b*T + t, :]. A null dwte or dwpe
 // is skipped (a frozen table).
 void embedding_backward(const int32_t* tokens, int B, int T, int C, const float* dout, float* dwte,
                         float* dwpe);
 
-// out = (x - mean) * rstd * w + b per row (eps 1e-5), written in dt; mean, rstd [M] kept.
+// out = (x - mean) * rstd * w + b per row, rstd = 1 / sqrt(var + eps), written in dt; mean, rstd
+// [M] kept.
 void layernorm_forward(const float* x, const float* w, const float* b, int64_t M, int C, void* out,
-                       DType dt, float* mean, float* rstd);
+                       DType dt, float* mean, float* rstd, float eps = 1e-5f);
 // dx += dLN/dx (accumulates), dw += sum_rows dy * xhat, db += sum_rows dy. A null dw or db is
 // skipped (frozen norm parameters); dx is the same bits either way.
 void layernorm_backward(const float* x, const float* w, const float* mean, const float* rstd,
@@ -60,6 +64,13 @@ void swiglu_forward(const float* gate, const float* up, void* out, DType dt, int
 // dup may alias up or dy (not both the same one).
 void swiglu_backward(const float* gate, const float* up, const float* dy, float* dgate, float* dup,
                      int64_t n);
+
+// The same over the rows of the fused fc output the model keeps: gate_up [M, 2F] holds gate_proj's
+// output in columns [0, F) and up_proj's in [F, 2F); out [M, F] in dt.
+void swiglu_forward_rows(const float* gate_up, int64_t M, int F, void* out, DType dt);
+// dy [M, F] -> dgate_up [M, 2F] (dgate | dup per row, overwrites); dgate_up must not alias
+// gate_up or dy.
+void swiglu_backward_rows(const float* gate_up, const float* dy, int64_t M, int F, float* dgate_up);
 
 // Rotary position embedding (transformers' apply_rotary_pos_emb with rotate_half), in place on
 // `heads` heads of hd (even) dims at the start of each row of x [rows, ld] (head h at columns

@@ -1,4 +1,4 @@
-// Layer normalisation over the last dimension (eps 1e-5), forward and backward.
+// Layer normalisation over the last dimension, forward and backward.
 #include <cmath>
 
 #include "core/error.h"
@@ -8,24 +8,22 @@
 namespace zs::nn {
 
 namespace {
-constexpr float kEps = 1e-5f;
-
 ZS_SIMD_BODY(void, ln_row,
-             (const float* x, const float* w, const float* b, int C, float* y, float* mean_out,
-              float* rstd_out)) {
+             (const float* x, const float* w, const float* b, int C, float eps, float* y,
+              float* mean_out, float* rstd_out)) {
   const float mean = simd::row_sum(x, C) / static_cast<float>(C);
   alignas(64) float d[kMaxRow];
   for (int c = 0; c < C; ++c) d[c] = x[c] - mean;
   const float var = simd::row_dot(d, d, C) / static_cast<float>(C);
-  const float rstd = 1.0f / std::sqrt(var + kEps);
+  const float rstd = 1.0f / std::sqrt(var + eps);
   for (int c = 0; c < C; ++c) y[c] = d[c] * rstd * w[c] + b[c];
   *mean_out = mean;
   *rstd_out = rstd;
 }
 ZS_SIMD_DISPATCH(void, ln_row,
-                 (const float* x, const float* w, const float* b, int C, float* y, float* mean_out,
-                  float* rstd_out),
-                 (x, w, b, C, y, mean_out, rstd_out))
+                 (const float* x, const float* w, const float* b, int C, float eps, float* y,
+                  float* mean_out, float* rstd_out),
+                 (x, w, b, C, eps, y, mean_out, rstd_out))
 
 // dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w.
 ZS_SIMD_BODY(void, ln_row_grad,
@@ -74,15 +72,15 @@ ZS_SIMD_DISPATCH(void, ln_param_grad,
 }  // namespace
 
 void layernorm_forward(const float* x, const float* w, const float* b, int64_t M, int C, void* out,
-                       DType dt, float* mean, float* rstd) {
+                       DType dt, float* mean, float* rstd, float eps) {
   ZS_ASSERT(C <= kMaxRow);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     if (dt == DType::kF32) {
-      ln_row(x + i * C, w, b, C, static_cast<float*>(out) + i * C, mean + i, rstd + i);
+      ln_row(x + i * C, w, b, C, eps, static_cast<float*>(out) + i * C, mean + i, rstd + i);
     } else {
       alignas(64) float y[kMaxRow];
-      ln_row(x + i * C, w, b, C, y, mean + i, rstd + i);
+      ln_row(x + i * C, w, b, C, eps, y, mean + i, rstd + i);
       store_as(y, out, dt, i * C, C);
     }
   }

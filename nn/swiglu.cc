@@ -66,3 +66,39 @@ void swiglu_backward(const float* gate, const float* up, const float* dy, float*
 }
 
 }  // namespace zs::nn
+
+namespace zs::nn {
+
+void swiglu_forward_rows(const float* gate_up, int64_t M, int F, void* out, DType dt) {
+#pragma omp parallel for schedule(static)
+  for (int64_t m = 0; m < M; ++m) {
+    const float* gate = gate_up + m * 2 * F;
+    for (int c = 0; c < F; c += kChunk) {
+      const int len = std::min(kChunk, F - c);
+      const int64_t off = m * F + c;
+      if (dt == DType::kF32) {
+        swiglu_chunk(gate + c, gate + F + c, static_cast<float*>(out) + off, len);
+      } else {
+        alignas(64) float tmp[kChunk];
+        swiglu_chunk(gate + c, gate + F + c, tmp, len);
+        store_as(tmp, out, dt, off, len);
+      }
+    }
+  }
+}
+
+void swiglu_backward_rows(const float* gate_up, const float* dy, int64_t M, int F,
+                          float* dgate_up) {
+#pragma omp parallel for schedule(static)
+  for (int64_t m = 0; m < M; ++m) {
+    const float* gate = gate_up + m * 2 * F;
+    float* dgate = dgate_up + m * 2 * F;
+    const float* d = dy + m * F;
+    for (int c = 0; c < F; c += kChunk) {
+      const int len = std::min(kChunk, F - c);
+      swiglu_grad_chunk(gate + c, gate + F + c, d + c, dgate + c, dgate + F + c, len);
+    }
+  }
+}
+
+}  // namespace zs::nn

@@ -34,56 +34,52 @@ void TransformerShape::validate() const {
   ZS_CHECK(params < 1e15L, ErrorCode::kInvalidArgument,
            "transformer: about {:.3g} parameters, more than the 1e15 a plan can hold",
            static_cast<double>(params));
-  if (adapters.lora.rank != 0 || adapters.int8.accept) {
-    ZS_CHECK(family == TransformerFamily::kGpt, ErrorCode::kInvalidArgument,
-             "transformer: LoRA adapters (rank {}) and int8 compute are planned for the gpt family "
-             "only",
-             adapters.lora.rank);
-    adapters.validate();
+  ZS_CHECK(kv_heads >= 0 && kv_heads <= heads && heads % (kv_heads > 0 ? kv_heads : heads) == 0,
+           ErrorCode::kInvalidArgument, "transformer: kv_heads {} must divide heads {}", kv_heads,
+           heads);
+  if (adapters.lora.rank != 0 || adapters.int8.accept) adapters.validate();
+}
+
+GptArchitecture TransformerShape::arch() const {
+  GptArchitecture a = components;
+  if (family == TransformerFamily::kLlama) {
+    a.norm = NormKind::kRMSNorm;
+    a.positions = PositionKind::kRotary;
+    a.mlp = MlpKind::kSwiGLU;
+    a.qkv_bias = a.proj_bias = a.mlp_bias = false;
   }
+  a.layers = layers;
+  a.heads = heads;
+  a.width = width;
+  a.context = context;
+  a.vocab = vocab;
+  a.ffn = ffn_width();
+  a.kv_heads = kv_heads;
+  a.rope_theta = rope_theta;
+  a.norm_eps = norm_eps;
+  return a;
 }
 
 std::vector<std::vector<TransformerParam>> TransformerShape::unit_params() const {
   validate();
-  const int64_t C = width, F = ffn_width(), V = vocab, T = context;
-  // [Note: LoRA] with freeze_base every base parameter is frozen.
-  const GptLoraConfig& lora = adapters.lora;
-  const bool base_trains = !(lora.enabled() && lora.freeze_base);
-  auto mat = [&](int64_t rows, int64_t cols) {
-    return TransformerParam{rows * cols, rows, base_trains};
-  };
-  auto vec = [&](int64_t n) { return TransformerParam{n, 0, base_trains}; };
-  std::vector<std::vector<TransformerParam>> units;
-  if (family == TransformerFamily::kGpt) {
-    // nn/gpt_specs.cc: embed {wte, wpe}; block {ln1.w, ln1.b, qkv.w, qkv.b, proj.w, proj.b,
-    // ln2.w, ln2.b, fc.w, fc.b, fc_proj.w, fc_proj.b, then per target lora_A, lora_B};
-    // head {ln_f.w, ln_f.b, lm_head.w}.
-    units.push_back({mat(V, C), mat(T, C)});
-    std::vector<TransformerParam> block = {vec(C),    vec(C), mat(3 * C, C), vec(3 * C),
-                                           mat(C, C), vec(C), vec(C),        vec(C),
-                                           mat(F, C), vec(F), mat(C, F),     vec(C)};
-    // [Note: int8 base compute] as gpt_block_specs(): the four linears' weights.
-    for (int i : {kQkvW, kProjW, kFcW, kFcProjW})
-      block[static_cast<size_t>(i)].accepts_int8 = adapters.int8.accept;
-    const int64_t r = lora.rank;
-    for (int t = 0; t < kNumGptLoraTargets && lora.enabled(); ++t) {
-      if (!lora.targets_linear(static_cast<GptLoraTarget>(t))) continue;
-      int64_t in = 0, out = 0;
-      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), C, F, &in, &out);
-      block.push_back({r * in, r, true});     // lora_A [r, in]
-      block.push_back({out * r, out, true});  // lora_B [out, r]
+  GptConfig c;
+  c.arch = arch();
+  c.adapters = adapters;
+  // The model's own declarations (nn/gpt_specs.h): every block declares the same list.
+  auto params = [](const std::vector<ParamSpec>& specs) {
+    std::vector<TransformerParam> out;
+    for (const ParamSpec& p : specs) {
+      int64_t n = 1;
+      for (int64_t d : p.shape) n *= d;
+      out.push_back({n, p.shape.size() == 2 ? p.shape[0] : 0, p.trainable, p.accepts_int8});
     }
-    for (int l = 0; l < layers; ++l) units.push_back(block);
-    units.push_back({vec(C), vec(C), mat(V, C)});
-  } else {
-    // embed {tok_embeddings}; block {attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3};
-    // head {norm, output}.
-    units.push_back({mat(V, C)});
-    for (int l = 0; l < layers; ++l)
-      units.push_back({vec(C), mat(C, C), mat(C, C), mat(C, C), mat(C, C), vec(C), mat(F, C),
-                       mat(C, F), mat(F, C)});
-    units.push_back({vec(C), mat(V, C)});
-  }
+    return out;
+  };
+  std::vector<std::vector<TransformerParam>> units;
+  units.push_back(params(gpt_embed_specs(c)));
+  const std::vector<TransformerParam> block = params(gpt_block_specs(c));
+  for (int l = 0; l < layers; ++l) units.push_back(block);
+  units.push_back(params(gpt_head_specs(c)));
   return units;
 }
 
@@ -112,7 +108,11 @@ int64_t TransformerShape::num_trainable_params() const {
 
 TransformerShape transformer_shape_of(const GptArchitecture& arch, const GptAdapters& adapters) {
   TransformerShape s;
-  s.family = TransformerFamily::kGpt;
+  s.family = arch.family() == "llama" ? TransformerFamily::kLlama : TransformerFamily::kGpt;
+  s.components = arch;
+  s.kv_heads = arch.kv_heads;
+  s.rope_theta = arch.rope_theta;
+  s.norm_eps = arch.norm_eps;
   s.layers = arch.layers;
   s.width = arch.width;
   s.heads = arch.heads;
@@ -152,11 +152,24 @@ std::optional<TransformerShape> transformer_shape_by_name(std::string_view name)
     s.context = 2048;
     return s;
   }
+  if (name == "llama-3-8b") {
+    TransformerShape s;
+    s.family = TransformerFamily::kLlama;
+    s.layers = 32;
+    s.width = 4096;
+    s.heads = 32;
+    s.kv_heads = 8;
+    s.ffn = 14336;
+    s.vocab = 128256;
+    s.context = 8192;
+    s.rope_theta = 500000.0f;
+    return s;
+  }
   return std::nullopt;
 }
 
 std::vector<std::string> transformer_shape_names() {
-  return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-6b", "llama-7b"};
+  return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-6b", "llama-7b", "llama-3-8b"};
 }
 
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
@@ -175,49 +188,11 @@ ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_
              "be planned (1e18 bytes)",
              micro_batch, shape.context, static_cast<double>(bytes));
   }
-  if (shape.family == TransformerFamily::kGpt) {
-    GptActivationDims d;
-    d.batch = micro_batch;
-    d.context = shape.context;
-    d.width = shape.width;
-    d.heads = shape.heads;
-    d.ffn = shape.ffn_width();
-    d.vocab = shape.vocab;
-    d.layers = shape.layers;
-    d.compute_dtype = compute_dtype;
-    d.checkpoint = checkpoint;
-    d.lora_rank = shape.adapters.lora.rank;
-    d.lora_targets = shape.adapters.lora.target_mask();
-    d.int8_accept = shape.adapters.int8.accept;
-    d.int8_outlier_threshold = shape.adapters.int8.outlier_threshold;
-    return gpt_activation_plan(d, device, cpu_gemm);
-  }
-  // LLaMA: an estimate in the manner of Korthikanti et al. 2022 (no dropout, no sequence
-  // parallelism, attention probabilities materialised), activations in the compute dtype (e
-  // bytes), per layer e (8 M C + B H T^2 + 4 M F): [M, C] tensors: norm-1 input, QKV input, Q, K,
-  // V, attention output, norm-2 input, MLP input; the probabilities; [M, F]: SwiGLU gate, up,
-  // SiLU(gate), their product. Checkpointed: the layer input M C e.
-  constexpr int64_t kF4 = 4;
-  const int64_t B = micro_batch, T = shape.context, C = shape.width, H = shape.heads,
-                F = shape.ffn_width(), V = shape.vocab, L = shape.layers;
-  const int64_t M = B * T, bhtt = B * H * T * T;
-  const int64_t e = static_cast<int64_t>(dtype_size(compute_dtype));
-  const int64_t block_set = e * (8 * M * C + bhtt + 4 * M * F);
-  const int64_t x = M * C * e;
-  ActivationPlan a;
-  a.counted = true;
-  a.exact = false;
-  a.checkpointed = checkpoint;
-  a.micro_batch = B;
-  a.tokens = M;
-  a.per_layer = block_set;
-  a.per_layer_checkpointed = x;
-  a.inputs = 2 * M * 4;
-  a.blocks = checkpoint ? L * x : L * block_set;
-  a.recompute = checkpoint ? block_set : 0;
-  a.head = x + M * V * kF4;   // final norm input, fp32 logits
-  a.workspace = M * V * kF4;  // logits gradient
-  return a;
+  GptActivationDims d = GptActivationDims::of(GptConfig{shape.arch(), {}, shape.adapters});
+  d.batch = micro_batch;
+  d.compute_dtype = compute_dtype;
+  d.checkpoint = checkpoint;
+  return gpt_activation_plan(d, device, cpu_gemm);
 }
 
 }  // namespace zs::nn

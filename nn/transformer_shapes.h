@@ -1,8 +1,8 @@
-// Transformer shapes a planner can name without building the model: zeroshard's GPT (nn/gpt.h) and
-// LLaMA-style models, by dimensions or by name (gpt2 ... llama-7b), each unit's parameter sizes,
-// and their activations: exact for our GPT (nn/gpt_activations.h, the sizes its models allocate),
-// an estimate for LLaMA (docs/memory.md). zs_plan hands the units and the activations to the
-// runtime's planner (planner/memory_plan.h), which knows no model.
+// Transformer shapes a planner can name without building the model: zeroshard's decoder (nn/gpt.h)
+// in its GPT-2 and Llama forms and any mix of their components, by dimensions or by name (gpt2 ...
+// llama-7b), each unit's parameter sizes, and their activations: exact for both families
+// (nn/gpt_activations.h, the sizes the models allocate). zs_plan hands the units and the
+// activations to the runtime's planner (planner/memory_plan.h), which knows no model.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -21,10 +21,11 @@
 
 namespace zs::nn {
 
-// kGpt: zeroshard's GptModel (nn/gpt.h): learned positions, pre-LN blocks with biases, GELU
-//   MLP [F, C] / [C, F], final LN, untied LM head; units embed, block.0..L-1, head.
-// kLlama: LLaMA-style: no biases, RMSNorm, rotary positions (no parameters), SwiGLU MLP with
-//   three [F, C] matrices, untied output; same unit split.
+// kGpt: GPT-2's components (learned positions, LayerNorm, biases, GELU MLP [F, C] / [C, F]), or
+//   any mix of components TransformerShape::components gives (a Qwen2 or Mistral directory).
+// kLlama: Llama's (RMSNorm, rotary positions, SwiGLU MLP with gate and up fused [2F, C] and down
+//   [C, F], no biases), whatever the component fields say. Both: untied LM head, units embed,
+//   block.0..L-1, head ([Note: architecture components] in nn/gpt_architecture.h).
 enum class TransformerFamily { kGpt, kLlama };
 
 // One parameter as a planner sees it: its elements, its first dimension when it is a matrix
@@ -43,10 +44,16 @@ struct TransformerShape {
   int layers = 12;
   int width = 768;  // C
   int heads = 12;
-  int ffn = 0;  // F; 0 = 4 * width. Any F plans; GptModel itself needs a multiple of the width.
+  int ffn = 0;  // F; 0 = 4 * width
   int vocab = 50257;
   int context = 1024;  // T
-  // The adapters, kGpt only. LoRA ([Note: LoRA] in nn/gpt_adapters.h): each block's targeted
+  int kv_heads = 0;    // grouped-query attention's key/value heads; 0: heads
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+  // The components of a kGpt shape (norm, positions, MLP, biases): GPT-2's by default;
+  // transformer_shape_of() copies an architecture's. Ignored for kLlama.
+  GptArchitecture components;
+  // The adapters. LoRA ([Note: LoRA] in nn/gpt_adapters.h): each block's targeted
   // linears get lora_A [r, in] and lora_B [out, r] after its base parameters, and with
   // lora.freeze_base every base parameter is frozen, as GptModel declares them (nn/gpt_specs.h);
   // rank 0: none. Computing from int8 base weights ([Note: int8 base compute] in
@@ -56,6 +63,8 @@ struct TransformerShape {
   GptAdapters adapters;
 
   int ffn_width() const { return ffn > 0 ? ffn : 4 * width; }
+  // The model this shape describes (GptModel builds it; its units are unit_params()).
+  GptArchitecture arch() const;
   // Throws zs::Error(kInvalidArgument) naming the first bad field (adapters: GptAdapters's
   // messages).
   void validate() const;
@@ -68,25 +77,27 @@ struct TransformerShape {
   int64_t num_trainable_params() const;  // num_params() less the frozen base
 };
 
-// The kGpt shape of an architecture with its adapters (a run's batch, dtype and checkpointing are
-// the activation plan's arguments).
+// The shape of an architecture with its adapters (a run's batch, dtype and checkpointing are the
+// activation plan's arguments): kLlama when every component is Llama's, else kGpt with the
+// architecture's components.
 TransformerShape transformer_shape_of(const GptArchitecture& arch,
                                       const GptAdapters& adapters = {});
 
 // gpt2, gpt2-medium, gpt2-large, gpt2-xl (GPT-2 dims, our GPT's untied head), gpt-6b (GPT-J 6B's
 // dims on our GPT: 28 layers, hidden 4096, 16 heads, FFN 16384, vocab 50400, context 2048: 6.06e9
 // parameters), llama-7b (LLaMA 6.7B dims: 32 layers, hidden 4096, 32 heads, FFN 11008, vocab
-// 32000, context 2048). nullopt for an unknown name.
+// 32000, context 2048), llama-3-8b (32 layers, hidden 4096, 32 heads, 8 KV heads, FFN 14336,
+// vocab 128256, rope theta 500000, context 8192). nullopt for an unknown name.
 std::optional<TransformerShape> transformer_shape_by_name(std::string_view name);
 std::vector<std::string> transformer_shape_names();
 
-// Activations of one rank at `micro_batch` sequences per micro-batch. kGpt: gpt_activation_plan()
-// for the shape's dimensions, the bytes nn::GptModel (kCpu, its GEMM workspace for `cpu_gemm`
+// Activations of one rank at `micro_batch` sequences per micro-batch: gpt_activation_plan() for
+// the shape's architecture, the bytes nn::GptModel (kCpu, its GEMM workspace for `cpu_gemm`
 // included) or nn::CudaGptModel (kCuda, its cuBLASLt workspace included, and its pinned host
-// bytes) allocates for GptConfig{arch {layers, heads, width, context, vocab, ffn_mult = ffn /
-// width}, run {batch = micro_batch, compute_dtype, checkpoint}, adapters}. kLlama: an estimate
-// (docs/memory.md), the same on both devices. Throws zs::Error(kInvalidArgument) for a bad shape or
-// micro_batch < 1, and zs::Error(kUnsupported) for adapters on kCuda (check_gpt_lora_device).
+// bytes) allocates for GptConfig{arch(), run {batch = micro_batch, compute_dtype, checkpoint},
+// adapters}. Throws zs::Error(kInvalidArgument) for a bad shape or micro_batch < 1, and
+// zs::Error(kUnsupported) for adapters or a component the CUDA model lacks on kCuda
+// (check_gpt_lora_device, check_gpt_cuda_components).
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
                                            DType compute_dtype, bool checkpoint,
                                            DeviceKind device = DeviceKind::kCpu,

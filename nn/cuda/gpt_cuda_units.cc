@@ -11,6 +11,23 @@
 
 namespace zs::nn {
 
+// The CUDA model is GPT-2's (check_gpt_cuda_components, nn/gpt_activations.h): every block
+// parameter is present, at the indices GptBlockLayout::of() gives a GPT-2 architecture.
+enum Gpt2BlockParam : int {
+  kLn1W,
+  kLn1B,
+  kQkvW,
+  kQkvB,
+  kProjW,
+  kProjB,
+  kLn2W,
+  kLn2B,
+  kFcW,
+  kFcB,
+  kFcProjW,
+  kFcProjB
+};
+
 namespace {
 
 using State = CudaGptModel::State;

@@ -34,6 +34,9 @@
 namespace zs::nn {
 namespace {
 
+// The block layout of the default (GPT-2) architecture.
+const GptBlockLayout kGpt2Block = GptBlockLayout::of(GptArchitecture{});
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -220,14 +223,14 @@ TEST(GptHf, FileHoldsHfNamesLayoutsAndConfig) {
   const std::vector<Want> wants = {
       {"transformer.wte.weight", 0, 0, false},
       {"transformer.wpe.weight", 0, 1, false},
-      {"transformer.h.1.ln_1.bias", 2, kLn1B, false},
-      {"transformer.h.0.attn.c_attn.weight", 1, kQkvW, true},
-      {"transformer.h.1.attn.c_attn.bias", 2, kQkvB, false},
-      {"transformer.h.1.attn.c_proj.weight", 2, kProjW, true},
-      {"transformer.h.0.ln_2.weight", 1, kLn2W, false},
-      {"transformer.h.0.mlp.c_fc.weight", 1, kFcW, true},
-      {"transformer.h.1.mlp.c_proj.weight", 2, kFcProjW, true},
-      {"transformer.h.1.mlp.c_proj.bias", 2, kFcProjB, false},
+      {"transformer.h.1.ln_1.bias", 2, static_cast<size_t>(kGpt2Block.ln1_b), false},
+      {"transformer.h.0.attn.c_attn.weight", 1, static_cast<size_t>(kGpt2Block.qkv_w), true},
+      {"transformer.h.1.attn.c_attn.bias", 2, static_cast<size_t>(kGpt2Block.qkv_b), false},
+      {"transformer.h.1.attn.c_proj.weight", 2, static_cast<size_t>(kGpt2Block.proj_w), true},
+      {"transformer.h.0.ln_2.weight", 1, static_cast<size_t>(kGpt2Block.ln2_w), false},
+      {"transformer.h.0.mlp.c_fc.weight", 1, static_cast<size_t>(kGpt2Block.fc_w), true},
+      {"transformer.h.1.mlp.c_proj.weight", 2, static_cast<size_t>(kGpt2Block.fc_proj_w), true},
+      {"transformer.h.1.mlp.c_proj.bias", 2, static_cast<size_t>(kGpt2Block.fc_proj_b), false},
       {"transformer.ln_f.weight", 3, 0, false},
       {"lm_head.weight", 3, 2, false},
   };

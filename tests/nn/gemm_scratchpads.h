@@ -35,7 +35,7 @@ inline int64_t measured_gemm_scratchpads(const GptConfig& g) {
   for (int k = 0; k < kNumGptLoraTargets; ++k) {
     if (!g.adapters.lora.targets_linear(static_cast<GptLoraTarget>(k))) continue;
     int64_t in = 0, out = 0;
-    gpt_lora_linear_shape(static_cast<GptLoraTarget>(k), C, F, &in, &out);
+    gpt_lora_linear_shape(static_cast<GptLoraTarget>(k), g.arch, &in, &out);
     adapters.emplace_back(M, in, out, g.adapters.lora.rank, g.adapters.lora.scaling(), mm, &t, &ws);
   }
   EXPECT_EQ(static_cast<int64_t>(ws.size()),

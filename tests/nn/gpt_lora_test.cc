@@ -34,6 +34,9 @@
 namespace zs::nn {
 namespace {
 
+// The block layout of the default (GPT-2) architecture.
+const GptBlockLayout kGpt2Block = GptBlockLayout::of(GptArchitecture{});
+
 GptConfig small_config(DType dt = DType::kF32, int rank = 4) {
   GptConfig c;
   c.arch.layers = 2;
@@ -102,7 +105,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(GptLoraSpecs, AdaptersFollowTheBaseParameters) {
   GptConfig base = small_config(DType::kF32, 0);
   const GptConfig c = small_config();  // rank 4, every target, freeze_base
-  ASSERT_EQ(gpt_block_specs(c).size(), static_cast<size_t>(kNumBlockParams) + 8);
+  ASSERT_EQ(gpt_block_specs(c).size(), static_cast<size_t>(kGpt2Block.count) + 8);
   for (size_t u = 0; u < static_cast<size_t>(c.arch.layers) + 2; ++u) {
     const auto b = gpt_unit_specs(base, u), l = gpt_unit_specs(c, u);
     for (size_t i = 0; i < b.size(); ++i) {  // the base: same order, shapes, init; frozen
@@ -129,7 +132,7 @@ TEST(GptLoraSpecs, AdaptersFollowTheBaseParameters) {
                        {"fc_proj.lora_A", {4, 128}, b128}, {"fc_proj.lora_B", {32, 4}, 0}};
   const auto specs = gpt_block_specs(c);
   for (size_t k = 0; k < 8; ++k) {
-    const ParamSpec& p = specs[kNumBlockParams + k];
+    const ParamSpec& p = specs[static_cast<size_t>(kGpt2Block.count) + k];
     EXPECT_EQ(p.name, want[k].name);
     EXPECT_EQ(p.shape, want[k].shape) << p.name;
     EXPECT_TRUE(p.trainable) << p.name;
@@ -162,7 +165,7 @@ TEST(GptLoraSpecs, AdaptersFollowTheBaseParameters) {
   sub.adapters.lora.targets = {GptLoraTarget::kFcProj, GptLoraTarget::kQkv};
   sub.validate();
   const auto s = gpt_block_specs(sub);
-  ASSERT_EQ(s.size(), static_cast<size_t>(kNumBlockParams) + 4);
+  ASSERT_EQ(s.size(), static_cast<size_t>(kGpt2Block.count) + 4);
   EXPECT_EQ(s[12].name, "qkv.lora_A");
   EXPECT_EQ(s[13].name, "qkv.lora_B");
   EXPECT_EQ(s[14].name, "fc_proj.lora_A");
@@ -182,7 +185,7 @@ TEST(GptLoraSpecs, AdaptersFollowTheBaseParameters) {
   // Rank 0: the base model, whatever the other fields say.
   base.adapters.lora.targets = {GptLoraTarget::kFc};
   base.adapters.lora.freeze_base = true;
-  EXPECT_EQ(gpt_block_specs(base).size(), static_cast<size_t>(kNumBlockParams));
+  EXPECT_EQ(gpt_block_specs(base).size(), static_cast<size_t>(kGpt2Block.count));
   EXPECT_TRUE(gpt_embed_specs(base)[0].trainable);
 }
 
@@ -449,7 +452,7 @@ TEST(GptLoraModel, GradientsMatchFiniteDifferences) {
     std::mt19937 rng(17);
     std::normal_distribution<float> nd(0.0f, 0.5f);
     for (size_t u = 0; u < h.num_units(); ++u)
-      for (size_t i = kNumBlockParams; i < h.num_params(u); ++i)
+      for (size_t i = static_cast<size_t>(kGpt2Block.count); i < h.num_params(u); ++i)
         if (h.spec(u, i).name.find("lora_B") != std::string::npos)
           for (float& x : h.master(u, i)) x = nd(rng);
     h.refresh();
@@ -466,12 +469,13 @@ TEST(GptLoraModel, GradientsMatchFiniteDifferences) {
   auto grad_of = [&](size_t u, size_t i) { return h.grad(u, i); };
 
   // The adapters' share of the upstream gradients: the same gradients with every B zeroed.
-  const std::vector<std::pair<size_t, size_t>> upstream = {{0, 0}, {0, 1}, {1, kLn1W}};
+  const std::vector<std::pair<size_t, size_t>> upstream = {
+      {0, 0}, {0, 1}, {1, static_cast<size_t>(kGpt2Block.ln1_w)}};
   std::vector<std::vector<float>> with_b;
   for (auto [u, i] : upstream) with_b.push_back(grad_of(u, i));
   std::vector<std::vector<float>> saved_b;
   for (size_t u = 1; u <= static_cast<size_t>(c.arch.layers); ++u)
-    for (size_t i = kNumBlockParams; i < h.num_params(u); ++i)
+    for (size_t i = static_cast<size_t>(kGpt2Block.count); i < h.num_params(u); ++i)
       if (h.spec(u, i).name.find("lora_B") != std::string::npos) {
         saved_b.push_back(h.master(u, i));
         std::fill(h.master(u, i).begin(), h.master(u, i).end(), 0.0f);
@@ -495,7 +499,7 @@ TEST(GptLoraModel, GradientsMatchFiniteDifferences) {
   {
     size_t k = 0;
     for (size_t u = 1; u <= static_cast<size_t>(c.arch.layers); ++u)
-      for (size_t i = kNumBlockParams; i < h.num_params(u); ++i)
+      for (size_t i = static_cast<size_t>(kGpt2Block.count); i < h.num_params(u); ++i)
         if (h.spec(u, i).name.find("lora_B") != std::string::npos) h.master(u, i) = saved_b[k++];
     h.refresh();
   }
@@ -529,14 +533,14 @@ TEST(GptLoraModel, GradientsMatchFiniteDifferences) {
                                       << "]: analytic " << g << " numeric " << num;
   };
   for (size_t u = 1; u <= static_cast<size_t>(c.arch.layers); ++u)
-    for (size_t i = kNumBlockParams; i < h.num_params(u); ++i) {
+    for (size_t i = static_cast<size_t>(kGpt2Block.count); i < h.num_params(u); ++i) {
       std::uniform_int_distribution<size_t> pick(0, h.master(u, i).size() - 1);
       for (int k = 0; k < 6; ++k) fd_check(u, i, pick(rng));
     }
   for (int k = 0; k < 4; ++k) {
     fd_check(0, 0, static_cast<size_t>(tokens[k]) * c.arch.width + k);  // wte rows the batch uses
     fd_check(0, 1, static_cast<size_t>(k) * c.arch.width + 3 * k);      // wpe
-    fd_check(1, kLn1W, static_cast<size_t>(5 * k));
+    fd_check(1, static_cast<size_t>(kGpt2Block.ln1_w), static_cast<size_t>(5 * k));
   }
   std::printf("%d elements vs finite differences: worst |err| / tolerance %.3f\n", checked, worst);
 }
@@ -623,8 +627,7 @@ TEST(GptLoraModel, ActivationPlanMatchesTracker) {
           for (int k = 0; k < kNumGptLoraTargets; ++k) {
             if (!g.adapters.lora.targets_linear(static_cast<GptLoraTarget>(k))) continue;
             int64_t in = 0, out = 0;
-            gpt_lora_linear_shape(static_cast<GptLoraTarget>(k), g.arch.width, 4 * g.arch.width,
-                                  &in, &out);
+            gpt_lora_linear_shape(static_cast<GptLoraTarget>(k), g.arch, &in, &out);
             wmax = std::max(wmax, rank * (in + out));
           }
           EXPECT_EQ(a.per_layer - pb.per_layer, n * M * rank * e);

@@ -42,6 +42,9 @@
 
 namespace zs::nn::testing {
 
+// The block layout of the default (GPT-2) architecture.
+inline const GptBlockLayout kGpt2Block = GptBlockLayout::of(GptArchitecture{});
+
 inline GptConfig gpt_test_config(DType dt = DType::kF32) {
   GptConfig c;
   c.arch.layers = 2;
@@ -125,7 +128,7 @@ TYPED_TEST_P(GptModelTest, UnitsAndSpecsFollowGptSpecs) {
         n += got[i].numel();
       }
     }
-    EXPECT_EQ(gpt_unit_specs(c, 1).size(), static_cast<size_t>(kNumBlockParams));
+    EXPECT_EQ(gpt_unit_specs(c, 1).size(), static_cast<size_t>(kGpt2Block.count));
     EXPECT_EQ(n, m.num_params());
     EXPECT_EQ(m.config().arch.layers, 3);
     expect_error([&] { m.unit(5); }, "gpt: unit 5 of 5");

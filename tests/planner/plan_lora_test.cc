@@ -81,7 +81,7 @@ int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
     const auto target = static_cast<nn::GptLoraTarget>(k);
     if (!g.adapters.lora.targets_linear(target)) continue;
     int64_t in = 0, out = 0;
-    nn::gpt_lora_linear_shape(target, C, F, &in, &out);
+    nn::gpt_lora_linear_shape(target, g.arch, &in, &out);
     adapters.emplace_back(M, in, out, g.adapters.lora.rank, g.adapters.lora.scaling(), mm, &t, &ws);
   }
   // [Note: int8 base compute] the four Int8Linears over their own workspace, as nn/gpt.cc builds

@@ -91,6 +91,6 @@ refuse "--base-dtype needs a frozen base" --model gpt2 --base-dtype int8
 refuse "lora target \"attn\" is not one of" --model gpt2 --lora-rank 8 --lora-targets qkv,attn
 refuse "--base-dtype 'int4' is not one of" --model gpt2 --lora-rank 8 --base-dtype int4
 refuse "CPU backend only" --model gpt2 --lora-rank 8 --device cuda
-refuse "gpt family only" --model llama-7b --lora-rank 8
+refuse "cuda gpt: RMSNorm \(norm rmsnorm\) is implemented on the CPU backend only" --model llama-7b --device cuda
 refuse "--int8-compute applies to an int8 base" --model gpt2 --lora-rank 8 --int8-compute dequantize
 echo "PASS"
