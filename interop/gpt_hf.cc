@@ -194,7 +194,7 @@ void export_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& c, const
     if (is_lora_param(p)) return safetensors::default_tensor_name(unit, p);
     return gpt_hf_tensor_name(unit, p, false);
   };
-  merge_lora_on_export(c.adapters.lora, o);
+  merge_lora_on_export(c, o);
   o.side_files[kConfig] = gpt_hf_config_json(c.arch, dtype);
   o.create_directory = true;
   safetensors::export_model(engine, comm, (std::filesystem::path(dir) / kWeights).string(), o);

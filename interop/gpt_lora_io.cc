@@ -15,61 +15,96 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// GPT-2's module of each target, as PEFT names it.
-const char* peft_module(GptLoraTarget target) {
-  switch (target) {
-    case GptLoraTarget::kQkv:
-      return "attn.c_attn";
-    case GptLoraTarget::kProj:
-      return "attn.c_proj";
-    case GptLoraTarget::kFc:
-      return "mlp.c_fc";
-    case GptLoraTarget::kFcProj:
-      return "mlp.c_proj";
-  }
-  ZS_ASSERT(false);
-}
+bool gpt2_names(const GptArchitecture& arch) { return arch.family() == "gpt-2"; }
 
 // The module of the adapter parameter named "<target>.lora_A" or "<target>.lora_B" (`target`).
-const char* peft_module(const std::string& target) {
+std::string peft_module(const std::string& target, const GptArchitecture& arch) {
   const std::optional<GptLoraTarget> t = gpt_lora_target_from_name(target);
-  ZS_CHECK(t.has_value(), ErrorCode::kInvalidArgument, "no GPT-2 module for LoRA target '{}'",
+  ZS_CHECK(t.has_value(), ErrorCode::kInvalidArgument, "no PEFT module for LoRA target '{}'",
            target);
-  return peft_module(*t);
+  return peft_module(*t, arch);
+}
+
+// Row offset and rows of `target`'s part of its base weight "<base>.weight".
+struct MergeSite {
+  std::string adapter, weight;
+  int64_t row0 = 0;
+};
+
+// y rows [row0, row0 + out) of W [.., in] += s B A (B [out, r], A [r, in]), in fp32.
+void merge_rows(float s, int64_t r, const std::vector<float>& a, const std::vector<float>& b,
+                int64_t row0, std::vector<float>& w) {
+  const int64_t in = static_cast<int64_t>(a.size()) / r, out = static_cast<int64_t>(b.size()) / r;
+  ZS_CHECK(static_cast<int64_t>(w.size()) >= (row0 + out) * in, ErrorCode::kInternal,
+           "LoRA merge: the weight has {} elements, the adapter writes rows {}..{} of {}", w.size(),
+           row0, row0 + out, in);
+  std::vector<float> row(static_cast<size_t>(in));
+  for (int64_t i = 0; i < out; ++i) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    for (int64_t k = 0; k < r; ++k) {
+      const float bik = b[static_cast<size_t>(i * r + k)];
+      const float* ak = a.data() + k * in;
+      for (int64_t j = 0; j < in; ++j) row[static_cast<size_t>(j)] += bik * ak[j];
+    }
+    float* wi = w.data() + (row0 + i) * in;
+    for (int64_t j = 0; j < in; ++j) wi[j] += s * row[static_cast<size_t>(j)];
+  }
 }
 
 }  // namespace
+
+std::string peft_module(GptLoraTarget t, const GptArchitecture& arch) {
+  const bool gpt2 = gpt2_names(arch);
+  switch (t) {
+    case GptLoraTarget::kQkv:
+      if (gpt2) return "attn.c_attn";
+      break;
+    case GptLoraTarget::kProj:
+      return gpt2 ? "attn.c_proj" : "self_attn.o_proj";
+    case GptLoraTarget::kFc:
+      if (gpt2) return "mlp.c_fc";
+      break;
+    case GptLoraTarget::kFcProj:
+      return gpt2 ? "mlp.c_proj" : "mlp.down_proj";
+    case GptLoraTarget::kQ:
+    case GptLoraTarget::kK:
+    case GptLoraTarget::kV:
+      if (!gpt2) return std::string("self_attn.") + gpt_lora_target_name(t);
+      break;
+    case GptLoraTarget::kGate:
+    case GptLoraTarget::kUp:
+      if (!gpt2) return std::string("mlp.") + gpt_lora_target_name(t);
+      break;
+  }
+  fail(ErrorCode::kInvalidArgument,
+       "LoRA target {} has no PEFT module in a {} model ({}: target {} instead)",
+       gpt_lora_target_name(t), gpt2 ? "GPT-2" : "Llama-style",
+       gpt2 ? "GPT-2 fuses q/k/v in attn.c_attn" : "Hugging Face's Llama has separate projections",
+       gpt2 ? "qkv" : (t == GptLoraTarget::kQkv ? "q_proj,k_proj,v_proj" : "gate_proj,up_proj"));
+}
 
 bool is_lora_param(const ParamSpec& p) {
   return ends_with(p.name, ".lora_A") || ends_with(p.name, ".lora_B");
 }
 
-void merge_lora_on_export(const GptLoraConfig& lora, safetensors::ExportOptions& o) {
+void merge_lora_on_export(const GptConfig& model, safetensors::ExportOptions& o) {
+  const GptLoraConfig& lora = model.adapters.lora;
   if (!lora.enabled()) return;
   o.include = [](const std::string&, const ParamSpec& p) { return !is_lora_param(p); };
+  std::vector<MergeSite> sites;
+  for (GptLoraTarget t : lora.targets) {
+    sites.push_back({gpt_lora_target_name(t),
+                     std::string(gpt_lora_target_name(gpt_lora_base_linear(t))) + ".weight",
+                     gpt_lora_row_offset(t, model.arch)});
+  }
   const float s = lora.scaling();
   const int64_t r = lora.rank;
-  const std::vector<std::string> targets = gpt_lora_target_names(lora.targets);
-  o.transform = [s, r, targets](const std::string&, safetensors::UnitValues& v) {
-    for (const std::string& t : targets) {
-      auto a = v.find(t + ".lora_A"), b = v.find(t + ".lora_B"), w = v.find(t + ".weight");
+  o.transform = [s, r, sites](const std::string&, safetensors::UnitValues& v) {
+    for (const MergeSite& m : sites) {
+      auto a = v.find(m.adapter + ".lora_A"), b = v.find(m.adapter + ".lora_B"),
+           w = v.find(m.weight);
       if (a == v.end() || b == v.end() || w == v.end()) continue;  // not a block
-      const int64_t in = static_cast<int64_t>(a->second.size()) / r;
-      const int64_t out = static_cast<int64_t>(b->second.size()) / r;
-      ZS_CHECK(static_cast<int64_t>(w->second.size()) == out * in, ErrorCode::kInternal,
-               "LoRA merge: {}.weight has {} elements, adapters say {} x {}", t, w->second.size(),
-               out, in);
-      std::vector<float> row(static_cast<size_t>(in));
-      for (int64_t i = 0; i < out; ++i) {
-        std::fill(row.begin(), row.end(), 0.0f);
-        for (int64_t k = 0; k < r; ++k) {
-          const float bik = b->second[static_cast<size_t>(i * r + k)];
-          const float* ak = a->second.data() + k * in;
-          for (int64_t j = 0; j < in; ++j) row[static_cast<size_t>(j)] += bik * ak[j];
-        }
-        float* wi = w->second.data() + i * in;
-        for (int64_t j = 0; j < in; ++j) wi[j] += s * row[static_cast<size_t>(j)];
-      }
+      merge_rows(s, r, a->second, b->second, m.row0, w->second);
     }
   };
 }
@@ -79,25 +114,28 @@ void lora_optional_on_import(const GptLoraConfig& lora, safetensors::ImportOptio
   o.optional = [](const std::string&, const ParamSpec& p) { return is_lora_param(p); };
 }
 
-void export_gpt_peft_adapters(Engine& engine, Communicator& comm, const GptLoraConfig& lora,
+void export_gpt_peft_adapters(Engine& engine, Communicator& comm, const GptConfig& model,
                               const std::string& dir, DType dtype) {
+  const GptLoraConfig& lora = model.adapters.lora;
+  const GptArchitecture arch = model.arch;
   ZS_CHECK(lora.enabled(), ErrorCode::kInvalidArgument,
            "--export-adapters: the model has no LoRA adapters (--lora-rank 0)");
+  std::vector<std::string> modules;
+  for (GptLoraTarget t : lora.targets) modules.push_back(peft_module(t, arch));  // may refuse
+  const bool gpt2 = gpt2_names(arch);
+  const std::string prefix =
+      gpt2 ? "base_model.model.transformer.h." : "base_model.model.model.layers.";
   safetensors::ExportOptions o;
   o.dtype = dtype;
   o.include = [](const std::string&, const ParamSpec& p) { return is_lora_param(p); };
-  o.namer = [](const std::string& unit, const ParamSpec& p) -> safetensors::TensorName {
+  o.namer = [arch, prefix](const std::string& unit, const ParamSpec& p) -> safetensors::TensorName {
     if (!is_lora_param(p) || unit.rfind("block.", 0) != 0) return {unit + "." + p.name, false};
     const std::string layer = unit.substr(6);
     const size_t dot = p.name.rfind('.');
     const std::string target = p.name.substr(0, dot), ab = p.name.substr(dot + 1);
-    return {"base_model.model.transformer.h." + layer + "." + peft_module(target) + "." + ab +
-                ".weight",
-            false};
+    return {prefix + layer + "." + peft_module(target, arch) + "." + ab + ".weight", false};
   };
   nlohmann::ordered_json cfg;
-  std::vector<std::string> modules;
-  for (GptLoraTarget t : lora.targets) modules.push_back(peft_module(t));
   cfg["peft_type"] = "LORA";
   cfg["task_type"] = "CAUSAL_LM";
   cfg["base_model_name_or_path"] = nullptr;
@@ -105,7 +143,7 @@ void export_gpt_peft_adapters(Engine& engine, Communicator& comm, const GptLoraC
   cfg["lora_alpha"] = lora.alpha;
   cfg["lora_dropout"] = 0.0;
   cfg["target_modules"] = modules;
-  cfg["fan_in_fan_out"] = true;
+  cfg["fan_in_fan_out"] = gpt2;  // GPT-2's Conv1D stores [in, out]; nn.Linear [out, in]
   cfg["bias"] = "none";
   cfg["modules_to_save"] = nullptr;
   cfg["inference_mode"] = true;

@@ -68,15 +68,19 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
       lora_index[t] = gpt_lora_param_index(c, static_cast<GptLoraTarget>(t));
       if (lora_index[t] < 0) continue;
       lora_slot[t] = slot++;
-      int64_t in = 0, out = 0;
-      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), a, &in, &out);
-      lora[t] = LoraAdapter(M, in, out, lora_rank, c.adapters.lora.scaling(), mm, tracker, ws);
+      const auto target = static_cast<GptLoraTarget>(t);
+      int64_t in = 0, out = 0, base_in = 0, base_out = 0;
+      gpt_lora_linear_shape(target, a, &in, &out);
+      gpt_lora_linear_shape(gpt_lora_base_linear(target), a, &base_in, &base_out);
+      lora_offset[t] = gpt_lora_row_offset(target, a);
+      lora[t] =
+          LoraAdapter(M, in, out, lora_rank, c.adapters.lora.scaling(), mm, tracker, ws, base_out);
     }
   }
   if (c.adapters.int8.accept) {
     int8_ws = std::make_unique<GemmWorkspace>(tracker);
     const GptActivationDims dims = GptActivationDims::of(c);
-    for (int t = 0; t < kNumGptLoraTargets; ++t) {
+    for (int t = 0; t < kNumGptLinears; ++t) {
       int8_lin[t] = Int8Linear(gpt_int8_linear_desc(dims, static_cast<GptLoraTarget>(t)), tracker,
                                ws, int8_ws.get());
     }

@@ -144,7 +144,7 @@ GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d) {
   }
   if (d.int8_accept) {
     const bool int8 = Int8Linear::resolves_to_int8(Int8Path::kAuto);
-    for (int t = 0; t < kNumGptLoraTargets; ++t) {
+    for (int t = 0; t < kNumGptLinears; ++t) {
       const Int8LinearDesc l = gpt_int8_linear_desc(d, static_cast<GptLoraTarget>(t));
       n.int8_ws = std::max(n.int8_ws, Int8Linear::workspace_need(l, int8, false));
     }
@@ -207,8 +207,11 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
   for (int t = 0; t < kNumGptLoraTargets && d.lora_count() > 0; ++t) {
     if (!((d.lora_targets >> t) & 1u)) continue;
     int64_t in = 0, out = 0;
-    gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), d.arch(), &in, &out);
-    for (const GemmDesc& g : LoraAdapter::gemm_descs(M, in, out, d.lora_rank))
+    const auto target = static_cast<GptLoraTarget>(t);
+    int64_t base_in = 0, base_out = 0;
+    gpt_lora_linear_shape(target, d.arch(), &in, &out);
+    gpt_lora_linear_shape(gpt_lora_base_linear(target), d.arch(), &base_in, &base_out);
+    for (const GemmDesc& g : LoraAdapter::gemm_descs(M, in, out, d.lora_rank, base_out))
       b = std::max(b, need(g));
   }
   // nn/attention.cc: per (sequence, head) products, causal rows split at h = T/2 (T >= 16) into a

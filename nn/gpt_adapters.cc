@@ -28,23 +28,72 @@ std::optional<GptLoraTarget> gpt_lora_target_from_name(std::string_view name) {
 std::string gpt_lora_allowed_targets() {
   std::string s;
   for (const char* n : kGptLoraTargetNames) s += (s.empty() ? "" : ", ") + std::string(n);
-  return s;
+  return s + " or the aliases o_proj, down_proj, c_attn, c_fc, c_proj";
 }
+
+namespace {
+
+// Hugging Face's module names for our targets (GPT-2's c_proj is two of our linears).
+std::vector<GptLoraTarget> alias_targets(std::string_view name) {
+  if (name == "o_proj") return {GptLoraTarget::kProj};
+  if (name == "down_proj") return {GptLoraTarget::kFcProj};
+  if (name == "c_attn") return {GptLoraTarget::kQkv};
+  if (name == "c_fc") return {GptLoraTarget::kFc};
+  if (name == "c_proj") return {GptLoraTarget::kProj, GptLoraTarget::kFcProj};
+  return {};
+}
+
+}  // namespace
 
 std::vector<GptLoraTarget> gpt_lora_targets_from_names(std::span<const std::string> names) {
   std::vector<GptLoraTarget> targets;
   uint32_t seen = 0;
   for (const std::string& name : names) {
-    const std::optional<GptLoraTarget> t = gpt_lora_target_from_name(name);
-    ZS_CHECK(t.has_value(), ErrorCode::kInvalidArgument,
+    std::vector<GptLoraTarget> named = alias_targets(name);
+    if (const std::optional<GptLoraTarget> t = gpt_lora_target_from_name(name)) named = {*t};
+    ZS_CHECK(!named.empty(), ErrorCode::kInvalidArgument,
              "gpt config: lora target \"{}\" is not one of {}", name, gpt_lora_allowed_targets());
-    const uint32_t bit = 1u << static_cast<int>(*t);
-    ZS_CHECK(!(seen & bit), ErrorCode::kInvalidArgument,
-             "gpt config: lora target \"{}\" is given twice", name);
-    seen |= bit;
-    targets.push_back(*t);
+    for (GptLoraTarget t : named) {
+      const uint32_t bit = 1u << static_cast<int>(t);
+      ZS_CHECK(!(seen & bit), ErrorCode::kInvalidArgument,
+               "gpt config: lora target \"{}\" is given twice", name);
+      seen |= bit;
+      targets.push_back(t);
+    }
   }
   return targets;
+}
+
+GptLoraTarget gpt_lora_base_linear(GptLoraTarget t) {
+  switch (t) {
+    case GptLoraTarget::kQ:
+    case GptLoraTarget::kK:
+    case GptLoraTarget::kV:
+      return GptLoraTarget::kQkv;
+    case GptLoraTarget::kGate:
+    case GptLoraTarget::kUp:
+      return GptLoraTarget::kFc;
+    default:
+      return t;
+  }
+}
+
+void check_gpt_lora_targets(const GptLoraConfig& lora, const GptArchitecture& arch) {
+  if (!lora.enabled()) return;
+  const bool swiglu = arch.mlp == MlpKind::kSwiGLU;
+  for (GptLoraTarget t : {GptLoraTarget::kGate, GptLoraTarget::kUp})
+    ZS_CHECK(swiglu || !lora.targets_linear(t), ErrorCode::kInvalidArgument,
+             "gpt config: lora target {} needs the SwiGLU MLP (mlp swiglu; this model's is {})",
+             gpt_lora_target_name(t), mlp_kind_name(arch.mlp));
+  for (int i = kNumGptLinears; i < kNumGptLoraTargets; ++i) {
+    const auto part = static_cast<GptLoraTarget>(i);
+    const GptLoraTarget whole = gpt_lora_base_linear(part);
+    ZS_CHECK(!(lora.targets_linear(part) && lora.targets_linear(whole)),
+             ErrorCode::kInvalidArgument,
+             "gpt config: lora targets {} and {} overlap ({} is part of the fused {})",
+             gpt_lora_target_name(whole), gpt_lora_target_name(part), gpt_lora_target_name(part),
+             gpt_lora_target_name(whole));
+  }
 }
 
 std::vector<GptLoraTarget> parse_gpt_lora_targets(std::string_view list) {
@@ -110,26 +159,46 @@ int64_t GptAdapters::num_lora_params_per_block(const GptArchitecture& arch) cons
 
 void gpt_lora_linear_shape(GptLoraTarget t, const GptArchitecture& arch, int64_t* in,
                            int64_t* out) {
-  const int64_t C = arch.width;
+  const int64_t C = arch.width, F = arch.ffn_width();
+  const int64_t kv = static_cast<int64_t>(arch.kv_heads_or_heads()) * arch.head_dim();
+  *in = t == GptLoraTarget::kFcProj ? F : C;
   switch (t) {
     case GptLoraTarget::kQkv:
-      *in = C;
       *out = arch.qkv_rows();
       return;
-    case GptLoraTarget::kProj:
-      *in = C;
-      *out = C;
-      return;
     case GptLoraTarget::kFc:
-      *in = C;
       *out = arch.fc_rows();
       return;
+    case GptLoraTarget::kProj:
     case GptLoraTarget::kFcProj:
-      *in = arch.ffn_width();
+    case GptLoraTarget::kQ:
       *out = C;
+      return;
+    case GptLoraTarget::kK:
+    case GptLoraTarget::kV:
+      *out = kv;
+      return;
+    case GptLoraTarget::kGate:
+    case GptLoraTarget::kUp:
+      *out = F;
       return;
   }
   ZS_ASSERT(false);
+}
+
+int64_t gpt_lora_row_offset(GptLoraTarget t, const GptArchitecture& arch) {
+  const int64_t C = arch.width;
+  const int64_t kv = static_cast<int64_t>(arch.kv_heads_or_heads()) * arch.head_dim();
+  switch (t) {
+    case GptLoraTarget::kK:
+      return C;
+    case GptLoraTarget::kV:
+      return C + kv;
+    case GptLoraTarget::kUp:
+      return arch.ffn_width();
+    default:
+      return 0;
+  }
 }
 
 void check_gpt_lora_device(int64_t lora_rank, DeviceKind device) {

@@ -16,29 +16,41 @@
 
 namespace zs::nn {
 
-// The linears of a block that LoRA can adapt, in the order their adapters follow the block's base
-// parameters (nn/gpt_specs.h); kGptLoraTargetNames spells them at the edges.
-enum class GptLoraTarget : uint8_t { kQkv, kProj, kFc, kFcProj };
-constexpr int kNumGptLoraTargets = 4;
-constexpr const char* kGptLoraTargetNames[kNumGptLoraTargets] = {"qkv", "proj", "fc", "fc_proj"};
+// What LoRA can adapt in a block: one of the four fused linears whole (qkv, proj, fc, fc_proj,
+// the first kNumGptLinears values, which also name the base linears themselves), or a part of a
+// fused one as Hugging Face's Llama modules are (q_proj, k_proj, v_proj: row ranges of qkv;
+// gate_proj, up_proj: row ranges of fc with SwiGLU). The adapters follow the block's base
+// parameters in this order; kGptLoraTargetNames spells them in flags, manifests and messages.
+// Hugging Face's other module names are aliases (gpt_lora_targets_from_names): o_proj = proj,
+// down_proj = fc_proj, c_attn = qkv, c_fc = fc, c_proj = proj and fc_proj (GPT-2's attn.c_proj
+// and mlp.c_proj, which PEFT's "c_proj" both match).
+enum class GptLoraTarget : uint8_t { kQkv, kProj, kFc, kFcProj, kQ, kK, kV, kGate, kUp };
+constexpr int kNumGptLinears = 4;
+constexpr int kNumGptLoraTargets = 9;
+constexpr const char* kGptLoraTargetNames[kNumGptLoraTargets] = {
+    "qkv", "proj", "fc", "fc_proj", "q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"};
 
-// "qkv", "proj", "fc" or "fc_proj".
+// "qkv", "proj", ..., "up_proj".
 const char* gpt_lora_target_name(GptLoraTarget t);
-// The target spelled `name`; nullopt for any other string.
+// The target spelled `name` (canonical names only; aliases are gpt_lora_targets_from_names()'s);
+// nullopt for any other string.
 std::optional<GptLoraTarget> gpt_lora_target_from_name(std::string_view name);
-// The targets named by `names`, in their order. Throws zs::Error(kInvalidArgument)
-// "gpt config: lora target \"x\" is not one of qkv, proj, fc, fc_proj" for an unknown name and
-// "gpt config: lora target \"x\" is given twice" for a repeated one.
+// The targets named by `names` (canonical names and the aliases above), in their order. Throws
+// zs::Error(kInvalidArgument) "gpt config: lora target \"x\" is not one of ..." for an unknown
+// name and "gpt config: lora target \"x\" is given twice" for a repeated target.
 std::vector<GptLoraTarget> gpt_lora_targets_from_names(std::span<const std::string> names);
 // A comma-separated list ("qkv,fc", as --lora-targets takes it) parsed as
 // gpt_lora_targets_from_names(); an empty item is an unknown name.
 std::vector<GptLoraTarget> parse_gpt_lora_targets(std::string_view list);
-// The names of `targets`, in their order (the inverse of gpt_lora_targets_from_names()).
+// The canonical names of `targets`, in their order (gpt_lora_targets_from_names() reads them back).
 std::vector<std::string> gpt_lora_target_names(std::span<const GptLoraTarget> targets);
 // "qkv,fc": the names joined by commas (the inverse of parse_gpt_lora_targets()).
 std::string format_gpt_lora_targets(std::span<const GptLoraTarget> targets);
-// "qkv, proj, fc, fc_proj": every target, for messages.
+// Every canonical name and alias, for messages.
 std::string gpt_lora_allowed_targets();
+// The base linear a target adapts (itself for the first kNumGptLinears; qkv for q/k/v_proj, fc
+// for gate/up_proj).
+GptLoraTarget gpt_lora_base_linear(GptLoraTarget t);
 
 // [Note: LoRA] Low-rank adapters (Hu et al. 2021, as Hugging Face PEFT's LoraConfig): each
 // targeted linear y = x W^T + b of every block becomes y = x W^T + b + (alpha / rank) (x A^T) B^T
@@ -92,9 +104,17 @@ struct GptAdapters {
   int64_t num_lora_params_per_block(const GptArchitecture& arch) const;
 };
 
-// (in, out) of the linear GptLoraTarget `t` adapts in a block of `arch`: qkv (C, qkv_rows()),
-// proj (C, C), fc (C, fc_rows()), fc_proj (F, C).
+// (in, out) of the adapter of `t` in a block of `arch`: qkv (C, qkv_rows()), proj (C, C), fc
+// (C, fc_rows()), fc_proj (F, C); q_proj (C, C), k_proj and v_proj (C, kv_heads head_dim),
+// gate_proj and up_proj (C, F). A base linear `t` (< kNumGptLinears): the linear's own shape.
 void gpt_lora_linear_shape(GptLoraTarget t, const GptArchitecture& arch, int64_t* in, int64_t* out);
+// The first output row (column of the linear's output) the adapter of `t` writes: 0 for a whole
+// linear; q_proj 0, k_proj C, v_proj C + kv_heads head_dim; gate_proj 0, up_proj F.
+int64_t gpt_lora_row_offset(GptLoraTarget t, const GptArchitecture& arch);
+// Throws zs::Error(kInvalidArgument) "gpt config: lora target ..." when the targets do not fit
+// `arch`: gate_proj/up_proj without SwiGLU, or two targets that overlap (qkv with q/k/v_proj, fc
+// with gate/up_proj).
+void check_gpt_lora_targets(const GptLoraConfig& lora, const GptArchitecture& arch);
 
 // Throws zs::Error(kUnsupported) "... LoRA adapters are implemented on the CPU backend only" when
 // a model with adapters (lora_rank > 0) is asked for on a device other than the CPU.

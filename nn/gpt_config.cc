@@ -24,6 +24,7 @@ void GptConfig::validate() const {
            "allowed",
            run.batch, arch.context, static_cast<double>(tokens), 1 << 24);
   adapters.validate();
+  check_gpt_lora_targets(adapters.lora, arch);
 }
 
 int64_t GptConfig::num_params() const {

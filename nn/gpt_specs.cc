@@ -48,13 +48,13 @@ GptBlockLayout GptBlockLayout::of(const GptArchitecture& a) {
 }
 
 int GptBlockLayout::weight(GptLoraTarget t) const {
-  const int w[kNumGptLoraTargets] = {qkv_w, proj_w, fc_w, fc_proj_w};
-  return w[static_cast<int>(t)];
+  const int w[kNumGptLinears] = {qkv_w, proj_w, fc_w, fc_proj_w};
+  return w[static_cast<int>(gpt_lora_base_linear(t))];
 }
 
 int GptBlockLayout::bias(GptLoraTarget t) const {
-  const int b[kNumGptLoraTargets] = {qkv_b, proj_b, fc_b, fc_proj_b};
-  return b[static_cast<int>(t)];
+  const int b[kNumGptLinears] = {qkv_b, proj_b, fc_b, fc_proj_b};
+  return b[static_cast<int>(gpt_lora_base_linear(t))];
 }
 
 GptHeadLayout GptHeadLayout::of(const GptArchitecture& a) {
@@ -97,7 +97,7 @@ std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
   specs = base(c, std::move(specs));
   // [Note: int8 base compute]
   const GptBlockLayout layout = GptBlockLayout::of(a);
-  for (int t = 0; t < kNumGptLoraTargets; ++t) {
+  for (int t = 0; t < kNumGptLinears; ++t) {
     const int i = layout.weight(static_cast<GptLoraTarget>(t));
     specs[static_cast<size_t>(i)].accepts_int8 = c.adapters.int8.accept;
   }

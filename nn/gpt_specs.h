@@ -24,7 +24,8 @@ struct GptBlockLayout {
   int count = 0;  // base parameters of a block; the LoRA adapters follow
 
   static GptBlockLayout of(const GptArchitecture& arch);
-  // The weight / bias index of the linear `t` adapts (qkv, proj, fc, fc_proj).
+  // The weight / bias index of the base linear `t` adapts (qkv, proj, fc, fc_proj;
+  // gpt_lora_base_linear()).
   int weight(GptLoraTarget t) const;
   int bias(GptLoraTarget t) const;
 };

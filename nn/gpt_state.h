@@ -77,19 +77,26 @@ struct GptModel::State : GptDims {
   Attention attn;
 
   // LoRA ([Note: LoRA] in nn/gpt_adapters.h), by GptLoraTarget: the adapter of each adapted linear
-  // shape, the index of its lora_A in the block's parameters (-1: not adapted) and its slot in
-  // BlockActs::lora_u.
+  // or part of one, the index of its lora_A in the block's parameters (-1: not adapted) and its
+  // slot in BlockActs::lora_u.
   int64_t lora_rank = 0;
   std::array<LoraAdapter, kNumGptLoraTargets> lora;
-  std::array<int, kNumGptLoraTargets> lora_index{-1, -1, -1, -1};
-  std::array<int, kNumGptLoraTargets> lora_slot{-1, -1, -1, -1};
+  std::array<int, kNumGptLoraTargets> lora_index = minus_ones();
+  std::array<int, kNumGptLoraTargets> lora_slot = minus_ones();
+  // The column of its base linear's output each adapter starts at (gpt_lora_row_offset()).
+  std::array<int64_t, kNumGptLoraTargets> lora_offset{};
 
   // [Note: int8 base compute] (cfg.adapters.int8.accept): the base linears on int8 weights, by
   // GptLoraTarget, sharing int8_ws (declared before them).
   std::unique_ptr<GemmWorkspace> int8_ws;
-  std::array<Int8Linear, kNumGptLoraTargets> int8_lin;
+  std::array<Int8Linear, kNumGptLinears> int8_lin;
 
   State(const GptConfig& c, MemoryTracker* t);
+  static std::array<int, kNumGptLoraTargets> minus_ones() {
+    std::array<int, kNumGptLoraTargets> a;
+    a.fill(-1);
+    return a;
+  }
   Buffer act(int64_t bytes);  // a kActivations buffer, counted in act_bytes
   BlockActs& block_acts(int l) { return acts[cfg.run.checkpoint_activations ? 0 : l]; }
   float* x(int l) { return xs.as<float>() + static_cast<int64_t>(l) * M * C; }

@@ -130,16 +130,18 @@ class BlockUnit : public GptUnit {
   void linear_forward(std::span<const ParamView> p, Linear& lin, GptLoraTarget target, BlockActs& a,
                       const void* x, float* y) {
     GptModel::State& s = s_;
-    const int t = static_cast<int>(target), kw = lay_.weight(target);
+    const int t = static_cast<int>(target), kw = lay_.weight(target);  // a base linear
     const float* bias = s.small_f32(optional(p, lay_.bias(target)), 0);
     if (p[kw].dtype == DType::kI8)
       s.int8_lin[t].forward(x, int8_weight(p[kw]), bias, y);
     else
       lin.forward(x, s.weight_mm(p[kw]), bias, y);
-    const int i = s.lora_index[t];
-    if (i < 0) return;
-    const auto w = s.lora_weights_mm(p[i], p[i + 1]);
-    s.lora[t].forward(x, w[0], w[1], s.lora_t.as<float>(), s.lora_u(a, t), y);
+    for (int k = 0; k < kNumGptLoraTargets; ++k) {
+      const int i = s.lora_index[k];
+      if (i < 0 || gpt_lora_base_linear(static_cast<GptLoraTarget>(k)) != target) continue;
+      const auto w = s.lora_weights_mm(p[i], p[i + 1]);
+      s.lora[k].forward(x, w[0], w[1], s.lora_t.as<float>(), s.lora_u(a, k), y + s.lora_offset[k]);
+    }
   }
 
   Int8Weight int8_weight(const ParamView& w) const {
@@ -166,11 +168,15 @@ class BlockUnit : public GptUnit {
       lin.backward(dy, x, s.weight_mm(p[kw]), dx, wanted_grad(g, kw));
     }
     if (float* db = wanted_grad(g, kb)) bias_backward(dy32, s.M, bias_cols, db);
-    const int t = static_cast<int>(target), i = s.lora_index[t];
-    if (i < 0) return;
-    const auto w = s.lora_weights_mm(p[i], p[i + 1]);
-    s.lora[t].backward(dy, x, s.lora_u(a, t), w[0], w[1], s.lora_t.as<float>(), s.lora_t_mm.data(),
-                       dx, wanted_grad(g, i), wanted_grad(g, i + 1));
+    const int64_t e = static_cast<int64_t>(dtype_size(s.mm));
+    for (int k = 0; k < kNumGptLoraTargets; ++k) {
+      const int i = s.lora_index[k];
+      if (i < 0 || gpt_lora_base_linear(static_cast<GptLoraTarget>(k)) != target) continue;
+      const auto w = s.lora_weights_mm(p[i], p[i + 1]);
+      const void* dy_part = static_cast<const char*>(dy) + s.lora_offset[k] * e;
+      s.lora[k].backward(dy_part, x, s.lora_u(a, k), w[0], w[1], s.lora_t.as<float>(),
+                         s.lora_t_mm.data(), dx, wanted_grad(g, i), wanted_grad(g, i + 1));
+    }
   }
 
   // On entry s.dres = dL/d(block output); on exit dL/d(block input).

@@ -5,7 +5,7 @@
 namespace zs::nn {
 
 std::array<GemmDesc, 6> LoraAdapter::gemm_descs(int64_t M, int64_t in, int64_t out, int64_t rank,
-                                                DType mm, float scale) {
+                                                int64_t ld_out, DType mm, float scale) {
   auto desc = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, float alpha, bool acc) {
     GemmDesc g;
     g.m = m;
@@ -18,7 +18,7 @@ std::array<GemmDesc, 6> LoraAdapter::gemm_descs(int64_t M, int64_t in, int64_t o
     g.accumulate = acc;
     return g;
   };
-  return {
+  std::array<GemmDesc, 6> g = {
       desc(M, rank, in, false, true, 1.0f, false),    // u = x A^T, A stored [r][in] = [n][k]
       desc(M, out, rank, false, true, scale, true),   // y += s u B^T, B stored [out][r] = [n][k]
       desc(out, rank, M, true, false, scale, true),   // dB += s dy^T u, dy stored [M][out] = [k][m]
@@ -26,12 +26,19 @@ std::array<GemmDesc, 6> LoraAdapter::gemm_descs(int64_t M, int64_t in, int64_t o
       desc(rank, in, M, true, false, scale, true),    // dA += s v^T x, v stored [M][r] = [k][m]
       desc(M, in, rank, false, false, scale, true),   // dx += s v A, A stored [r][in] = [k][n]
   };
+  // A part of a fused linear's output: y and dy rows are ld_out apart.
+  if (ld_out > 0 && ld_out != out) {
+    g[1].ldc = ld_out;
+    g[2].lda = ld_out;
+    g[3].lda = ld_out;
+  }
+  return g;
 }
 
 LoraAdapter::LoraAdapter(int64_t M, int64_t in, int64_t out, int64_t rank, float scale, DType mm,
-                         MemoryTracker* tracker, GemmWorkspace* ws)
+                         MemoryTracker* tracker, GemmWorkspace* ws, int64_t ld_out)
     : M_(M), rank_(rank), mm_(mm) {
-  const std::array<GemmDesc, 6> g = gemm_descs(M, in, out, rank, mm, scale);
+  const std::array<GemmDesc, 6> g = gemm_descs(M, in, out, rank, ld_out, mm, scale);
   fwd_u_ = Gemm(g[0], tracker, ws);
   fwd_y_ = Gemm(g[1], tracker, ws);
   bwd_db_ = Gemm(g[2], tracker, ws);

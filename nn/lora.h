@@ -30,8 +30,10 @@ class LoraAdapter {
  public:
   LoraAdapter() = default;
   // `ws`: the model's shared GEMM workspace (nn/gemm.h); each product reserves its need there.
+  // `ld_out`: the row stride of y and dy (0: out); an adapter of part of a fused linear (q_proj
+  // of qkv) gets y and dy at its first column and the fused width as ld_out.
   LoraAdapter(int64_t M, int64_t in, int64_t out, int64_t rank, float scale, DType mm,
-              MemoryTracker* tracker, GemmWorkspace* ws);
+              MemoryTracker* tracker, GemmWorkspace* ws, int64_t ld_out = 0);
 
   // y += s (x A^T) B^T. u32: [M, r] fp32 scratch (unused when mm is fp32); u: [M, r] in mm,
   // receives x A^T, which backward() needs.
@@ -44,7 +46,8 @@ class LoraAdapter {
   // The six products in the order above, with alpha = scale where s applies; for planners
   // (gpt_cpu_gemm_workspace_bytes, nn/gpt_activations.h) and the constructor alike.
   static std::array<GemmDesc, 6> gemm_descs(int64_t M, int64_t in, int64_t out, int64_t rank,
-                                            DType mm = DType::kF32, float scale = 1.0f);
+                                            int64_t ld_out = 0, DType mm = DType::kF32,
+                                            float scale = 1.0f);
 
  private:
   int64_t M_ = 0, rank_ = 0;

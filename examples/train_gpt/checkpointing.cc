@@ -221,7 +221,7 @@ void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
   if (!flags.export_safetensors.empty()) {
     safetensors::ExportOptions o;
     o.dtype = export_dtype(flags);
-    nn::merge_lora_on_export(model.adapters.lora, o);  // with adapters: the merged model
+    nn::merge_lora_on_export(model, o);  // with adapters: the merged model
     safetensors::export_model(engine, comm, flags.export_safetensors, o);
     if (comm.rank() == 0)
       std::printf("exported %s (%s)\n", flags.export_safetensors.c_str(),
@@ -234,7 +234,7 @@ void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
                   flags.export_hf.c_str(), flags.export_dtype.c_str());
   }
   if (!flags.export_adapters.empty()) {
-    nn::export_gpt_peft_adapters(engine, comm, model.adapters.lora, flags.export_adapters,
+    nn::export_gpt_peft_adapters(engine, comm, model, flags.export_adapters,
                                  export_dtype(flags));
     if (comm.rank() == 0)
       std::printf("exported %s/adapter_model.safetensors and adapter_config.json (PEFT LoRA, %s)\n",

@@ -111,23 +111,37 @@ TEST(GptLoraTargets, ParseAndPrintRoundTrip) {
     EXPECT_EQ(gpt_lora_target_from_name(gpt_lora_target_name(target)), target);
     EXPECT_EQ(parse_gpt_lora_targets(gpt_lora_target_name(target)), std::vector<T>{target});
   }
+  // Aliases are names of the list parser, not canonical names.
   EXPECT_EQ(gpt_lora_target_from_name("c_attn"), std::nullopt);
-  EXPECT_EQ(gpt_lora_allowed_targets(), "qkv, proj, fc, fc_proj");
+  EXPECT_EQ(
+      gpt_lora_allowed_targets(),
+      "qkv, proj, fc, fc_proj, q_proj, k_proj, v_proj, gate_proj, up_proj or the aliases o_proj, "
+      "down_proj, c_attn, c_fc, c_proj");
   // The default adapts every linear, in GptLoraTarget order.
   EXPECT_EQ(format_gpt_lora_targets(GptLoraConfig{}.targets), "qkv,proj,fc,fc_proj");
 }
 
 TEST(GptLoraTargets, RefusesUnknownAndRepeatedNames) {
-  expect_invalid([] { parse_gpt_lora_targets("qkv,mlp"); },
-                 "gpt config: lora target \"mlp\" is not one of qkv, proj, fc, fc_proj");
-  expect_invalid([] { parse_gpt_lora_targets("c_attn"); },
-                 "gpt config: lora target \"c_attn\" is not one of qkv, proj, fc, fc_proj");
-  expect_invalid([] { parse_gpt_lora_targets(""); },
-                 "gpt config: lora target \"\" is not one of qkv, proj, fc, fc_proj");
-  expect_invalid([] { parse_gpt_lora_targets("qkv,,fc"); },
-                 "gpt config: lora target \"\" is not one of qkv, proj, fc, fc_proj");
-  expect_invalid([] { parse_gpt_lora_targets("QKV"); },
-                 "gpt config: lora target \"QKV\" is not one of qkv, proj, fc, fc_proj");
+  expect_invalid(
+      [] { parse_gpt_lora_targets("qkv,mlp"); },
+      "gpt config: lora target \"mlp\" is not one of "
+      "qkv, proj, fc, fc_proj, q_proj, k_proj, v_proj, gate_proj, up_proj or the aliases "
+      "o_proj, down_proj, c_attn, c_fc, c_proj");
+  expect_invalid(
+      [] { parse_gpt_lora_targets(""); },
+      "gpt config: lora target \"\" is not one of "
+      "qkv, proj, fc, fc_proj, q_proj, k_proj, v_proj, gate_proj, up_proj or the aliases "
+      "o_proj, down_proj, c_attn, c_fc, c_proj");
+  expect_invalid(
+      [] { parse_gpt_lora_targets("qkv,,fc"); },
+      "gpt config: lora target \"\" is not one of "
+      "qkv, proj, fc, fc_proj, q_proj, k_proj, v_proj, gate_proj, up_proj or the aliases "
+      "o_proj, down_proj, c_attn, c_fc, c_proj");
+  expect_invalid(
+      [] { parse_gpt_lora_targets("QKV"); },
+      "gpt config: lora target \"QKV\" is not one of "
+      "qkv, proj, fc, fc_proj, q_proj, k_proj, v_proj, gate_proj, up_proj or the aliases "
+      "o_proj, down_proj, c_attn, c_fc, c_proj");
   expect_invalid([] { parse_gpt_lora_targets("fc,proj,fc"); },
                  "gpt config: lora target \"fc\" is given twice");
   expect_invalid(

@@ -204,7 +204,9 @@ TEST(GptLoraConfig, RejectsBadValuesNamingThem) {
       },
       "gpt config: lora target \"fc\" is given twice");
   bad([](GptLoraConfig& l) { l.targets = {}; },
-      "gpt config: lora rank 4 with no targets (choose from qkv, proj, fc, fc_proj)");
+      "gpt config: lora rank 4 with no targets (choose from "
+      "qkv, proj, fc, fc_proj, q_proj, k_proj, v_proj, gate_proj, up_proj or the aliases o_proj, "
+      "down_proj, c_attn, c_fc, c_proj)");
   bad([](GptLoraConfig& l) { l.rank = -1; }, "gpt config: lora rank -1 is outside 0..4096");
   bad([](GptLoraConfig& l) { l.rank = 4097; }, "gpt config: lora rank 4097 is outside 0..4096");
   bad([](GptLoraConfig& l) { l.alpha = 0.0f; },

@@ -89,7 +89,7 @@ int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
   nn::GemmWorkspace int8_ws(&t);
   std::vector<nn::Int8Linear> int8;
   const nn::GptActivationDims dims = nn::GptActivationDims::of(g);
-  for (int k = 0; k < nn::kNumGptLoraTargets && g.adapters.int8.accept; ++k)
+  for (int k = 0; k < nn::kNumGptLinears && g.adapters.int8.accept; ++k)
     int8.emplace_back(nn::gpt_int8_linear_desc(dims, static_cast<nn::GptLoraTarget>(k)), &t, &ws,
                       &int8_ws);
   EXPECT_EQ(static_cast<int64_t>(ws.size()),
