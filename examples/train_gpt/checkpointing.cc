@@ -234,8 +234,7 @@ void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
                   flags.export_hf.c_str(), flags.export_dtype.c_str());
   }
   if (!flags.export_adapters.empty()) {
-    nn::export_gpt_peft_adapters(engine, comm, model, flags.export_adapters,
-                                 export_dtype(flags));
+    nn::export_gpt_peft_adapters(engine, comm, model, flags.export_adapters, export_dtype(flags));
     if (comm.rank() == 0)
       std::printf("exported %s/adapter_model.safetensors and adapter_config.json (PEFT LoRA, %s)\n",
                   flags.export_adapters.c_str(), flags.export_dtype.c_str());
