@@ -110,7 +110,8 @@ TensorName gpt_hf_tensor_name(const std::string& unit, const ParamSpec& p, bool 
     if (p.name == "wpe") return {"transformer.wpe.weight"};
   } else if (unit == "head") {
     if (p.name == "ln_f.weight" || p.name == "ln_f.bias") return {"transformer." + p.name};
-    if (p.name == "lm_head.weight") return {tied ? hf_embedding_name(HfFamily::kGpt2) : "lm_head.weight"};
+    if (p.name == "lm_head.weight")
+      return {tied ? hf_embedding_name(HfFamily::kGpt2) : "lm_head.weight"};
   } else if (const std::string index = block_index(unit); !index.empty()) {
     for (const BlockName& b : kGpt2Block) {
       if (p.name == b.ours) return {"transformer.h." + index + "." + b.hf, b.transposed};
