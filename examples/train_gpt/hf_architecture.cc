@@ -6,12 +6,14 @@
 #include "checkpoint/checkpoint_io.h"
 #include "examples/model_options.h"
 #include "interop/hf_config.h"
+#include "paths.h"
 
 namespace zs::train {
 
 namespace po = boost::program_options;
 
 nn::GptArchitecture architecture_from_hf(const po::variables_map& vm, const std::string& dir) {
+  check_path("init-from-hf", dir, PathUse::kReadDir);  // its own message first (paths.h)
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   const nn::HfConfig hf = nn::parse_hf_config(ckpt::read_whole_file(path, int64_t{1} << 20), path);
   nn::GptArchitecture arch = hf.arch;
