@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint_io.h"
+#include "core/error.h"
 #include "examples/model_options.h"
 #include "interop/hf_config.h"
 #include "paths.h"
@@ -28,6 +29,14 @@ nn::GptArchitecture architecture_from_hf(const po::variables_map& vm, const std:
   arch = examples::architecture_from_options(given, arch);
   nn::check_hf_config(hf, arch, path);
   return arch;
+}
+
+void check_hf_export(const nn::GptArchitecture& arch, const std::string& dir) {
+  try {
+    nn::hf_family_of(arch);
+  } catch (const Error& e) {
+    fail(ErrorCode::kInvalidArgument, "--export-hf {}: {}", dir, e.what());
+  }
 }
 
 }  // namespace zs::train

@@ -1,5 +1,6 @@
 // train_gpt's model from a Hugging Face directory (--init-from-hf DIR, docs/interop.md): the
-// architecture DIR/config.json describes, with the model flags the user gave checked against it.
+// architecture DIR/config.json describes, with the model flags the user gave checked against it;
+// and the check that --export-hf can write the model.
 #pragma once
 
 #include <string>
@@ -16,5 +17,10 @@ namespace zs::train {
 // context is --context (its default capped at max_position_embeddings).
 nn::GptArchitecture architecture_from_hf(const boost::program_options::variables_map& vm,
                                          const std::string& dir);
+
+// --export-hf DIR's class for `arch` (nn::hf_family_of), checked before any training: a mix of
+// components no Hugging Face class maps is refused, zs::Error(kInvalidArgument) naming
+// --export-hf and the component.
+void check_hf_export(const nn::GptArchitecture& arch, const std::string& dir);
 
 }  // namespace zs::train

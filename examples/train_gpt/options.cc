@@ -13,7 +13,6 @@
 #include "dataset.h"
 #include "ds_config.h"
 #include "hf_architecture.h"
-#include "interop/hf_config.h"
 #include "option_table.h"
 #include "paths.h"
 
@@ -256,7 +255,7 @@ void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& 
   o.model.arch = train_gpt_architecture(vm);
   if (!o.checkpoint.init_from_hf.empty())
     o.model.arch = architecture_from_hf(vm, o.checkpoint.init_from_hf);
-  if (!o.checkpoint.export_hf.empty()) nn::hf_family_of(o.model.arch);  // refused before training
+  if (!o.checkpoint.export_hf.empty()) check_hf_export(o.model.arch, o.checkpoint.export_hf);
   o.model.run.batch = resolve_alias(vm, "batch", o.notes, nullptr);
   o.engine.micro_batches = resolve_alias(
       vm, "gradient-accumulation-steps", o.notes,

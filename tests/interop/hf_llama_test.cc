@@ -67,6 +67,15 @@ TEST(HfLlama, ExportImportIsExactForEachForm) {
   }
 }
 
+TEST(HfLlama, Bf16ExportImportsItsRounding) {
+  TempDir dir;
+  const GptConfig c = llama_config(true);
+  Rig a(1, c), b(2, c);
+  export_gpt_hf(*a.engine, world(), c, dir / "hf", DType::kBF16);
+  import_gpt_hf(*b.engine, world(), c, dir / "hf");
+  EXPECT_EQ(bf16_rounded(a.masters()), b.masters());
+}
+
 TEST(HfLlama, FileHoldsHfNamesAndRowRanges) {
   TempDir dir;
   const GptConfig c = llama_config(true, true);

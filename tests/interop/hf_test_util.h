@@ -18,6 +18,7 @@
 
 #include "checkpoint/safetensors_format.h"
 #include "collectives/mpi_communicator.h"
+#include "core/convert.h"
 #include "core/error.h"
 #include "nn/gpt.h"
 #include "runtime/engine.h"
@@ -78,6 +79,19 @@ struct Rig {
   GptModel model;
   std::unique_ptr<Engine> engine;
 };
+
+// Every value of `m` rounded to bf16 (nearest even), as an fp32 master.
+inline std::vector<std::vector<std::vector<float>>> bf16_rounded(
+    std::vector<std::vector<std::vector<float>>> m) {
+  for (auto& unit : m) {
+    for (auto& p : unit) {
+      std::vector<uint16_t> h(p.size());
+      fp32_to_bf16(p.data(), h.data(), p.size());
+      convert(h.data(), DType::kBF16, p.data(), DType::kF32, p.size());
+    }
+  }
+  return m;
+}
 
 // A safetensors file as named fp32 tensors, in file order.
 struct Tensor {
