@@ -81,7 +81,7 @@ void export_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& c, const
   safetensors::export_model(engine, comm, (fs::path(dir) / kWeights).string(), o);
 }
 
-HfConfig read_hf_config(Communicator& comm, const std::string& dir) {
+HfConfig read_gpt_hf_config(Communicator& comm, const std::string& dir) {
   const std::string path = (fs::path(dir) / kConfig).string();
   return parse_hf_config(safetensors::read_side_file(comm, path), path);
 }
@@ -89,7 +89,7 @@ HfConfig read_hf_config(Communicator& comm, const std::string& dir) {
 GptHfImport import_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& model,
                           const std::string& dir) {
   GptHfImport r;
-  r.config = read_hf_config(comm, dir);
+  r.config = read_gpt_hf_config(comm, dir);
   check_hf_config(r.config, model.arch, (fs::path(dir) / kConfig).string());
   const bool tied = r.config.tied;
   const HfFamily family = r.config.family;

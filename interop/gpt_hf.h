@@ -42,6 +42,6 @@ struct GptHfImport {
 GptHfImport import_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& model,
                           const std::string& dir);
 // DIR/config.json parsed (to size a model from it). Collective.
-HfConfig read_hf_config(Communicator& comm, const std::string& dir);
+HfConfig read_gpt_hf_config(Communicator& comm, const std::string& dir);
 
 }  // namespace zs::nn

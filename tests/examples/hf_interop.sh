@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# ctest driver of the Hugging Face checks (hf_interop.py: GPT-2 round trip; hf_llama.py: the Llama
-# family's parity; docs/interop.md):
-#   hf_interop.sh SYSTEM_PYTHON VENV SCRIPT TRAIN_GPT GPT_HF_LOGITS CORPUS WORKDIR MPIEXEC [FLAGS...]
-# SCRIPT: the file name of the check, beside this driver.
+# ctest driver of the Hugging Face round trip (hf_interop.py, docs/interop.md):
+#   hf_interop.sh SYSTEM_PYTHON VENV TRAIN_GPT GPT_HF_LOGITS CORPUS WORKDIR MPIEXEC [FLAGS...]
 # Builds (once) a venv over SYSTEM_PYTHON's packages, so that it sees Debian's python3-torch
 # 1.13, and installs the pinned transformers and safetensors from PyPI into it; later runs reuse
 # it. Exits 77 (skipped) with the reason when torch is missing or PyPI cannot be reached.
 set -euo pipefail
-sys_py=$1 venv=$2 script=$3
-shift 3
+sys_py=$1 venv=$2
+shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 # transformers 4.36 is among the last releases that support torch 1.13 (Debian bookworm's).
 pins=(transformers==4.36.2 safetensors==0.4.5)
@@ -24,4 +22,4 @@ if [ "$have" != "$want" ]; then
     exit 77
   fi
 fi
-exec "$py" "$here/$script" "$@"
+exec "$py" "$here/hf_interop.py" "$@"

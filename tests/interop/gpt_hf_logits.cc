@@ -47,7 +47,7 @@ int run(int argc, char** argv) {
   const std::vector<int32_t> tokens = parse_tokens(argv[2]);
   auto comm = zs::MpiCommunicator::world();
   zs::nn::GptConfig cfg;
-  const zs::nn::HfConfig hf = zs::nn::read_hf_config(*comm, dir);
+  const zs::nn::HfConfig hf = zs::nn::read_gpt_hf_config(*comm, dir);
   const int n = static_cast<int>(tokens.size());
   const bool learned = hf.arch.positions == zs::nn::PositionKind::kLearned;
   cfg.arch = zs::nn::hf_run_architecture(hf, learned ? hf.max_positions : n, dir);
