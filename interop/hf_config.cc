@@ -271,6 +271,7 @@ void check_hf_config(const HfConfig& hf, const GptArchitecture& model, const std
     ZS_CHECK(f.theirs == f.mine, kBad, "{}: \"{}\" is {}, the model's {} is {}", where, f.hf,
              f.theirs, f.ours, f.mine);
   }
+  // GPT-2 has no rope_theta: its row compares the model's with itself.
   const FloatField floats[] = {
       {gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", "norm_eps", run.norm_eps, model.norm_eps},
       {"rope_theta", "rope_theta", gpt2 ? model.rope_theta : run.rope_theta, model.rope_theta},
