@@ -44,9 +44,49 @@ std::vector<int64_t> file_shape(const ParamSpec& s, bool transposed) {
   return {s.shape[1], s.shape[0]};
 }
 
+// Rows of a parameter as TensorPiece counts them: its first dimension (a scalar: one).
+int64_t rows_of(const ParamSpec& s) { return s.shape.empty() ? 1 : s.shape[0]; }
+// Elements per row.
+int64_t row_numel(const ParamSpec& s) {
+  const int64_t r = rows_of(s);
+  return r == 0 ? 0 : s.numel() / r;
+}
+
+// The tensors of a parameter: its pieces, or the one tensor covering every row.
+std::vector<TensorPiece> pieces_of(const TensorName& n, const ParamSpec& s) {
+  if (!n.pieces.empty()) return n.pieces;
+  return {TensorPiece{n.name, 0, rows_of(s)}};
+}
+
+// The file layout of piece `p` of parameter `s`: [p.rows, the other dimensions...], or the
+// transpose of a whole parameter stored transposed.
+std::vector<int64_t> piece_shape(const ParamSpec& s, const TensorName& n, const TensorPiece& p) {
+  if (n.transposed) return file_shape(s, true);
+  std::vector<int64_t> shape = s.shape;
+  if (!shape.empty()) shape[0] = p.rows;
+  return shape;
+}
+
+// Pieces cover the parameter's rows in order from 0, none empty, none transposed.
+void check_pieces(const std::string& unit, const ParamSpec& s, const TensorName& n) {
+  if (n.pieces.empty()) return;
+  ZS_CHECK(!n.transposed, ErrorCode::kInvalidArgument,
+           "safetensors: parameter {}.{} is assembled from pieces and stored transposed", unit,
+           s.name);
+  int64_t next = 0;
+  for (const TensorPiece& p : n.pieces) {
+    ZS_CHECK(!p.name.empty() && p.rows > 0 && p.first_row == next, ErrorCode::kInvalidArgument,
+             "safetensors: piece \"{}\" of {}.{} covers rows [{}, {}), row {} expected first",
+             p.name, unit, s.name, p.first_row, p.first_row + p.rows, next);
+    next += p.rows;
+  }
+  ZS_CHECK(next == rows_of(s), ErrorCode::kInvalidArgument,
+           "safetensors: the pieces of {}.{} cover {} rows of {}", unit, s.name, next, rows_of(s));
+}
+
 // The namer's answer for every parameter of the engine, trainable [unit][param] and frozen
-// [unit][frozen param], checked: transposed parameters are 2-D and, for an export (`distinct`),
-// no name is given twice.
+// [unit][frozen param], checked: transposed parameters are 2-D, pieces cover their parameter and,
+// for an export (`distinct`), no name is given twice.
 struct Names {
   std::vector<std::vector<TensorName>> trainable, frozen;
 };
@@ -58,11 +98,14 @@ Names resolve_names(Engine& e, const TensorNamer& namer, bool distinct) {
   std::set<std::string> seen;
   auto resolve = [&](size_t u, const ParamSpec& s) {
     TensorName n = namer ? namer(e.unit_name(u), s) : default_tensor_name(e.unit_name(u), s);
-    ZS_CHECK(!n.name.empty(), ErrorCode::kInvalidArgument,
+    ZS_CHECK(!n.name.empty() || !n.pieces.empty(), ErrorCode::kInvalidArgument,
              "safetensors: no tensor name for parameter {}.{}", e.unit_name(u), s.name);
-    ZS_CHECK(seen.insert(n.name).second || !distinct, ErrorCode::kInvalidArgument,
-             "safetensors: tensor name \"{}\" given to two parameters (the second: {}.{})", n.name,
-             e.unit_name(u), s.name);
+    check_pieces(e.unit_name(u), s, n);
+    for (const TensorPiece& p : pieces_of(n, s)) {
+      ZS_CHECK(seen.insert(p.name).second || !distinct, ErrorCode::kInvalidArgument,
+               "safetensors: tensor name \"{}\" given to two parameters (the second: {}.{})",
+               p.name, e.unit_name(u), s.name);
+    }
     ZS_CHECK(!n.transposed || s.shape.size() == 2, ErrorCode::kInvalidArgument,
              "safetensors: parameter {}.{} is stored transposed but has {} dimensions",
              e.unit_name(u), s.name, s.shape.size());
@@ -138,11 +181,14 @@ std::string export_header(const std::vector<std::vector<Entry>>& entries,
   uint64_t off = 0;
   for (const std::vector<Entry>& unit : entries) {
     for (const Entry& en : unit) {
-      const uint64_t bytes = static_cast<uint64_t>(en.spec->numel()) * esize;
-      header[en.name->name] = {{"dtype", dname},
-                               {"shape", file_shape(*en.spec, en.name->transposed)},
-                               {"data_offsets", {off, off + bytes}}};
-      off += bytes;
+      // Pieces are consecutive row ranges: the parameter's data, written whole, is theirs in order.
+      for (const TensorPiece& p : pieces_of(*en.name, *en.spec)) {
+        const uint64_t bytes = static_cast<uint64_t>(p.rows * row_numel(*en.spec)) * esize;
+        header[p.name] = {{"dtype", dname},
+                          {"shape", piece_shape(*en.spec, *en.name, p)},
+                          {"data_offsets", {off, off + bytes}}};
+        off += bytes;
+      }
     }
   }
   std::string text = header.dump();
@@ -296,17 +342,35 @@ struct Staged {
   std::vector<std::vector<std::vector<float>>> frozen;
 };
 
-// One import on this rank: finds each parameter's tensor, checks it and reads this rank's part.
+// A tensor of one of the import's files.
+struct Located {
+  size_t file = 0;
+  const TensorInfo* info = nullptr;
+};
+
+// One import on this rank: finds each parameter's tensors, checks them and reads this rank's part.
 class Importer {
  public:
-  Importer(Engine& e, const std::string& path, const ImportOptions& options, ImportReport& report)
-      : e_(e), path_(path), options_(options), report_(report), file_(path) {
-    header_ = read_file_header(file_, path);
-    for (const TensorInfo& t : header_.tensors) by_name_[t.name] = &t;
+  Importer(Engine& e, const std::vector<std::string>& paths, const std::string& where,
+           const ImportOptions& options, ImportReport& report)
+      : e_(e), paths_(paths), where_(where), options_(options), report_(report) {
+    headers_.reserve(paths.size());
+    for (size_t f = 0; f < paths.size(); ++f) {
+      files_.push_back(std::make_unique<ckpt::InFile>(paths[f]));
+      headers_.push_back(read_file_header(*files_[f], paths[f]));
+    }
+    for (size_t f = 0; f < paths.size(); ++f) {
+      for (const TensorInfo& t : headers_[f].tensors) {
+        const auto [it, fresh] = by_name_.emplace(t.name, Located{f, &t});
+        if (!fresh)
+          corrupt(fmt::format("tensor \"{}\" is in both {} and {}", t.name, paths[it->second.file],
+                              paths[f]));
+      }
+    }
   }
 
   // Reads every parameter of every unit into `staged`, then checks that every tensor of the
-  // file was read or may be ignored.
+  // files was read or may be ignored.
   void read_all(const Names& names, Staged& staged) {
     for (size_t u = 0; u < e_.num_units(); ++u) {
       stage_frozen(u, names.frozen[u], staged.frozen[u]);
@@ -316,34 +380,50 @@ class Importer {
   }
 
  private:
-  // The tensor of parameter `spec`, checked; null when it is optional and absent.
-  const TensorInfo* find(size_t u, const ParamSpec& spec, const TensorName& tn, DType& dt) {
-    const std::string& name = tn.name;
-    auto it = by_name_.find(name);
-    if (it == by_name_.end() && options_.optional && options_.optional(e_.unit_name(u), spec)) {
-      report_.absent.push_back(e_.unit_name(u) + "." + spec.name);
-      return nullptr;
+  // A parameter's tensors (one per piece), checked: shape and dtype. Empty when the parameter is
+  // optional and its first tensor absent.
+  std::vector<Located> find(size_t u, const ParamSpec& spec, const TensorName& tn) {
+    std::vector<Located> found;
+    for (const TensorPiece& p : pieces_of(tn, spec)) {
+      auto it = by_name_.find(p.name);
+      if (it == by_name_.end() && found.empty() && options_.optional &&
+          options_.optional(e_.unit_name(u), spec)) {
+        report_.absent.push_back(e_.unit_name(u) + "." + spec.name);
+        return {};
+      }
+      ZS_CHECK(it != by_name_.end(), ErrorCode::kInvalidArgument, "{}: tensor \"{}\" is missing",
+               where_, p.name);
+      check_tensor(u, spec, tn, p, it->second);
+      read_.insert(p.name);
+      found.push_back(it->second);
     }
-    ZS_CHECK(it != by_name_.end(), ErrorCode::kInvalidArgument, "{}: tensor \"{}\" is missing",
-             path_, name);
-    const TensorInfo& t = *it->second;
-    read_.insert(name);
-    const std::vector<int64_t> want = file_shape(spec, tn.transposed);
+    return found;
+  }
+
+  void check_tensor(size_t u, const ParamSpec& spec, const TensorName& tn, const TensorPiece& p,
+                    const Located& at) {
+    const TensorInfo& t = *at.info;
+    const std::vector<int64_t> want = piece_shape(spec, tn, p);
     ZS_CHECK(t.shape == want, ErrorCode::kInvalidArgument,
-             "{}: tensor \"{}\" has shape [{}], the model needs [{}]{}", path_, name,
+             "{}: tensor \"{}\" has shape [{}], the model needs [{}]{}", paths_[at.file], p.name,
              fmt::join(t.shape, ", "), fmt::join(want, ", "),
              tn.transposed ? fmt::format(" (the transpose of {}.{})", e_.unit_name(u), spec.name)
                            : std::string());
+    DType dt = DType::kF32;
     ZS_CHECK(to_dtype(t.dtype, dt), ErrorCode::kInvalidArgument,
-             "{}: tensor \"{}\" has dtype {} (F32, BF16 or F16 expected)", path_, name, t.dtype);
-    return &t;
+             "{}: tensor \"{}\" has dtype {} (F32, BF16 or F16 expected)", paths_[at.file], p.name,
+             t.dtype);
   }
 
-  // The whole tensor t (numel elements of dt) as fp32, in the file's layout, into out[0, numel).
-  void read_whole(const TensorInfo& t, DType dt, size_t numel, float* out) {
-    std::vector<std::byte> raw(numel * dtype_size(dt));
-    file_.read_at(static_cast<int64_t>(header_.data_start() + t.begin), raw.data(), raw.size());
-    convert(raw.data(), dt, out, DType::kF32, numel);
+  // Elements [a, b) of tensor `at` (its own row-major layout) as fp32 into out.
+  void read_elements(const Located& at, int64_t a, int64_t b, float* out) {
+    DType dt = DType::kF32;
+    to_dtype(at.info->dtype, dt);
+    const size_t es = dtype_size(dt);
+    std::vector<std::byte> raw(static_cast<size_t>(b - a) * es);
+    const int64_t start = static_cast<int64_t>(headers_[at.file].data_start() + at.info->begin);
+    files_[at.file]->read_at(start + a * static_cast<int64_t>(es), raw.data(), raw.size());
+    convert(raw.data(), dt, out, DType::kF32, static_cast<size_t>(b - a));
   }
 
   // Frozen parameters: the whole tensor on every rank (int8 rows need whole rows).
@@ -352,28 +432,14 @@ class Importer {
     const std::vector<ParamSpec>& fspecs = e_.frozen_specs(u);
     staged.resize(fspecs.size());
     for (size_t q = 0; q < fspecs.size(); ++q) {
-      const TensorName& tn = names[q];
-      DType dt = DType::kF32;
-      const TensorInfo* t = find(u, fspecs[q], tn, dt);
-      if (t == nullptr) continue;
-      const size_t numel = static_cast<size_t>(fspecs[q].numel());
-      std::vector<float>& dst = staged[q];
-      dst.resize(numel);
-      if (!tn.transposed) {
-        read_whole(*t, dt, numel, dst.data());
-      } else {
-        whole_.resize(numel);
-        read_whole(*t, dt, numel, whole_.data());
-        transpose(whole_.data(), dst.data(), fspecs[q].shape[1], fspecs[q].shape[0]);
-      }
-      const int64_t bad = ckpt::first_nonfinite(dst.data(), numel);
-      ZS_CHECK(bad < 0, ErrorCode::kInvalidArgument,
-               "{}: tensor \"{}\" holds a non-finite value at element {} of {}.{}", path_, tn.name,
-               bad, e_.unit_name(u), fspecs[q].name);
+      const std::vector<Located> found = find(u, fspecs[q], names[q]);
+      if (found.empty()) continue;
+      staged[q].resize(static_cast<size_t>(fspecs[q].numel()));
+      read_param_range(fspecs[q], names[q], found, 0, fspecs[q].numel(), staged[q].data());
     }
   }
 
-  // Trainable parameters: this rank's shard of each; optional ones the file lacks keep their
+  // Trainable parameters: this rank's shard of each; optional ones the files lack keep their
   // values.
   void stage_trainable(size_t u, const std::vector<TensorName>& names, std::vector<float>& staged) {
     const std::vector<ParamSpec>& specs = e_.param_specs(u);
@@ -381,77 +447,86 @@ class Importer {
     const UnitShardState st = e_.shard_state(u);
     staged.assign(st.master, st.master + st.numel);
     for (size_t p = 0; p < specs.size(); ++p) {
-      DType dt = DType::kF32;
-      const TensorInfo* t = find(u, specs[p], names[p], dt);
-      if (t == nullptr) continue;
+      const std::vector<Located> found = find(u, specs[p], names[p]);
+      if (found.empty()) continue;
       const int64_t off = l.params[p].offset;
       const int64_t lo = std::max(st.begin, off);
       const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
       if (lo >= hi) continue;
-      float* dst = staged.data() + (lo - st.begin);
-      read_range(*t, dt, specs[p], names[p].transposed, lo - off, hi - off, dst);
-      check_range(specs[p], names[p], lo - off, hi - off, dst);
+      read_param_range(specs[p], names[p], found, lo - off, hi - off,
+                       staged.data() + (lo - st.begin));
     }
   }
 
-  // Elements [a, b) of the parameter (its own row-major layout) into dst, as fp32.
-  void read_range(const TensorInfo& t, DType dt, const ParamSpec& spec, bool transposed, int64_t a,
-                  int64_t b, float* dst) {
-    const size_t n = static_cast<size_t>(b - a);
-    if (!transposed) {
-      // The shard's range of the row-major tensor: one read.
-      const size_t es = dtype_size(dt);
-      std::vector<std::byte> raw(n * es);
-      file_.read_at(
-          static_cast<int64_t>(header_.data_start() + t.begin) + a * static_cast<int64_t>(es),
-          raw.data(), raw.size());
-      convert(raw.data(), dt, dst, DType::kF32, n);
+  // Elements [a, b) of the parameter (its own row-major layout) into dst, as fp32, from its
+  // tensors `found`, each part checked finite.
+  void read_param_range(const ParamSpec& spec, const TensorName& tn,
+                        const std::vector<Located>& found, int64_t a, int64_t b, float* dst) {
+    if (tn.transposed) {
+      read_transposed(spec, tn, found[0], a, b, dst);
       return;
     }
-    // Scattered in the file: read the whole tensor and pick the range.
+    const std::vector<TensorPiece> pieces = pieces_of(tn, spec);
+    const int64_t row = row_numel(spec);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const int64_t p0 = pieces[k].first_row * row, p1 = p0 + pieces[k].rows * row;
+      const int64_t lo = std::max(a, p0), hi = std::min(b, p1);
+      if (lo >= hi) continue;
+      // The shard's range of the row-major piece: one read.
+      float* out = dst + (lo - a);
+      read_elements(found[k], lo - p0, hi - p0, out);
+      const int64_t bad = ckpt::first_nonfinite(out, static_cast<size_t>(hi - lo));
+      if (bad >= 0) nonfinite(pieces[k].name, out[bad], lo - p0 + bad);
+    }
+  }
+
+  // Elements [a, b) of a 2-D parameter stored transposed: scattered in the file, so the whole
+  // tensor is read and the range picked.
+  void read_transposed(const ParamSpec& spec, const TensorName& tn, const Located& at, int64_t a,
+                       int64_t b, float* dst) {
     whole_.resize(static_cast<size_t>(spec.numel()));
-    read_whole(t, dt, whole_.size(), whole_.data());
+    read_elements(at, 0, spec.numel(), whole_.data());
     const int64_t rows = spec.shape[0], cols = spec.shape[1];
-    for (int64_t k = a; k < b; ++k)
-      dst[k - a] = whole_[static_cast<size_t>((k % cols) * rows + k / cols)];
+    for (int64_t k = a; k < b; ++k) {
+      const int64_t i = (k % cols) * rows + k / cols;  // element k's index in the file's layout
+      dst[k - a] = whole_[static_cast<size_t>(i)];
+      if (!std::isfinite(dst[k - a])) nonfinite(tn.name, dst[k - a], i);
+    }
   }
 
-  // Elements [a, b) of the parameter, in dst, must be finite; the error names the element's
-  // index in the file's layout.
-  void check_range(const ParamSpec& spec, const TensorName& tn, int64_t a, int64_t b,
-                   const float* dst) {
-    const int64_t bad = ckpt::first_nonfinite(dst, static_cast<size_t>(b - a));
-    if (bad < 0) return;
-    int64_t k = a + bad;
-    if (tn.transposed) k = (k % spec.shape[1]) * spec.shape[0] + k / spec.shape[1];
+  [[noreturn]] void nonfinite(const std::string& name, float v, int64_t element) {
+    const Located& at = by_name_.at(name);
     fail(ErrorCode::kInvalidArgument,
-         "{}: tensor \"{}\" holds a non-finite value ({}) at element {}", path_, tn.name, dst[bad],
-         k);
+         "{}: tensor \"{}\" holds a non-finite value ({}) at element {}", paths_[at.file], name, v,
+         element);
   }
 
-  // Every tensor of the file was read, or the options say it may be ignored.
+  // Every tensor of the files was read, or the options say it may be ignored.
   void check_all_read() {
     size_t extra = 0;
     std::string first_extra;
-    for (const TensorInfo& t : header_.tensors) {
-      if (read_.count(t.name)) continue;
-      if (options_.ignorable && options_.ignorable(t.name)) {
-        report_.ignored.push_back(t.name);
-      } else if (extra++ == 0) {
-        first_extra = t.name;
+    for (const Header& h : headers_) {
+      for (const TensorInfo& t : h.tensors) {
+        if (read_.count(t.name)) continue;
+        if (options_.ignorable && options_.ignorable(t.name)) {
+          report_.ignored.push_back(t.name);
+        } else if (extra++ == 0) {
+          first_extra = t.name;
+        }
       }
     }
     ZS_CHECK(extra == 0, ErrorCode::kInvalidArgument,
-             "{}: {} tensor(s) the model does not have, e.g. \"{}\"", path_, extra, first_extra);
+             "{}: {} tensor(s) the model does not have, e.g. \"{}\"", where_, extra, first_extra);
   }
 
   Engine& e_;
-  const std::string& path_;
+  const std::vector<std::string>& paths_;
+  const std::string& where_;
   const ImportOptions& options_;
   ImportReport& report_;
-  ckpt::InFile file_;
-  Header header_;
-  std::unordered_map<std::string, const TensorInfo*> by_name_;
+  std::vector<std::unique_ptr<ckpt::InFile>> files_;
+  std::vector<Header> headers_;
+  std::unordered_map<std::string, Located> by_name_;
   std::set<std::string> read_;
   std::vector<float> whole_;
 };
@@ -497,13 +572,19 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
 
 ImportReport import_model(Engine& e, Communicator& comm, const std::string& path,
                           const ImportOptions& options) {
+  return import_model_files(e, comm, {path}, path, options);
+}
+
+ImportReport import_model_files(Engine& e, Communicator& comm,
+                                const std::vector<std::string>& paths, const std::string& where,
+                                const ImportOptions& options) {
   Staged staged;
   staged.trainable.resize(e.num_units());
   staged.frozen.resize(e.num_units());
   ImportReport report;
   fail_together(comm, [&] {
     const Names names = resolve_names(e, options.namer, false);
-    Importer(e, path, options, report).read_all(names, staged);
+    Importer(e, paths, where, options, report).read_all(names, staged);
   });
   apply_staged(e, staged);
   return report;

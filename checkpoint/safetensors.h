@@ -27,10 +27,21 @@
 
 namespace zs::safetensors {
 
+// Rows [first_row, first_row + rows) of a parameter stored as a tensor of their own, shaped
+// [rows, the parameter's other dimensions...] (a 1-D parameter's rows are its elements).
+struct TensorPiece {
+  std::string name;
+  int64_t first_row = 0;
+  int64_t rows = 0;
+};
 // How one parameter is stored in a file: a TensorNamer's answer.
 struct TensorName {
   std::string name;         // the tensor's name in the file
   bool transposed = false;  // a 2-D parameter [r, c] is stored as its transpose [c, r]
+  // Non-empty: the parameter is assembled from these tensors by rows (a fused q|k|v weight from
+  // three); they cover its rows in order from 0, `name` is not used and none is transposed.
+  // Empty: the parameter is the one tensor `name`.
+  std::vector<TensorPiece> pieces{};
 };
 // (unit name, parameter) -> its tensor. An export needs distinct names for distinct parameters;
 // an import may read one tensor into several parameters (an output embedding tied to the input
@@ -86,14 +97,21 @@ void export_model(Engine& engine, Communicator& comm, const std::string& path,
 
 // Sets the fp32 master weights and the frozen parameters (encoded in their storage dtype, int8
 // quantized) from a safetensors file (F32, BF16 or F16 tensors): every rank reads the header and
-// the ranges of its own shard (the whole tensor where it is stored transposed, or frozen). Every
-// parameter's tensor (options.namer) must be present with the parameter's shape (transposed where
-// the namer says so) and finite values, and no tensor that is neither read nor ignorable may be:
-// zs::Error(kInvalidArgument) naming the file and the tensor. A malformed file gives kCorruptData,
-// a missing one kNotFound. Nothing is changed unless every rank succeeded. Optimizer state and step
-// are left as they are. Collective.
+// the ranges of its own shard (the whole tensor where it is stored transposed, or frozen; of each
+// piece, the rows its shard covers). Every parameter's tensor or pieces (options.namer) must be
+// present with the parameter's shape (transposed where the namer says so) and finite values, and no
+// tensor that is neither read nor ignorable may be: zs::Error(kInvalidArgument) naming the file and
+// the tensor. A malformed file gives kCorruptData, a missing one kNotFound. Nothing is changed
+// unless every rank succeeded. Optimizer state and step are left as they are. Collective.
 ImportReport import_model(Engine& engine, Communicator& comm, const std::string& path,
                           const ImportOptions& options = {});
+// import_model over several files (a sharded checkpoint: each tensor in exactly one of them, a
+// tensor in two is kCorruptData). `where` (e.g. the index file) names the set in the errors about
+// a missing tensor or tensors the model does not have; other errors name the tensor's file.
+// Collective.
+ImportReport import_model_files(Engine& engine, Communicator& comm,
+                                const std::vector<std::string>& paths, const std::string& where,
+                                const ImportOptions& options = {});
 
 // The content of a small file beside a model file (a config.json): rank 0 reads it (at most
 // `max_bytes`), every rank gets the same bytes, or the same zs::Error (kNotFound when missing).

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -20,9 +21,11 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_io.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "examples/model_options.h"
+#include "interop/hf_config.h"
 #include "nn/gpt_activations.h"
 #include "nn/transformer_shapes.h"
 #include "planner/memory_plan.h"
@@ -352,6 +355,9 @@ void declare_options(po::options_description& desc) {
       ("params", po::value<double>(), "bare parameter count (e.g. 7.5e9), split into ~equal units")
       ("model", po::value<std::string>(),
        "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b")
+      ("from-hf", po::value<std::string>(),
+       "the model a Hugging Face directory's config.json describes (GPT-2, Llama, Mistral, "
+       "Qwen2; a rotary model's context: --context, default max_position_embeddings)")
       ("family", po::value<std::string>()->default_value("gpt"),
        "gpt (zeroshard's GPT, exact activations) | llama (estimated activations)");
   zs::examples::add_architecture_options(desc, nullptr, true);  // as train_gpt's, and --vocab
@@ -452,8 +458,25 @@ Adapters parse_adapters(const po::variables_map& vm) {
   return ad;
 }
 
-// --model NAME or --family, then the dimension flags over it; `name` gets the model's name.
+// --from-hf DIR: the architecture DIR/config.json describes (interop/hf_config.h), with --context
+// for a rotary model (default: max_position_embeddings); a dimension flag given must agree.
+zs::nn::TransformerShape shape_from_hf(const po::variables_map& vm, std::string& name) {
+  const std::string dir = vm["from-hf"].as<std::string>();
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  const zs::nn::HfConfig hf =
+      zs::nn::parse_hf_config(zs::ckpt::read_whole_file(path, int64_t{1} << 20), path);
+  zs::nn::GptArchitecture arch = hf.arch;
+  zs::examples::apply_architecture_options(vm, arch);
+  if (vm.count("ffn")) arch.ffn = vm["ffn"].as<int>();
+  zs::nn::check_hf_config(hf, arch, path);
+  name = fmt::format("--from-hf {} ({})", dir, zs::nn::hf_class_name(hf.family));
+  return zs::nn::transformer_shape_of(arch);
+}
+
+// --model NAME, --from-hf DIR or --family, then the dimension flags over it; `name` gets the
+// model's name.
 zs::nn::TransformerShape shape_from_flags(const po::variables_map& vm, std::string& name) {
+  if (vm.count("from-hf")) return shape_from_hf(vm, name);
   zs::nn::TransformerShape s;
   if (vm.count("model")) {
     name = vm["model"].as<std::string>();
@@ -485,7 +508,7 @@ void parse_model(const po::variables_map& vm, bool dims, const Adapters& ad, Opt
       throw BadFlag(fmt::format("--params {} is not a whole count in [1, 1e15)", n));
     o.model = zs::ModelDesc::from_param_count(static_cast<int64_t>(n));
     o.model_name = fmt::format("--params {:.4g}", n);
-  } else if (vm.count("model") || dims) {
+  } else if (vm.count("model") || vm.count("from-hf") || dims) {
     zs::nn::TransformerShape s = shape_from_flags(vm, o.model_name);
     zs::nn::GptLoraConfig lora = ad.lora;
     // Typed targets matter only to a gpt shape with adapters (a llama one is refused by name).
@@ -553,6 +576,8 @@ Options parse_options(const po::variables_map& vm) {
   const bool dims = zs::examples::architecture_options_given(vm) || vm.count("ffn");
   if (vm.count("params") && (vm.count("model") || dims))
     throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
+  if (vm.count("from-hf") && (vm.count("params") || vm.count("model")))
+    throw BadFlag("--from-hf takes no --params or --model: give one model description");
   const Adapters ad = parse_adapters(vm);
   parse_model(vm, dims, ad, o);
   zs::PlanConfig& c = o.config;

@@ -114,8 +114,13 @@ void load_initial_weights(Engine& engine, Communicator& comm, const CheckpointFl
   if (!flags.init_from_hf.empty()) {
     const nn::GptHfImport r = nn::import_gpt_hf(engine, comm, model, flags.init_from_hf);
     if (comm.rank() == 0) {
-      std::printf("%s from %s (Hugging Face GPT-2)\n", what, flags.init_from_hf.c_str());
-      if (r.untied) std::printf("untied: lm_head.weight initialised from transformer.wte.weight\n");
+      std::printf("%s from %s (Hugging Face %s", what, flags.init_from_hf.c_str(),
+                  nn::hf_class_name(r.config.family));
+      if (r.shards > 1) std::printf(", %d safetensors shards", r.shards);
+      std::printf(")\n");
+      if (r.untied)
+        std::printf("untied: lm_head.weight initialised from %s\n",
+                    nn::hf_embedding_name(r.config.family));
       for (const std::string& name : r.ignored) std::printf("  skipped: %s\n", name.c_str());
     }
   }
@@ -158,11 +163,14 @@ void add_checkpoint_flags(po::options_description& d, CheckpointFlags& f) {
 void add_hf_flags(po::options_description& d, CheckpointFlags& f) {
   d.add_options()  //
       ("export-hf", po::value(&f.export_hf),
-       "at the end, write a Hugging Face GPT-2 directory here (model.safetensors in "
-       "--export-dtype, config.json) that GPT2LMHeadModel.from_pretrained loads")  //
+       "at the end, write a Hugging Face directory here (model.safetensors in --export-dtype, "
+       "config.json: GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM as the architecture "
+       "is) that AutoModelForCausalLM.from_pretrained loads")  //
       ("init-from-hf", po::value(&f.init_from_hf),
-       "initial weights from a Hugging Face GPT-2 directory (config.json must match the model "
-       "flags; tied embeddings are untied); a resumed checkpoint wins");
+       "the model config.json describes (GPT-2, Llama, Mistral, Qwen2; a model flag given must "
+       "agree with it; a rotary model's context is --context) and its initial weights "
+       "(model.safetensors or a sharded index; tied embeddings are untied); a resumed "
+       "checkpoint wins over the weights");
 }
 
 SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
@@ -230,8 +238,9 @@ void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
   if (!flags.export_hf.empty()) {
     nn::export_gpt_hf(engine, comm, model, flags.export_hf, export_dtype(flags));
     if (comm.rank() == 0)
-      std::printf("exported %s/model.safetensors and config.json (Hugging Face GPT-2, %s)\n",
-                  flags.export_hf.c_str(), flags.export_dtype.c_str());
+      std::printf("exported %s/model.safetensors and config.json (Hugging Face %s, %s)\n",
+                  flags.export_hf.c_str(), nn::hf_class_name(nn::hf_family_of(model.arch)),
+                  flags.export_dtype.c_str());
   }
   if (!flags.export_adapters.empty()) {
     nn::export_gpt_peft_adapters(engine, comm, model, flags.export_adapters, export_dtype(flags));

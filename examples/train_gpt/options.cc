@@ -12,6 +12,7 @@
 #include "core/settings.h"
 #include "dataset.h"
 #include "ds_config.h"
+#include "hf_architecture.h"
 #include "option_table.h"
 #include "paths.h"
 
@@ -252,6 +253,9 @@ void configure_frozen_base(const po::variables_map& vm, const RawFlags& r, Train
 void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& r,
                    TrainOptions& o) {
   o.model.arch = train_gpt_architecture(vm);
+  if (!o.checkpoint.init_from_hf.empty())
+    o.model.arch = architecture_from_hf(vm, o.checkpoint.init_from_hf);
+  if (!o.checkpoint.export_hf.empty()) check_hf_export(o.model.arch, o.checkpoint.export_hf);
   o.model.run.batch = resolve_alias(vm, "batch", o.notes, nullptr);
   o.engine.micro_batches = resolve_alias(
       vm, "gradient-accumulation-steps", o.notes,

@@ -1,9 +1,12 @@
-// The logits our GPT computes, for the Hugging Face round trip (tests/examples/hf_interop.py):
-// builds the model that DIR/config.json describes (fp32, ZeRO-3 over the ranks of the job),
-// loads its weights, and writes the vocab logits of every position of TOKENS (comma-separated
-// byte ids) to OUT as JSON {"logits": [[...], ...], "untied": bool}.
+// The logits our decoder computes, for the Hugging Face parity checks (tests/examples/
+// hf_interop.py, hf_llama.py): builds the model that DIR/config.json describes, any family
+// interop/hf_config.h maps (fp32, ZeRO-3 over the ranks of the job; a rotary model's context is
+// the number of tokens), loads its weights, and writes the vocab logits of every position of
+// TOKENS (comma-separated token ids) to OUT as JSON
+//   {"logits": [[...], ...], "untied": bool, "model_type": "...", "shards": n}.
 // Usage: mpirun -np N gpt_hf_logits DIR TOKENS OUT [NATIVE]
-//   without NATIVE: the weights come from DIR (nn::import_gpt_hf: HF names and layouts);
+//   without NATIVE: the weights come from DIR (nn::import_gpt_hf: HF names and layouts, one file
+//   or an index's shards);
 //   with NATIVE: from our own safetensors export (names "<unit>.<param>"), so that an --export-hf
 //   directory is checked against weights that did not pass through the HF mapping.
 // Position k's logits are those of an inference forward of tokens[0..k] (the model keeps the
@@ -44,11 +47,14 @@ int run(int argc, char** argv) {
   const std::vector<int32_t> tokens = parse_tokens(argv[2]);
   auto comm = zs::MpiCommunicator::world();
   zs::nn::GptConfig cfg;
-  cfg.arch = zs::nn::read_gpt_hf_config(*comm, dir).arch;
+  const zs::nn::HfConfig hf = zs::nn::read_gpt_hf_config(*comm, dir);
+  const int n = static_cast<int>(tokens.size());
+  const bool learned = hf.arch.positions == zs::nn::PositionKind::kLearned;
+  cfg.arch = zs::nn::hf_run_architecture(hf, learned ? hf.max_positions : n, dir);
   cfg.run.batch = 1;
   cfg.run.threads = 1;
-  ZS_CHECK(static_cast<int>(tokens.size()) <= cfg.arch.context, zs::ErrorCode::kInvalidArgument,
-           "{} tokens, the context is {}", tokens.size(), cfg.arch.context);
+  ZS_CHECK(n <= cfg.arch.context, zs::ErrorCode::kInvalidArgument, "{} tokens, the context is {}",
+           n, cfg.arch.context);
   zs::MemoryTracker tracker;
   zs::nn::GptModel model(cfg, &tracker);
   zs::EngineConfig ecfg;
@@ -56,10 +62,13 @@ int run(int argc, char** argv) {
   ecfg.precision.param_dtype = zs::DType::kF32;
   zs::Engine engine(model, *comm, ecfg, &tracker);
   bool untied = false;
+  int shards = 1;
   if (argc == 5) {
     zs::safetensors::import_model(engine, *comm, argv[4]);
   } else {
-    untied = zs::nn::import_gpt_hf(engine, *comm, cfg, dir).untied;
+    const zs::nn::GptHfImport r = zs::nn::import_gpt_hf(engine, *comm, cfg, dir);
+    untied = r.untied;
+    shards = r.shards;
   }
   nlohmann::json rows = nlohmann::json::array();
   for (size_t k = 1; k <= tokens.size(); ++k) {
@@ -69,8 +78,14 @@ int run(int argc, char** argv) {
     rows.push_back(std::vector<float>(l.begin(), l.end()));
   }
   if (comm->rank() == 0) {
-    std::ofstream(out) << nlohmann::json{{"logits", rows}, {"untied", untied}}.dump();
-    if (untied) std::printf("untied: lm_head.weight initialised from transformer.wte.weight\n");
+    std::ofstream(out) << nlohmann::json{
+        {"logits", rows},
+        {"untied", untied},
+        {"model_type", zs::nn::hf_model_type(hf.family)},
+        {"shards", shards}}.dump();
+    if (untied)
+      std::printf("untied: lm_head.weight initialised from %s\n",
+                  zs::nn::hf_embedding_name(hf.family));
   }
   return 0;
 }

@@ -30,6 +30,7 @@
 #include "nn/gpt.h"
 #include "nn/gpt_specs.h"
 #include "runtime/engine.h"
+#include "tests/interop/hf_test_util.h"
 
 namespace zs::nn {
 namespace {
@@ -39,33 +40,6 @@ const GptBlockLayout kGpt2Block = GptBlockLayout::of(GptArchitecture{});
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
-
-// A fresh directory under /tmp, the same on every rank; removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    char name[256] = {};
-    if (world().rank() == 0) {
-      std::strcpy(name, "/tmp/zs-gpt-hf-test-XXXXXX");
-      if (mkdtemp(name) == nullptr) std::abort();
-    }
-    world().broadcast(name, sizeof(name), DType::kU8, 0);
-    path_ = name;
-  }
-  ~TempDir() {
-    world().barrier();
-    if (world().rank() == 0) fs::remove_all(path_);
-  }
-  std::string operator/(const std::string& s) const { return path_ + "/" + s; }
-
- private:
-  std::string path_;
-};
 
 GptConfig small_config() {
   GptConfig c;
@@ -78,109 +52,14 @@ GptConfig small_config() {
   return c;
 }
 
-// A GPT and its engine (fp32, ZeRO-3 over the world), initialised from `seed`.
-struct Rig {
-  explicit Rig(uint64_t seed, GptConfig c = small_config()) : config(c), model(c, &tracker) {
-    EngineConfig e;
-    e.stage = ZeroStage::k3;
-    e.precision.param_dtype = DType::kF32;
-    e.seed = seed;
-    engine = std::make_unique<Engine>(model, world(), e, &tracker);
-  }
-  // Every parameter's full master, [unit][param]. Collective.
-  std::vector<std::vector<std::vector<float>>> masters() {
-    std::vector<std::vector<std::vector<float>>> m(engine->num_units());
-    for (size_t u = 0; u < engine->num_units(); ++u) {
-      for (size_t p = 0; p < engine->param_specs(u).size(); ++p)
-        m[u].push_back(engine->gather_master_param(u, p));
-    }
-    return m;
-  }
-  GptConfig config;
-  MemoryTracker tracker;
-  GptModel model;
-  std::unique_ptr<Engine> engine;
+// A GPT-2 form model of small_config().
+struct GptRig : Rig {
+  explicit GptRig(uint64_t seed) : Rig(seed, small_config()) {}
 };
-
-// A safetensors file as named fp32 tensors, in file order.
-struct Tensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-};
-using Tensors = std::vector<Tensor>;
-
-Tensors read_f32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto* b = reinterpret_cast<const std::byte*>(raw.data());
-  const uint64_t n = safetensors::header_length({b, 8});
-  const safetensors::Header h = safetensors::parse_header({b + 8, n}, raw.size() - 8 - n);
-  Tensors out;
-  for (const safetensors::TensorInfo& t : h.tensors) {
-    EXPECT_EQ(t.dtype, "F32") << t.name;
-    Tensor x{t.name, t.shape, std::vector<float>((t.end - t.begin) / 4)};
-    std::memcpy(x.data.data(), raw.data() + h.data_start() + t.begin, t.end - t.begin);
-    out.push_back(std::move(x));
-  }
-  return out;
-}
-
-void write_f32(const std::string& path, const Tensors& ts) {
-  json h = json::object();
-  h["__metadata__"] = {{"format", "pt"}};
-  uint64_t off = 0;
-  for (const Tensor& t : ts) {
-    h[t.name] = {
-        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {off, off + 4 * t.data.size()}}};
-    off += 4 * t.data.size();
-  }
-  std::string text = h.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  const uint64_t n = text.size();
-  out.write(reinterpret_cast<const char*>(&n), 8);
-  out.write(text.data(), text.size());
-  for (const Tensor& t : ts)
-    out.write(reinterpret_cast<const char*>(t.data.data()), 4 * t.data.size());
-}
-
-Tensor* find(Tensors& ts, const std::string& name) {
-  for (Tensor& t : ts) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
-
-// Rank 0 copies directory `from` into `to`, changing its tensors and config.json; then a barrier.
-void variant(const std::string& from, const std::string& to,
-             const std::function<void(Tensors&)>& tensors,
-             const std::function<void(json&)>& config = {}) {
-  if (world().rank() == 0) {
-    fs::create_directories(to);
-    Tensors ts = read_f32(from + "/model.safetensors");
-    tensors(ts);
-    write_f32(to + "/model.safetensors", ts);
-    std::ifstream in(from + "/config.json");
-    json c = json::parse(in);
-    if (config) config(c);
-    std::ofstream(to + "/config.json") << c.dump(2);
-  }
-  world().barrier();
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(GptHf, ExportImportIsExact) {
   TempDir dir;
-  Rig a(1), b(2);
+  GptRig a(1), b(2);
   export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
   const GptHfImport r = import_gpt_hf(*b.engine, world(), b.config, dir / "hf");
   EXPECT_FALSE(r.untied);
@@ -192,23 +71,15 @@ TEST(GptHf, ExportImportIsExact) {
 
 TEST(GptHf, Bf16ExportImportsItsRounding) {
   TempDir dir;
-  Rig a(1), b(2);
+  GptRig a(1), b(2);
   export_gpt_hf(*a.engine, world(), a.config, dir / "hf", DType::kBF16);
   import_gpt_hf(*b.engine, world(), b.config, dir / "hf");
-  auto want = a.masters();
-  for (auto& unit : want) {
-    for (auto& p : unit) {
-      std::vector<uint16_t> h(p.size());
-      fp32_to_bf16(p.data(), h.data(), p.size());
-      convert(h.data(), DType::kBF16, p.data(), DType::kF32, p.size());
-    }
-  }
-  EXPECT_EQ(want, b.masters());
+  EXPECT_EQ(bf16_rounded(a.masters()), b.masters());
 }
 
 TEST(GptHf, FileHoldsHfNamesLayoutsAndConfig) {
   TempDir dir;
-  Rig a(1);
+  GptRig a(1);
   export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
   const auto m = a.masters();
   Tensors ts = read_f32(dir / "hf/model.safetensors");
@@ -271,7 +142,7 @@ TEST(GptHf, FileHoldsHfNamesLayoutsAndConfig) {
 
 TEST(GptHf, TiedEmbeddingsAreUntied) {
   TempDir dir;
-  Rig a(1), b(2);
+  GptRig a(1), b(2);
   export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
   // As save_pretrained writes a tied model: no lm_head.weight; and an old checkpoint's buffer.
   variant(
@@ -292,7 +163,7 @@ TEST(GptHf, TiedEmbeddingsAreUntied) {
   // Tied with an lm_head.weight stored too: HF's model uses wte, and so do we.
   variant(
       dir / "hf", dir / "tied2", [](Tensors&) {}, [](json& c) { c["tie_word_embeddings"] = true; });
-  Rig d(3);
+  GptRig d(3);
   const GptHfImport r2 = import_gpt_hf(*d.engine, world(), d.config, dir / "tied2");
   EXPECT_EQ(r2.ignored, std::vector<std::string>{"lm_head.weight"});
   EXPECT_EQ(d.masters(), want);
@@ -300,7 +171,7 @@ TEST(GptHf, TiedEmbeddingsAreUntied) {
 
 TEST(GptHf, BadInputsAreRefusedWithTheNameAndChangeNothing) {
   TempDir dir;
-  Rig a(1), b(2);
+  GptRig a(1), b(2);
   export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
   const auto before = b.masters();
   auto expect_refused = [&](const std::string& name, const std::string& needle) {
@@ -384,11 +255,11 @@ TEST(GptHf, MappingNamesEveryParameterOnce) {
   EXPECT_FALSE(gpt_hf_ignorable("transformer.h.11.attn.c_attn.bias"));
   EXPECT_FALSE(gpt_hf_ignorable("lm_head.weight"));
   // config.json round trip.
-  const GptHfConfig back = parse_gpt_hf_config(gpt_hf_config_json(c.arch), "x");
+  const HfConfig back = parse_hf_config(hf_config_json(c.arch), "x");
   EXPECT_EQ(back.arch, c.arch);
-  EXPECT_NO_THROW(check_gpt_hf_config(back, c.arch, "x"));
+  EXPECT_NO_THROW(check_hf_config(back, c.arch, "x"));
   EXPECT_FALSE(back.tied);
-  EXPECT_NE(error_of([] { parse_gpt_hf_config("{", "cfg"); }).find("cfg: not a JSON object"),
+  EXPECT_NE(error_of([] { parse_hf_config("{", "cfg"); }).find("cfg: not a JSON object"),
             std::string::npos);
 }
 

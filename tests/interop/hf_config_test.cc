@@ -1,0 +1,294 @@
+// config.json <-> GptArchitecture for every family (interop/hf_config.h): config.json texts as
+// transformers 4.x writes them for TinyLlama-1.1B, SmolLM-135M, Llama-3-8B, Mistral-7B-v0.1 and
+// Qwen2-0.5B, and as transformers 5.x writes them (rope_parameters, dtype, head_dim, layer_types),
+// parse to the architecture each model has; every field we do not compute is refused with its name
+// and value; an export's config.json parses back to the same architecture.
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "interop/hf_config.h"
+
+namespace zs::nn {
+namespace {
+
+using nlohmann::json;
+
+// Llama-3-8B's config.json as transformers 4.40 wrote it.
+const char* kLlama3 = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+  "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+  "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null,
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.0.dev0", "use_cache": true, "vocab_size": 128256})";
+
+// The same model as transformers 5.x writes it.
+const char* kLlama3V5 = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "dtype": "bfloat16", "eos_token_id": 128001, "head_dim": 128,
+  "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+  "intermediate_size": 14336, "max_position_embeddings": 8192, "mlp_bias": false,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+  "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"},
+  "tie_word_embeddings": false, "transformers_version": "5.0.0", "use_cache": true,
+  "vocab_size": 128256})";
+
+const char* kTinyLlama = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "bos_token_id": 1,
+  "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+  "intermediate_size": 5632, "max_position_embeddings": 2048, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 22, "num_key_value_heads": 4,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.35.0",
+  "use_cache": true, "vocab_size": 32000})";
+
+const char* kSmolLM = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 576,
+  "initializer_range": 0.02, "intermediate_size": 1536, "max_position_embeddings": 2048,
+  "model_type": "llama", "num_attention_heads": 9, "num_hidden_layers": 30,
+  "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null,
+  "rope_theta": 10000.0, "tie_word_embeddings": true, "torch_dtype": "float32",
+  "transformers_version": "4.40.1", "use_cache": true, "vocab_size": 49152})";
+
+const char* kMistral = R"({
+  "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+  "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+  "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0",
+  "use_cache": true, "vocab_size": 32000})";
+
+const char* kQwen2 = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+  "intermediate_size": 4864, "max_position_embeddings": 131072, "max_window_layers": 24,
+  "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+  "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+  "sliding_window": 131072, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.1", "use_cache": true, "use_sliding_window": false,
+  "vocab_size": 151936})";
+
+// Qwen2-0.5B as transformers 5.x writes it: rope_parameters, dtype, layer_types.
+std::string qwen2_v5() {
+  json j = json::parse(kQwen2);
+  j.erase("rope_theta");
+  j.erase("torch_dtype");
+  j["dtype"] = "bfloat16";
+  j["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
+  j["layer_types"] = json::array();
+  for (int i = 0; i < 24; ++i) j["layer_types"].push_back("full_attention");
+  j["sliding_window"] = nullptr;
+  return j.dump();
+}
+
+const char* kGpt2V5 = R"({
+  "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+  "bos_token_id": 50256, "dtype": "float32", "embd_pdrop": 0.1, "eos_token_id": 50256,
+  "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024,
+  "n_embd": 768, "n_head": 12, "n_inner": null, "n_layer": 12, "n_positions": 1024,
+  "reorder_and_upcast_attn": false, "resid_pdrop": 0.1, "scale_attn_by_inverse_layer_idx": false,
+  "scale_attn_weights": true, "transformers_version": "5.0.0", "use_cache": true,
+  "vocab_size": 50257})";
+
+// The Llama-family architecture with these dimensions.
+GptArchitecture llama(int layers, int heads, int kv, int width, int ffn, int vocab, int context,
+                      float theta, float eps) {
+  GptArchitecture a;
+  a.layers = layers;
+  a.heads = heads;
+  a.kv_heads = kv;
+  a.width = width;
+  a.ffn = ffn;
+  a.vocab = vocab;
+  a.context = context;
+  a.norm = NormKind::kRMSNorm;
+  a.norm_eps = eps;
+  a.positions = PositionKind::kRotary;
+  a.rope_theta = theta;
+  a.mlp = MlpKind::kSwiGLU;
+  a.qkv_bias = a.proj_bias = a.mlp_bias = false;
+  return a;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(HfConfig, ParsesEachFamilyAsTransformers4Writes) {
+  const HfConfig l3 = parse_hf_config(kLlama3, "l3");
+  EXPECT_EQ(l3.family, HfFamily::kLlama);
+  EXPECT_EQ(l3.arch, llama(32, 32, 8, 4096, 14336, 128256, 8192, 500000.0f, 1e-5f));
+  EXPECT_EQ(l3.max_positions, 8192);
+  EXPECT_FALSE(l3.tied);
+  const HfConfig tiny = parse_hf_config(kTinyLlama, "tiny");
+  EXPECT_EQ(tiny.arch, llama(22, 32, 4, 2048, 5632, 32000, 2048, 10000.0f, 1e-5f));
+  const HfConfig smol = parse_hf_config(kSmolLM, "smol");
+  EXPECT_EQ(smol.arch, llama(30, 9, 3, 576, 1536, 49152, 2048, 10000.0f, 1e-5f));
+  EXPECT_TRUE(smol.tied);
+  const HfConfig mistral = parse_hf_config(kMistral, "mistral");
+  EXPECT_EQ(mistral.family, HfFamily::kMistral);
+  EXPECT_EQ(mistral.arch, llama(32, 32, 8, 4096, 14336, 32000, 32768, 10000.0f, 1e-5f));
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  const HfConfig qwen = parse_hf_config(kQwen2, "qwen");
+  EXPECT_EQ(qwen.family, HfFamily::kQwen2);
+  GptArchitecture q = llama(24, 14, 2, 896, 4864, 151936, 131072, 1000000.0f, 1e-6f);
+  q.qkv_bias = true;  // Qwen2: q/k/v biases only
+  EXPECT_EQ(qwen.arch, q);
+  EXPECT_TRUE(qwen.tied);
+  EXPECT_EQ(qwen.sliding_window, 0);  // present, but inactive without use_sliding_window
+}
+
+TEST(HfConfig, ParsesTransformers5Spellings) {
+  EXPECT_EQ(parse_hf_config(kLlama3V5, "v5").arch, parse_hf_config(kLlama3, "v4").arch);
+  EXPECT_EQ(parse_hf_config(qwen2_v5(), "v5").arch, parse_hf_config(kQwen2, "v4").arch);
+  const HfConfig gpt2 = parse_hf_config(kGpt2V5, "gpt2");
+  EXPECT_EQ(gpt2.family, HfFamily::kGpt2);
+  GptArchitecture g;  // GPT-2 small: our default components
+  g.layers = g.heads = 12;
+  g.width = 768;
+  g.context = 1024;
+  g.vocab = 50257;
+  EXPECT_EQ(gpt2.arch, g);
+  EXPECT_TRUE(gpt2.tied);
+}
+
+TEST(HfConfig, RunContext) {
+  const HfConfig l3 = parse_hf_config(kLlama3, "l3.json");
+  EXPECT_EQ(hf_run_architecture(l3, 256, "x").context, 256);
+  EXPECT_NE(error_of([&] {
+              hf_run_architecture(l3, 8193, "l3.json");
+            }).find("l3.json: \"max_position_embeddings\" is 8192, the run's context 8193"),
+            std::string::npos);
+  const HfConfig mistral = parse_hf_config(kMistral, "m.json");
+  EXPECT_EQ(hf_run_architecture(mistral, 4096, "x").context, 4096);
+  EXPECT_NE(error_of([&] {
+              hf_run_architecture(mistral, 4097, "m.json");
+            }).find("m.json: \"sliding_window\" is 4096, shorter than the run's context 4097"),
+            std::string::npos);
+  const HfConfig gpt2 = parse_hf_config(kGpt2V5, "g.json");
+  EXPECT_NE(error_of([&] {
+              hf_run_architecture(gpt2, 512, "g.json");
+            }).find("g.json: \"n_positions\" is 1024, the model's context is 512"),
+            std::string::npos);
+  GptArchitecture model = hf_run_architecture(l3, 128, "x");
+  EXPECT_NO_THROW(check_hf_config(l3, model, "x"));
+  model.kv_heads = 32;
+  EXPECT_NE(error_of([&] {
+              check_hf_config(l3, model, "c");
+            }).find("c: \"num_key_value_heads\" is 8, the model's kv heads is 32"),
+            std::string::npos);
+  model = hf_run_architecture(l3, 128, "x");
+  model.rope_theta = 10000.0f;
+  EXPECT_NE(error_of([&] {
+              check_hf_config(l3, model, "c");
+            }).find("c: \"rope_theta\" is 500000, the model's rope_theta is 10000"),
+            std::string::npos);
+  model = hf_run_architecture(l3, 128, "x");
+  model.mlp = MlpKind::kGelu;
+  EXPECT_NE(
+      error_of([&] { check_hf_config(l3, model, "c"); }).find("c: \"model_type\" is \"llama\""),
+      std::string::npos);
+}
+
+TEST(HfConfig, RefusesWhatTheDecoderDoesNotComputeNamingTheField) {
+  struct Case {
+    const char* base;
+    std::function<void(json&)> edit;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {kLlama3, [](json& j) { j["model_type"] = "phi"; }, "\"model_type\" is \"phi\""},
+      {kLlama3, [](json& j) { j["architectures"] = {"LlamaModel"}; },
+       "\"model_type\" is \"llama\" but \"architectures\" is [\"LlamaModel\"]"},
+      {kLlama3, [](json& j) { j["hidden_act"] = "gelu"; }, "\"hidden_act\" is \"gelu\""},
+      {kLlama3,
+       [](json& j) {
+         j["rope_scaling"] = {{"factor", 8.0}, {"rope_type", "llama3"}};
+       },
+       "\"rope_scaling\" is {\"factor\":8.0,\"rope_type\":\"llama3\"}"},
+      {kLlama3V5,
+       [](json& j) {
+         j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "llama3"}};
+       },
+       "\"rope_parameters.rope_type\" is \"llama3\""},
+      {kLlama3V5, [](json& j) { j["rope_parameters"]["partial_rotary_factor"] = 0.5; },
+       "\"rope_parameters.partial_rotary_factor\" is 0.5"},
+      {kQwen2, [](json& j) { j["use_sliding_window"] = true; }, "\"use_sliding_window\" is true"},
+      {kLlama3,
+       [](json& j) {
+         j["layer_types"] = {"full_attention", "sliding_attention"};
+       },
+       "\"layer_types\" holds \"sliding_attention\""},
+      {kMistral, [](json& j) { j["num_local_experts"] = 8; }, "\"num_local_experts\" is 8"},
+      {kQwen2, [](json& j) { j["num_experts"] = 60; }, "\"num_experts\" is 60"},
+      {kLlama3, [](json& j) { j["head_dim"] = 256; }, "\"head_dim\" is 256"},
+      {kLlama3, [](json& j) { j.erase("hidden_size"); }, "\"hidden_size\" is missing"},
+      {kLlama3, [](json& j) { j["num_key_value_heads"] = 5; },
+       "gpt config: kv_heads 5 must divide heads 32"},
+      {kGpt2V5, [](json& j) { j["activation_function"] = "relu"; },
+       "\"activation_function\" is \"relu\""},
+      {kGpt2V5, [](json& j) { j["scale_attn_by_inverse_layer_idx"] = true; },
+       "\"scale_attn_by_inverse_layer_idx\" is true"},
+  };
+  for (const Case& c : cases) {
+    json j = json::parse(c.base);
+    c.edit(j);
+    const std::string msg = error_of([&] { parse_hf_config(j.dump(), "dir/config.json"); });
+    EXPECT_NE(msg.find("dir/config.json: " + c.needle), std::string::npos) << msg;
+  }
+  EXPECT_NE(error_of([] { parse_hf_config("[1]", "x"); }).find("x: not a JSON object"),
+            std::string::npos);
+}
+
+TEST(HfConfig, ExportConfigParsesBackForEachFamily) {
+  GptArchitecture l = llama(2, 4, 2, 64, 160, 300, 32, 10000.0f, 1e-6f);
+  GptArchitecture q = l;
+  q.qkv_bias = true;
+  GptArchitecture lb = l;
+  lb.qkv_bias = lb.proj_bias = lb.mlp_bias = true;  // attention_bias and mlp_bias
+  const std::pair<GptArchitecture, HfFamily> cases[] = {
+      {l, HfFamily::kLlama}, {q, HfFamily::kQwen2}, {lb, HfFamily::kLlama}};
+  for (const auto& [arch, family] : cases) {
+    EXPECT_EQ(hf_family_of(arch), family);
+    const std::string text = hf_config_json(arch, DType::kBF16);
+    const HfConfig back = parse_hf_config(text, "x");
+    EXPECT_EQ(back.family, family);
+    EXPECT_EQ(back.arch, arch) << text;
+    EXPECT_FALSE(back.tied);
+    const json j = json::parse(text);
+    EXPECT_EQ(j.at("architectures"), json::array({hf_class_name(family)}));
+    EXPECT_EQ(j.at("torch_dtype"), "bfloat16");
+    EXPECT_EQ(j.at("rms_norm_eps"), 1e-6);
+    EXPECT_EQ(j.at("rope_theta"), 10000.0);
+  }
+  GptArchitecture mix = l;
+  mix.positions = PositionKind::kLearned;
+  EXPECT_NE(error_of([&] { hf_family_of(mix); }).find("the model's positions is learned"),
+            std::string::npos);
+  mix = l;
+  mix.proj_bias = true;
+  EXPECT_NE(error_of([&] { hf_config_json(mix); }).find("the model's proj_bias is on"),
+            std::string::npos);
+  GptArchitecture gqa_gpt2;
+  gqa_gpt2.kv_heads = 2;
+  EXPECT_NE(error_of([&] { hf_family_of(gqa_gpt2); }).find("the model's kv_heads is 2"),
+            std::string::npos);
+  EXPECT_EQ(hf_family_of(GptArchitecture{}), HfFamily::kGpt2);
+}
+
+}  // namespace
+}  // namespace zs::nn

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# zs_plan --from-hf DIR (examples/zs_plan.cc, interop/hf_config.h): LLaMA-7B's config.json as
+# transformers wrote it plans exactly what --model llama-7b plans (every number of --json equal;
+# only the model's name differs), at two dtypes and stages; a flag that disagrees with config.json
+# and an unsupported field are refused naming them.
+#   zs_plan_from_hf.sh ZS_PLAN WORKDIR
+set -euo pipefail
+plan=$1 work=$2
+rm -rf "$work" && mkdir -p "$work/llama"
+cat >"$work/llama/config.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "bos_token_id": 0, "eos_token_id": 1,
+ "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 11008,
+ "initializer_range": 0.02, "max_sequence_length": 2048, "max_position_embeddings": 2048,
+ "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "pad_token_id": -1,
+ "rms_norm_eps": 1e-06, "torch_dtype": "float16", "transformers_version": "4.27.0.dev0",
+ "use_cache": true, "vocab_size": 32000}
+JSON
+for flags in "--dtype fp32 --zero-stage 3" "--dtype bf16 --zero-stage 1 --ranks 4"; do
+  # shellcheck disable=SC2086
+  "$plan" --from-hf "$work/llama" --json $flags | grep -v '"model":' >"$work/a.json"
+  # shellcheck disable=SC2086
+  "$plan" --model llama-7b --json $flags | grep -v '"model":' >"$work/b.json"
+  if ! cmp -s "$work/a.json" "$work/b.json"; then
+    diff "$work/a.json" "$work/b.json" || true
+    echo "FAIL: --from-hf plans differently from --model llama-7b ($flags)"
+    exit 1
+  fi
+  echo "--from-hf = --model llama-7b ($flags): $(wc -l <"$work/a.json") lines equal"
+done
+expect() {  # expect NEEDLE ARGS...: zs_plan fails and says NEEDLE
+  local needle=$1
+  shift
+  if "$plan" "$@" >"$work/out.txt" 2>&1 || ! grep -qF -- "$needle" "$work/out.txt"; then
+    cat "$work/out.txt"
+    echo "FAIL: expected a refusal with: $needle"
+    exit 1
+  fi
+  echo "refused: $needle"
+}
+expect '"num_hidden_layers" is 32, the model'"'"'s layers is 30' --from-hf "$work/llama" --layers 30
+expect '"max_position_embeddings" is 2048, the run'"'"'s context 4096' \
+  --from-hf "$work/llama" --context 4096
+mkdir -p "$work/scaled"
+sed 's/"use_cache": true/"rope_scaling": {"factor": 8.0, "rope_type": "llama3"}/' \
+  "$work/llama/config.json" >"$work/scaled/config.json"
+expect '"rope_scaling" is {"factor":8.0,"rope_type":"llama3"}' --from-hf "$work/scaled"
+expect '--from-hf takes no --params or --model' --from-hf "$work/llama" --model llama-7b
+echo PASS
