@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# ctest driver of the PEFT load test (peft_load.py, docs/finetune.md, docs/interop.md):
-#   peft_load.sh SYSTEM_PYTHON VENV TRAIN_GPT BASE_CORPUS FINETUNE_CORPUS WORKDIR MPIEXEC [FLAGS...]
+# ctest driver of the PEFT load tests (peft_load.py, tests/interop/peft_llama.py; docs/finetune.md,
+# docs/interop.md):
+#   peft_load.sh SYSTEM_PYTHON VENV SCRIPT [ARGS...]
 # Builds (once) a venv over SYSTEM_PYTHON's packages, so that it sees Debian's python3-torch
 # 1.13, and installs the pinned transformers, safetensors, accelerate and peft from PyPI into it;
 # later runs reuse it. Exits 77 (skipped) with the reason when torch is missing, no venv can be
 # made or PyPI cannot be reached.
 set -euo pipefail
-sys_py=$1 venv=$2
-shift 2
+sys_py=$1 venv=$2 script=$3
+shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 # transformers 4.36 is among the last releases that support torch 1.13 (Debian bookworm's); peft
 # 0.7.1 (December 2023) and accelerate 0.25.0 are of the same time and import on torch 1.13.
@@ -30,4 +31,4 @@ if [ "$have" != "$want" ]; then
     exit 77
   fi
 fi
-exec "$py" "$here/peft_load.py" "$@"
+exec "$py" "$script" "$@"
