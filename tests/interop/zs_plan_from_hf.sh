@@ -27,6 +27,27 @@ for flags in "--dtype fp32 --zero-stage 3" "--dtype bf16 --zero-stage 1 --ranks 
   fi
   echo "--from-hf = --model llama-7b ($flags): $(wc -l <"$work/a.json") lines equal"
 done
+# The documents' LLaMA-6B arithmetic from a config.json (LLaMA's dimensions with 28 layers:
+# 5,928,882,176 parameters): fp32 weights about 24 GB (4 bytes/param), AdamW's fp32 states about
+# 48 GB (8 bytes/param), an int8 frozen base about 6 GB (1 byte/param plus a scale per row).
+mkdir -p "$work/llama6b"
+sed 's/"num_hidden_layers": 32/"num_hidden_layers": 28/' "$work/llama/config.json" \
+  >"$work/llama6b/config.json"
+field() {  # field NAME: the number NAME in $work/p.json
+  grep -oE "\"$1\": [0-9.e+]+" "$work/p.json" | head -1 | awk '{print $2}'
+}
+"$plan" --from-hf "$work/llama6b" --dtype fp32 --zero-stage 0 --json >"$work/p.json"
+[ "$(field num_params)" = 5928882176 ] || { echo "FAIL: LLaMA-6B has $(field num_params) params"; exit 1; }
+[ "$(field params_bytes)" = 23715528704 ] || { echo "FAIL: fp32 weights $(field params_bytes)"; exit 1; }
+[ "$(field optimizer_bytes)" = 47431057408 ] || { echo "FAIL: AdamW states $(field optimizer_bytes)"; exit 1; }
+"$plan" --from-hf "$work/llama6b" --dtype fp32 --zero-stage 0 --lora-rank 8 --base-dtype int8 \
+  --json >"$work/p.json"
+frozen=$(field frozen_bytes)
+# int8 matrices (1 byte/param) + one fp32 scale per row + the fp32 norm weights.
+[ "$frozen" -ge 5928882176 ] && [ "$frozen" -lt 5960000000 ] ||
+  { echo "FAIL: int8 base $frozen bytes"; exit 1; }
+echo "LLaMA-6B (28 layers): 5,928,882,176 params; fp32 weights 23.72 GB, AdamW states 47.43 GB," \
+  "int8 base $frozen bytes"
 expect() {  # expect NEEDLE ARGS...: zs_plan fails and says NEEDLE
   local needle=$1
   shift
