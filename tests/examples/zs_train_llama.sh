@@ -11,7 +11,8 @@
 #            run; the 2-rank checkpoint resumes at 4 ranks; a resume with another --kv-heads or
 #            --norm is refused naming the field
 #   refused  a bad --norm, --kv-heads not dividing --heads, rotary positions with an odd head dim,
-#            --device cuda with --family llama: one message naming the flag, exit 2, no step
+#            --device cuda with --family llama: one message naming the flag, exit 2, no step;
+#            --help groups the model's flags and names the alias
 #   plan     zs_plan --family llama with the same flags equals the trainer's tracked bytes
 #            (parameters, gradients, master, optimizer, buffers, host) at stages 0, 2, 3
 source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
@@ -83,6 +84,14 @@ case "$case_name" in
     expect2 "cuda" "--device cuda with family llama: cuda gpt: RMSNorm (norm rmsnorm) is implemented on the CPU backend only" \
       "${small[@]}" --steps 2 --device cuda
     expect2 "family" "--family 'bert' is not one of gpt2, llama" --family bert --steps 2
+    # --help: the model's flags in their own group, the family's default, the alias named.
+    "$bin" --help > "$work/help.txt" || fail "--help"
+    for text in "Model (dimensions, then --family's components" "--family arg (=gpt2)" \
+                "--kv-heads arg" "--rope-theta arg" "Batch and compute:" \
+                "Engine: sharding and precision:" "train_gpt is zs_train's former name"; do
+      grep -qF -- "$text" "$work/help.txt" || { cat "$work/help.txt"; fail "--help: no '$text'"; }
+    done
+    echo "--help: the groups and the alias named"
     ;;
   plan)
     zs_plan=$(dirname "$bin")/zs_plan
