@@ -354,15 +354,13 @@ void declare_options(po::options_description& desc) {
       ("help,h", "show this help")
       ("params", po::value<double>(), "bare parameter count (e.g. 7.5e9), split into ~equal units")
       ("model", po::value<std::string>(),
-       "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b")
+       "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b | llama-3-8b")
       ("from-hf", po::value<std::string>(),
        "the model a Hugging Face directory's config.json describes (GPT-2, Llama, Mistral, "
-       "Qwen2; a rotary model's context: --context, default max_position_embeddings)")
-      ("family", po::value<std::string>()->default_value("gpt"),
-       "gpt (zeroshard's GPT, exact activations) | llama (estimated activations)");
-  zs::examples::add_architecture_options(desc, nullptr, true);  // as train_gpt's, and --vocab
+       "Qwen2; a rotary model's context: --context, default max_position_embeddings)");
+  // As the trainer's: the dimensions, --vocab, --family and the components (model_options.h).
+  zs::examples::add_architecture_options(desc, nullptr, true);
   desc.add_options()
-      ("ffn", po::value<int>(), "FFN width (default 4 x width)")
       ("ranks", po::value<int>()->default_value(1), "world size N")
       ("ranks-per-node", po::value<int>(), "ranks per node (default: all ranks on one node)")
       ("zero-stage", po::value<int>()->default_value(3), "ZeRO stage 0-3")
@@ -467,17 +465,18 @@ zs::nn::TransformerShape shape_from_hf(const po::variables_map& vm, std::string&
       zs::nn::parse_hf_config(zs::ckpt::read_whole_file(path, int64_t{1} << 20), path);
   zs::nn::GptArchitecture arch = hf.arch;
   zs::examples::apply_architecture_options(vm, arch);
-  if (vm.count("ffn")) arch.ffn = vm["ffn"].as<int>();
+  zs::examples::apply_component_options(vm, arch);
   zs::nn::check_hf_config(hf, arch, path);
   name = fmt::format("--from-hf {} ({})", dir, zs::nn::hf_class_name(hf.family));
   return zs::nn::transformer_shape_of(arch);
 }
 
-// --model NAME, --from-hf DIR or --family, then the dimension flags over it; `name` gets the
-// model's name.
+// --from-hf DIR, or --model NAME (or the default GPT-2 shape), then the dimension flags over it,
+// then --family and the component flags (model_options.h); `name` gets the model's name.
 zs::nn::TransformerShape shape_from_flags(const po::variables_map& vm, std::string& name) {
   if (vm.count("from-hf")) return shape_from_hf(vm, name);
   zs::nn::TransformerShape s;
+  name = "custom";
   if (vm.count("model")) {
     name = vm["model"].as<std::string>();
     auto found = zs::nn::transformer_shape_by_name(name);
@@ -487,17 +486,18 @@ zs::nn::TransformerShape shape_from_flags(const po::variables_map& vm, std::stri
         names += (names.empty() ? "" : ", ") + n;
       throw BadFlag(fmt::format("--model '{}' is not one of {}", name, names));
     }
+    if (vm.count("family"))
+      throw BadFlag(
+          fmt::format("--family {} and --model {} both choose the components: give one "
+                      "(component flags such as --kv-heads refine --model)",
+                      vm["family"].as<std::string>(), name));
     s = *found;
-  } else {
-    const std::string fam = vm["family"].as<std::string>();
-    if (fam != "gpt" && fam != "llama")
-      throw BadFlag(fmt::format("--family '{}' is not one of gpt, llama", fam));
-    s.family = fam == "gpt" ? zs::nn::TransformerFamily::kGpt : zs::nn::TransformerFamily::kLlama;
-    name = "custom";
   }
   zs::examples::apply_architecture_options(vm, s);
-  if (vm.count("ffn")) s.ffn = vm["ffn"].as<int>();
-  return s;
+  zs::nn::GptArchitecture a = s.arch();
+  zs::examples::apply_component_options(vm, a);
+  zs::examples::check_architecture(vm, a);
+  return zs::nn::transformer_shape_of(a);
 }
 
 // The model: --params N, or a transformer shape with its adapters (o.shape).
@@ -511,8 +511,8 @@ void parse_model(const po::variables_map& vm, bool dims, const Adapters& ad, Opt
   } else if (vm.count("model") || vm.count("from-hf") || dims) {
     zs::nn::TransformerShape s = shape_from_flags(vm, o.model_name);
     zs::nn::GptLoraConfig lora = ad.lora;
-    // Typed targets matter only to a gpt shape with adapters (a llama one is refused by name).
-    if (lora.rank != 0 && s.family == zs::nn::TransformerFamily::kGpt)
+    // Typed targets (names valid for the shape's architecture; checked with it below).
+    if (lora.rank != 0)
       lora.targets = zs::nn::parse_gpt_lora_targets(vm["lora-targets"].as<std::string>());
     s.adapters = {lora, ad.int8};
     o.model = zs::nn::transformer_model_desc(s);  // validates the shape
@@ -573,7 +573,7 @@ void parse_run(const po::variables_map& vm, Options& o) {
 Options parse_options(const po::variables_map& vm) {
   Options o;
   o.json = vm.count("json") > 0;
-  const bool dims = zs::examples::architecture_options_given(vm) || vm.count("ffn");
+  const bool dims = zs::examples::architecture_options_given(vm);
   if (vm.count("params") && (vm.count("model") || dims))
     throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
   if (vm.count("from-hf") && (vm.count("params") || vm.count("model")))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian bookworm machine (as root, or with sudo available):
-#   bash scripts/run.sh train [train_gpt flags...]   install, build Release, run the main job
+#   bash scripts/run.sh train [zs_train flags...]   install, build Release, run the main job
 #   bash scripts/run.sh test                         install, build Release, run every test
 #   bash scripts/run.sh build                        install and build only
 # Environment: ZS_BUILD_DIR (default build), ZS_NP (ranks for `train`, default 2),
@@ -63,7 +63,7 @@ build
 case "$mode" in
   build) ;;
   train)
-    exec mpirun "${mpirun_flags[@]}" -np "${ZS_NP:-2}" "$build_dir/examples/train_gpt" "$@" ;;
+    exec mpirun "${mpirun_flags[@]}" -np "${ZS_NP:-2}" "$build_dir/examples/zs_train" "$@" ;;
   test)
     # The parsers' short fuzz run first, so that ctest's summary closes the output.
     if [ -x fuzz/run_fuzz.sh ]; then bash fuzz/run_fuzz.sh; fi

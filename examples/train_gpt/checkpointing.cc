@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "interop/gpt_hf.h"
 #include "interop/gpt_lora_io.h"
+#include "model_description.h"
 
 namespace zs::train {
 namespace {
@@ -188,7 +189,9 @@ SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& fla
                          path.empty() ? "initial weights" : "frozen base");
   if (path.empty()) return dir;
   CheckpointLoadOptions opt;
-  opt.expect_model_description = model_json;
+  // A checkpoint from before the components were described resumes as the GPT-2 it is.
+  opt.expect_model_description =
+      description_to_expect(read_checkpoint_info(path).model_description, model_json);
   if (frozen) opt.frozen_base_source = base_source(flags);
   const CheckpointInfo info = load_checkpoint(engine, comm, path, opt);
   const std::string run_id = state.run_id;

@@ -1,13 +1,17 @@
-// train_gpt: trains a byte-level GPT with the zeroshard engine under mpirun.
-//   mpirun -np 2 train_gpt                 (ZeRO-3, bf16, the corpus shipped in data/)
-//   mpirun -np 4 train_gpt --zero-stage 1 --dtype fp16 --steps 500 --json-log run.jsonl
+// zs_train (train_gpt: its former name, an alias kept for one release): trains zeroshard's
+// decoder-only transformer, GPT-2 or Llama family (--family, the component flags), with the
+// zeroshard engine under mpirun.
+//   mpirun -np 2 zs_train                 (a byte-level GPT-2, ZeRO-3, bf16, the shipped corpus)
+//   mpirun -np 4 zs_train --zero-stage 1 --dtype fp16 --steps 500 --json-log run.jsonl
+//   mpirun -np 2 zs_train --family llama --kv-heads 2 --train-shards 'shards/train_*.bin'
 // Rank 0 prints one line per step (with elapsed time and ETA), validation loss, peak memory per
 // category (max over ranks), a generated sample, and a final `param_hash:` line; --json-log
-// writes the same as JSON records (run_log.h). Set-up errors (flags, data, model shape)
-// print one message and every rank exits 1; an error inside training aborts the job (no rank is
-// left waiting in a collective).
-// run() is the list of the program's phases, each a function below in the order it calls them;
-// run_report.h formats what rank 0 prints and logs.
+// writes the same as JSON records (run_log.h). Messages start with the program's name (zs_train or
+// train_gpt, as it was called). Refused flags (a bad value, a shape the model refuses) print one
+// message and every rank exits 2; other set-up errors (data, memory, checkpoints) exit 1; an error
+// inside training aborts the job (no rank is left waiting in a collective). run() is the list of
+// the program's phases, each a function below in the order it calls them; run_report.h formats what
+// rank 0 prints and logs.
 #include <mpi.h>
 
 #include <algorithm>
@@ -36,6 +40,7 @@
 #include "kernel_report.h"
 #include "link_meter.h"
 #include "memory_check.h"
+#include "model_description.h"
 #include "nn/gpt.h"
 #include "options.h"
 #include "run_log.h"
@@ -48,6 +53,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The name the program was called by (zs_train or train_gpt), for its messages; set by main().
+std::string g_program = "zs_train";
+
 // One set-up phase, run by every rank (collectives/fail_together.h): when any rank failed, the
 // lowest failing rank prints its message and every rank returns false.
 bool setup_phase(Communicator& comm, const std::function<void()>& work) {
@@ -55,31 +63,10 @@ bool setup_phase(Communicator& comm, const std::function<void()>& work) {
     fail_together(comm, work);
     return true;
   } catch (const RankFailure& f) {
-    if (f.rank() == comm.rank()) std::fprintf(stderr, "train_gpt: error: %s\n", f.cause().c_str());
+    if (f.rank() == comm.rank())
+      std::fprintf(stderr, "%s: error: %s\n", g_program.c_str(), f.cause().c_str());
     return false;
   }
-}
-
-// What a checkpoint must have been trained with to be resumed: the shape, and for a fine-tune the
-// adapters and the base's storage, under their flags' names (a difference is named by its key).
-std::string model_json(const TrainOptions& o) {
-  const nn::GptConfig& m = o.model;
-  nlohmann::json j = {{"model", "gpt"},
-                      {"layers", m.arch.layers},
-                      {"heads", m.arch.heads},
-                      {"width", m.arch.width},
-                      {"context", m.arch.context},
-                      {"vocab", m.arch.vocab},
-                      {"ffn_mult", m.arch.ffn_mult}};
-  if (m.adapters.lora
-          .enabled()) {  // absent without adapters: full-model checkpoints stay as they were
-    j["lora-rank"] = m.adapters.lora.rank;
-    j["lora-alpha"] = std::stod(fmt::format("{}", m.adapters.lora.alpha));  // 16, not 16.000000xxx
-    j["lora-targets"] = nn::gpt_lora_target_names(m.adapters.lora.targets);
-    j["base-dtype"] =
-        std::string(dtype_name(o.engine.frozen.storage_or(o.engine.precision.param_dtype)));
-  }
-  return j.dump();
 }
 
 std::vector<double> peak_memory_max(Engine& engine, Communicator& comm) {
@@ -178,7 +165,7 @@ struct Run {
   std::unique_ptr<Engine> engine;
   nlohmann::json kernels;  // kernel_report()
   TrainerState state;
-  std::string mjson;            // model_json(o)
+  std::string mjson;            // model_description(o)
   RunLog json;                  // rank 0's --json-log; disabled elsewhere
   SaveDir save_dir;             // holds --save-dir's writer lock until the run ends
   int64_t tokens_per_step = 0;  // over all ranks
@@ -220,7 +207,8 @@ bool check_before_work(Communicator& comm, const TrainOptions& o) {
       }))
     return false;
   if (comm.rank() == 0) {
-    for (const std::string& n : o.notes) std::fprintf(stderr, "train_gpt: note: %s\n", n.c_str());
+    for (const std::string& n : o.notes)
+      std::fprintf(stderr, "%s: note: %s\n", g_program.c_str(), n.c_str());
   }
   return true;
 }
@@ -252,7 +240,7 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
 bool start_checkpoints(Communicator& comm, Run& r, Clock::time_point start) {
   const TrainOptions& o = r.o;
   r.state.rng = o.engine.seed ^ 0x5eedull;
-  r.mjson = model_json(o);
+  r.mjson = model_description(o);
   return setup_phase(comm, [&] {
     r.save_dir = start_run(*r.engine, comm, o.checkpoint, o.model, r.mjson, r.state);
     if (comm.rank() == 0 && !o.json_log.empty())
@@ -277,16 +265,31 @@ std::string describe_collectives(const HierarchicalCommunicator& h, const std::s
   return fmt::format("flat ({}: two levels need several nodes of more than one rank each)", layout);
 }
 
+// The components after the dimensions in the banner: nothing for GPT-2's (the banner stays as it
+// was), else "; llama: rmsnorm, rotary (theta 10000), swiglu, FFN 1024, 2 KV heads, biases
+// qkv off, proj off, mlp off".
+std::string describe_components(const nn::GptArchitecture& a) {
+  if (a.family() == "gpt-2" && a.ffn_width() == 4 * a.width) return "";
+  auto on = [](bool b) { return b ? "on" : "off"; };
+  const std::string rotary = a.positions == nn::PositionKind::kRotary
+                                 ? fmt::format(" (theta {})", a.rope_theta)
+                                 : std::string();
+  return fmt::format("; {}: {}, {}{}, {}, FFN {}, {} KV heads, biases qkv {}, proj {}, mlp {}",
+                     a.family(), nn::norm_kind_name(a.norm), nn::position_kind_name(a.positions),
+                     rotary, nn::mlp_kind_name(a.mlp), a.ffn_width(), a.kv_heads_or_heads(),
+                     on(a.qkv_bias), on(a.proj_bias), on(a.mlp_bias));
+}
+
 // Rank 0's lines before the first step: the kernel paths, the run, the collectives.
 void print_banner(const Run& r, int W) {
   const TrainOptions& o = r.o;
   const Engine& engine = *r.engine;
   std::printf("%s", kernel_report_text(r.kernels).c_str());
   std::printf(
-      "zeroshard train_gpt: %d ranks on %s, ZeRO-%d%s, %s compute, %s grads, %lld trainable "
-      "params%s (%d layers, width %d, %d heads, context %d), %d x %d sequences per rank per "
+      "zeroshard %s: %d ranks on %s, ZeRO-%d%s, %s compute, %s grads, %lld trainable "
+      "params%s (%d layers, width %d, %d heads, context %d%s), %d x %d sequences per rank per "
       "step, %d threads per rank, data %s (%lld train / %lld val %s)\n",
-      W, r.backend->device_name().c_str(), static_cast<int>(o.engine.stage),
+      g_program.c_str(), W, r.backend->device_name().c_str(), static_cast<int>(o.engine.stage),
       describe_shard_groups(engine, W).c_str(),
       std::string(dtype_name(o.engine.precision.param_dtype)).c_str(),
       std::string(dtype_name(o.engine.precision.grad_dtype)).c_str(),
@@ -297,7 +300,8 @@ void print_banner(const Run& r, int W) {
                 .c_str()
           : "",
       o.model.arch.layers, o.model.arch.width, o.model.arch.heads, o.model.arch.context,
-      o.engine.micro_batches, o.model.run.batch, r.model->threads(), o.data_source().name().c_str(),
+      describe_components(o.model.arch).c_str(), o.engine.micro_batches, o.model.run.batch,
+      r.model->threads(), o.data_source().name().c_str(),
       static_cast<long long>(r.data->train_tokens()), static_cast<long long>(r.data->val_tokens()),
       r.data->unit());
   if (const HierarchicalCommunicator* h = r.backend->hierarchical()) {
@@ -426,6 +430,18 @@ void last_step_bytes(Communicator& comm, const StepBytes& b, RunTotals& out) {
   out.link_inter = link_sum[1];
 }
 
+// Model FLOPs per token, PaLM's count over the model's real parameters (any family: SwiGLU's three
+// matrices, grouped-query attention's smaller k/v projections and the untied head are in them):
+// 6 per trainable parameter (forward + backward), 4 per frozen one (forward and the input
+// gradient; no weight gradient), plus attention's scores and weighted sum, 12 * layers * context
+// * heads * head_dim (every query head attends; the key/value heads GQA shares change no product).
+// Activation recomputation is not counted.
+double model_flops_per_token(const nn::GptArchitecture& a, int64_t trainable, int64_t frozen) {
+  const double attention =
+      12.0 * a.layers * static_cast<double>(a.context) * a.heads * a.head_dim();
+  return 6.0 * static_cast<double>(trainable) + 4.0 * static_cast<double>(frozen) + attention;
+}
+
 // After the last step: the closing figures, the sample, the exports and the parameters' hash, on
 // every rank. Collective.
 RunTotals finish(Run& r, Communicator& comm, LoopTotals& t) {
@@ -437,13 +453,8 @@ RunTotals finish(Run& r, Communicator& comm, LoopTotals& t) {
   last_step_bytes(comm, t.step_bytes, out);
   out.mean_ms = t.timed ? t.ms_sum / t.timed : 0.0;
   out.mean_tok_s = t.timed ? t.tok_s_sum / t.timed : 0.0;
-  // Model FLOPs per token, PaLM's count: 6 per trainable parameter (forward + backward), 4 per
-  // frozen one (forward and the input gradient; no weight gradient) plus attention's
-  // 12 * layers * context * width; activation recomputation is not counted.
   const double flops_per_token =
-      6.0 * static_cast<double>(r.engine->num_params()) +
-      4.0 * static_cast<double>(r.engine->num_frozen_params()) +
-      12.0 * o.model.arch.layers * static_cast<double>(o.model.arch.context) * o.model.arch.width;
+      model_flops_per_token(o.model.arch, r.engine->num_params(), r.engine->num_frozen_params());
   out.median_tok_s = out.median_ms > 0 ? r.tokens_per_step / (out.median_ms / 1e3) : 0.0;
   out.model_tflops = flops_per_token * out.median_tok_s / 1e12;
   out.peak_tflops = o.peak_tflops > 0 ? o.peak_tflops : r.backend->peak_tflops();
@@ -494,12 +505,12 @@ void write_final(Run& r, const LoopTotals& t, const RunTotals& f) {
   r.json.close();
 }
 
-// The program: its phases in order. Returns the exit code of a refusal (1) or of a finished run
-// or --help (0); an error inside training is thrown.
+// The program: its phases in order. Returns the exit code of refused flags (2), of another refusal
+// before work (1), or of a finished run or --help (0); an error inside training is thrown.
 int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   const auto start_wall = std::chrono::system_clock::now();
   std::optional<TrainOptions> parsed;
-  if (!read_options(comm, argc, argv, parsed)) return 1;
+  if (!read_options(comm, argc, argv, parsed)) return 2;
   if (!parsed) return 0;  // --help
   if (!check_before_work(comm, *parsed)) return 1;
   Run r(*parsed);
@@ -532,13 +543,15 @@ int main(int argc, char** argv) {
   // collective (every rank fails with the same message; rank 0 says it).
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  zs::train::g_program = std::filesystem::path(argc > 0 ? argv[0] : "zs_train").filename().string();
   zs::Settings settings;
   try {
     zs::fail_together(MPI_COMM_WORLD, [&] { settings = zs::Settings::from_environment(); });
     zs::fail_together(MPI_COMM_WORLD,
                       [&] { zs::check_settings_agreement(MPI_COMM_WORLD, settings); });
   } catch (const zs::RankFailure& f) {
-    if (rank == f.rank()) std::fprintf(stderr, "train_gpt: error: %s\n", f.cause().c_str());
+    if (rank == f.rank())
+      std::fprintf(stderr, "%s: error: %s\n", zs::train::g_program.c_str(), f.cause().c_str());
     MPI_Finalize();
     return 1;
   }
@@ -554,18 +567,19 @@ int main(int argc, char** argv) {
       rc = zs::train::run(argc, argv, *comm, start);
     } catch (const zs::Error& e) {
       if (e.code() != zs::ErrorCode::kNonFinite) {
-        std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
+        std::fprintf(stderr, "%s: error: %s\n", zs::train::g_program.c_str(), e.what());
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
       }
       // The non-finite policy decides from all-reduced values: every rank stops at the same step
       // with the same message, so rank 0 says it and every rank exits 1, with no abort.
-      if (rank == 0) std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
+      if (rank == 0)
+        std::fprintf(stderr, "%s: error: %s\n", zs::train::g_program.c_str(), e.what());
       rc = 1;
     } catch (const std::exception& e) {
       // An error after set-up may hit one rank while the others wait in a collective: abort the
       // whole job so that no rank hangs.
-      std::fprintf(stderr, "train_gpt: error: %s\n", e.what());
+      std::fprintf(stderr, "%s: error: %s\n", zs::train::g_program.c_str(), e.what());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }

@@ -369,10 +369,13 @@ std::vector<FlagGroup> train_gpt_flags(TrainOptions& o, RawFlags& r) {
     examples::add_architecture_options(d, &kArchitecture, true);
   };
   return {
-      {"General", {}, std::move(general)},
+      {"Run", {}, std::move(general)},
       {"Data", {}, data_flags(o)},
-      {"Model and batch", architecture, batch_flags(o, r)},
-      {"Sharding and precision", {}, engine_flags(o, r)},
+      {"Model (dimensions, then --family's components; a component flag overrides the family)",
+       architecture,
+       {}},
+      {"Batch and compute", {}, batch_flags(o, r)},
+      {"Engine: sharding and precision", {}, engine_flags(o, r)},
       {"Loss scaling (--dtype fp16 only; default: dynamic)", {}, scaler_flags()},
       {"Optimizer", {}, optimizer_flags(o, r)},
       {"Checkpoints", [&ck](po::options_description& d) { add_checkpoint_flags(d, ck); }, {}},

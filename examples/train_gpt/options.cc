@@ -13,6 +13,7 @@
 #include "dataset.h"
 #include "ds_config.h"
 #include "hf_architecture.h"
+#include "nn/gpt_activations.h"
 #include "option_table.h"
 #include "paths.h"
 
@@ -324,6 +325,16 @@ void record_config(const po::options_description& all, const po::variables_map& 
   o.config["warmup"] = r.warmup;
 }
 
+// --device cuda with a component the CUDA model lacks (it is GPT-2's): refused with the flags.
+void check_cuda_components(const nn::GptConfig& model) {
+  try {
+    nn::check_gpt_cuda_components(nn::GptActivationDims::of(model));
+  } catch (const Error& e) {
+    throw Error(e.code(),
+                fmt::format("--device cuda with family {}: {}", model.arch.family(), e.what()));
+  }
+}
+
 }  // namespace
 
 std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help) {
@@ -332,8 +343,10 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   RawFlags r;
   const std::vector<FlagGroup> groups = train_gpt_flags(o, r);
   po::options_description all(
-      "train_gpt: train a byte-level GPT with zeroshard under mpirun\n"
-      "usage: mpirun -np N train_gpt [options]");
+      "zs_train: train a decoder-only transformer (GPT-2 or Llama family, --family) with "
+      "zeroshard under mpirun\n"
+      "usage: mpirun -np N zs_train [options]\n"
+      "(train_gpt is zs_train's former name, kept as an alias for one release)");
   declare_flags(all, groups);
   po::variables_map vm;
   std::map<std::string, std::string> from_ds;  // flag -> DeepSpeed key path
@@ -351,6 +364,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   if (!vm.count("data") && o.train_shards.empty()) o.data = default_data_path();
   o.model.validate();
   o.engine.validate();
+  if (o.device == "cuda") check_cuda_components(o.model);
   record_config(all, vm, mode, r, o);
   return o;
 }

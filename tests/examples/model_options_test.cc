@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "examples/model_options.h"
 #include "nn/transformer_shapes.h"
 
@@ -101,6 +102,69 @@ TEST(ModelOptions, SameFlagsSameArchitectureInBothPrograms) {
   EXPECT_EQ(shape.vocab, from_train.vocab);
   EXPECT_EQ(shape.ffn_width(), from_train.ffn_width());
   EXPECT_EQ(shape.num_params(), from_train.num_params());
+}
+
+TEST(ModelOptions, TrainGptDefaultsAreGpt2) {
+  const nn::GptArchitecture a = architecture_from_options(parse(train_gpt_flags(), {}), kTrainGpt);
+  EXPECT_EQ(a, kTrainGpt);
+  EXPECT_EQ(a.family(), "gpt-2");
+  EXPECT_FALSE(component_options_given(parse(train_gpt_flags(), {"--layers", "2"})));
+  EXPECT_TRUE(component_options_given(parse(train_gpt_flags(), {"--mlp-bias", "on"})));
+}
+
+TEST(ModelOptions, FamilyPresetAndComponentOverrides) {
+  nn::GptArchitecture a = architecture_from_options(
+      parse(train_gpt_flags(), {"--family", "llama", "--kv-heads", "2", "--ffn", "344"}),
+      kTrainGpt);
+  EXPECT_EQ(a.family(), "llama");
+  EXPECT_EQ(a.norm, nn::NormKind::kRMSNorm);
+  EXPECT_EQ(a.positions, nn::PositionKind::kRotary);
+  EXPECT_EQ(a.mlp, nn::MlpKind::kSwiGLU);
+  EXPECT_FALSE(a.qkv_bias || a.proj_bias || a.mlp_bias);
+  EXPECT_EQ(a.kv_heads, 2);
+  EXPECT_EQ(a.ffn_width(), 344);
+  // A component flag overrides the preset; gpt is gpt2's other spelling.
+  a = architecture_from_options(
+      parse(train_gpt_flags(), {"--family", "llama", "--norm", "layernorm", "--qkv-bias", "on",
+                                "--rope-theta", "500000", "--norm-eps", "1e-6"}),
+      kTrainGpt);
+  EXPECT_EQ(a.norm, nn::NormKind::kLayerNorm);
+  EXPECT_TRUE(a.qkv_bias);
+  EXPECT_FALSE(a.proj_bias);
+  EXPECT_EQ(a.rope_theta, 500000.0f);
+  EXPECT_EQ(a.norm_eps, 1e-6f);
+  EXPECT_EQ(a.family(), "custom");
+  a = architecture_from_options(parse(train_gpt_flags(), {"--family", "gpt", "--mlp", "swiglu"}),
+                                kTrainGpt);
+  EXPECT_EQ(a.mlp, nn::MlpKind::kSwiGLU);
+  EXPECT_EQ(a.norm, nn::NormKind::kLayerNorm);
+}
+
+// The message architecture_from_options throws for `args` over the trainer's defaults.
+std::string refusal(std::vector<std::string> args) {
+  try {
+    architecture_from_options(parse(train_gpt_flags(), std::move(args)), kTrainGpt);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(ModelOptions, BadComponentFlagsAreRefusedByName) {
+  EXPECT_EQ(refusal({"--norm", "batchnorm"}),
+            "--norm 'batchnorm' is not one of layernorm, rmsnorm");
+  EXPECT_EQ(refusal({"--family", "bert"}), "--family 'bert' is not one of gpt2, llama (gpt: gpt2)");
+  EXPECT_EQ(refusal({"--qkv-bias", "yes"}), "--qkv-bias 'yes' is not one of off, on");
+  EXPECT_EQ(refusal({"--kv-heads", "3"}),
+            "--kv-heads 3 does not divide --heads 4 (each key/value head serves a group of query "
+            "heads)");
+  EXPECT_EQ(refusal({"--family", "llama", "--width", "36"}),
+            "rotary positions (--family llama) need an even head dim: --width 36 / --heads 4 = 9");
+  EXPECT_EQ(refusal({"--positions", "rotary", "--width", "36"}),
+            "rotary positions (--positions rotary) need an even head dim: --width 36 / --heads 4 = "
+            "9");
+  EXPECT_EQ(refusal({"--ffn", "0"}), "--ffn 0 is outside 1..64 x --width (8192)");
+  EXPECT_EQ(refusal({"--norm-eps", "0"}), "--norm-eps 0 is outside (0, 1)");
 }
 
 }  // namespace

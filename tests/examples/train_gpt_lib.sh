@@ -13,8 +13,9 @@ tiny=(--layers 2 --heads 2 --width 64 --context 32 --batch 4 --warmup 2 --eval-e
 fail() { echo "FAIL: $*"; exit 1; }
 hash_of() { grep -oE 'param_hash: [0-9a-f]+' "$1" | awk '{print $2}'; }
 
-# expect label expected-text args...: train_gpt at 2 ranks is refused with exactly one message
-# holding expected-text, a non-zero exit, no hang and no step taken.
+# expect label expected-text args...: train_gpt (or zs_train) at 2 ranks is refused with exactly
+# one message holding expected-text, a non-zero exit (left in expect_rc), no hang and no step
+# taken.
 expect() {
   local label=$1 text=$2
   shift 2
@@ -24,10 +25,11 @@ expect() {
   [ $rc -ne 124 ] || fail "$label: hung"
   grep -qF -- "$text" "$work/e.txt" || { cat "$work/e.txt"; fail "$label: no '$text'"; }
   local n
-  n=$(grep -c "train_gpt: error" "$work/e.txt")
+  n=$(grep -cE "(train_gpt|zs_train): error" "$work/e.txt")
   [ "$n" -eq 1 ] || { cat "$work/e.txt"; fail "$label: $n error lines, expected one"; }
   ! grep -qE '^step +1/' "$work/e.txt" || fail "$label: a step was taken before the refusal"
-  echo "$label: exit $rc, $(grep 'train_gpt: error' "$work/e.txt")"
+  echo "$label: exit $rc, $(grep -E '(train_gpt|zs_train): error' "$work/e.txt")"
+  expect_rc=$rc
 }
 
 # run out np args...: train_gpt at np ranks, output to out; returns its exit status.

@@ -18,6 +18,7 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+source "$(dirname "${BASH_SOURCE[0]}")/plan_check_lib.sh"
 dims=(--layers 2 --heads 4 --width 64 --context 32)
 configs=(
   "--zero-stage 3 --lora-rank 4 --base-dtype int8"
@@ -34,21 +35,10 @@ for cfg in "${configs[@]}"; do
     --eval-every 0 --sample-tokens 0 --threads 1 --steps 2 --warmup 1 --data "$corpus" \
     "${flags[@]}" --json-log "$log" >"$work/run$n.out" 2>&1 ||
     fail "train_gpt $cfg: $(tail -5 "$work/run$n.out")"
-  mem=$(tail -1 "$log" | grep -o '"memory_bytes":{[^}]*}')
   plan=$("$zs_plan" "${dims[@]}" --vocab 256 --batch 8 --ranks 2 --dtype bf16 --grad-dtype fp32 \
     "${flags[@]}" --json)
-  tracked() { grep -o "\"$1\":[0-9]*" <<<"$mem" | cut -d: -f2; }
-  planned() { grep -o "\"$1\": [0-9]*" <<<"$plan" | head -1 | awk '{print $2}'; }
-  for c in params grads master optimizer frozen comm_buffers host_offload; do
-    [ "$(tracked $c)" = "$(planned ${c}_bytes)" ] ||
-      fail "$cfg: $c tracked $(tracked $c), planned $(planned ${c}_bytes)"
-  done
-  ta=$(tracked activations) pa=$(planned activations_bytes)
-  [ "$ta" -ge "$pa" ] || fail "$cfg: activations tracked $ta < planned $pa"
-  echo "$cfg: params $(tracked params) grads $(tracked grads) master $(tracked master)" \
-    "optimizer $(tracked optimizer) frozen $(tracked frozen) comm $(tracked comm_buffers)" \
-    "host $(tracked host_offload): equal; activations tracked $ta, planned $pa" \
-    "(+$((ta - pa)) oneDNN scratchpads)"
+  plan_equals_tracked "$cfg" "$log" "$plan" params grads master optimizer frozen comm_buffers \
+    host_offload
   n=$((n + 1))
 done
 echo "PASS"

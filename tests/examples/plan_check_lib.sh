@@ -1,0 +1,22 @@
+# zs_plan's figures against the trainer's trackers (sourced by zs_plan_lora_test.sh and
+# zs_train_llama.sh, not run; the sourcing script defines fail).
+# plan_equals_tracked LABEL LOG PLAN CATEGORY...: each category's peak bytes in LOG's final record
+# (memory_bytes, max over ranks) equals PLAN's (zs_plan --json) <category>_bytes to the byte; the
+# tracked activations are at least the planned ones (the plan leaves out oneDNN's own
+# scratchpads: docs/memory.md) and the difference is printed.
+plan_equals_tracked() {
+  local label=$1 log=$2 plan=$3
+  shift 3
+  local mem ta pa c line=""
+  mem=$(tail -1 "$log" | grep -o '"memory_bytes":{[^}]*}')
+  tracked() { grep -o "\"$1\":[0-9]*" <<<"$mem" | cut -d: -f2; }
+  planned() { grep -o "\"$1\": [0-9]*" <<<"$plan" | head -1 | awk '{print $2}'; }
+  for c in "$@"; do
+    [ -n "$(tracked "$c")" ] && [ "$(tracked "$c")" = "$(planned "${c}_bytes")" ] ||
+      fail "$label: $c tracked '$(tracked "$c")', planned '$(planned "${c}_bytes")'"
+    line+="$c $(tracked "$c") "
+  done
+  ta=$(tracked activations) pa=$(planned activations_bytes)
+  [ "$ta" -ge "$pa" ] || fail "$label: activations tracked $ta < planned $pa"
+  echo "$label: ${line}equal; activations tracked $ta, planned $pa (+$((ta - pa)) oneDNN scratchpads)"
+}
