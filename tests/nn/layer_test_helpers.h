@@ -62,6 +62,18 @@ inline void expect_close(const char* what, const VecF& analytic, const VecD& num
   EXPECT_LE(max_abs, tol * scale) << what;
 }
 
+// transformers' LlamaRMSNorm in double: x * rsqrt(mean(x^2) + eps) * w.
+inline VecD ref_rmsnorm(const VecD& x, const VecD& w, int M, int C, double eps) {
+  VecD y(x.size());
+  for (int i = 0; i < M; ++i) {
+    double ms = 0;
+    for (int c = 0; c < C; ++c) ms += x[i * C + c] * x[i * C + c];
+    const double rstd = 1.0 / std::sqrt(ms / C + eps);
+    for (int c = 0; c < C; ++c) y[i * C + c] = x[i * C + c] * rstd * w[c];
+  }
+  return y;
+}
+
 // qkv [B, T, 3C] -> out [B, T, C], causal, H heads.
 inline VecD ref_attention(const VecD& qkv, int B, int T, int C, int H) {
   const int hd = C / H;

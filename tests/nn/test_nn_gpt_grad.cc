@@ -1,13 +1,18 @@
 // The whole GptModel's gradient (every parameter tensor, through every unit) against central
 // finite differences of its fp32 loss. Per-layer checks live in test_nn_layers.cc; this one
-// catches wiring errors between layers (residual stream, positions, heads, batch strides).
+// catches wiring errors between layers (residual stream, positions, heads, batch strides), for
+// GPT-2 and for the Llama-form architectures of gpt_arch_cases.h (RMSNorm, rotary positions,
+// SwiGLU, grouped-query attention, biases per projection, an ffn not a multiple of the width).
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "nn/gpt.h"
+#include "tests/nn/gpt_arch_cases.h"
 #include "unit/unit_harness.h"
 
 namespace zs::nn {
@@ -17,11 +22,24 @@ struct Shape {
   int width, heads, context, batch;
 };
 
-class NnGptGrad : public ::testing::TestWithParam<Shape> {};
+// A shape and the architecture's components (GPT-2's by default).
+struct GradCase {
+  Shape s;
+  testing::ArchCase arch{"gpt2", GptArchitecture{}};
+};
+
+std::string case_name(const ::testing::TestParamInfo<GradCase>& i) {
+  const Shape& s = i.param.s;
+  return i.param.arch.name + "_w" + std::to_string(s.width) + "_h" + std::to_string(s.heads) +
+         "_t" + std::to_string(s.context) + "_b" + std::to_string(s.batch);
+}
+
+class NnGptGrad : public ::testing::TestWithParam<GradCase> {};
 
 TEST_P(NnGptGrad, WholeModelMatchesFiniteDifferences) {
-  const Shape s = GetParam();
+  const Shape s = GetParam().s;
   GptConfig c;
+  c.arch = GetParam().arch.arch;
   c.arch.layers = 2;
   c.arch.heads = s.heads;
   c.arch.width = s.width;
@@ -84,8 +102,24 @@ TEST_P(NnGptGrad, WholeModelMatchesFiniteDifferences) {
 // Short and long contexts (long: past every SIMD/tile width of the attention kernels), head
 // widths 16 and 32, batches of 1 and 3.
 INSTANTIATE_TEST_SUITE_P(Shapes, NnGptGrad,
-                         ::testing::Values(Shape{32, 2, 12, 3}, Shape{64, 4, 100, 2},
-                                           Shape{64, 2, 130, 1}));
+                         ::testing::Values(GradCase{Shape{32, 2, 12, 3}},
+                                           GradCase{Shape{64, 4, 100, 2}},
+                                           GradCase{Shape{64, 2, 130, 1}}),
+                         case_name);
+
+// Every Llama-form case at four heads of 8 (short context, batch 3), and all-Llama with GQA at a
+// long context (rotary angles of positions up to 99, the attention kernels' tiles).
+std::vector<GradCase> llama_grad_cases() {
+  GptArchitecture base;
+  base.width = 32;
+  std::vector<GradCase> v;
+  for (const testing::ArchCase& a : testing::llama_form_cases(base))
+    v.push_back({Shape{32, 4, 12, 3}, a});
+  base.width = 64;
+  v.push_back({Shape{64, 4, 100, 2}, testing::llama_form_cases(base)[1]});
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(LlamaForm, NnGptGrad, ::testing::ValuesIn(llama_grad_cases()), case_name);
 
 }  // namespace
 }  // namespace zs::nn

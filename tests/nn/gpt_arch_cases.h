@@ -1,0 +1,58 @@
+// The Llama-form architectures the model, engine and planner tests run GptModel on ([Note:
+// architecture components] in nn/gpt_architecture.h): every component of the Llama family alone
+// and together, at test sizes. Each case keeps the caller's sizes (layers, width, heads, context,
+// vocab) and sets the components.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "nn/gpt_architecture.h"
+
+namespace zs::nn::testing {
+
+struct ArchCase {
+  std::string name;      // a gtest-safe name: letters, digits and '_'
+  GptArchitecture arch;  // the components; sizes from the caller's base
+};
+// gtest prints a case by its name.
+inline void PrintTo(const ArchCase& c, std::ostream* os) { *os << c.name; }
+
+// Llama's components on `base`: RMSNorm (eps 1e-6), rotary positions (theta 10000), SwiGLU, no
+// biases, kv_heads key/value heads, ffn elements of intermediate size (0: keep base's).
+inline GptArchitecture llama_form(GptArchitecture base, int kv_heads, int ffn = 0) {
+  base.norm = NormKind::kRMSNorm;
+  base.norm_eps = 1e-6f;
+  base.positions = PositionKind::kRotary;
+  base.rope_theta = 10000.0f;
+  base.mlp = MlpKind::kSwiGLU;
+  base.qkv_bias = base.proj_bias = base.mlp_bias = false;
+  base.kv_heads = kv_heads;
+  if (ffn > 0) base.ffn = ffn;
+  return base;
+}
+
+// On `base` (heads even, head_dim even): all-Llama with one and
+// two key/value heads, multi-head Llama, Qwen2-like (qkv biases only, theta 1e6), GPT-2 with two
+// key/value heads, GPT-2 with an ffn that is not a multiple of the width, and Llama with that ffn.
+inline std::vector<ArchCase> llama_form_cases(const GptArchitecture& base) {
+  const int odd_ffn = base.width * 5 / 2 + 4;  // not a multiple of the width
+  std::vector<ArchCase> v;
+  v.push_back({"llama_kv1", llama_form(base, 1)});
+  v.push_back({"llama_kv2", llama_form(base, 2, odd_ffn)});
+  v.push_back({"llama_mha", llama_form(base, 0)});
+  GptArchitecture qwen = llama_form(base, 2);
+  qwen.qkv_bias = true;
+  qwen.rope_theta = 1e6f;
+  v.push_back({"qwen2", qwen});
+  GptArchitecture gqa = base;
+  gqa.kv_heads = 2;
+  v.push_back({"gpt2_kv2", gqa});
+  GptArchitecture ffn = base;
+  ffn.ffn = odd_ffn;
+  v.push_back({"gpt2_ffn", ffn});
+  return v;
+}
+
+}  // namespace zs::nn::testing
