@@ -55,4 +55,17 @@ inline std::vector<ArchCase> llama_form_cases(const GptArchitecture& base) {
   return v;
 }
 
+// GPT-2's components (named "gpt2") on `base`, then the llama_form_cases() named in `names`.
+inline std::vector<ArchCase> gpt2_and(const GptArchitecture& base,
+                                      const std::vector<std::string>& names) {
+  GptArchitecture gpt2;
+  gpt2.layers = base.layers, gpt2.heads = base.heads, gpt2.width = base.width;
+  gpt2.context = base.context, gpt2.vocab = base.vocab;
+  std::vector<ArchCase> v{{"gpt2", gpt2}};
+  for (const ArchCase& a : llama_form_cases(base))
+    for (const std::string& n : names)
+      if (a.name == n) v.push_back(a);
+  return v;
+}
+
 }  // namespace zs::nn::testing
