@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt_architecture.h"
+#include "nn/gpt_config.h"
 
 namespace zs::nn::testing {
 
@@ -66,6 +66,31 @@ inline std::vector<ArchCase> gpt2_and(const GptArchitecture& base,
     for (const std::string& n : names)
       if (a.name == n) v.push_back(a);
   return v;
+}
+
+// The cases the engine and LoRA/int8 planner tests run: "gpt2", "llama_kv2" (2 key/value heads of
+// 4, ffn 84: not a multiple of the width) and "qwen2" (qkv biases), for tiny_config().
+inline std::vector<ArchCase> tiny_archs() {
+  GptArchitecture base;
+  base.width = 32;
+  base.heads = 4;
+  return gpt2_and(base, {"llama_kv2", "qwen2"});
+}
+
+// A tiny GPT of `arch`'s components: 2 layers, width 32, 2 heads of 16 for "gpt2" and 4 of 8
+// otherwise, context 16, vocabulary 64, batch 2, one thread, compute dtype `dt`.
+inline GptConfig tiny_config(const ArchCase& arch, DType dt) {
+  GptConfig c;
+  c.arch = arch.arch;
+  c.arch.layers = 2;
+  c.arch.heads = arch.name == "gpt2" ? 2 : 4;
+  c.arch.width = 32;
+  c.arch.context = 16;
+  c.arch.vocab = 64;
+  c.run.batch = 2;
+  c.run.threads = 1;
+  c.run.compute_dtype = dt;
+  return c;
 }
 
 }  // namespace zs::nn::testing

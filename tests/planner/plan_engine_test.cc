@@ -149,17 +149,10 @@ std::vector<nn::testing::ArchCase> plan_archs() {
 }
 
 nn::GptConfig gpt_config(const nn::testing::ArchCase& arch, bool ckpt, DType dtype, int batch) {
-  nn::GptConfig g;
-  g.arch = arch.arch;
-  g.arch.layers = 2;
-  g.arch.heads = arch.name == "gpt2" ? 2 : 4;
-  g.arch.width = 32;
-  g.arch.context = 16;
+  nn::GptConfig g = nn::testing::tiny_config(arch, dtype);
   g.arch.vocab = 96;
   g.run.batch = batch;
   g.run.checkpoint_activations = ckpt;
-  g.run.compute_dtype = dtype;
-  g.run.threads = 1;
   return g;
 }
 

@@ -48,27 +48,12 @@ constexpr MemCategory kAll[] = {
     MemCategory::kOptimizer,   MemCategory::kFrozen,      MemCategory::kActivations,
     MemCategory::kCommBuffers, MemCategory::kHostOffload, MemCategory::kOther};
 
-// GPT-2 at 2 heads of 16, then the Llama form (tests/nn/gpt_arch_cases.h) at 4 heads of 8:
-// all-Llama with 2 key/value heads and ffn 84 (not a multiple of the width), Qwen2-like.
-std::vector<nn::testing::ArchCase> plan_archs() {
-  nn::GptArchitecture base;
-  base.width = 32;
-  base.heads = 4;
-  return nn::testing::gpt2_and(base, {"llama_kv2", "qwen2"});
-}
+using nn::testing::tiny_archs;
 
+// GPT-2 and the Llama form (tests/nn/gpt_arch_cases.h: tiny_archs()).
 nn::GptConfig lora_gpt(DType dt, std::vector<nn::GptLoraTarget> targets, bool ckpt,
-                       const nn::testing::ArchCase& arch = plan_archs()[0]) {
-  nn::GptConfig c;
-  c.arch = arch.arch;
-  c.arch.layers = 2;
-  c.arch.heads = arch.name == "gpt2" ? 2 : 4;
-  c.arch.width = 32;
-  c.arch.context = 16;
-  c.arch.vocab = 64;
-  c.run.batch = 2;
-  c.run.threads = 1;
-  c.run.compute_dtype = dt;
+                       const nn::testing::ArchCase& arch = tiny_archs()[0]) {
+  nn::GptConfig c = nn::testing::tiny_config(arch, dt);
   c.run.checkpoint_activations = ckpt;
   c.adapters.lora.rank = 4;
   c.adapters.lora.alpha = 8.0f;
@@ -90,7 +75,7 @@ std::vector<int32_t> rank_tokens(const nn::GptConfig& c, int micro_batches) {
 // the same frozen parameters with the same rows, adapters on every target subset, frozen base or
 // not.
 TEST(PlanLora, ShapeDescribesTheModel) {
-  for (const nn::testing::ArchCase& arch : plan_archs())
+  for (const nn::testing::ArchCase& arch : tiny_archs())
     for (bool freeze : {true, false})
       for (const char* targets : {"qkv,proj,fc,fc_proj", "qkv,fc", "fc_proj"}) {
         nn::GptConfig g = lora_gpt(DType::kBF16, nn::parse_gpt_lora_targets(targets), false, arch);
@@ -137,7 +122,7 @@ std::string name(const Case& c) {
 TEST(PlanLora, MatchesTrackerByteForByte) {
   const int N = world().size();
   std::vector<Case> cases;
-  const std::vector<nn::testing::ArchCase> archs = plan_archs();
+  const std::vector<nn::testing::ArchCase> archs = tiny_archs();
   for (int stage = 0; stage <= 3; ++stage)
     for (bool ckpt : {false, true}) {
       for (DType dt : {DType::kF32, DType::kBF16}) {
