@@ -5,6 +5,7 @@
 // SwiGLU, grouped-query attention, biases per projection, an ffn not a multiple of the width).
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,11 +29,16 @@ struct GradCase {
   testing::ArchCase arch{"gpt2", GptArchitecture{}};
 };
 
-std::string case_name(const ::testing::TestParamInfo<GradCase>& i) {
-  const Shape& s = i.param.s;
-  return i.param.arch.name + "_w" + std::to_string(s.width) + "_h" + std::to_string(s.heads) +
-         "_t" + std::to_string(s.context) + "_b" + std::to_string(s.batch);
+std::string grad_case_name(const GradCase& c) {
+  const Shape& s = c.s;
+  return c.arch.name + "_w" + std::to_string(s.width) + "_h" + std::to_string(s.heads) + "_t" +
+         std::to_string(s.context) + "_b" + std::to_string(s.batch);
 }
+std::string case_name(const ::testing::TestParamInfo<GradCase>& i) {
+  return grad_case_name(i.param);
+}
+// gtest prints a case by its name.
+void PrintTo(const GradCase& c, std::ostream* os) { *os << grad_case_name(c); }
 
 class NnGptGrad : public ::testing::TestWithParam<GradCase> {};
 
@@ -72,9 +78,11 @@ TEST_P(NnGptGrad, WholeModelMatchesFiniteDifferences) {
     for (size_t p = 0; p < h.num_params(u); ++p) {
       std::vector<float>& w = h.master(u, p);
       const std::vector<float> g = h.grad(u, p);
-      std::uniform_int_distribution<size_t> pick(0, w.size() - 1);
-      // For the embeddings pick rows that the batch actually uses half of the time.
-      for (int k = 0; k < 6; ++k) {
+      // Element k from the k-th sixth of the tensor, so every row block of a fused weight is
+      // checked (q, k and v of qkv, gate and up of a SwiGLU fc). For the embeddings pick rows
+      // that the batch actually uses half of the time.
+      for (size_t k = 0; k < 6; ++k) {
+        std::uniform_int_distribution<size_t> pick(k * w.size() / 6, (k + 1) * w.size() / 6 - 1);
         size_t i = pick(rng);
         if (h.spec(u, p).name == "wte" && k % 2 == 0) i = tokens[k] * c.arch.width + k;
         const float saved = w[i];

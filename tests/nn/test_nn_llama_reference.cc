@@ -211,7 +211,8 @@ TEST_P(NnLlamaReference, LogitsAndLossMatchDoubleReference) {
 }
 
 // The all-Llama and Qwen2-like cases (the reference has no LayerNorm, GELU or learned positions)
-// at 8 heads of 8: one and two key/value heads, and multi-head.
+// at 8 heads of 8: one and two key/value heads, and multi-head; 4 key/value heads with Llama 3's
+// theta; 6 heads of 10 with 3 key/value heads.
 std::vector<testing::ArchCase> reference_cases() {
   GptArchitecture base;
   base.width = 64;
@@ -222,6 +223,11 @@ std::vector<testing::ArchCase> reference_cases() {
   GptArchitecture kv4 = testing::llama_form(base, 4, 100);
   kv4.rope_theta = 500000.0f;  // Llama 3's theta
   v.push_back({"llama_kv4_theta5e5", kv4});
+  // Head dim 10: rotary halves of 5, past no SIMD width (width 60, 6 heads, 3 key/value heads).
+  GptArchitecture hd10 = base;
+  hd10.width = 60;
+  hd10.heads = 6;
+  v.push_back({"llama_kv3_hd10", testing::llama_form(hd10, 3, 100)});
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(Llama, NnLlamaReference, ::testing::ValuesIn(reference_cases()),
