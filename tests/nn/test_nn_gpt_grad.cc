@@ -27,12 +27,14 @@ struct Shape {
 struct GradCase {
   Shape s;
   testing::ArchCase arch{"gpt2", GptArchitecture{}};
+  int lora_rank = 0;  // > 0: LoRA adapters on qkv, proj, fc, fc_proj, base trainable too
 };
 
 std::string grad_case_name(const GradCase& c) {
   const Shape& s = c.s;
   return c.arch.name + "_w" + std::to_string(s.width) + "_h" + std::to_string(s.heads) + "_t" +
-         std::to_string(s.context) + "_b" + std::to_string(s.batch);
+         std::to_string(s.context) + "_b" + std::to_string(s.batch) +
+         (c.lora_rank > 0 ? "_lora" + std::to_string(c.lora_rank) : "");
 }
 std::string case_name(const ::testing::TestParamInfo<GradCase>& i) {
   return grad_case_name(i.param);
@@ -53,6 +55,8 @@ TEST_P(NnGptGrad, WholeModelMatchesFiniteDifferences) {
   c.arch.vocab = 256;
   c.run.batch = s.batch;
   c.run.threads = 1;
+  c.adapters.lora.rank = GetParam().lora_rank;
+  c.adapters.lora.freeze_base = false;
   GptModel m(c);
   UnitHarness h(m, DType::kF32, 11);
   // Larger weights than GPT-2's init, so attention is far from uniform and every path matters.
@@ -115,8 +119,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NnGptGrad,
                                            GradCase{Shape{64, 2, 130, 1}}),
                          case_name);
 
-// Every Llama-form case at four heads of 8 (short context, batch 3), and all-Llama with GQA at a
-// long context (rotary angles of positions up to 99, the attention kernels' tiles).
+// Every Llama-form case at four heads of 8 (short context, batch 3), all-Llama with GQA at a
+// long context (rotary angles of positions up to 99, the attention kernels' tiles), and LoRA
+// adapters (rank 4, every target) on all-Llama with GQA and on Qwen2-like.
 std::vector<GradCase> llama_grad_cases() {
   GptArchitecture base;
   base.width = 32;
@@ -125,6 +130,11 @@ std::vector<GradCase> llama_grad_cases() {
     v.push_back({Shape{32, 4, 12, 3}, a});
   base.width = 64;
   v.push_back({Shape{64, 4, 100, 2}, testing::llama_form_cases(base)[1]});
+  // LoRA on every fused linear of the Llama form (the perturbation makes B non-zero): the
+  // adapters' gradients on the GQA qkv [Q, C] and the SwiGLU fc [2F, C].
+  base.width = 32;
+  v.push_back({Shape{32, 4, 12, 2}, testing::llama_form_cases(base)[1], 4});
+  v.push_back({Shape{32, 4, 12, 2}, testing::llama_form_cases(base)[3], 4});
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(LlamaForm, NnGptGrad, ::testing::ValuesIn(llama_grad_cases()), case_name);
