@@ -1,7 +1,8 @@
 // The Llama-form architectures the model, engine and planner tests run GptModel on ([Note:
 // architecture components] in nn/gpt_architecture.h): every component of the Llama family alone
 // and together, at test sizes. Each case keeps the caller's sizes (layers, width, heads, context,
-// vocab) and sets the components.
+// vocab) and sets the components. tiny_config() is the small GPT the engine and planner tests
+// share.
 #pragma once
 
 #include <ostream>

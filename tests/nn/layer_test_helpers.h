@@ -1,5 +1,6 @@
-// Helpers shared by the layer tests (test_nn_layers, test_nn_llama_layers): random inputs,
-// central finite differences of a double-precision reference, and the printed comparison.
+// Helpers shared by the layer tests (test_nn_layers, test_nn_llama_layers; ref_rmsnorm also by
+// test_nn_llama_reference): random inputs, central finite differences of a double-precision
+// reference, and the printed comparison.
 #pragma once
 
 #include <gtest/gtest.h>

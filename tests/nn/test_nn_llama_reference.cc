@@ -12,11 +12,11 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "nn/gpt.h"
-#include "nn/gpt_specs.h"
 #include "tests/nn/gpt_arch_cases.h"
 #include "tests/nn/layer_test_helpers.h"
 #include "unit/unit_harness.h"
@@ -89,49 +89,55 @@ Mat attention(const Mat& q, const Mat& k, const Mat& v, int64_t T, int H, int KV
   return o;
 }
 
-// The host parameters of a model (UnitHarness masters) and its architecture.
+// The host parameters of a model (UnitHarness masters), found by their names (nn/gpt_specs.h's,
+// which checkpoints and the Hugging Face mapping use), not by GptBlockLayout's indices.
 struct Params {
   const GptArchitecture& a;
   UnitHarness& h;
-  const std::vector<float>& block(int l, int i) const { return h.master(1 + l, i); }
+  // Parameter `name` of unit `u`; throws std::runtime_error when the unit has none of that name.
+  const std::vector<float>& get(size_t u, const std::string& name) const {
+    for (size_t i = 0; i < h.num_params(u); ++i)
+      if (h.spec(u, i).name == name) return h.master(u, i);
+    throw std::runtime_error("unit " + std::to_string(u) + " has no parameter " + name);
+  }
+  const std::vector<float>& block(int l, const std::string& name) const { return get(1 + l, name); }
 };
 
 // One LlamaDecoderLayer on x [T, C], in place.
 void decoder_layer(const Params& p, int l, Mat& x, int64_t T) {
   const GptArchitecture& a = p.a;
-  const GptBlockLayout lay = GptBlockLayout::of(a);
   const int C = a.width, H = a.heads, KV = a.kv_heads_or_heads(), hd = a.head_dim();
   const int64_t F = a.ffn_width(), kv = static_cast<int64_t>(KV) * hd;
-  const auto& wqkv = p.block(l, lay.qkv_w);
+  const auto& wqkv = p.block(l, "qkv.weight");
   Mat bq, bk, bv;
   if (a.qkv_bias) {
-    const auto& b = p.block(l, lay.qkv_b);
+    const auto& b = p.block(l, "qkv.bias");
     bq = rows_of(b, 1, 0, C), bk = rows_of(b, 1, C, kv), bv = rows_of(b, 1, C + kv, kv);
   }
-  const Mat h1 = rmsnorm(x, p.block(l, lay.ln1_w), T, C, a.norm_eps);
+  const Mat h1 = rmsnorm(x, p.block(l, "ln1.weight"), T, C, a.norm_eps);
   Mat q = linear(h1, rows_of(wqkv, C, 0, C), a.qkv_bias ? &bq : nullptr, T, C, C);
   Mat k = linear(h1, rows_of(wqkv, C, C, kv), a.qkv_bias ? &bk : nullptr, T, C, kv);
   const Mat v = linear(h1, rows_of(wqkv, C, C + kv, kv), a.qkv_bias ? &bv : nullptr, T, C, kv);
   rope(q, T, H, hd, a.rope_theta);
   rope(k, T, KV, hd, a.rope_theta);
   const Mat att = attention(q, k, v, T, H, KV, hd);
-  const Mat bo = a.proj_bias ? rows_of(p.block(l, lay.proj_b), 1, 0, C) : Mat();
-  const Mat o =
-      linear(att, rows_of(p.block(l, lay.proj_w), C, 0, C), a.proj_bias ? &bo : nullptr, T, C, C);
+  const Mat bo = a.proj_bias ? rows_of(p.block(l, "proj.bias"), 1, 0, C) : Mat();
+  const Mat o = linear(att, rows_of(p.block(l, "proj.weight"), C, 0, C),
+                       a.proj_bias ? &bo : nullptr, T, C, C);
   for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
   // LlamaMLP: down_proj(act_fn(gate_proj(x)) * up_proj(x)).
-  const Mat h2 = rmsnorm(x, p.block(l, lay.ln2_w), T, C, a.norm_eps);
-  const auto& wfc = p.block(l, lay.fc_w);
-  const Mat bfc = a.mlp_bias ? rows_of(p.block(l, lay.fc_b), 1, 0, 2 * F) : Mat();
+  const Mat h2 = rmsnorm(x, p.block(l, "ln2.weight"), T, C, a.norm_eps);
+  const auto& wfc = p.block(l, "fc.weight");
+  const Mat bfc = a.mlp_bias ? rows_of(p.block(l, "fc.bias"), 1, 0, 2 * F) : Mat();
   const Mat bg = a.mlp_bias ? Mat(bfc.begin(), bfc.begin() + F) : Mat();
   const Mat bu = a.mlp_bias ? Mat(bfc.begin() + F, bfc.end()) : Mat();
   const Mat gate = linear(h2, rows_of(wfc, C, 0, F), a.mlp_bias ? &bg : nullptr, T, C, F);
   const Mat up = linear(h2, rows_of(wfc, C, F, F), a.mlp_bias ? &bu : nullptr, T, C, F);
   Mat act(gate.size());
   for (size_t i = 0; i < act.size(); ++i) act[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
-  const Mat bd = a.mlp_bias ? rows_of(p.block(l, lay.fc_proj_b), 1, 0, C) : Mat();
-  const Mat d =
-      linear(act, rows_of(p.block(l, lay.fc_proj_w), F, 0, C), a.mlp_bias ? &bd : nullptr, T, F, C);
+  const Mat bd = a.mlp_bias ? rows_of(p.block(l, "fc_proj.bias"), 1, 0, C) : Mat();
+  const Mat d = linear(act, rows_of(p.block(l, "fc_proj.weight"), F, 0, C),
+                       a.mlp_bias ? &bd : nullptr, T, F, C);
   for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
 }
 
@@ -139,15 +145,14 @@ void decoder_layer(const Params& p, int l, Mat& x, int64_t T) {
 Mat reference_logits(const Params& p, const int32_t* tokens, int64_t T) {
   const GptArchitecture& a = p.a;
   const int64_t C = a.width;
-  const auto& wte = p.h.master(0, 0);
+  const auto& wte = p.get(0, "wte");
   Mat x(static_cast<size_t>(T * C));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t c = 0; c < C; ++c) x[t * C + c] = wte[tokens[t] * C + c];
   for (int l = 0; l < a.layers; ++l) decoder_layer(p, l, x, T);
   const size_t head = 1 + static_cast<size_t>(a.layers);
-  const GptHeadLayout hl = GptHeadLayout::of(a);
-  const Mat hf = rmsnorm(x, p.h.master(head, hl.ln_w), T, C, a.norm_eps);
-  return linear(hf, rows_of(p.h.master(head, hl.lm_head), C, 0, a.vocab), nullptr, T, C, a.vocab);
+  const Mat hf = rmsnorm(x, p.get(head, "ln_f.weight"), T, C, a.norm_eps);
+  return linear(hf, rows_of(p.get(head, "lm_head.weight"), C, 0, a.vocab), nullptr, T, C, a.vocab);
 }
 
 class NnLlamaReference : public ::testing::TestWithParam<testing::ArchCase> {};
