@@ -73,7 +73,7 @@ case "$mode" in
       cmake -S . -B "$build_dir-eigen" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZS_CUDA=OFF \
         -DZS_NN_USE_DNNL=OFF >/dev/null
       cmake --build "$build_dir-eigen" -j "${ZS_JOBS:-$(nproc)}" --target test_nn_layers test_nn_llama_layers \
-        test_nn_gpt test_nn_gpt_grad plan_engine_test
+        test_nn_gpt test_nn_gpt_grad test_nn_gpt_arch test_nn_llama_reference plan_engine_test
       (cd "$build_dir-eigen" && ctest --output-on-failure -j "${ZS_TEST_JOBS:-2}" \
         -R '^(test_nn_|plan_engine_test)')
     fi

@@ -132,7 +132,7 @@ case "$case_name" in
     # own session directory.
     mkdir -p "$OMPI_MCA_orte_tmpdir_base/first"
     long=(--layers 2 --heads 2 --width 64 --context 32 --batch 4 --threads 1 --warmup 2
-          --eval-every 0 --sample-tokens 0 --steps 400 --save-dir "$work/ck" --save-every 100)
+          --eval-every 0 --sample-tokens 0 --steps 1500 --save-dir "$work/ck" --save-every 500)
     OMPI_MCA_orte_tmpdir_base=$OMPI_MCA_orte_tmpdir_base/first "${mpi[@]}" -np 1 "$bin" \
       "${long[@]}" > "$work/first.txt" 2>&1 &
     first=$!
@@ -144,7 +144,7 @@ case "$case_name" in
       { cat "$work/e.txt"; fail "the refusal does not name the other job"; }
     kill -0 "$first" 2>/dev/null || { cat "$work/first.txt"; fail "job 1 ended before job 2 was refused"; }
     wait "$first" || { cat "$work/first.txt"; fail "job 1 failed"; }
-    [ -d "$work/ck/step-00000400" ] || fail "job 1's last checkpoint is missing"
+    [ -d "$work/ck/step-00001500" ] || fail "job 1's last checkpoint is missing"
     ;;
   shared)
     # mpirun's MPMD form with a working directory per rank: one relative --save-dir, two

@@ -1,4 +1,5 @@
-// The LoRA GPT ([Note: LoRA] in nn/gpt_adapters.h) under the engine, at 1 and 2 ranks: with the
+// The LoRA GPT ([Note: LoRA] in nn/gpt_adapters.h) under the engine, at 1 and 2 ranks, GPT-2 and
+// (the first two tests) the Llama form: with the
 // same seed an adapted model (B = 0) starts at its base's loss bit for bit and its frozen base is
 // the base model's initial parameters; training moves the adapters and leaves the base
 // (frozen_hash) unchanged; stages 0 and 3 train the adapters to the same bits; and the memory
@@ -14,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "collectives/mpi_communicator.h"
 #include "core/memory_tracker.h"
 #include "nn/attention.h"
 #include "nn/gemm.h"
@@ -27,118 +27,95 @@
 #include "planner/memory_plan.h"
 #include "runtime/engine.h"
 #include "tests/nn/gemm_scratchpads.h"
+#include "tests/nn/gpt_arch_cases.h"
+#include "tests/nn/gpt_engine_test_helpers.h"
 
 namespace zs::nn {
 namespace {
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
+using testing::engine_config;
+using testing::rank_tokens;
+using testing::tiny_archs;
+using zs::testing::world;
 
-GptConfig lora_config(DType dt, int rank, bool freeze) {
-  GptConfig c;
-  c.arch.layers = 2;
-  c.arch.heads = 2;
-  c.arch.width = 32;
-  c.arch.context = 16;
-  c.arch.vocab = 64;
-  c.run.batch = 2;
-  c.run.threads = 1;
-  c.run.compute_dtype = dt;
+GptConfig lora_config(DType dt, int rank, bool freeze,
+                      const testing::ArchCase& arch = tiny_archs()[0]) {
+  GptConfig c = testing::tiny_config(arch, dt);
   c.adapters.lora.rank = rank;
   c.adapters.lora.alpha = 16.0f;
   c.adapters.lora.freeze_base = freeze;
   return c;
 }
 
-EngineConfig engine_config(int stage, DType dt, int micro_batches = 1) {
-  EngineConfig e;
-  e.stage = zero_stage_from_int(stage);
-  e.precision.param_dtype = dt;
-  e.precision.grad_dtype = DType::kF32;
-  e.optimizer.schedule.lr = 1e-2f;
-  e.optimizer.adamw.weight_decay = 0.0f;
-  e.micro_batches = micro_batches;
-  return e;
-}
-
-// This rank's tokens for `steps` steps of `micro_batches` micro-batches: one micro-batch per
-// set_tokens() call, rank-seeded.
-std::vector<int32_t> rank_tokens(const GptConfig& c, int micro_batches, uint32_t seed) {
-  std::mt19937 rng(seed * 1000 + static_cast<uint32_t>(world().rank()));
-  std::uniform_int_distribution<int> d(0, c.arch.vocab - 1);
-  std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.run.batch * (c.arch.context + 1));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
-
+// On GPT-2 and the Llama form, with adapters on every fused linear (qkv, proj, fc, fc_proj).
 TEST(GptLoraEngine, StartsAtTheBaseAndTrainsOnlyTheAdapters) {
-  for (DType dt : {DType::kF32, DType::kBF16}) {
-    SCOPED_TRACE(dtype_name(dt));
-    const GptConfig bc = lora_config(dt, 0, false), lc = lora_config(dt, 4, true);
-    GptModel base(bc), lora(lc);
-    MemoryTracker tb, tl;
-    Engine eb(base, world(), engine_config(3, dt), &tb);
-    Engine el(lora, world(), engine_config(3, dt), &tl);
-    EXPECT_EQ(el.num_params(), lc.num_trainable_params());
-    EXPECT_EQ(el.num_frozen_params(), bc.num_params());
-    EXPECT_EQ(eb.num_params(), bc.num_params());
-    // The frozen base holds the base model's initial values (fp32 storage: exactly).
-    if (dt == DType::kF32) {
-      for (size_t u = 0; u < el.num_units(); ++u)
-        for (size_t f = 0; f < el.frozen_specs(u).size(); ++f)
-          EXPECT_EQ(el.gather_frozen_param(u, f), eb.gather_master_param(u, f))
-              << el.unit_name(u) << " " << el.frozen_specs(u)[f].name;
+  for (const testing::ArchCase& arch : tiny_archs())
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(arch.name + " " + std::string(dtype_name(dt)));
+      const GptConfig bc = lora_config(dt, 0, false, arch), lc = lora_config(dt, 4, true, arch);
+      GptModel base(bc), lora(lc);
+      MemoryTracker tb, tl;
+      Engine eb(base, world(), engine_config(3, dt), &tb);
+      Engine el(lora, world(), engine_config(3, dt), &tl);
+      EXPECT_EQ(el.num_params(), lc.num_trainable_params());
+      EXPECT_EQ(el.num_frozen_params(), bc.num_params());
+      EXPECT_EQ(eb.num_params(), bc.num_params());
+      // The frozen base holds the base model's initial values (fp32 storage: exactly).
+      if (dt == DType::kF32) {
+        for (size_t u = 0; u < el.num_units(); ++u)
+          for (size_t f = 0; f < el.frozen_specs(u).size(); ++f)
+            EXPECT_EQ(el.gather_frozen_param(u, f), eb.gather_master_param(u, f))
+                << el.unit_name(u) << " " << el.frozen_specs(u)[f].name;
+      }
+      const auto tokens = rank_tokens(bc, 1, 3);
+      base.set_tokens(tokens);
+      lora.set_tokens(tokens);
+      base.load_micro_batch(0);
+      lora.load_micro_batch(0);
+      eb.forward();
+      el.forward();
+      EXPECT_EQ(base.loss(), lora.loss());
+      const uint64_t frozen = el.frozen_hash();
+      double first = 0.0, last = 0.0;
+      for (int s = 0; s < 10; ++s) {
+        const StepStats st = el.step();
+        if (s == 0) first = st.loss;
+        last = st.loss;
+      }
+      EXPECT_EQ(el.frozen_hash(), frozen);
+      if (world().rank() == 0)
+        std::printf("%s %s: adapters only, loss %.4f -> %.4f in 10 AdamW steps\n",
+                    arch.name.c_str(), std::string(dtype_name(dt)).c_str(), first, last);
+      EXPECT_TRUE(std::isfinite(first));
+      EXPECT_LT(last, first - 0.02);
     }
-    const auto tokens = rank_tokens(bc, 1, 3);
-    base.set_tokens(tokens);
-    lora.set_tokens(tokens);
-    base.load_micro_batch(0);
-    lora.load_micro_batch(0);
-    eb.forward();
-    el.forward();
-    EXPECT_EQ(base.loss(), lora.loss());
-    const uint64_t frozen = el.frozen_hash();
-    double first = 0.0, last = 0.0;
-    for (int s = 0; s < 10; ++s) {
-      const StepStats st = el.step();
-      if (s == 0) first = st.loss;
-      last = st.loss;
-    }
-    EXPECT_EQ(el.frozen_hash(), frozen);
-    if (world().rank() == 0)
-      std::printf("%s: adapters only, loss %.4f -> %.4f in 10 AdamW steps\n",
-                  std::string(dtype_name(dt)).c_str(), first, last);
-    EXPECT_TRUE(std::isfinite(first));
-    EXPECT_LT(last, first - 0.02);
-  }
 }
 
 // Stages 0-3 train the same adapters to the same bits, frozen base or not (one micro-batch per
 // step: with several, stages 2 and 3 reduce each micro-batch's gradient across ranks before
 // accumulating, another summation order).
 TEST(GptLoraEngine, StagesAgreeBitwise) {
-  for (bool freeze : {true, false}) {
-    SCOPED_TRACE(freeze ? "frozen base" : "all trainable");
-    const GptConfig c = lora_config(DType::kBF16, 4, freeze);
-    std::vector<uint64_t> hashes;
-    std::vector<double> losses;
-    for (int stage = 0; stage <= 3; ++stage) {
-      GptModel m(c);
-      Engine e(m, world(), engine_config(stage, DType::kBF16));
-      const auto tokens = rank_tokens(c, 1, 7);
-      m.set_tokens(tokens);
-      double loss = 0.0;
-      for (int s = 0; s < 3; ++s) loss = e.step().loss;
-      hashes.push_back(e.param_hash());
-      losses.push_back(loss);
+  for (const testing::ArchCase& arch : tiny_archs())
+    for (bool freeze : {true, false}) {
+      SCOPED_TRACE(arch.name + (freeze ? " frozen base" : " all trainable"));
+      const GptConfig c = lora_config(DType::kBF16, 4, freeze, arch);
+      std::vector<uint64_t> hashes;
+      std::vector<double> losses;
+      for (int stage = 0; stage <= 3; ++stage) {
+        GptModel m(c);
+        Engine e(m, world(), engine_config(stage, DType::kBF16));
+        const auto tokens = rank_tokens(c, 1, 7);
+        m.set_tokens(tokens);
+        double loss = 0.0;
+        for (int s = 0; s < 3; ++s) loss = e.step().loss;
+        hashes.push_back(e.param_hash());
+        losses.push_back(loss);
+      }
+      for (int stage = 1; stage <= 3; ++stage) {
+        EXPECT_EQ(hashes[stage], hashes[0]) << "stage " << stage;
+        EXPECT_EQ(losses[stage], losses[0]) << "stage " << stage;
+      }
     }
-    for (int stage = 1; stage <= 3; ++stage) {
-      EXPECT_EQ(hashes[stage], hashes[0]) << "stage " << stage;
-      EXPECT_EQ(losses[stage], losses[0]) << "stage " << stage;
-    }
-  }
 }
 
 using testing::measured_gemm_scratchpads;

@@ -29,6 +29,7 @@
 #include "nn/lora.h"
 #include "nn/threads.h"
 #include "tests/nn/gemm_scratchpads.h"
+#include "tests/nn/gpt_arch_cases.h"
 #include "unit/unit_harness.h"
 
 namespace zs::nn {
@@ -37,16 +38,9 @@ namespace {
 // The block layout of the default (GPT-2) architecture.
 const GptBlockLayout kGpt2Block = GptBlockLayout::of(GptArchitecture{});
 
+// GPT-2 at tiny_config()'s size (gpt_arch_cases.h) with LoRA adapters of `rank`.
 GptConfig small_config(DType dt = DType::kF32, int rank = 4) {
-  GptConfig c;
-  c.arch.layers = 2;
-  c.arch.heads = 2;
-  c.arch.width = 32;
-  c.arch.context = 16;
-  c.arch.vocab = 64;
-  c.run.batch = 2;
-  c.run.threads = 1;
-  c.run.compute_dtype = dt;
+  GptConfig c = testing::tiny_config(testing::tiny_archs()[0], dt);
   c.adapters.lora.rank = rank;
   c.adapters.lora.alpha = 8.0f;  // s = 2 at rank 4
   return c;

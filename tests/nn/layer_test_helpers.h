@@ -1,5 +1,6 @@
-// Helpers shared by the layer tests (test_nn_layers, test_nn_llama_layers): random inputs,
-// central finite differences of a double-precision reference, and the printed comparison.
+// Helpers shared by the layer tests (test_nn_layers, test_nn_llama_layers; ref_rmsnorm also by
+// test_nn_llama_reference): random inputs, central finite differences of a double-precision
+// reference, and the printed comparison.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -60,6 +61,18 @@ inline void expect_close(const char* what, const VecF& analytic, const VecD& num
   std::printf("  %-26s n=%-5zu max abs diff %.3e  max rel diff %.3e\n", what, numeric.size(),
               max_abs, max_rel);
   EXPECT_LE(max_abs, tol * scale) << what;
+}
+
+// transformers' LlamaRMSNorm in double: x * rsqrt(mean(x^2) + eps) * w.
+inline VecD ref_rmsnorm(const VecD& x, const VecD& w, int M, int C, double eps) {
+  VecD y(x.size());
+  for (int i = 0; i < M; ++i) {
+    double ms = 0;
+    for (int c = 0; c < C; ++c) ms += x[i * C + c] * x[i * C + c];
+    const double rstd = 1.0 / std::sqrt(ms / C + eps);
+    for (int c = 0; c < C; ++c) y[i * C + c] = x[i * C + c] * rstd * w[c];
+  }
+  return y;
 }
 
 // qkv [B, T, 3C] -> out [B, T, C], causal, H heads.

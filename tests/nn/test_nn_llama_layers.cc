@@ -22,18 +22,6 @@ namespace {
 
 using namespace layer_test;  // NOLINT: the shared helpers of the layer tests
 
-// transformers' LlamaRMSNorm in double: x * rsqrt(mean(x^2) + eps) * w.
-VecD ref_rmsnorm(const VecD& x, const VecD& w, int M, int C, double eps) {
-  VecD y(x.size());
-  for (int i = 0; i < M; ++i) {
-    double ms = 0;
-    for (int c = 0; c < C; ++c) ms += x[i * C + c] * x[i * C + c];
-    const double rstd = 1.0 / std::sqrt(ms / C + eps);
-    for (int c = 0; c < C; ++c) y[i * C + c] = x[i * C + c] * rstd * w[c];
-  }
-  return y;
-}
-
 // C = 40 leaves a tail after the 16-wide partial sums; eps 1e-6 is Llama's usual value.
 TEST(NnLlamaLayers, RmsNorm) {
   const int M = 6, C = 40;

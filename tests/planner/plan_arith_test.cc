@@ -261,7 +261,8 @@ TEST(PlanArith, CudaPlanAddsDeviceBuffers) {
   const TransformerShape llama = *transformer_shape_by_name("llama-7b");
   // The CUDA model is GPT-2's: a Llama is refused naming the first component it lacks.
   try {
-    transformer_desc(llama, DType::kBF16, DeviceKind::kCuda);
+    c.device = DeviceKind::kCuda;
+    plan_memory(transformer_desc(llama, DType::kBF16, DeviceKind::kCuda), c);
     ADD_FAILURE() << "a llama planned on cuda";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported);

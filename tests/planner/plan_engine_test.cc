@@ -1,7 +1,8 @@
 // The memory plan equals what the engine and the GPT model allocate, to the byte, category by
 // category (run at 1, 2 and 4 ranks): the test MLP under stages 0-3, fp32/bf16 compute, fp32 or
 // compute-dtype gradients, AdamW/SGD, offload on/off, 1 or 2 micro-batches; GptModel's
-// activations with and without checkpointing, alone and under the engine, both as the model
+// activations with and without checkpointing, alone and under the engine (GPT-2 and the Llama
+// form: RMSNorm, rotary, SwiGLU, grouped-query attention, biases per projection), both as the model
 // reports them (ModelDesc::from_model, Model::activation_plan()) and as zs_plan computes them from
 // a transformer shape (nn/transformer_shapes.h).
 #include <cstdio>
@@ -25,6 +26,8 @@
 #include "nn/transformer_shapes.h"
 #include "planner/memory_plan.h"
 #include "runtime/engine.h"
+#include "tests/nn/gemm_scratchpads.h"
+#include "tests/nn/gpt_arch_cases.h"
 
 namespace zs {
 namespace {
@@ -136,17 +139,20 @@ TEST(Plan, ModelStatesFollowZeroFormula) {
   }
 }
 
-nn::GptConfig gpt_config(bool ckpt, DType dtype, int batch) {
-  nn::GptConfig g;
-  g.arch.layers = 2;
-  g.arch.heads = 2;
-  g.arch.width = 32;
-  g.arch.context = 16;
+// GPT-2 at 2 heads of 16, and the Llama form (tests/nn/gpt_arch_cases.h) at 4 heads of 8: all-Llama
+// with 1 and 2 key/value heads (ffn 84, not a multiple of the width), Qwen2-like (qkv biases).
+std::vector<nn::testing::ArchCase> plan_archs() {
+  nn::GptArchitecture base;
+  base.width = 32;
+  base.heads = 4;
+  return nn::testing::gpt2_and(base, {"llama_kv1", "llama_kv2", "qwen2"});
+}
+
+nn::GptConfig gpt_config(const nn::testing::ArchCase& arch, bool ckpt, DType dtype, int batch) {
+  nn::GptConfig g = nn::testing::tiny_config(arch, dtype);
   g.arch.vocab = 96;
   g.run.batch = batch;
   g.run.checkpoint_activations = ckpt;
-  g.run.compute_dtype = dtype;
-  g.run.threads = 1;
   return g;
 }
 
@@ -157,93 +163,76 @@ ActivationPlan shape_activations(const nn::GptConfig& g) {
                                          DeviceKind::kCpu, nn::this_process_cpu_gemm());
 }
 
-// oneDNN's scratchpads for the model's matrix products (the library's choice, not planned),
-// measured by building the same layers nn builds (nn/gpt.cc) over one shared workspace, which
-// must be what the planner says.
-int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
-  MemoryTracker t;
-  const DType mm = g.run.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  const int64_t M = static_cast<int64_t>(g.run.batch) * g.arch.context;
-  const int C = g.arch.width, F = g.arch.ffn_mult * g.arch.width;
-  nn::GemmWorkspace ws(&t);
-  nn::Linear a(M, C, 3 * C, true, false, mm, &t, &ws), b(M, C, C, true, true, mm, &t, &ws),
-      c(M, C, F, true, false, mm, &t, &ws), d(M, F, C, true, true, mm, &t, &ws),
-      e(M, C, g.arch.vocab, false, false, mm, &t, &ws);
-  nn::Attention at(g.run.batch, g.arch.context, C, g.arch.heads, mm, &t, &ws);
-  EXPECT_EQ(
-      static_cast<int64_t>(ws.size()),
-      nn::gpt_cpu_gemm_workspace_bytes(nn::GptActivationDims::of(g), nn::this_process_cpu_gemm()));
-  if (!nn::gemm_uses_onednn()) {
-    EXPECT_EQ(t.current(MemCategory::kActivations), ws.size());
-  }
-  return t.current(MemCategory::kActivations) - static_cast<int64_t>(ws.size());
-}
+using nn::testing::measured_gemm_scratchpads;
 
 TEST(Plan, GptActivationsMatchModel) {
-  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
-    for (bool ckpt : {false, true})
-      for (int batch : {1, 3}) {
-        const nn::GptConfig g = gpt_config(ckpt, dt, batch);
-        SCOPED_TRACE(fmt::format("{} ckpt {} batch {}", dtype_name(dt), ckpt, batch));
-        MemoryTracker t;
-        nn::GptModel model(g, &t);
-        const ActivationPlan a = model.activation_plan();
-        EXPECT_TRUE(a.counted);
-        EXPECT_TRUE(a.exact);
-        EXPECT_EQ(a.checkpointed, ckpt);
-        EXPECT_EQ(a.micro_batch, batch);
-        EXPECT_EQ(a.total(), model.activation_bytes());
-        EXPECT_EQ(shape_activations(g).total(), a.total()) << "zs_plan's route";
-        EXPECT_EQ(t.current(MemCategory::kActivations), a.total() + measured_gemm_scratchpads(g));
-        // Per-layer figures: the model grows by exactly per_layer (or per_layer_checkpointed)
-        // per extra block.
-        nn::GptConfig g3 = g;
-        g3.arch.layers = 3;
-        MemoryTracker t3;
-        nn::GptModel m3(g3, &t3);
-        EXPECT_EQ(m3.activation_bytes() - model.activation_bytes(),
-                  ckpt ? a.per_layer_checkpointed : a.per_layer);
-      }
+  for (const nn::testing::ArchCase& arch : plan_archs())
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
+      for (bool ckpt : {false, true})
+        for (int batch : {1, 3}) {
+          const nn::GptConfig g = gpt_config(arch, ckpt, dt, batch);
+          SCOPED_TRACE(
+              fmt::format("{} {} ckpt {} batch {}", arch.name, dtype_name(dt), ckpt, batch));
+          MemoryTracker t;
+          nn::GptModel model(g, &t);
+          const ActivationPlan a = model.activation_plan();
+          EXPECT_TRUE(a.counted);
+          EXPECT_TRUE(a.exact);
+          EXPECT_EQ(a.checkpointed, ckpt);
+          EXPECT_EQ(a.micro_batch, batch);
+          EXPECT_EQ(a.total(), model.activation_bytes());
+          EXPECT_EQ(shape_activations(g).total(), a.total()) << "zs_plan's route";
+          EXPECT_EQ(t.current(MemCategory::kActivations), a.total() + measured_gemm_scratchpads(g));
+          // Per-layer figures: the model grows by exactly per_layer (or per_layer_checkpointed)
+          // per extra block.
+          nn::GptConfig g3 = g;
+          g3.arch.layers = 3;
+          MemoryTracker t3;
+          nn::GptModel m3(g3, &t3);
+          EXPECT_EQ(m3.activation_bytes() - model.activation_bytes(),
+                    ckpt ? a.per_layer_checkpointed : a.per_layer);
+        }
 }
 
 // GptModel under the engine: every category, activations included, as planned.
 TEST(Plan, GptUnderEngineMatchesTracker) {
   const int N = world().size();
-  for (int stage : {0, 1, 2, 3})
-    for (bool ckpt : {false, true})
-      for (int mb : {1, 2}) {
-        const nn::GptConfig g = gpt_config(ckpt, DType::kBF16, 2);
-        SCOPED_TRACE(fmt::format("stage {} ckpt {} mb {}", stage, ckpt, mb));
-        MemoryTracker t;
-        nn::GptModel model(g, &t);
-        Case c{stage, DType::kBF16, DType::kF32, OptimizerKind::kAdamW, stage > 0, mb};
-        const EngineConfig ec = engine_config(c);
-        Engine engine(model, world(), ec, &t);
-        PlanConfig pc;
-        pc.engine = ec;
-        pc.world = N;
-        pc.rank = world().rank();
-        pc.global_batch = static_cast<int64_t>(g.run.batch) * N * mb;
-        pc.checkpoint_activations = ckpt;
-        // As the model reports itself, and as zs_plan describes it from its shape.
-        const ModelDesc d = describe(model);
-        const ModelDesc ds = test::transformer_desc(nn::transformer_shape_of(g.arch, g.adapters),
-                                                    g.run.compute_dtype, DeviceKind::kCpu,
-                                                    nn::this_process_cpu_gemm());
-        EXPECT_EQ(ds.units, d.units);
-        EXPECT_EQ(d.num_params(), g.num_params());
-        const MemoryPlan plan = plan_memory(d, pc);
-        const MemoryPlan plan_s = plan_memory(ds, pc);
-        const int64_t ws = measured_gemm_scratchpads(g);
-        for (MemCategory cat : kAll) {
-          const int64_t extra = cat == MemCategory::kActivations ? ws : 0;
-          EXPECT_EQ(plan.bytes(cat) + extra, t.current(cat)) << mem_category_name(cat);
-          EXPECT_EQ(plan_s.bytes(cat), plan.bytes(cat)) << mem_category_name(cat);
+  for (const nn::testing::ArchCase& arch : plan_archs())
+    for (int stage : {0, 1, 2, 3})
+      for (bool ckpt : {false, true})
+        for (int mb : {1, 2}) {
+          const nn::GptConfig g = gpt_config(arch, ckpt, DType::kBF16, 2);
+          SCOPED_TRACE(fmt::format("{} stage {} ckpt {} mb {}", arch.name, stage, ckpt, mb));
+          MemoryTracker t;
+          nn::GptModel model(g, &t);
+          Case c{stage, DType::kBF16, DType::kF32, OptimizerKind::kAdamW, stage > 0, mb};
+          const EngineConfig ec = engine_config(c);
+          Engine engine(model, world(), ec, &t);
+          PlanConfig pc;
+          pc.engine = ec;
+          pc.world = N;
+          pc.rank = world().rank();
+          pc.global_batch = static_cast<int64_t>(g.run.batch) * N * mb;
+          pc.checkpoint_activations = ckpt;
+          // As the model reports itself, and as zs_plan describes it from its shape.
+          const ModelDesc d = describe(model);
+          const ModelDesc ds = test::transformer_desc(nn::transformer_shape_of(g.arch, g.adapters),
+                                                      g.run.compute_dtype, DeviceKind::kCpu,
+                                                      nn::this_process_cpu_gemm());
+          EXPECT_EQ(ds.units, d.units);
+          EXPECT_EQ(d.num_params(), g.num_params());
+          const MemoryPlan plan = plan_memory(d, pc);
+          const MemoryPlan plan_s = plan_memory(ds, pc);
+          const int64_t ws = measured_gemm_scratchpads(g);
+          for (MemCategory cat : kAll) {
+            const int64_t extra = cat == MemCategory::kActivations ? ws : 0;
+            EXPECT_EQ(plan.bytes(cat) + extra, t.current(cat)) << mem_category_name(cat);
+            EXPECT_EQ(plan_s.bytes(cat), plan.bytes(cat)) << mem_category_name(cat);
+          }
+          // The model's own plan holds for the micro-batch it was built with, nothing else.
+          pc.global_batch *= 2;
+          EXPECT_THROW(plan_memory(d, pc), Error);
         }
-        // The model's own plan holds for the micro-batch it was built with, nothing else.
-        pc.global_batch *= 2;
-        EXPECT_THROW(plan_memory(d, pc), Error);
-      }
 }
 
 }  // namespace

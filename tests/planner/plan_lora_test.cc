@@ -4,7 +4,8 @@
 // to the byte, in every category: stages 0-3, fp32 and bf16 compute, the frozen base stored in the
 // compute dtype, in fp32 under bf16 compute, and in int8 (one fp32 scale per row; computed by the
 // int8 GEMM where this CPU has it, or dequantized: [Note: int8 base compute]), activation
-// checkpointing on and off, offload and micro-batches in some, at 1 and 2 ranks. The shape's
+// checkpointing on and off, offload and micro-batches in some, at 1 and 2 ranks; GPT-2 and the
+// Llama form (RMSNorm, rotary, SwiGLU, grouped-query attention; Qwen2-like qkv biases). The shape's
 // description is the built model's (ModelDesc::from_model) parameter for parameter.
 #include <cstdio>
 #include <memory>
@@ -31,6 +32,8 @@
 #include "nn/transformer_shapes.h"
 #include "planner/memory_plan.h"
 #include "runtime/engine.h"
+#include "tests/nn/gemm_scratchpads.h"
+#include "tests/nn/gpt_arch_cases.h"
 
 namespace zs {
 namespace {
@@ -45,16 +48,12 @@ constexpr MemCategory kAll[] = {
     MemCategory::kOptimizer,   MemCategory::kFrozen,      MemCategory::kActivations,
     MemCategory::kCommBuffers, MemCategory::kHostOffload, MemCategory::kOther};
 
-nn::GptConfig lora_gpt(DType dt, std::vector<nn::GptLoraTarget> targets, bool ckpt) {
-  nn::GptConfig c;
-  c.arch.layers = 2;
-  c.arch.heads = 2;
-  c.arch.width = 32;
-  c.arch.context = 16;
-  c.arch.vocab = 64;
-  c.run.batch = 2;
-  c.run.threads = 1;
-  c.run.compute_dtype = dt;
+using nn::testing::tiny_archs;
+
+// GPT-2 and the Llama form (tests/nn/gpt_arch_cases.h: tiny_archs()).
+nn::GptConfig lora_gpt(DType dt, std::vector<nn::GptLoraTarget> targets, bool ckpt,
+                       const nn::testing::ArchCase& arch = tiny_archs()[0]) {
+  nn::GptConfig c = nn::testing::tiny_config(arch, dt);
   c.run.checkpoint_activations = ckpt;
   c.adapters.lora.rank = 4;
   c.adapters.lora.alpha = 8.0f;
@@ -62,42 +61,7 @@ nn::GptConfig lora_gpt(DType dt, std::vector<nn::GptLoraTarget> targets, bool ck
   return c;
 }
 
-// oneDNN's scratchpads of the products GptModel builds (the library's choice, not planned),
-// measured by building the same layers, adapters and int8 linears over the workspaces GptModel
-// shares, which must be the planned ones (as gpt_lora_engine_test measures them).
-int64_t measured_gemm_scratchpads(const nn::GptConfig& g) {
-  nn::ThreadScope scope(g.run.threads);
-  MemoryTracker t;
-  const DType mm = g.run.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  const int64_t M = static_cast<int64_t>(g.run.batch) * g.arch.context;
-  const int C = g.arch.width, F = g.arch.ffn_mult * g.arch.width;
-  nn::GemmWorkspace ws(&t);
-  nn::Linear a(M, C, 3 * C, true, false, mm, &t, &ws), b(M, C, C, true, true, mm, &t, &ws),
-      c(M, C, F, true, false, mm, &t, &ws), d(M, F, C, true, true, mm, &t, &ws),
-      e(M, C, g.arch.vocab, false, false, mm, &t, &ws);
-  nn::Attention at(g.run.batch, g.arch.context, C, g.arch.heads, mm, &t, &ws);
-  std::vector<nn::LoraAdapter> adapters;
-  for (int k = 0; k < nn::kNumGptLoraTargets; ++k) {
-    const auto target = static_cast<nn::GptLoraTarget>(k);
-    if (!g.adapters.lora.targets_linear(target)) continue;
-    int64_t in = 0, out = 0;
-    nn::gpt_lora_linear_shape(target, g.arch, &in, &out);
-    adapters.emplace_back(M, in, out, g.adapters.lora.rank, g.adapters.lora.scaling(), mm, &t, &ws);
-  }
-  // [Note: int8 base compute] the four Int8Linears over their own workspace, as nn/gpt.cc builds
-  // them.
-  nn::GemmWorkspace int8_ws(&t);
-  std::vector<nn::Int8Linear> int8;
-  const nn::GptActivationDims dims = nn::GptActivationDims::of(g);
-  for (int k = 0; k < nn::kNumGptLinears && g.adapters.int8.accept; ++k)
-    int8.emplace_back(nn::gpt_int8_linear_desc(dims, static_cast<nn::GptLoraTarget>(k)), &t, &ws,
-                      &int8_ws);
-  EXPECT_EQ(static_cast<int64_t>(ws.size()),
-            nn::gpt_cpu_gemm_workspace_bytes(dims, nn::this_process_cpu_gemm()));
-  EXPECT_EQ(static_cast<int64_t>(int8_ws.size()), nn::gpt_cpu_bytes(dims).int8_ws);
-  return t.current(MemCategory::kActivations) - static_cast<int64_t>(ws.size()) -
-         static_cast<int64_t>(int8_ws.size());
-}
+using nn::testing::measured_gemm_scratchpads;
 
 std::vector<int32_t> rank_tokens(const nn::GptConfig& c, int micro_batches) {
   std::mt19937 rng(17 + static_cast<uint32_t>(world().rank()));
@@ -111,34 +75,36 @@ std::vector<int32_t> rank_tokens(const nn::GptConfig& c, int micro_batches) {
 // the same frozen parameters with the same rows, adapters on every target subset, frozen base or
 // not.
 TEST(PlanLora, ShapeDescribesTheModel) {
-  for (bool freeze : {true, false})
-    for (const char* targets : {"qkv,proj,fc,fc_proj", "qkv,fc", "fc_proj"}) {
-      nn::GptConfig g = lora_gpt(DType::kBF16, nn::parse_gpt_lora_targets(targets), false);
-      g.adapters.lora.freeze_base = freeze;
-      SCOPED_TRACE(fmt::format("freeze {} targets {}", freeze, targets));
-      nn::GptModel model(g);
-      const ModelDesc built = ModelDesc::from_model(model);
-      const nn::TransformerShape shape = nn::transformer_shape_of(g.arch, g.adapters);
-      const ModelDesc d = test::transformer_desc(shape, g.run.compute_dtype);
-      EXPECT_EQ(d.units, built.units);
-      ASSERT_EQ(d.frozen.size(), built.frozen.size());
-      for (size_t u = 0; u < d.frozen.size(); ++u) {
-        ASSERT_EQ(d.frozen[u].size(), built.frozen[u].size()) << "unit " << u;
-        for (size_t i = 0; i < d.frozen[u].size(); ++i) {
-          EXPECT_EQ(d.frozen[u][i].numel, built.frozen[u][i].numel) << u << "." << i;
-          EXPECT_EQ(d.frozen[u][i].rows, built.frozen[u][i].rows) << u << "." << i;
+  for (const nn::testing::ArchCase& arch : tiny_archs())
+    for (bool freeze : {true, false})
+      for (const char* targets : {"qkv,proj,fc,fc_proj", "qkv,fc", "fc_proj"}) {
+        nn::GptConfig g = lora_gpt(DType::kBF16, nn::parse_gpt_lora_targets(targets), false, arch);
+        g.adapters.lora.freeze_base = freeze;
+        SCOPED_TRACE(fmt::format("{} freeze {} targets {}", arch.name, freeze, targets));
+        nn::GptModel model(g);
+        const ModelDesc built = ModelDesc::from_model(model);
+        const nn::TransformerShape shape = nn::transformer_shape_of(g.arch, g.adapters);
+        const ModelDesc d = test::transformer_desc(shape, g.run.compute_dtype);
+        EXPECT_EQ(d.units, built.units);
+        ASSERT_EQ(d.frozen.size(), built.frozen.size());
+        for (size_t u = 0; u < d.frozen.size(); ++u) {
+          ASSERT_EQ(d.frozen[u].size(), built.frozen[u].size()) << "unit " << u;
+          for (size_t i = 0; i < d.frozen[u].size(); ++i) {
+            EXPECT_EQ(d.frozen[u][i].numel, built.frozen[u][i].numel) << u << "." << i;
+            EXPECT_EQ(d.frozen[u][i].rows, built.frozen[u][i].rows) << u << "." << i;
+          }
         }
+        EXPECT_EQ(shape.num_params(), g.num_params());
+        EXPECT_EQ(shape.num_trainable_params(), g.num_trainable_params());
+        EXPECT_EQ(d.num_params(), g.num_trainable_params());
+        EXPECT_EQ(d.num_frozen_params(), g.num_params() - g.num_trainable_params());
       }
-      EXPECT_EQ(shape.num_params(), g.num_params());
-      EXPECT_EQ(shape.num_trainable_params(), g.num_trainable_params());
-      EXPECT_EQ(d.num_params(), g.num_trainable_params());
-      EXPECT_EQ(d.num_frozen_params(), g.num_params() - g.num_trainable_params());
-    }
 }
 
 using I8 = FrozenPolicy::Int8Compute;
 
 struct Case {
+  nn::testing::ArchCase arch;
   int stage;
   DType compute;
   std::optional<DType> storage;  // unset: the compute dtype
@@ -147,8 +113,8 @@ struct Case {
 };
 
 std::string name(const Case& c) {
-  return fmt::format("stage {} {} base {}{} ckpt {} N {}", c.stage, dtype_name(c.compute),
-                     c.storage ? dtype_name(*c.storage) : "(compute)",
+  return fmt::format("{} stage {} {} base {}{} ckpt {} N {}", c.arch.name, c.stage,
+                     dtype_name(c.compute), c.storage ? dtype_name(*c.storage) : "(compute)",
                      c.storage == DType::kI8 ? fmt::format(" {}", int8_compute_name(c.int8)) : "",
                      c.ckpt, world().size());
 }
@@ -156,14 +122,22 @@ std::string name(const Case& c) {
 TEST(PlanLora, MatchesTrackerByteForByte) {
   const int N = world().size();
   std::vector<Case> cases;
+  const std::vector<nn::testing::ArchCase> archs = tiny_archs();
   for (int stage = 0; stage <= 3; ++stage)
     for (bool ckpt : {false, true}) {
       for (DType dt : {DType::kF32, DType::kBF16}) {
-        cases.push_back({stage, dt, std::nullopt, ckpt});
-        cases.push_back({stage, dt, DType::kI8, ckpt, I8::kAuto});
-        cases.push_back({stage, dt, DType::kI8, ckpt, I8::kDequantize});
+        cases.push_back({archs[0], stage, dt, std::nullopt, ckpt});
+        cases.push_back({archs[0], stage, dt, DType::kI8, ckpt, I8::kAuto});
+        cases.push_back({archs[0], stage, dt, DType::kI8, ckpt, I8::kDequantize});
       }
-      cases.push_back({stage, DType::kBF16, DType::kF32, ckpt});
+      cases.push_back({archs[0], stage, DType::kBF16, DType::kF32, ckpt});
+      // The Llama form: bf16 with the base in bf16 and in int8 (int8 GEMM where this CPU has it),
+      // fp32 with a dequantized int8 base; the Qwen2-like form (qkv biases in Int8Linear) likewise
+      // on alternate stages.
+      const nn::testing::ArchCase& llama = archs[1 + stage % 2];
+      cases.push_back({llama, stage, DType::kBF16, std::nullopt, ckpt});
+      cases.push_back({llama, stage, DType::kBF16, DType::kI8, ckpt, I8::kAuto});
+      cases.push_back({llama, stage, DType::kF32, DType::kI8, ckpt, I8::kDequantize});
     }
   int checked = 0;
   for (const Case& c : cases) {
@@ -172,7 +146,7 @@ TEST(PlanLora, MatchesTrackerByteForByte) {
     // micro-batches at stages 1 and 3.
     nn::GptConfig g = lora_gpt(
         c.compute, nn::parse_gpt_lora_targets(c.stage % 2 == 0 ? "qkv,proj,fc,fc_proj" : "qkv,fc"),
-        c.ckpt);
+        c.ckpt, c.arch);
     // As train_gpt maps --int8-compute: the model accepts int8 records unless told to dequantize.
     g.adapters.int8.accept = c.storage == DType::kI8 && c.int8 != I8::kDequantize;
     EngineConfig ec;
@@ -217,7 +191,7 @@ TEST(PlanLora, MatchesTrackerByteForByte) {
     ++checked;
   }
   if (world().rank() == 0) std::printf("checked %d configurations at N=%d\n", checked, N);
-  EXPECT_EQ(checked, 56);
+  EXPECT_EQ(checked, 80);
 }
 
 }  // namespace
