@@ -48,8 +48,7 @@ Sequences read_tokens(const std::string& path) {
     s.flat.insert(s.flat.end(), ids.begin(), ids.end());
     ++s.batch;
   }
-  ZS_CHECK(s.batch > 0 && s.length > 1, zs::ErrorCode::kInvalidArgument, "{}: no sequences",
-           path);
+  ZS_CHECK(s.batch > 0 && s.length > 1, zs::ErrorCode::kInvalidArgument, "{}: no sequences", path);
   return s;
 }
 
