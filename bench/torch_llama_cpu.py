@@ -181,9 +181,9 @@ def wrap(model, rank, world, a):
         try:
             from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
             from torch.distributed.device_mesh import init_device_mesh
-        except ImportError as e:
+        except Exception as e:  # ImportError; torch 1.13 on Python 3.11 raises ValueError here
             if rank == 0:
-                print(f"FSDP2_UNSUPPORTED torch {torch.__version__}: {e}", flush=True)
+                print(f"FSDP2_UNSUPPORTED torch {torch.__version__}: {type(e).__name__}: {e}", flush=True)
             return None
         kw = dict(mesh=init_device_mesh("cpu", (world,)),
                   mp_policy=MixedPrecisionPolicy(
