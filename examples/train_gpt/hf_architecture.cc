@@ -6,6 +6,7 @@
 #include "checkpoint/checkpoint_io.h"
 #include "core/error.h"
 #include "examples/model_options.h"
+#include "interop/gpt_lora_io.h"
 #include "interop/hf_config.h"
 #include "paths.h"
 
@@ -36,6 +37,15 @@ void check_hf_export(const nn::GptArchitecture& arch, const std::string& dir) {
     nn::hf_family_of(arch);
   } catch (const Error& e) {
     fail(ErrorCode::kInvalidArgument, "--export-hf {}: {}", dir, e.what());
+  }
+}
+
+void check_peft_export(const nn::GptConfig& model, const std::string& dir) {
+  if (!model.adapters.lora.enabled()) return;
+  try {
+    for (nn::GptLoraTarget t : model.adapters.lora.targets) nn::peft_module(t, model.arch);
+  } catch (const Error& e) {
+    fail(ErrorCode::kInvalidArgument, "--export-adapters {}: {}", dir, e.what());
   }
 }
 

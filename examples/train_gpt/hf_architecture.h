@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 
 #include "nn/gpt_architecture.h"
+#include "nn/gpt_config.h"
 
 namespace zs::train {
 
@@ -22,5 +23,11 @@ nn::GptArchitecture architecture_from_hf(const boost::program_options::variables
 // components no Hugging Face class maps is refused, zs::Error(kInvalidArgument) naming
 // --export-hf and the component.
 void check_hf_export(const nn::GptArchitecture& arch, const std::string& dir);
+
+// --export-adapters DIR for `model`'s LoRA targets, checked before any training: a target the
+// architecture's Hugging Face form has no PEFT module for (the fused qkv of a Llama, q_proj of a
+// GPT-2; nn::peft_module) is refused, zs::Error(kInvalidArgument) naming --export-adapters and
+// the target. Nothing without adapters (the export refuses that itself).
+void check_peft_export(const nn::GptConfig& model, const std::string& dir);
 
 }  // namespace zs::train

@@ -270,6 +270,8 @@ void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& 
   o.model.run.compute_dtype = o.engine.precision.param_dtype;
   o.model.adapters.lora.targets = nn::parse_gpt_lora_targets(r.lora_targets);
   configure_frozen_base(vm, r, o);
+  if (!o.checkpoint.export_adapters.empty())
+    check_peft_export(o.model, o.checkpoint.export_adapters);
   o.model.run.checkpoint_activations = r.checkpoint_activations;
   if (r.optimizer == "adamw") {
     o.engine.optimizer.kind = OptimizerKind::kAdamW;

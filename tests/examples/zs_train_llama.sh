@@ -84,6 +84,9 @@ case "$case_name" in
     expect2 "cuda" "--device cuda with family llama: cuda gpt: RMSNorm (norm rmsnorm) is implemented on the CPU backend only" \
       "${small[@]}" --steps 2 --device cuda
     expect2 "family" "--family 'bert' is not one of gpt2, llama" --family bert --steps 2
+    expect2 "PEFT module" "--export-adapters $work/peft: LoRA target qkv has no PEFT module in a Llama-style model" \
+      "${small[@]}" --steps 2 --lora-rank 4 --lora-targets qkv,o_proj --export-adapters "$work/peft"
+    [ ! -e "$work/peft" ] || fail "--export-adapters refused, but $work/peft was written"
     # --help: the model's flags in their own group, the family's default, the alias named.
     "$bin" --help > "$work/help.txt" || fail "--help"
     for text in "Model (dimensions, then --family's components" "--family arg (=gpt2)" \
