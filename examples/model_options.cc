@@ -28,9 +28,9 @@ constexpr ArchitectureFlag kFlags[] = {
 };
 
 // The component flags, after --family, in --help's order.
-constexpr const char* kComponentFlags[] = {"ffn",       "kv-heads",   "norm", "norm-eps",
-                                           "positions", "rope-theta", "mlp",  "qkv-bias",
-                                           "proj-bias", "mlp-bias"};
+constexpr const char* kComponentFlags[] = {"ffn",       "kv-heads",   "norm",          "norm-eps",
+                                           "positions", "rope-theta", "mlp",           "qkv-bias",
+                                           "proj-bias", "mlp-bias",   "tie-embeddings"};
 
 std::span<const ArchitectureFlag> flags(bool with_vocab) {
   return std::span(kFlags).first(with_vocab ? std::size(kFlags) : std::size(kFlags) - 1);
@@ -59,7 +59,9 @@ void add_component_options(po::options_description& desc, bool with_defaults) {
       ("qkv-bias", po::value<std::string>(), "on | off: biases of q, k, v (default: the family's)")
       ("proj-bias", po::value<std::string>(), "on | off: the attention output's bias (default: "
        "the family's)")
-      ("mlp-bias", po::value<std::string>(), "on | off: the MLP's biases (default: the family's)");
+      ("mlp-bias", po::value<std::string>(), "on | off: the MLP's biases (default: the family's)")
+      ("tie-embeddings", po::value<std::string>(), "on | off: the LM head is the token embedding, "
+       "one parameter (default off; --init-from-hf: the directory's tie_word_embeddings)");
   // clang-format on
 }
 
@@ -130,6 +132,7 @@ void apply_component_options(const po::variables_map& vm, nn::GptArchitecture& a
   if (vm.count("qkv-bias")) a.qkv_bias = choice(vm, "qkv-bias", kOnOff) == 1;
   if (vm.count("proj-bias")) a.proj_bias = choice(vm, "proj-bias", kOnOff) == 1;
   if (vm.count("mlp-bias")) a.mlp_bias = choice(vm, "mlp-bias", kOnOff) == 1;
+  if (vm.count("tie-embeddings")) a.tied_embeddings = choice(vm, "tie-embeddings", kOnOff) == 1;
 }
 
 void check_architecture(const po::variables_map& vm, const nn::GptArchitecture& a) {

@@ -108,7 +108,6 @@ GptHfImport import_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& m
   const std::vector<std::string> files = weight_files(comm, dir, where);
   r.ignored = safetensors::import_model_files(engine, comm, files, where, o).ignored;
   r.shards = static_cast<int>(files.size());
-  r.untied = tied;
   return r;
 }
 

@@ -27,7 +27,6 @@ void export_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& c, const
 
 struct GptHfImport {
   HfConfig config;                   // what DIR/config.json says
-  bool untied = false;               // lm_head.weight was initialised from the input embedding
   std::vector<std::string> ignored;  // tensors of the files skipped (hf_ignorable, or a stored
                                      // lm_head.weight that tie_word_embeddings overrides)
   int shards = 1;                    // safetensors files read (an index's shards)
@@ -36,9 +35,10 @@ struct GptHfImport {
 // model's config: check_hf_config), then sets the master weights from DIR/model.safetensors, or
 // from the files DIR/model.safetensors.index.json's weight_map lists (F32, BF16 or F16), each
 // tensor checked for shape and finite values, each rank reading only its shard's ranges. Tied
-// embeddings are untied: lm_head.weight starts as a copy of the input embedding and trains on its
-// own. A tensor in no file is refused naming it. Errors as safetensors::import_model, thrown on
-// every rank; nothing is changed unless all succeeded. Collective.
+// embeddings (tie_word_embeddings, which the model must match) are one parameter: the input
+// embedding, and a stored lm_head.weight is skipped. A tensor in no file is refused naming it.
+// Errors as safetensors::import_model, thrown on every rank; nothing is changed unless all
+// succeeded. Collective.
 GptHfImport import_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& model,
                           const std::string& dir);
 // DIR/config.json parsed (to size a model from it). Collective.

@@ -94,6 +94,7 @@ void parse_gpt2(const json& j, const std::string& where, HfConfig& c) {
            "{}: \"scale_attn_by_inverse_layer_idx\" is true; zeroshard's attention does not",
            where);
   c.tied = optional_field<bool>(j, "tie_word_embeddings", true, where);
+  c.arch.tied_embeddings = c.tied;
 }
 
 // rope_theta (4.x) or rope_parameters.rope_theta (5.x); rope scaling of any kind is refused.
@@ -177,6 +178,7 @@ void parse_llama_family(const json& j, const std::string& where, HfConfig& c) {
   if (c.family == HfFamily::kMistral)
     c.sliding_window = optional_field<int>(j, "sliding_window", 0, where);
   c.tied = optional_field<bool>(j, "tie_word_embeddings", false, where);
+  c.arch.tied_embeddings = c.tied;
 }
 
 struct IntField {
@@ -239,6 +241,7 @@ HfConfig parse_hf_config(const std::string& text, const std::string& where) {
 
 GptArchitecture hf_run_architecture(const HfConfig& hf, int context, const std::string& where) {
   GptArchitecture a = hf.arch;
+  a.tied_embeddings = hf.tied;  // one parameter ([Note: tied parameters] in unit/unit.h)
   if (a.positions == PositionKind::kLearned) {
     ZS_CHECK(context == hf.max_positions, kBad,
              "{}: \"n_positions\" is {}, the model's context is {}", where, hf.max_positions,
@@ -266,6 +269,7 @@ void check_hf_config(const HfConfig& hf, const GptArchitecture& model, const std
       {gpt2 ? "n_embd" : "hidden_size", "width", run.width, model.width},
       {"vocab_size", "vocab", run.vocab, model.vocab},
       {gpt2 ? "n_inner" : "intermediate_size", "ffn width", run.ffn_width(), model.ffn_width()},
+      {"tie_word_embeddings", "tied embeddings (0/1)", run.tied_embeddings, model.tied_embeddings},
   };
   for (const IntField& f : ints) {
     ZS_CHECK(f.theirs == f.mine, kBad, "{}: \"{}\" is {}, the model's {} is {}", where, f.hf,
@@ -330,7 +334,7 @@ std::string hf_config_json(const GptArchitecture& a, DType dtype) {
   j["architectures"] = {hf_class_name(f)};
   j["model_type"] = hf_model_type(f);
   j["vocab_size"] = a.vocab;
-  j["tie_word_embeddings"] = false;  // our lm_head.weight is a parameter of its own
+  j["tie_word_embeddings"] = a.tied_embeddings;  // tied: no lm_head.weight in the file
   j["torch_dtype"] = dtype == DType::kF32 ? "float32" : "bfloat16";
   j["use_cache"] = true;
   j["initializer_range"] = 0.02;

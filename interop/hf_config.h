@@ -57,9 +57,9 @@ void check_hf_config(const HfConfig& hf, const GptArchitecture& model, const std
 // kQwen2. Any other mix: zs::Error(kInvalidArgument) naming the component.
 HfFamily hf_family_of(const GptArchitecture& arch);
 
-// config.json for `arch` as transformers 4.x writes it for hf_family_of(arch)'s class, untied
-// embeddings, no dropout, no special token ids (the vocabulary is the run's own); torch_dtype
-// from `dtype` (fp32 or bf16).
+// config.json for `arch` as transformers 4.x writes it for hf_family_of(arch)'s class,
+// tie_word_embeddings as arch.tied_embeddings, no dropout, no special token ids (the vocabulary is
+// the run's own); torch_dtype from `dtype` (fp32 or bf16).
 std::string hf_config_json(const GptArchitecture& arch, DType dtype = DType::kF32);
 
 }  // namespace zs::nn

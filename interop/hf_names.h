@@ -12,7 +12,7 @@
 //   block.i.fc_proj.weight [C,F] transformer.h.i.mlp.c_proj.weight [F, C]     transposed
 //   (each bias beside its weight, not transposed)
 //   head.ln_f.weight/bias        transformer.ln_f.weight/bias
-//   head.lm_head.weight          lm_head.weight; tied: transformer.wte.weight (untied on import)
+//   head.lm_head.weight          lm_head.weight; tied: none (the model's is wte)
 // c_attn's output splits into q | k | v of C columns each, as our qkv rows: no permutation.
 //
 // Llama family (nn.Linear stores [out, in] as we do: nothing is transposed):
@@ -24,7 +24,7 @@
 //   block.i.fc.weight/bias       rows [0, F) mlp.gate_proj, [F, 2F) mlp.up_proj
 //   block.i.fc_proj.weight/bias  model.layers.i.mlp.down_proj.weight/bias
 //   head.ln_f.weight             model.norm.weight
-//   head.lm_head.weight          lm_head.weight; tied: model.embed_tokens.weight (untied on import)
+//   head.lm_head.weight          lm_head.weight; tied: none (the model's is wte)
 // Our RoPE is transformers' rotate_half convention: q and k rows need no permutation.
 #pragma once
 

@@ -80,7 +80,7 @@ int64_t GptArchitecture::num_block_params() const {
 int64_t GptArchitecture::num_params() const {
   const int64_t C = width, V = vocab, T = context;
   const int64_t embed = V * C + (positions == PositionKind::kLearned ? T * C : 0);
-  const int64_t head = (has_norm_bias() ? 2 : 1) * C + V * C;
+  const int64_t head = (has_norm_bias() ? 2 : 1) * C + (tied_embeddings ? 0 : V * C);
   return embed + layers * num_block_params() + head;
 }
 

@@ -19,6 +19,10 @@
 //              [C + 2 kv_heads head_dim, C] holds q_proj's, k_proj's and v_proj's rows in order.
 //   biases     qkv_bias (q/k/v), proj_bias (o_proj / attn.c_proj), mlp_bias (fc and fc_proj):
 //              GPT-2 all on, Llama all off, Qwen2 qkv only.
+//   embeddings tied_embeddings: the head's lm_head.weight is the embed unit's wte, one
+//              parameter ([Note: tied parameters] in unit/unit.h; tie_word_embeddings: GPT-2's
+//              checkpoints, SmolLM, Qwen2-0.5B); untied: a parameter of its own (Llama 2/3,
+//              TinyLlama, and zeroshard's byte-level GPT).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +51,7 @@ struct GptArchitecture {
   bool qkv_bias = true;
   bool proj_bias = true;
   bool mlp_bias = true;
+  bool tied_embeddings = false;
 
   // F in elements.
   int ffn_width() const { return ffn > 0 ? ffn : ffn_mult * width; }

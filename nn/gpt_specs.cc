@@ -130,7 +130,9 @@ std::vector<ParamSpec> gpt_head_specs(const GptConfig& c) {
   std::vector<ParamSpec> specs = {spec("ln_f.weight", {C}, Init::ones(), false)};
   if (c.arch.has_norm_bias()) specs.push_back(spec("ln_f.bias", {C}, Init::zeros(), false));
   specs.push_back(spec("lm_head.weight", {V, C}, Init::normal(0.0f, kInitStd), true));
-  return base(c, std::move(specs));
+  specs = base(c, std::move(specs));
+  if (c.arch.tied_embeddings) specs.back().tied_to = {0, "wte"};  // [Note: tied parameters]
+  return specs;
 }
 
 std::string gpt_unit_name(const GptConfig& c, size_t unit) {

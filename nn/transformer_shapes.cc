@@ -69,6 +69,7 @@ std::vector<std::vector<TransformerParam>> TransformerShape::unit_params() const
   auto params = [](const std::vector<ParamSpec>& specs) {
     std::vector<TransformerParam> out;
     for (const ParamSpec& p : specs) {
+      if (p.tied()) continue;  // the embed unit's wte
       int64_t n = 1;
       for (int64_t d : p.shape) n *= d;
       out.push_back({n, p.shape.size() == 2 ? p.shape[0] : 0, p.trainable, p.accepts_int8});

@@ -335,8 +335,13 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   const Algorithms m(config, links);
   const bool hsdp = config.shard_size() < config.world;
   CommPlan plan;
+  // [Note: tied parameters]: an owner unit stays gathered from its forward to its backward, so
+  // stage 3 gathers it once per micro-batch, not twice.
+  std::vector<char> held(U, 0);
+  for (int o : tied_owner_units(model.ties)) held[static_cast<size_t>(o)] = 1;
   auto item = [&](const char* what, CollectiveKind kind, CommScope scope, bool overlappable,
-                  int64_t per_unit_calls, const std::vector<int64_t>& counts, DType dt) {
+                  int64_t per_unit_calls, const std::vector<int64_t>& counts, DType dt,
+                  bool once_if_held = false) {
     CommItem it;
     it.what = what;
     it.kind = kind;
@@ -346,15 +351,16 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
     for (size_t u = 0; u < U; ++u) {
       if (counts[u] == 0) continue;
       const CallResult r = m.run({kind, scope, counts[u], dt, /*blocking=*/false});
-      for (int64_t i = 0; i < per_unit_calls; ++i) add(it, r);
+      const int64_t calls = once_if_held && held[u] ? per_unit_calls / 2 : per_unit_calls;
+      for (int64_t i = 0; i < calls; ++i) add(it, r);
     }
     if (it.calls > 0) plan.items.push_back(std::move(it));
   };
   const CommScope sg = hsdp ? CommScope::kShardGroup : CommScope::kWorld;
   if (stage == 3) {
-    item("param all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shard, P);
+    item("param all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shard, P, true);
     item("frozen all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.frozen_shard,
-         DType::kU8);
+         DType::kU8, true);
   }
   item("grad reduce-scatter", CollectiveKind::kReduceScatter, sg, stage >= 2, stage >= 2 ? k : 1,
        shard, G);

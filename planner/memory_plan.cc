@@ -30,10 +30,13 @@ ModelDesc ModelDesc::from_param_count(int64_t n) { return from_units(units_for_p
 ModelDesc ModelDesc::from_model(Model& model) {
   ModelDesc d;
   bool any_frozen = false;
+  std::vector<std::vector<ParamSpec>> specs;
   for (size_t u = 0; u < model.num_units(); ++u) {
     std::vector<int64_t> numels;
     std::vector<FrozenParamDesc> frozen;
-    for (const ParamSpec& p : model.unit(u).param_specs()) {
+    specs.push_back(model.unit(u).param_specs());
+    for (const ParamSpec& p : specs.back()) {
+      if (p.tied()) continue;  // the owner's
       if (p.trainable) {
         numels.push_back(p.numel());
       } else {
@@ -45,6 +48,7 @@ ModelDesc ModelDesc::from_model(Model& model) {
     d.frozen.push_back(std::move(frozen));
   }
   if (!any_frozen) d.frozen.clear();
+  d.ties = resolve_tied_params(specs, [&model](size_t u) { return model.unit(u).name(); });
   const ActivationPlan a = model.activation_plan();
   if (a.counted) {
     d.activations = [a](int64_t micro_batch, bool checkpoint) {
@@ -135,7 +139,8 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
 
   MemoryPlan p;
   p.buffers = plan_engine_buffers(layouts, frozen, config.engine, config.rank % group,
-                                  /*on_device=*/config.device == DeviceKind::kCuda, config.world);
+                                  /*on_device=*/config.device == DeviceKind::kCuda, config.world,
+                                  model.ties);
   p.num_frozen_params = model.num_frozen_params();
   p.world = config.world;
   p.ranks_per_node = config.ranks_per_node;

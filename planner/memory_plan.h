@@ -41,6 +41,9 @@ struct ModelDesc {
   // Frozen parameters per unit ([Note: frozen parameters] in unit/unit.h): empty (none), or
   // one list per unit, stored as EngineConfig::frozen says.
   std::vector<std::vector<FrozenParamDesc>> frozen;
+  // Tied parameters ([Note: tied parameters] in unit/unit.h): not in `units` or `frozen` (they
+  // are their owners'); their gradient buffers, held gather slots and owner conversion buffers.
+  std::vector<TiedParam> ties;
   // Empty: activations are not counted (0), and fit_configurations() varies neither
   // checkpointing nor the micro-batch count.
   ActivationFn activations;

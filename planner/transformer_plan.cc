@@ -1,5 +1,8 @@
 #include "planner/transformer_plan.h"
 
+#include "nn/gpt_specs.h"
+#include "runtime/tied_params.h"
+
 namespace zs::nn {
 
 ModelDesc transformer_model_desc(const TransformerShape& shape) {
@@ -18,6 +21,15 @@ ModelDesc transformer_model_desc(const TransformerShape& shape) {
     }
   }
   if (!any_frozen) d.frozen.clear();
+  // The ties as the engine resolves them from the model's declarations (nn/gpt_specs.h).
+  GptConfig c;
+  c.arch = shape.arch();
+  c.adapters = shape.adapters;
+  if (c.arch.tied_embeddings) {
+    std::vector<std::vector<ParamSpec>> specs;
+    for (size_t u = 0; u < d.units.size(); ++u) specs.push_back(gpt_unit_specs(c, u));
+    d.ties = resolve_tied_params(specs, [&c](size_t u) { return gpt_unit_name(c, u); });
+  }
   return d;
 }
 

@@ -39,7 +39,7 @@ struct Maxima {
 // Unit u's frozen bytes (layout f beside the trainable layout l): u.frozen_bytes, the padding
 // they add to the plan, and the maxima.
 void plan_frozen(const Rules& r, const FrozenLayout& f, const GroupLayout& l, UnitBufferPlan& u,
-                 BufferPlan& plan, Maxima& max) {
+                 BufferPlan& plan, Maxima& max, bool own_convert) {
   const GroupLayout& fb = f.bytes;
   u.frozen_bytes = r.stage == 3 ? fb.shard_numel : fb.padded_numel;
   int64_t held = 0;  // record bytes in what this rank stores
@@ -50,7 +50,23 @@ void plan_frozen(const Rules& r, const FrozenLayout& f, const GroupLayout& l, Un
   }
   plan.padding_bytes_ += u.frozen_bytes - held;
   max.slot = std::max(max.slot, round64(r.P * l.padded_numel) + fb.padded_numel);
-  max.convert = std::max(max.convert, f.convert_numel);
+  if (own_convert) {
+    u.own_convert_bytes = r.P * f.convert_numel;
+  } else {
+    max.convert = std::max(max.convert, f.convert_numel);
+  }
+}
+
+// Per unit: whether it owns a frozen tied parameter and converts frozen parameters (then it has
+// a conversion buffer of its own).
+std::vector<char> owners_converting(const std::vector<TiedParam>& ties,
+                                    const std::vector<FrozenLayout>& frozen, size_t units) {
+  std::vector<char> own(units, 0);
+  for (const TiedParam& t : ties) {
+    const size_t o = static_cast<size_t>(t.owner_unit);
+    if (!t.trainable && !frozen.empty() && frozen[o].convert_numel > 0) own[o] = 1;
+  }
+  return own;
 }
 
 // Unit u's trainable buffers (layout l), and the padding they add to the plan.
@@ -95,7 +111,7 @@ void plan_shared(const Rules& r, const EngineConfig& cfg, const Maxima& max, boo
   plan.send_bytes = r.G * plan.max_padded_numel;
   plan.recv_count = (r.stage >= 2 && cfg.micro_batches > 1) ? 2 : 0;
   plan.recv_bytes = r.G * plan.max_shard_numel;
-  plan.gather_count = r.stage == 3 ? cfg.prefetch + 1 : 0;
+  plan.gather_count = r.stage == 3 ? cfg.prefetch + 1 + plan.held_slots : 0;
   plan.gather_bytes = max.slot;
   plan.convert_bytes = r.P * max.convert;
   if (on_device && units > 0) {
@@ -107,16 +123,18 @@ void plan_shared(const Rules& r, const EngineConfig& cfg, const Maxima& max, boo
 
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
-                               int rank, bool on_device, int world) {
+                               int rank, bool on_device, int world,
+                               const std::vector<TiedParam>& ties) {
   ZS_CHECK(frozen.empty() || frozen.size() == layouts.size(), ErrorCode::kInvalidArgument,
            "{} frozen layouts for {} units", frozen.size(), layouts.size());
   BufferPlan plan;
   const Rules r = rules_of(cfg, rank);
   Maxima max;
+  const std::vector<char> own = owners_converting(ties, frozen, layouts.size());
   for (size_t i = 0; i < layouts.size(); ++i) {
     const GroupLayout& l = layouts[i];
     UnitBufferPlan u;
-    if (!frozen.empty() && !frozen[i].empty()) plan_frozen(r, frozen[i], l, u, plan, max);
+    if (!frozen.empty() && !frozen[i].empty()) plan_frozen(r, frozen[i], l, u, plan, max, own[i]);
     max.slot = std::max(max.slot, r.P * l.padded_numel);
     plan_trainable(r, l, u, plan);
     if (r.offload && on_device) {
@@ -126,6 +144,8 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
     plan.max_padded_numel = std::max(plan.max_padded_numel, l.padded_numel);
     plan.max_shard_numel = std::max(plan.max_shard_numel, l.shard_numel);
   }
+  for (const TiedParam& t : ties) plan.tied_grad_bytes += t.trainable ? 4 * t.numel : 0;
+  if (r.stage == 3) plan.held_slots = static_cast<int>(tied_owner_units(ties).size());
   const int64_t ranks = world > 0 ? world : (layouts.empty() ? 0 : layouts.front().world);
   plan_shared(r, cfg, max, on_device, ranks, layouts.size(), plan);
   return plan;
@@ -143,7 +163,9 @@ int64_t BufferPlan::bytes(MemCategory c) const {
   if (c == MemCategory::kHostOffload) b += host_staging_bytes;
   if (c == MemCategory::kCommBuffers) {
     b += grad_scratch_count * grad_scratch_bytes + send_count * send_bytes +
-         recv_count * recv_bytes + gather_count * gather_bytes + convert_bytes + ctrl_bytes;
+         recv_count * recv_bytes + gather_count * gather_bytes + convert_bytes + ctrl_bytes +
+         tied_grad_bytes;
+    for (const UnitBufferPlan& u : units) b += u.own_convert_bytes;
   }
   return b;
 }

@@ -24,6 +24,15 @@
 // unit, under kFrozen: F_u bytes (stages 0-2: resident) or F_u / world (stage 3: a shard), where
 // F_u is the padded byte group of the unit's encoded records. No gradient, master or optimizer
 // state.
+// Tied parameters ([Note: tied parameters] in unit/unit.h; none in the layouts: they are the
+// owner's), under kCommBuffers:
+//   tied gradient: 4 * numel per tied parameter whose owner is trainable (the borrower's fp32
+//     contribution, kept until the owner's backward)
+//   held gather slots: in stage 3, one more gather slot per owner unit (held from the owner's
+//     forward to its backward)
+//   owner conversion: an owner unit with frozen parameters stored in another dtype converts them
+//     into a buffer of its own, P * its FrozenLayout::convert_numel, so that the values stay
+//     valid while the borrower computes; the shared conversion buffer is sized over the others
 // Device engines (CUDA) with an offloaded optimizer also stage each unit's gradient shard and
 // updated parameter shard in page-locked host memory: (G + P) * S_u per unit, 64-byte aligned
 // spans, under kHostOffload (host_staging_bytes). The CPU backend reads and writes the shards in
@@ -37,6 +46,7 @@
 
 #include "core/memory_tracker.h"
 #include "runtime/engine_config.h"
+#include "runtime/tied_params.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 #include "unit/unit.h"
@@ -49,7 +59,8 @@ struct UnitBufferPlan {
   int64_t master_bytes = 0;  // 0 when the parameters are their own master
   int64_t exp_avg_bytes = 0;
   int64_t exp_avg_sq_bytes = 0;
-  int64_t frozen_bytes = 0;  // kFrozen: the frozen byte group or this rank's shard of it
+  int64_t frozen_bytes = 0;       // kFrozen: the frozen byte group or this rank's shard of it
+  int64_t own_convert_bytes = 0;  // kCommBuffers: an owner unit's conversion buffer (see above)
   MemCategory master_category = MemCategory::kMaster;
   MemCategory optimizer_category = MemCategory::kOptimizer;
   int64_t master_begin = 0;  // first padded-group element of the fp32 master held here
@@ -69,6 +80,8 @@ struct BufferPlan {
   int gather_count = 0;
   int64_t gather_bytes = 0;
   int64_t convert_bytes = 0;       // frozen conversion buffer (kCommBuffers); 0 when none
+  int64_t tied_grad_bytes = 0;     // all tied gradient buffers (kCommBuffers)
+  int held_slots = 0;              // of gather_count: the owners' held slots
   int64_t host_staging_bytes = 0;  // device engines with offload only (see above)
   int64_t ctrl_bytes = 0;          // device engines only (see above)
 
@@ -89,10 +102,12 @@ inline FrozenParamDesc frozen_param_desc(const ParamSpec& p) {
   return {p.numel(), p.shape.size() == 2 ? p.shape[0] : 0, p.accepts_int8};
 }
 
-// `frozen` is empty (no frozen parameters) or holds one FrozenLayout per unit.
+// `frozen` is empty (no frozen parameters) or holds one FrozenLayout per unit; `ties` are the
+// model's tied parameters (resolve_tied_params).
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
-                               int rank = 0, bool on_device = false, int world = 0);
+                               int rank = 0, bool on_device = false, int world = 0,
+                               const std::vector<TiedParam>& ties = {});
 inline BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                       const EngineConfig& cfg, int rank = 0,
                                       bool on_device = false) {

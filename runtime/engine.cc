@@ -25,6 +25,7 @@
 #include "runtime/param_group.h"
 #include "runtime/param_init.h"
 #include "runtime/reduce_schedule.h"
+#include "runtime/tied_params.h"
 #include "sharding/sharding_policy.h"
 
 namespace zs {
@@ -69,6 +70,13 @@ struct Engine::Impl {
   std::vector<double> reduce_vec;       // [loss sum, sum of squares, non-finite flag per unit]
   std::vector<DeviceOps::StatsSpan> stats_spans;
   std::vector<uint8_t> finite_flags;
+  // [Note: tied parameters] in unit/unit.h: the ties, each tie's fp32 gradient buffer (null when
+  // the owner is frozen), the ties per borrower and per owner group, the owners' own conversion
+  // buffers, and each group's views while it is acquired (what a borrower is handed).
+  std::vector<TiedParam> ties;
+  std::vector<Buffer> tied_grads, own_convert;
+  std::vector<std::vector<size_t>> ties_of_borrower, ties_of_owner;
+  std::vector<std::span<const ParamView>> current_views;
 
   // Construction.
   void build(const std::vector<GroupLayout>& layouts, const std::vector<FrozenLayout>& frozen,
@@ -93,6 +101,10 @@ struct Engine::Impl {
   void wait_all();
 
   void compute_gradient(ParamGroup& g, const StepInfo& info);
+  std::span<const ParamView> acquire(ParamGroup& g);
+  void make_ties();
+  void seed_owner_gradient(ParamGroup& owner);
+  void check_produced(ParamGroup& g, const GradViews& gv) const;
   void forward_eval();
 };
 
@@ -143,6 +155,7 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
     for (const ParamSpec& p : specs[u]) {
       ZS_CHECK(p.numel() >= 1, ErrorCode::kInvalidArgument,
                "unit {} ('{}') parameter '{}' has {} elements", u, unit.name(), p.name, p.numel());
+      if (p.tied()) continue;  // the owner's ([Note: tied parameters])
       if (p.trainable) {
         numels.push_back(p.numel());
       } else {
@@ -156,6 +169,7 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
   }
   ZS_CHECK(any_trainable, ErrorCode::kInvalidArgument,
            "every parameter of the model is frozen: there is nothing to train");
+  impl_->ties = resolve_tied_params(specs, [&model](size_t u) { return model.unit(u).name(); });
   ZS_CHECK(storage != DType::kI8 || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
            "int8 storage of frozen parameters is implemented on the CPU backend only, not on {}",
            impl_->ops.device().to_string());
@@ -189,6 +203,10 @@ void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts,
                    std::to_string(frozen[u].records[f].bytes)});
     }
   }
+  for (const TiedParam& t : ties) {
+    s.push_back({fmt::format("unit {} parameter {} tied to", t.unit, t.spec),
+                 fmt::format("unit {} parameter {}", t.owner_unit, t.owner_spec)});
+  }
   zs::check_agreement(comm, *staging, s, "engine");
 }
 
@@ -206,7 +224,7 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   const DType G = config.precision.grad_dtype;
   if (config.optimizer_threads > 0) optim::set_cpu_adam_threads(config.optimizer_threads);
   plan = plan_engine_buffers(layouts, frozen, config, shard_rank,
-                             /*on_device=*/!ops.host_accessible(), world);
+                             /*on_device=*/!ops.host_accessible(), world, ties);
   Buffer ctrl;  // device engines: the planned staging buffer for host-side collectives
   if (plan.ctrl_bytes > 0) {
     ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker,
@@ -243,15 +261,44 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
         Buffer(static_cast<size_t>(plan.convert_bytes), MemCategory::kCommBuffers, tracker, dev);
   }
   groups.reserve(layouts.size());
+  own_convert.resize(layouts.size());
   for (size_t i = 0; i < layouts.size(); ++i) {
     const UnitBufferPlan& up = plan.units[i];
-    groups.emplace_back(static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i],
-                        frozen[i], policy, P, G, shard_rank,
-                        Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
-                        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev),
-                        Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev),
-                        convert_buf.data(), *shard, ops);
+    void* convert = convert_buf.data();
+    if (up.own_convert_bytes > 0) {  // an owner of a tie: its converted values outlive its visit
+      own_convert[i] = Buffer(static_cast<size_t>(up.own_convert_bytes), MemCategory::kCommBuffers,
+                              tracker, dev);
+      convert = own_convert[i].data();
+    }
+    groups.emplace_back(
+        static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i], frozen[i],
+        policy, P, G, shard_rank, Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
+        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev),
+        Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert, *shard, ops);
     states->attach(groups[i], up);
+  }
+  make_ties();
+}
+
+// [Note: tied parameters]: each tie's gradient buffer, handed to its borrower group, and the
+// ties indexed by borrower and by owner.
+void Engine::Impl::make_ties() {
+  const size_t U = groups.size();
+  ties_of_borrower.assign(U, {});
+  ties_of_owner.assign(U, {});
+  current_views.assign(U, {});
+  for (size_t k = 0; k < ties.size(); ++k) {
+    const TiedParam& t = ties[k];
+    ParamGroup& b = groups[static_cast<size_t>(t.unit)];
+    const size_t slot = ties_of_borrower[static_cast<size_t>(t.unit)].size();
+    ZS_ASSERT(b.tied_spec_index(slot) == t.spec);
+    ties_of_borrower[static_cast<size_t>(t.unit)].push_back(k);
+    tied_grads.emplace_back();
+    if (!t.trainable) continue;
+    ties_of_owner[static_cast<size_t>(t.owner_unit)].push_back(k);
+    tied_grads.back() = Buffer(static_cast<size_t>(4 * t.numel), MemCategory::kCommBuffers, tracker,
+                               &ops.allocator());
+    b.set_tied_grad(slot, tied_grads.back().as<float>());
   }
 }
 
@@ -270,6 +317,11 @@ void Engine::Impl::make_schedules() {
   reductions = std::make_unique<ReduceSchedule>(std::move(rc));
   gathers = std::make_unique<GatherSchedule>(plan.gather_count, plan.gather_bytes, config.prefetch,
                                              tracker, &ops.allocator());
+  if (policy.shard_params) {
+    std::vector<char> held(groups.size(), 0);
+    for (int o : tied_owner_units(ties)) held[static_cast<size_t>(o)] = 1;
+    gathers->hold(std::move(held));
+  }
   for (int m = 0; m < config.micro_batches; ++m) {
     for (ParamGroup& g : groups) step_order.push_back(&g);
     for (size_t i = groups.size(); i-- > 0;) step_order.push_back(&groups[i]);
@@ -375,14 +427,31 @@ StepStats Engine::Impl::step(int64_t t) {
 
 void Engine::Impl::forward(int /*micro*/, const StepInfo& info) {
   for (ParamGroup& g : groups) {
-    model.unit(static_cast<size_t>(g.index())).forward(gathers->acquire(g), info);
+    model.unit(static_cast<size_t>(g.index())).forward(acquire(g), info);
     gathers->release(g);
   }
+}
+
+// g's views, its tied parameters pointing at their owners' values (the owners come earlier and
+// are still acquired: resident, or held by the gather schedule).
+std::span<const ParamView> Engine::Impl::acquire(ParamGroup& g) {
+  const size_t u = static_cast<size_t>(g.index());
+  std::span<const ParamView> views = gathers->acquire(g);
+  current_views[u] = views;
+  const std::vector<size_t>& mine = ties_of_borrower[u];
+  for (size_t t = 0; t < mine.size(); ++t) {
+    const TiedParam& tie = ties[mine[t]];
+    g.set_tied_view(t, current_views[static_cast<size_t>(tie.owner_unit)][tie.owner_spec]);
+  }
+  return views;
 }
 
 // Reverse order: each unit's gradient, then its reduction (ReduceSchedule: started here,
 // finished when its lane is needed again or after the last unit).
 void Engine::Impl::backward(int micro, const StepInfo& info) {
+  for (Buffer& b : tied_grads) {  // the borrowers add into them
+    if (!b.empty()) ops.zero(b.data(), b.size());
+  }
   for (size_t j = groups.size(); j-- > 0;) {
     compute_gradient(groups[j], info);
     reductions->start(groups[j], micro, config.micro_batches);
@@ -391,12 +460,35 @@ void Engine::Impl::backward(int micro, const StepInfo& info) {
 
 void Engine::Impl::compute_gradient(ParamGroup& g, const StepInfo& info) {
   GradViews& gv = reductions->acquire(g);
-  model.unit(static_cast<size_t>(g.index())).backward(gathers->acquire(g), gv, info);
+  seed_owner_gradient(g);
+  model.unit(static_cast<size_t>(g.index())).backward(acquire(g), gv, info);
   gathers->release(g);
+  check_produced(g, gv);
+}
+
+// An owner's gradient starts from its borrowers' contributions (in the zeroed scratch the
+// reduce schedule lent it), which its own backward adds to.
+void Engine::Impl::seed_owner_gradient(ParamGroup& owner) {
+  for (size_t k : ties_of_owner[static_cast<size_t>(owner.index())]) {
+    const TiedParam& t = ties[k];
+    size_t p = 0;
+    while (owner.spec_index(p) != t.owner_spec) ++p;
+    float* dst = reductions->acquired_scratch() + owner.layout().params[p].offset;
+    ops.accumulate(dst, DType::kF32, tied_grads[k].data(), DType::kF32, t.numel);
+  }
+}
+
+void Engine::Impl::check_produced(ParamGroup& g, const GradViews& gv) const {
   for (size_t p = 0; p < g.specs().size(); ++p) {
     ZS_CHECK(gv.produced(static_cast<size_t>(g.spec_index(p))), ErrorCode::kInvalidArgument,
              "unit {} ('{}'): backward did not produce the gradient of parameter '{}'", g.index(),
              g.name(), g.specs()[p].name);
+  }
+  for (size_t t = 0; t < g.tied_specs().size(); ++t) {
+    ZS_CHECK(g.tied_grad(t) == nullptr || gv.produced(static_cast<size_t>(g.tied_spec_index(t))),
+             ErrorCode::kInvalidArgument,
+             "unit {} ('{}'): backward did not produce the gradient of tied parameter '{}'",
+             g.index(), g.name(), g.tied_specs()[t].name);
   }
 }
 
@@ -479,7 +571,7 @@ void Engine::Impl::forward_eval() {
   gathers->begin(eval_order);
   const StepInfo info{0, 1, 1.0f, false};
   for (ParamGroup& g : groups) {
-    model.unit(static_cast<size_t>(g.index())).forward(gathers->acquire(g), info);
+    model.unit(static_cast<size_t>(g.index())).forward(acquire(g), info);
     gathers->release(g);
   }
   gathers->finish();

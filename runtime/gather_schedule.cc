@@ -1,5 +1,7 @@
 #include "runtime/gather_schedule.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace zs {
@@ -12,8 +14,21 @@ GatherSchedule::GatherSchedule(int slots, int64_t slot_bytes, int depth, MemoryT
   }
 }
 
+bool GatherSchedule::held(const ParamGroup& g) const {
+  const size_t i = static_cast<size_t>(g.index());
+  return i < held_.size() && held_[i] != 0;
+}
+
 void GatherSchedule::begin(std::span<ParamGroup* const> order) {
   for (char used : slot_used_) ZS_ASSERT(!used);
+  hold_mark_.assign(order.size(), 0);
+  std::vector<char> open(held_.size(), 0);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (!held(*order[i])) continue;
+    char& o = open[static_cast<size_t>(order[i]->index())];
+    hold_mark_[i] = o ? 2 : 1;
+    o = !o;
+  }
   order_ = order;
   cursor_ = 0;
   next_to_start_ = 0;
@@ -32,8 +47,9 @@ void GatherSchedule::prefetch(int64_t limit) {
   const int64_t end = static_cast<int64_t>(order_.size());
   while (next_to_start_ < end && next_to_start_ <= limit) {
     ParamGroup& g = *order_[static_cast<size_t>(next_to_start_)];
-    if (g.param_state() == ParamGroup::ParamState::kGathered && g.slot() < 0) {
-      ++next_to_start_;  // a resident replica
+    if ((g.param_state() == ParamGroup::ParamState::kGathered && g.slot() < 0) ||
+        hold_mark_[static_cast<size_t>(next_to_start_)] == 2) {
+      ++next_to_start_;  // a resident replica, or the end of a hold: nothing to gather
       continue;
     }
     if (g.param_state() != ParamGroup::ParamState::kSharded) return;  // still held: wait
@@ -52,6 +68,10 @@ std::span<const ParamView> GatherSchedule::acquire(ParamGroup& g) {
     if (next_to_start_ == cursor_) ++next_to_start_;
     return g.views();  // resident
   }
+  if (hold_mark_[static_cast<size_t>(cursor_)] == 2) {  // still gathered since its last visit
+    if (next_to_start_ == cursor_) ++next_to_start_;
+    return g.gathered_views();
+  }
   prefetch(cursor_);  // this group's own gather, if it was not started ahead
   ZS_ASSERT(g.param_state() == ParamGroup::ParamState::kGathering);
   std::span<const ParamView> views = g.wait_gather();
@@ -61,8 +81,9 @@ std::span<const ParamView> GatherSchedule::acquire(ParamGroup& g) {
 
 void GatherSchedule::release(ParamGroup& g) {
   ZS_ASSERT(order_[static_cast<size_t>(cursor_)] == &g);
+  const bool keep = hold_mark_[static_cast<size_t>(cursor_)] == 1;
   ++cursor_;
-  if (g.slot() < 0) return;  // resident
+  if (g.slot() < 0 || keep) return;  // resident, or held to its next visit
   slot_used_[static_cast<size_t>(g.release())] = 0;
 }
 
@@ -72,8 +93,15 @@ void GatherSchedule::finish() {
     if (g.param_state() == ParamGroup::ParamState::kGathering) g.wait_gather();
     if (g.slot() >= 0) slot_used_[static_cast<size_t>(g.release())] = 0;
   }
+  // Holds with no later visit (an evaluation's forward) end here.
+  for (size_t i = 0; i < std::min(static_cast<size_t>(cursor_), order_.size()); ++i) {
+    ParamGroup& g = *order_[i];
+    if (hold_mark_[i] == 1 && g.slot() >= 0 && g.param_state() == ParamGroup::ParamState::kGathered)
+      slot_used_[static_cast<size_t>(g.release())] = 0;
+  }
   for (char used : slot_used_) ZS_ASSERT(!used);
   order_ = {};
+  cursor_ = next_to_start_ = 0;
 }
 
 }  // namespace zs

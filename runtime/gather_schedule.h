@@ -9,6 +9,11 @@
 // prefetch stops at a group that is still gathered for an earlier visit (the last unit, between
 // its forward and its backward) and resumes once it is released.
 //
+// A group marked held (hold(), the owner of a tied parameter: [Note: tied parameters] in
+// unit/unit.h) keeps its slot from one visit to its next visit in the order, or to finish() when
+// there is none: forward to backward within a micro-batch, the whole forward of an evaluation.
+// The visit that ends a hold needs no gather; the plan gives each held group a slot of its own.
+//
 // Groups with a resident replica (no policy.shard_params) are not gathered: acquire returns
 // their views, release does nothing. All buffers are allocated in the constructor
 // (MemCategory::kCommBuffers). Thread-safety: one thread.
@@ -31,6 +36,8 @@ class GatherSchedule {
   GatherSchedule(int slots, int64_t slot_bytes, int depth, MemoryTracker* tracker,
                  Allocator* alloc);
 
+  // Marks the groups whose index has held[index] != 0 as held (before the first begin()).
+  void hold(std::vector<char> held) { held_ = std::move(held); }
   // Starts a sequence over `order` (which must outlive it).
   void begin(std::span<ParamGroup* const> order);
   // `g` must be the next group of the order. Returns its parameter views.
@@ -46,6 +53,11 @@ class GatherSchedule {
   std::vector<Buffer> slots_;
   std::vector<char> slot_used_;
   int depth_;
+  bool held(const ParamGroup& g) const;
+
+  std::vector<char> held_;  // per group index
+  // Per position of the order: 1 where a held group's visit starts a hold, 2 where it ends one.
+  std::vector<char> hold_mark_;
   std::span<ParamGroup* const> order_;
   int64_t cursor_ = 0;         // position of the next group to acquire
   int64_t next_to_start_ = 0;  // position of the next gather to start

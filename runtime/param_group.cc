@@ -22,10 +22,19 @@ void* at(void* p, int64_t elems, DType dt) {
 
 namespace {
 
+// The group's own parameters that are (not) trainable: tied ones are another group's.
 std::vector<ParamSpec> trainable_only(const std::vector<ParamSpec>& specs, bool trainable) {
   std::vector<ParamSpec> out;
   for (const ParamSpec& s : specs) {
-    if (s.trainable == trainable) out.push_back(s);
+    if (!s.tied() && s.trainable == trainable) out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<ParamSpec> tied_only(const std::vector<ParamSpec>& specs) {
+  std::vector<ParamSpec> out;
+  for (const ParamSpec& s : specs) {
+    if (s.tied()) out.push_back(s);
   }
   return out;
 }
@@ -62,6 +71,8 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_
       name_(std::move(name)),
       specs_(trainable_only(unit_specs, true)),
       frozen_specs_(trainable_only(unit_specs, false)),
+      tied_specs_(tied_only(unit_specs)),
+      tied_grads_(tied_specs_.size(), nullptr),
       layout_(std::move(layout)),
       frozen_(std::move(frozen)),
       policy_(policy),
@@ -78,7 +89,10 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_
   ZS_ASSERT(layout_.params.size() == specs_.size());
   ZS_ASSERT(frozen_.records.size() == frozen_specs_.size());
   for (size_t i = 0; i < unit_specs.size(); ++i) {
-    if (unit_specs[i].trainable) {
+    if (unit_specs[i].tied()) {
+      unit_order_.push_back(kTiedCode);
+      tied_index_.push_back(static_cast<int>(i));
+    } else if (unit_specs[i].trainable) {
       unit_order_.push_back(static_cast<int>(trainable_index_.size()));
       trainable_index_.push_back(static_cast<int>(i));
     } else {
@@ -103,10 +117,14 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_
 // live in the shared conversion buffer.
 void ParamGroup::build_views() {
   resident_views_.clear();
+  size_t tied = 0;
   for (int code : unit_order_) {
     ParamView v;
     v.dtype = P_;
-    if (code >= 0) {
+    if (code == kTiedCode) {  // set_tied_view fills it
+      v.spec = &tied_specs_[tied++];
+      v.numel = v.spec->numel();
+    } else if (code >= 0) {
       const ParamSlot& s = layout_.params[static_cast<size_t>(code)];
       v.numel = s.numel;
       v.spec = &specs_[static_cast<size_t>(code)];
@@ -147,6 +165,14 @@ void ParamGroup::convert_frozen(const void* frozen_bytes) {
   }
 }
 
+void ParamGroup::set_tied_view(size_t t, const ParamView& v) {
+  const size_t i = static_cast<size_t>(tied_index_.at(t));
+  ParamView w = v;
+  w.spec = &tied_specs_[t];
+  resident_views_[i] = w;
+  slot_views_[i] = w;
+}
+
 std::span<const ParamView> ParamGroup::views() {
   ZS_ASSERT(!policy_.shard_params);
   convert_frozen(frozen_store_.data());
@@ -158,6 +184,7 @@ void ParamGroup::start_gather(int slot, void* slot_data) {
   void* frozen_data = at(slot_data, frozen_slot_offset_, DType::kU8);
   for (size_t i = 0; i < unit_order_.size(); ++i) {
     const int code = unit_order_[i];
+    if (code == kTiedCode) continue;
     if (code >= 0) {
       slot_views_[i].data = at(slot_data, layout_.params[static_cast<size_t>(code)].offset, P_);
     } else {
@@ -191,6 +218,11 @@ std::span<const ParamView> ParamGroup::wait_gather() {
     convert_frozen(at(slot_data_, frozen_slot_offset_, DType::kU8));
   }
   param_state_ = ParamState::kGathered;
+  return slot_views_;
+}
+
+std::span<const ParamView> ParamGroup::gathered_views() const {
+  ZS_ASSERT(param_state_ == ParamState::kGathered && slot_ >= 0);
   return slot_views_;
 }
 

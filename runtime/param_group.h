@@ -11,6 +11,10 @@
 //                                      (a full-buffer policy stays accumulating until the last
 //                                      micro-batch: start_reduce only folds the gradient in)
 //
+// Tied parameters ([Note: tied parameters] in unit/unit.h) are another group's: a borrower group
+// holds no bytes for them; its views and gradient views carry a place for each, which the engine
+// fills (set_tied_view, set_tied_grad) with the owner's.
+//
 // Frozen parameters ([Note: frozen parameters] in unit/unit.h) ride along: the group also
 // owns their encoded bytes (sharding/frozen_layout.h), sharded or resident by the same
 // policy.shard_params, gathered into the same slot after the trainable parameters, and converted
@@ -82,6 +86,17 @@ class ParamGroup {
   const std::vector<ParamSpec>& frozen_specs() const { return frozen_specs_; }
   int frozen_spec_index(size_t f) const { return frozen_index_[f]; }
   const FrozenLayout& frozen_layout() const { return frozen_; }
+  // The tied parameters ([Note: tied parameters]), in the unit's order, and their indices in
+  // the unit's param_specs().
+  const std::vector<ParamSpec>& tied_specs() const { return tied_specs_; }
+  int tied_spec_index(size_t t) const { return tied_index_[t]; }
+  // Tied parameter t's view from now on: the owner's values `v` (its spec stays the
+  // borrower's). Call after acquiring the group and before the unit computes.
+  void set_tied_view(size_t t, const ParamView& v);
+  // Where the backward writes tied parameter t's gradient (fp32, its numel; null when the owner
+  // is frozen). Set before the gradient views are made (ReduceSchedule).
+  void set_tied_grad(size_t t, float* grad) { tied_grads_.at(t) = grad; }
+  float* tied_grad(size_t t) const { return tied_grads_[t]; }
   // Bytes of a gather slot this group needs: the trainable parameters, then (64-byte aligned)
   // the frozen byte group.
   int64_t slot_bytes() const;
@@ -97,6 +112,8 @@ class ParamGroup {
   void start_gather(int slot, void* slot_data);
   // gathering -> gathered: waits for the all-gather; the views address the slot.
   std::span<const ParamView> wait_gather();
+  // Gathered into a slot (held across visits by GatherSchedule): the views, no wait.
+  std::span<const ParamView> gathered_views() const;
   // gathered -> sharded; returns the slot to give back.
   int release();
   // The slot this group is gathered (or being gathered) into; -1 when sharded.
@@ -155,8 +172,11 @@ class ParamGroup {
 
   std::vector<ParamSpec> specs_;         // trainable
   std::vector<ParamSpec> frozen_specs_;  // frozen
-  std::vector<int> trainable_index_, frozen_index_;
-  // Per unit parameter: trainable p as p, frozen f as -(f + 1).
+  std::vector<ParamSpec> tied_specs_;    // another group's
+  std::vector<int> trainable_index_, frozen_index_, tied_index_;
+  std::vector<float*> tied_grads_;
+  // Per unit parameter: trainable p as p, frozen f as -(f + 1), tied as kTiedCode.
+  static constexpr int kTiedCode = -(1 << 30);
   std::vector<int> unit_order_;
   GroupLayout layout_;
   FrozenLayout frozen_;

@@ -63,7 +63,7 @@ void ReduceSchedule::make_lanes(bool two_lanes) {
 void ReduceSchedule::make_views() {
   views_.resize(groups_.size());
   for (ParamGroup& g : groups_) {
-    const size_t n = g.specs().size() + g.frozen_specs().size();
+    const size_t n = g.specs().size() + g.frozen_specs().size() + g.tied_specs().size();
     for (Buffer& s : scratch_) {
       std::vector<float*> spans(n, nullptr);
       std::vector<int64_t> numels(n, 0);
@@ -71,6 +71,10 @@ void ReduceSchedule::make_views() {
         const ParamSlot& slot = g.layout().params[p];
         spans[static_cast<size_t>(g.spec_index(p))] = s.as<float>() + slot.offset;
         numels[static_cast<size_t>(g.spec_index(p))] = slot.numel;
+      }
+      for (size_t t = 0; t < g.tied_specs().size(); ++t) {  // the owner's, the engine's buffer
+        spans[static_cast<size_t>(g.tied_spec_index(t))] = g.tied_grad(t);
+        numels[static_cast<size_t>(g.tied_spec_index(t))] = g.tied_specs()[t].numel();
       }
       for (size_t f = 0; f < g.frozen_specs().size(); ++f) {
         numels[static_cast<size_t>(g.frozen_spec_index(f))] = g.frozen_layout().records[f].numel;

@@ -59,6 +59,8 @@ class ReduceSchedule {
   // The views group `g`'s backward writes its fp32 gradient into: the lane whose turn it is,
   // once its previous reduction and any of `g`'s own are finished, its scratch zeroed.
   GradViews& acquire(ParamGroup& g);
+  // The fp32 scratch of the last acquire (until start): the group's full gradient, zeroed.
+  float* acquired_scratch() const { return lanes_[static_cast<size_t>(acquired_)].scratch; }
   // `g` (the group of the last acquire) wrote its gradient of micro-batch `micro` of
   // `micro_batches`: starts its reduction (ParamGroup::start_reduce) on the acquired lane.
   void start(ParamGroup& g, int micro, int micro_batches);

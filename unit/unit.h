@@ -62,6 +62,23 @@ struct ParamSpec {
   // parameters, other shapes and other storage.
   bool trainable = true;
   bool accepts_int8 = false;
+  // [Note: tied parameters] A parameter may be another unit's (tied input and output embeddings):
+  // `tied_to` names a parameter of an earlier unit, by unit index and name, of the same shape. It
+  // is one parameter, laid out, initialised, sharded, updated and checkpointed once, as the
+  // owner's: the owner's spec decides trainable, init, weight decay and storage, and this spec's
+  // copies of those fields are ignored (except that a borrower must set accepts_int8 when the
+  // owner does: it is handed the owner's form). The borrower's view is the owner's values, and its
+  // backward adds (+=) into a span that becomes the start of the owner's gradient: the owner's
+  // backward, which runs later (units go in reverse), adds its own contribution to it. That order
+  // is the same at every stage. In stage 3 the owner's group stays gathered from its forward visit
+  // to its backward visit (one more gather slot, as FSDP keeps tied weights in its root unit),
+  // and the borrower's contribution waits in an fp32 buffer of the parameter's size.
+  struct TiedTo {
+    int unit = -1;      // the owner unit (< this unit), -1: not tied
+    std::string param;  // the owner's parameter name
+  };
+  TiedTo tied_to = {};
+  bool tied() const { return tied_to.unit >= 0; }
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;

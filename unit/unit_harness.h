@@ -4,7 +4,10 @@
 // sharding. fp32 master values, converted to the compute dtype for the views. With `frozen`, a
 // parameter whose spec is not trainable gets no gradient span (GradViews::wanted() false, as the
 // engine gives it; its grad() stays zero and sgd() leaves it unchanged); without, every parameter
-// gets one. Header-only; depends on the unit interface and core only.
+// gets one. A tied parameter ([Note: tied parameters] in unit/unit.h) is its owner's: its view is
+// the owner's, its backward adds into the owner's gradient (before the owner's backward, as in the
+// engine), and master()/grad() of either name the owner's values. Header-only; depends on the
+// unit interface and core only.
 //
 // Thread-safety: one thread at a time.
 #pragma once
@@ -12,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/convert.h"
@@ -31,6 +35,7 @@ class UnitHarness {
     for (size_t u = 0; u < units_.size(); ++u) {
       UnitState& st = units_[u];
       st.specs = model.unit(u).param_specs();
+      for (size_t i = 0; i < st.specs.size(); ++i) st.owner.push_back(owner_of(u, i));
       for (const ParamSpec& s : st.specs) {
         std::vector<float> v(s.numel());
         std::normal_distribution<float> nd(s.init.a, s.init.b);
@@ -61,7 +66,9 @@ class UnitHarness {
       std::vector<float*> spans;
       std::vector<int64_t> numels;
       for (size_t i = 0; i < st.grads.size(); ++i) {
-        spans.push_back(frozen && !st.specs[i].trainable ? nullptr : st.grads[i].data());
+        const auto [ou, oi] = st.owner[i];
+        const bool trainable = units_[ou].specs[oi].trainable;
+        spans.push_back(frozen && !trainable ? nullptr : units_[ou].grads[oi].data());
         numels.push_back(static_cast<int64_t>(st.grads[i].size()));
       }
       st.grad_views = GradViews(spans, numels);
@@ -84,6 +91,12 @@ class UnitHarness {
       st.q.resize(st.specs.size());
       st.scales.resize(st.specs.size());
       for (size_t i = 0; i < st.specs.size(); ++i) {
+        if (st.specs[i].tied()) {  // the owner's view (an earlier unit's, already made)
+          const auto [ou, oi] = st.owner[i];
+          st.views.push_back(units_[ou].views[oi]);
+          st.views.back().spec = &st.specs[i];
+          continue;
+        }
         ParamView v;
         v.dtype = dtype_;
         v.numel = st.specs[i].numel();
@@ -153,7 +166,7 @@ class UnitHarness {
   void sgd(float lr, float loss_scale = 1.0f) {
     for (UnitState& st : units_)
       for (size_t i = 0; i < st.master.size(); ++i)
-        for (size_t j = 0; j < st.master[i].size(); ++j)
+        for (size_t j = 0; !st.specs[i].tied() && j < st.master[i].size(); ++j)
           st.master[i][j] -= lr * st.grads[i][j] / loss_scale;
     refresh();
   }
@@ -161,17 +174,36 @@ class UnitHarness {
   // Accessors by unit and parameter index (the spec's order); produced_all(): every wanted
   // gradient was marked produced by every backward so far.
   const std::vector<float>& grad(size_t unit, size_t param) const {
-    return units_[unit].grads[param];
+    const auto [ou, oi] = units_[unit].owner[param];
+    return units_[ou].grads[oi];
   }
-  std::vector<float>& master(size_t unit, size_t param) { return units_[unit].master[param]; }
+  std::vector<float>& master(size_t unit, size_t param) {
+    const auto [ou, oi] = units_[unit].owner[param];
+    return units_[ou].master[oi];
+  }
   size_t num_params(size_t unit) const { return units_[unit].specs.size(); }
   const ParamSpec& spec(size_t unit, size_t param) const { return units_[unit].specs[param]; }
   size_t num_units() const { return units_.size(); }
   bool produced_all() const { return produced_all_; }
 
  private:
+  // Where parameter `param` of `unit` lives: itself, or its tied owner (unit, index).
+  std::pair<size_t, size_t> owner_of(size_t unit, size_t param) const {
+    const ParamSpec& s = units_[unit].specs[param];
+    if (!s.tied()) return {unit, param};
+    const size_t o = static_cast<size_t>(s.tied_to.unit);
+    const std::vector<ParamSpec>& os = units_.at(o).specs;
+    for (size_t j = 0; j < os.size(); ++j)
+      if (os[j].name == s.tied_to.param) return {o, j};
+    fail(ErrorCode::kInvalidArgument,
+         "unit {} parameter '{}' is tied to '{}' of unit {}: no such "
+         "parameter",
+         unit, s.name, s.tied_to.param, o);
+  }
+
   struct UnitState {
     std::vector<ParamSpec> specs;
+    std::vector<std::pair<size_t, size_t>> owner;  // owner_of() per parameter
     std::vector<std::vector<float>> master, grads;
     std::vector<std::vector<uint16_t>> lowp;
     std::vector<std::vector<int8_t>> q;  // int8 records (set_int8)

@@ -119,8 +119,8 @@ void load_initial_weights(Engine& engine, Communicator& comm, const CheckpointFl
                   nn::hf_class_name(r.config.family));
       if (r.shards > 1) std::printf(", %d safetensors shards", r.shards);
       std::printf(")\n");
-      if (r.untied)
-        std::printf("untied: lm_head.weight initialised from %s\n",
+      if (r.config.tied)
+        std::printf("tied: lm_head.weight is %s (one parameter)\n",
                     nn::hf_embedding_name(r.config.family));
       for (const std::string& name : r.ignored) std::printf("  skipped: %s\n", name.c_str());
     }
@@ -170,7 +170,7 @@ void add_hf_flags(po::options_description& d, CheckpointFlags& f) {
       ("init-from-hf", po::value(&f.init_from_hf),
        "the model config.json describes (GPT-2, Llama, Mistral, Qwen2; a model flag given must "
        "agree with it; a rotary model's context is --context) and its initial weights "
-       "(model.safetensors or a sharded index; tied embeddings are untied); a resumed "
+       "(model.safetensors or a sharded index; tied embeddings stay one parameter); a resumed "
        "checkpoint wins over the weights");
 }
 

@@ -37,6 +37,7 @@ std::string model_description(const TrainOptions& o) {
   const nn::GptConfig& m = o.model;
   nlohmann::json j = architecture_json(m.arch);
   j["model"] = "gpt";
+  if (m.arch.tied_embeddings) j["tied_embeddings"] = true;  // absent untied: as before issue 27's
   if (m.adapters.lora.enabled()) {  // absent without adapters: full-model checkpoints as before
     j["lora-rank"] = m.adapters.lora.rank;
     j["lora-alpha"] = shortest(m.adapters.lora.alpha);  // 16, not 16.000000xxx

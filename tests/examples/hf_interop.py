@@ -8,9 +8,9 @@
 2. HF -> zeroshard: a random GPT2LMHeadModel of the same shape with tied embeddings (HF's
    default), saved with save_pretrained(safe_serialization=True), is imported by zeroshard
    (gpt_hf_logits on 2 ranks: ZeRO-3 shards, so the transposed tensors are read by ranges) with
-   the embeddings untied; the logits equal HF's. train_gpt --init-from-hf starts from the same
-   directory and says that it untied them; a model flag that disagrees with config.json is refused
-   with the field named.
+   the embeddings tied (one parameter, as HF has it); the logits equal HF's. train_gpt
+   --init-from-hf starts from the same directory and says they are tied; a model flag that
+   disagrees with config.json is refused with the field named.
 
 Logits must agree within 1e-5 (max abs difference, printed). Exit 77 (skip) without transformers.
 
@@ -51,7 +51,7 @@ def ours(hf_dir, out, ranks, native=None):
     run(cmd + ([native] if native else []))
     with open(out) as f:
         j = json.load(f)
-    return torch.tensor(j["logits"], dtype=torch.float32), j["untied"]
+    return torch.tensor(j["logits"], dtype=torch.float32), j["tied"]
 
 
 def theirs(model):
@@ -112,13 +112,13 @@ with safe_open(os.path.join(hf_dir, "model.safetensors"), "pt") as f:
     stored = set(f.keys())
 print(f"save_pretrained wrote {len(stored)} tensors; lm_head.weight stored: "
       f"{'lm_head.weight' in stored} (tied)")
-b, untied = ours(hf_dir, os.path.join(work, "ours2.json"), 2)
-assert untied, "gpt_hf_logits did not report the untied embeddings"
+b, tied = ours(hf_dir, os.path.join(work, "ours2.json"), 2)
+assert tied, "gpt_hf_logits did not report the tied embeddings"
 compare("HF -> zeroshard (import of save_pretrained, tied, 2 ranks)", b, theirs(hf))
 
-# train_gpt starts from the directory, says it untied the embeddings, and refuses other shapes.
+# train_gpt starts from the directory, says the embeddings are tied, and refuses other shapes.
 out = run(mpi + ["-np", "2", train_gpt] + model_flags + ["--steps", "1", "--init-from-hf", hf_dir])
-line = "untied: lm_head.weight initialised from transformer.wte.weight"
+line = "tied: lm_head.weight is transformer.wte.weight (one parameter)"
 assert line in out, out
 print(f"train_gpt --init-from-hf: '{line}'")
 bad_flags = [x if x != str(L) else str(L + 1) for x in model_flags]

@@ -5,7 +5,7 @@
    intermediate 160, vocab 300), saved with save_pretrained(safe_serialization=True) as one file
    and as a sharded index, is imported by zeroshard (gpt_hf_logits on 2 ranks: ZeRO-3 shards, so
    q/k/v and gate/up are read by row ranges); our logits equal transformers' within 1e-4. A tied
-   variant is imported untied.
+   variant is imported tied (one parameter), on 2 ranks.
 2. zeroshard -> HF: train_gpt --init-from-hf builds the model from that directory (a flag that
    disagrees with config.json is refused naming both), trains a few steps and writes
    --export-hf; AutoModelForCausalLM.from_pretrained loads it with no missing or unexpected
@@ -86,7 +86,7 @@ hf.save_pretrained(sharded, safe_serialization=True, max_shard_size="100KB")
 assert os.path.exists(os.path.join(sharded, "model.safetensors.index.json")), os.listdir(sharded)
 want = theirs(hf)
 j = ours(hf_dir, os.path.join(work, "ours1.json"), 2)
-assert j["model_type"] == "llama" and j["shards"] == 1 and not j["untied"], j.keys()
+assert j["model_type"] == "llama" and j["shards"] == 1 and not j["tied"], j.keys()
 compare("HF -> zeroshard (LlamaForCausalLM, GQA, 2 ranks)", j, want)
 j = ours(sharded, os.path.join(work, "ours2.json"), 2)
 assert j["shards"] > 1, j["shards"]
@@ -95,9 +95,9 @@ tied_dir = os.path.join(work, "hf-tied")
 tied = random_llama(True, 99)
 assert tied.lm_head.weight is tied.model.embed_tokens.weight
 tied.save_pretrained(tied_dir, safe_serialization=True)
-j = ours(tied_dir, os.path.join(work, "ours3.json"), 1)
-assert j["untied"], "gpt_hf_logits did not report the untied embeddings"
-compare("HF -> zeroshard (tied, untied on import, 1 rank)", j, theirs(tied))
+j = ours(tied_dir, os.path.join(work, "ours3.json"), 2)
+assert j["tied"], "gpt_hf_logits did not report the tied embeddings"
+compare("HF -> zeroshard (tied: one parameter, 2 ranks)", j, theirs(tied))
 
 # ---- 2. zeroshard -> HF ----
 export, native = os.path.join(work, "export"), os.path.join(work, "native.safetensors")

@@ -3,7 +3,7 @@
 // interop/hf_config.h maps (fp32, ZeRO-3 over the ranks of the job; a rotary model's context is
 // the number of tokens), loads its weights, and writes the vocab logits of every position of
 // TOKENS (comma-separated token ids) to OUT as JSON
-//   {"logits": [[...], ...], "untied": bool, "model_type": "...", "shards": n}.
+//   {"logits": [[...], ...], "tied": bool, "model_type": "...", "shards": n}.
 // Usage: mpirun -np N gpt_hf_logits DIR TOKENS OUT [NATIVE]
 //   without NATIVE: the weights come from DIR (nn::import_gpt_hf: HF names and layouts, one file
 //   or an index's shards);
@@ -61,13 +61,11 @@ int run(int argc, char** argv) {
   ecfg.stage = zs::ZeroStage::k3;
   ecfg.precision.param_dtype = zs::DType::kF32;
   zs::Engine engine(model, *comm, ecfg, &tracker);
-  bool untied = false;
   int shards = 1;
   if (argc == 5) {
     zs::safetensors::import_model(engine, *comm, argv[4]);
   } else {
     const zs::nn::GptHfImport r = zs::nn::import_gpt_hf(engine, *comm, cfg, dir);
-    untied = r.untied;
     shards = r.shards;
   }
   nlohmann::json rows = nlohmann::json::array();
@@ -80,11 +78,11 @@ int run(int argc, char** argv) {
   if (comm->rank() == 0) {
     std::ofstream(out) << nlohmann::json{
         {"logits", rows},
-        {"untied", untied},
+        {"tied", hf.tied},
         {"model_type", zs::nn::hf_model_type(hf.family)},
         {"shards", shards}}.dump();
-    if (untied)
-      std::printf("untied: lm_head.weight initialised from %s\n",
+    if (hf.tied)
+      std::printf("tied: lm_head.weight is %s (one parameter)\n",
                   zs::nn::hf_embedding_name(hf.family));
   }
   return 0;

@@ -1,7 +1,7 @@
 // The GPT as Hugging Face's GPT-2 (interop/gpt_hf.h), at 1 and 2 ranks (ZeRO-3: each rank reads its
 // own ranges, the transposed tensors included): an export imports back to the same master
 // weights bit for bit (fp32) or to their bf16 rounding; the file holds HF's names and layouts and
-// config.json HF's fields; tied embeddings are untied on import; a missing tensor, a wrong shape,
+// config.json HF's fields; tied embeddings are one parameter; a missing tensor, a wrong shape,
 // a non-finite value, an unknown tensor and each config mismatch are refused on every rank with
 // the tensor or field named, and leave the engine as it was. The logits against transformers
 // itself are checked by tests/examples/hf_interop.py.
@@ -62,7 +62,6 @@ TEST(GptHf, ExportImportIsExact) {
   GptRig a(1), b(2);
   export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
   const GptHfImport r = import_gpt_hf(*b.engine, world(), b.config, dir / "hf");
-  EXPECT_FALSE(r.untied);
   EXPECT_TRUE(r.ignored.empty());
   EXPECT_FALSE(r.config.tied);
   EXPECT_EQ(a.masters(), b.masters());
@@ -140,33 +139,47 @@ TEST(GptHf, FileHoldsHfNamesLayoutsAndConfig) {
   EXPECT_EQ(c.at("torch_dtype"), "float32");
 }
 
-TEST(GptHf, TiedEmbeddingsAreUntied) {
+// Tied embeddings (GPT-2's default) are one parameter ([Note: tied parameters]): a tied model
+// exports without lm_head.weight; a directory without the key (HF's default: tied) imports
+// exactly; a stored lm_head.weight is skipped, as HF's model skips it; an untied model refuses a
+// tied directory naming the field.
+TEST(GptHf, TiedEmbeddingsAreOneParameter) {
   TempDir dir;
-  GptRig a(1), b(2);
-  export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
-  // As save_pretrained writes a tied model: no lm_head.weight; and an old checkpoint's buffer.
+  GptConfig tc = small_config();
+  tc.arch.tied_embeddings = true;
+  Rig a(1, tc), b(2, tc);
+  export_gpt_hf(*a.engine, world(), tc, dir / "hf");
+  if (world().rank() == 0) {
+    for (const Tensor& t : read_f32(dir / "hf/model.safetensors"))
+      EXPECT_NE(t.name, "lm_head.weight");
+  }
   variant(
       dir / "hf", dir / "tied",
       [](Tensors& ts) {
-        std::erase_if(ts, [](const Tensor& t) { return t.name == "lm_head.weight"; });
         ts.push_back({"transformer.h.0.attn.bias", {1, 1, 16, 16}, std::vector<float>(256, 1.0f)});
       },
-      [](json& c) { c.erase("tie_word_embeddings"); });  // HF's default: tied
-  const GptHfImport r = import_gpt_hf(*b.engine, world(), b.config, dir / "tied");
+      [](json& c) {
+        EXPECT_EQ(c.at("tie_word_embeddings"), true);
+        c.erase("tie_word_embeddings");  // HF's default for GPT-2: tied
+      });
+  const GptHfImport r = import_gpt_hf(*b.engine, world(), tc, dir / "tied");
   EXPECT_TRUE(r.config.tied);
-  EXPECT_TRUE(r.untied);
   EXPECT_EQ(r.ignored, std::vector<std::string>{"transformer.h.0.attn.bias"});
-  auto m = b.masters(), want = a.masters();
-  EXPECT_EQ(m[3][2], want[0][0]);  // head.lm_head.weight = embed.wte
-  want[3][2] = want[0][0];
-  EXPECT_EQ(m, want);
+  EXPECT_EQ(b.masters(), a.masters());
   // Tied with an lm_head.weight stored too: HF's model uses wte, and so do we.
-  variant(
-      dir / "hf", dir / "tied2", [](Tensors&) {}, [](json& c) { c["tie_word_embeddings"] = true; });
-  GptRig d(3);
-  const GptHfImport r2 = import_gpt_hf(*d.engine, world(), d.config, dir / "tied2");
+  variant(dir / "hf", dir / "tied2", [](Tensors& ts) {
+    ts.push_back({"lm_head.weight", {256, 32}, std::vector<float>(256 * 32, 0.25f)});
+  });
+  Rig d(3, tc);
+  const GptHfImport r2 = import_gpt_hf(*d.engine, world(), tc, dir / "tied2");
   EXPECT_EQ(r2.ignored, std::vector<std::string>{"lm_head.weight"});
-  EXPECT_EQ(d.masters(), want);
+  EXPECT_EQ(d.masters(), a.masters());
+  GptRig u(4);  // untied
+  const std::string msg =
+      error_of([&] { import_gpt_hf(*u.engine, world(), u.config, dir / "tied"); });
+  EXPECT_NE(msg.find("\"tie_word_embeddings\" is 1, the model's tied embeddings (0/1) is 0"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(GptHf, BadInputsAreRefusedWithTheNameAndChangeNothing) {

@@ -4,7 +4,7 @@
 // Qwen2 (q/k/v biases); the file holds HF's names with q|k|v and gate|up as row ranges of our
 // fused weights; a sharded model.safetensors.index.json imports the same; a tensor missing from
 // every file, a wrong shape and a tensor in two files are refused naming them; tied embeddings are
-// untied. The logits against transformers itself: tests/examples/hf_llama.py.
+// one parameter. The logits against transformers itself: tests/examples/hf_llama.py.
 #include <mpi.h>
 
 #include <string>
@@ -59,7 +59,7 @@ TEST(HfLlama, ExportImportIsExactForEachForm) {
     const GptHfImport r = import_gpt_hf(*b.engine, world(), c, dir / "hf");
     EXPECT_EQ(r.config.family,
               c.arch.qkv_bias && !c.arch.proj_bias ? HfFamily::kQwen2 : HfFamily::kLlama);
-    EXPECT_FALSE(r.untied);
+    EXPECT_FALSE(r.config.tied);
     EXPECT_TRUE(r.ignored.empty());
     EXPECT_EQ(r.shards, 1);
     EXPECT_EQ(a.masters(), b.masters());
@@ -203,25 +203,42 @@ TEST(HfLlama, BadInputsAreRefusedWithTheName) {
   expect_refused("bias", "\"model_type\" is \"llama\"");
 }
 
-TEST(HfLlama, TiedEmbeddingsAreUntied) {
+// Tied embeddings are one parameter ([Note: tied parameters]): exported without lm_head.weight
+// and with tie_word_embeddings true, imported exactly; a stored lm_head.weight is skipped; an
+// untied model refuses a tied directory (and the other way round) naming the field.
+TEST(HfLlama, TiedEmbeddingsAreOneParameter) {
   TempDir dir;
-  const GptConfig c = llama_config();
+  GptConfig c = llama_config();
+  c.arch.tied_embeddings = true;
   Rig a(1, c), b(2, c);
   export_gpt_hf(*a.engine, world(), c, dir / "hf");
-  // As save_pretrained writes a tied model (no lm_head.weight), with an old rotary buffer.
+  const GptHfImport r = import_gpt_hf(*b.engine, world(), c, dir / "hf");
+  EXPECT_TRUE(r.config.tied);
+  EXPECT_TRUE(r.ignored.empty());  // no lm_head.weight written
+  EXPECT_EQ(a.masters(), b.masters());
+  EXPECT_EQ(a.engine->param_hash(), b.engine->param_hash());
+  // As an older save_pretrained wrote it: lm_head.weight stored beside the embedding, an old
+  // rotary buffer.
   variant(
-      dir / "hf", dir / "tied",
+      dir / "hf", dir / "stored",
       [](Tensors& ts) {
-        std::erase_if(ts, [](const Tensor& t) { return t.name == "lm_head.weight"; });
+        std::vector<float> v(40 * 32, 0.5f);
+        ts.push_back({"lm_head.weight", {40, 32}, v});
         ts.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", {4}, {1, 2, 3, 4}});
       },
-      [](json& j) { j["tie_word_embeddings"] = true; });
-  const GptHfImport r = import_gpt_hf(*b.engine, world(), c, dir / "tied");
-  EXPECT_TRUE(r.untied);
-  EXPECT_EQ(r.ignored, std::vector<std::string>{"model.layers.0.self_attn.rotary_emb.inv_freq"});
-  auto want = a.masters();
-  want[3][1] = want[0][0];  // head.lm_head.weight = embed.wte
-  EXPECT_EQ(b.masters(), want);
+      [](json&) {});
+  Rig d(3, c);
+  const GptHfImport s = import_gpt_hf(*d.engine, world(), c, dir / "stored");
+  EXPECT_EQ(s.ignored, (std::vector<std::string>{"lm_head.weight",
+                                                 "model.layers.0.self_attn.rotary_emb.inv_freq"}));
+  EXPECT_EQ(d.masters(), a.masters());
+  GptConfig untied = c;
+  untied.arch.tied_embeddings = false;
+  Rig u(4, untied);
+  const std::string msg = error_of([&] { import_gpt_hf(*u.engine, world(), untied, dir / "hf"); });
+  EXPECT_NE(msg.find("\"tie_word_embeddings\" is 1, the model's tied embeddings (0/1) is 0"),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 //     tokens[:, :-1] over the B sequences (one forward and backward, unit by unit as the engine
 //     runs them, on the imported weights),
 // written to OUT.bin (fp32, native byte order) with OUT.json indexing it: {"logits": [offset,
-// T, V], "grads": {"<unit>.<param>": [offset, numel], ...}, "untied": bool}.
+// T, V], "grads": {"<unit>.<param>": [offset, numel], ...}, "tied": bool}.
 // Usage: hf_parity DIR TOKENS OUT
 #include <mpi.h>
 
@@ -67,7 +67,9 @@ int run(int argc, char** argv) {
   auto comm = zs::MpiCommunicator::world();
   ZS_CHECK(comm->size() == 1, zs::ErrorCode::kInvalidArgument, "hf_parity runs on one process");
   zs::nn::GptConfig cfg;
-  cfg.arch = zs::nn::read_gpt_hf_config(*comm, dir).arch;
+  const zs::nn::HfConfig hf = zs::nn::read_gpt_hf_config(*comm, dir);
+  cfg.arch = hf.arch;
+  cfg.arch.tied_embeddings = hf.tied;  // one parameter, as transformers has it
   cfg.arch.context = seq.length - 1;
   cfg.run.batch = seq.batch;
   cfg.run.threads = 1;
@@ -77,7 +79,7 @@ int run(int argc, char** argv) {
   ecfg.stage = zs::ZeroStage::k0;
   ecfg.precision.param_dtype = zs::DType::kF32;
   zs::Engine engine(model, *comm, ecfg, &tracker);
-  const bool untied = zs::nn::import_gpt_hf(engine, *comm, cfg, dir).untied;
+  zs::nn::import_gpt_hf(engine, *comm, cfg, dir);
 
   std::ofstream bin(out + ".bin", std::ios::binary);
   int64_t offset = 0;
@@ -95,8 +97,10 @@ int run(int argc, char** argv) {
 
   // The imported weights in a single-process harness: forward and backward unit by unit.
   zs::UnitHarness h(model, zs::DType::kF32, 0);
+  // The harness lists a tied parameter in both units (the owner's values); the engine once.
   for (size_t u = 0; u < h.num_units(); ++u)
-    for (size_t i = 0; i < h.num_params(u); ++i) h.master(u, i) = engine.gather_master_param(u, i);
+    for (size_t i = 0, e = 0; i < h.num_params(u); ++i)
+      if (!h.spec(u, i).tied()) h.master(u, i) = engine.gather_master_param(u, e++);
   h.refresh();
   model.set_tokens(seq.flat);
   model.load_micro_batch(0);
@@ -105,9 +109,10 @@ int run(int argc, char** argv) {
   index["loss"] = model.loss();
   for (size_t u = 0; u < h.num_units(); ++u)
     for (size_t i = 0; i < h.num_params(u); ++i)
-      index["grads"][model.unit(u).name() + "." + h.spec(u, i).name] =
-          append(bin, offset, h.grad(u, i));
-  index["untied"] = untied;
+      if (!h.spec(u, i).tied())  // a tied parameter's gradient is its owner's: both uses
+        index["grads"][model.unit(u).name() + "." + h.spec(u, i).name] =
+            append(bin, offset, h.grad(u, i));
+  index["tied"] = hf.tied;
   std::ofstream(out + ".json") << index.dump();
   return 0;
 }

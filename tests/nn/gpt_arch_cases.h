@@ -53,6 +53,14 @@ inline std::vector<ArchCase> llama_form_cases(const GptArchitecture& base) {
   GptArchitecture ffn = base;
   ffn.ffn = odd_ffn;
   v.push_back({"gpt2_ffn", ffn});
+  // Tied input/output embeddings ([Note: tied parameters]): Llama with 2 key/value heads (as
+  // SmolLM) and GPT-2 (as its checkpoints).
+  GptArchitecture llama_tied = llama_form(base, 2);
+  llama_tied.tied_embeddings = true;
+  v.push_back({"llama_tied", llama_tied});
+  GptArchitecture gpt2_tied = base;
+  gpt2_tied.tied_embeddings = true;
+  v.push_back({"gpt2_tied", gpt2_tied});
   return v;
 }
 
@@ -70,12 +78,13 @@ inline std::vector<ArchCase> gpt2_and(const GptArchitecture& base,
 }
 
 // The cases the engine and LoRA/int8 planner tests run: "gpt2", "llama_kv2" (2 key/value heads of
-// 4, ffn 84: not a multiple of the width) and "qwen2" (qkv biases), for tiny_config().
+// 4, ffn 84: not a multiple of the width), "qwen2" (qkv biases) and "llama_tied" (tied
+// embeddings), for tiny_config().
 inline std::vector<ArchCase> tiny_archs() {
   GptArchitecture base;
   base.width = 32;
   base.heads = 4;
-  return gpt2_and(base, {"llama_kv2", "qwen2"});
+  return gpt2_and(base, {"llama_kv2", "qwen2", "llama_tied"});
 }
 
 // A tiny GPT of `arch`'s components: 2 layers, width 32, 2 heads of 16 for "gpt2" and 4 of 8

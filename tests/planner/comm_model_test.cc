@@ -173,6 +173,24 @@ TEST(CommModel, FrozenGathers) {
   EXPECT_GT(shard, 0);
 }
 
+// [Note: tied parameters]: the owner unit A stays gathered from its forward to its backward, so
+// stage 3 gathers it once per micro-batch; B (the borrower) twice.
+TEST(CommModel, TiedOwnerGatheredOncePerMicroBatch) {
+  ModelDesc m = two_units();
+  TiedParam t;
+  t.unit = 1;
+  t.owner_unit = 0;
+  t.numel = 1000;
+  m.ties = {t};
+  CommConfig c = config(4, 2, 3, DType::kBF16);
+  c.micro_batches = 2;
+  const CommItem& ag = find(plan_communication(m, c, nullptr), "param all-gather");
+  EXPECT_EQ(ag.calls, 2 * 3);                          // A once, B twice, per micro-batch
+  EXPECT_EQ(ag.intra_rank, 2 * (288 + 2 * 1024) * 2);  // one node peer, bf16
+  const CommItem& plain = find(plan_communication(two_units(), c, nullptr), "param all-gather");
+  EXPECT_EQ(plain.calls, 2 * 4);
+}
+
 TEST(CommModel, Errors) {
   EXPECT_THROW(plan_communication(two_units(), config(4, 3, 3, DType::kF32), nullptr), Error);
   CommConfig c = config(4, 2, 3, DType::kF32);
