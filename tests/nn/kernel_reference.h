@@ -1,0 +1,25 @@
+// Plain scalar loops of the dispatched row kernels (nn/kernels.h), for kernel_isa_test: the same
+// operations in the same order as the kernels, compiled with the vectorizers off
+// (tests/nn/CMakeLists.txt), so each kernel can be compared with them bit for bit at every ISA
+// level. Shapes and aliasing as in nn/kernels.h; outputs never alias inputs here.
+#pragma once
+
+#include <cstdint>
+
+namespace zs::nn::kernel_ref {
+
+// y[i] = g * sigmoid(g) * up[i], g = gate[i], sigmoid(g) = 1 / (1 + exp_approx(-g)).
+void swiglu_forward(const float* gate, const float* up, float* y, int64_t n);
+// dgate = dy * up * (s (1 + g (1 - s))), dup = dy * (g s), s = sigmoid(g).
+void swiglu_backward(const float* gate, const float* up, const float* dy, float* dgate, float* dup,
+                     int64_t n);
+// One row of the causal softmax: p[0..n) = softmax(s[0..n)), p[n..T) = 0.
+void softmax_row(const float* s, int n, int T, float* p);
+// One row of its backward: ds[j] = p[j] (dp[j] - row_dot(p, dp)) for j < n, 0 up to T.
+void softmax_grad_row(const float* p, const float* dp, int n, int T, float* ds);
+// One row of cross-entropy: probs[0..V) = softmax(logits); returns log(sum) + max - logits[target].
+float cross_entropy_row(const float* logits, int V, int target, float* probs);
+// One row of its backward: d = probs * k, d[target] = (probs[target] - 1) * k.
+void cross_entropy_grad_row(const float* probs, int V, int target, float k, float* d);
+
+}  // namespace zs::nn::kernel_ref
