@@ -1,8 +1,8 @@
 // Helpers for the elementwise kernels: run-time dispatch of a kernel body compiled for AVX-512,
 // AVX2 and the baseline (no global -march), a vectorizable exp and tanh, and row reductions
-// written with 16 independent partial sums so the compiler vectorizes them without reassociating
-// (the result is the same at every level: the order is fixed in the source, and -ffp-contract=off
-// keeps FMAs out).
+// written with 16 independent partial sums ([Note: row reductions]) so they vectorize without
+// reassociating (the result is the same at every level: the order is fixed in the source, and
+// -ffp-contract=off keeps FMAs out).
 #pragma once
 
 #include <algorithm>
@@ -56,23 +56,44 @@ inline float tanh_approx(float x) {
   return std::fabs(x) < 0.0004f ? x : t;
 }
 
+// [Note: row reductions] 16 partial results, lane j taking elements i with i mod 16 = j over the
+// whole 16-element blocks, then combined in lane order 0..15, then the tail in order. The
+// partials are a GCC vector of 16 floats, which each level lowers to its own registers (one zmm,
+// two ymm, four xmm): written as 16 scalars, GCC vectorized the block loop across 16 blocks at a
+// time (256 elements) and ran rows shorter than that, e.g. every causal-softmax row at T = 128, in
+// its scalar fallback (measured 2026-11-27). Lane-wise operations in the same order: the same
+// bits as the 16-scalar form at every level.
+using Lanes16 = float __attribute__((vector_size(64)));
+
+// v = x[0 .. 16) (x need not be aligned). Through a pointer, not returned: a returned 64-byte
+// vector in a baseline function is an ABI question GCC warns about (-Wpsabi).
+[[gnu::always_inline]] inline void load16(Lanes16* v, const float* x) {
+  __builtin_memcpy(v, x, sizeof *v);
+}
+
 inline float row_sum(const float* x, int n) {
-  float acc[16] = {};
+  Lanes16 acc = {};
   int i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
+  for (; i + 16 <= n; i += 16) {
+    Lanes16 v;
+    load16(&v, x + i);
+    acc += v;
+  }
   float s = 0.0f;
   for (int j = 0; j < 16; ++j) s += acc[j];
   for (; i < n; ++i) s += x[i];
   return s;
 }
 
+// std::max's rule lane by lane: a < b ? b : a.
 inline float row_max(const float* x, int n) {
-  float acc[16];
-  for (int j = 0; j < 16; ++j) acc[j] = -INFINITY;
+  Lanes16 acc = Lanes16{} - INFINITY;
   int i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] = std::max(acc[j], x[i + j]);
+  for (; i + 16 <= n; i += 16) {
+    Lanes16 v;
+    load16(&v, x + i);
+    acc = acc < v ? v : acc;
+  }
   float m = -INFINITY;
   for (int j = 0; j < 16; ++j) m = std::max(m, acc[j]);
   for (; i < n; ++i) m = std::max(m, x[i]);
@@ -80,10 +101,14 @@ inline float row_max(const float* x, int n) {
 }
 
 inline float row_dot(const float* x, const float* y, int n) {
-  float acc[16] = {};
+  Lanes16 acc = {};
   int i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += x[i + j] * y[i + j];
+  for (; i + 16 <= n; i += 16) {
+    Lanes16 u, v;
+    load16(&u, x + i);
+    load16(&v, y + i);
+    acc += u * v;
+  }
   float s = 0.0f;
   for (int j = 0; j < 16; ++j) s += acc[j];
   for (; i < n; ++i) s += x[i] * y[i];

@@ -1,8 +1,9 @@
 // Plain scalar loops of the row kernels (kernel_reference.h); built with -fno-tree-vectorize
-// -fno-tree-slp-vectorize. The reductions are nn/simd.h's own row_max/row_sum/row_dot (their
-// order is fixed in the source), here compiled scalar.
+// -fno-tree-slp-vectorize. The reductions follow [Note: row reductions] in nn/simd.h: 16 partial
+// results over the whole 16-element blocks, combined in lane order, then the tail.
 #include "tests/nn/kernel_reference.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "nn/simd.h"
@@ -10,13 +11,42 @@
 namespace zs::nn::kernel_ref {
 
 namespace {
+// The reduction order of nn/simd.h's row_sum, row_max and row_dot, one scalar per lane:
+// acc[j] = op(acc[j], elem(i)) over the whole blocks, then r = op(r, acc[j]) for j = 0..15, then
+// r = op(r, elem(i)) over the tail.
+template <class Elem, class Op>
+float reduce16(int n, float init, Elem elem, Op op) {
+  float acc[16];
+  for (float& a : acc) a = init;
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] = op(acc[j], elem(i + j));
+  float r = init;
+  for (int j = 0; j < 16; ++j) r = op(r, acc[j]);
+  for (; i < n; ++i) r = op(r, elem(i));
+  return r;
+}
+const auto kAdd = [](float a, float b) { return a + b; };
+float row_sum(const float* x, int n) {
+  return reduce16(
+      n, 0.0f, [x](int i) { return x[i]; }, kAdd);
+}
+float row_max(const float* x, int n) {
+  return reduce16(
+      n, -INFINITY, [x](int i) { return x[i]; }, [](float a, float b) { return std::max(a, b); });
+}
+float row_dot(const float* x, const float* y, int n) {
+  return reduce16(
+      n, 0.0f, [x, y](int i) { return x[i] * y[i]; }, kAdd);
+}
+
 float sigmoid(float g) { return 1.0f / (1.0f + simd::exp_approx(-g)); }
 
 // The kernels' softmax of x[0..n) into p: exp of x - max, then times 1 / sum. Returns the sum.
 float softmax(const float* x, float* p, int n, float* max_out) {
-  const float mx = simd::row_max(x, n);
+  const float mx = row_max(x, n);
   for (int j = 0; j < n; ++j) p[j] = simd::exp_approx(x[j] - mx);
-  const float sum = simd::row_sum(p, n);
+  const float sum = row_sum(p, n);
   const float inv = 1.0f / sum;
   for (int j = 0; j < n; ++j) p[j] *= inv;
   *max_out = mx;
@@ -44,7 +74,7 @@ void softmax_row(const float* s, int n, int T, float* p) {
 }
 
 void softmax_grad_row(const float* p, const float* dp, int n, int T, float* ds) {
-  const float dot = simd::row_dot(p, dp, n);
+  const float dot = row_dot(p, dp, n);
   for (int j = 0; j < T; ++j) ds[j] = j < n ? p[j] * (dp[j] - dot) : 0.0f;
 }
 
