@@ -57,58 +57,49 @@ inline float tanh_approx(float x) {
 }
 
 // [Note: row reductions] 16 partial results, lane j taking elements i with i mod 16 = j over the
-// whole 16-element blocks, then combined in lane order 0..15, then the tail in order. The
-// partials are a GCC vector of 16 floats, which each level lowers to its own registers (one zmm,
-// two ymm, four xmm): written as 16 scalars, GCC vectorized the block loop across 16 blocks at a
-// time (256 elements) and ran rows shorter than that, e.g. every causal-softmax row at T = 128, in
-// its scalar fallback (measured 2026-11-27). Lane-wise operations in the same order: the same
-// bits as the 16-scalar form at every level.
-using Lanes16 = float __attribute__((vector_size(64)));
-
-// v = x[0 .. 16) (x need not be aligned). Through a pointer, not returned: a returned 64-byte
-// vector in a baseline function is an ABI question GCC warns about (-Wpsabi).
-[[gnu::always_inline]] inline void load16(Lanes16* v, const float* x) {
-  __builtin_memcpy(v, x, sizeof *v);
-}
-
+// whole 16-element blocks, then combined in lane order 0..15, then the tail in order: the order
+// is fixed in the source, so every level gives the same bits. row_sum and row_dot keep 16 scalar
+// partials, which GCC turns into good code at every level. row_max keeps them as four GCC vectors
+// of 4 floats (lanes 4k .. 4k+3 in vector k), which every level has natively: as 16 scalars GCC
+// vectorized its block loop only across 16 blocks at a time (256 elements) and ran shorter rows,
+// e.g. every causal-softmax row at T = 128, as scalar max chains, 3-4x slower (one 16-float
+// vector instead is lowered element by element below AVX-512). Measured 2026-11-27;
+// kernel_isa_test checks the bits.
 inline float row_sum(const float* x, int n) {
-  Lanes16 acc = {};
+  float acc[16] = {};
   int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Lanes16 v;
-    load16(&v, x + i);
-    acc += v;
-  }
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
   float s = 0.0f;
   for (int j = 0; j < 16; ++j) s += acc[j];
   for (; i < n; ++i) s += x[i];
   return s;
 }
 
-// std::max's rule lane by lane: a < b ? b : a.
+// std::max's rule (a < b ? b : a), lane by lane over the blocks, then in order.
 inline float row_max(const float* x, int n) {
-  Lanes16 acc = Lanes16{} - INFINITY;
+  using Lanes4 = float __attribute__((vector_size(16)));
+  Lanes4 acc[4];
+  for (Lanes4& a : acc) a = Lanes4{} - INFINITY;
   int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Lanes16 v;
-    load16(&v, x + i);
-    acc = acc < v ? v : acc;
-  }
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 4; ++k) {
+      Lanes4 v;
+      __builtin_memcpy(&v, x + i + 4 * k, sizeof v);  // x need not be aligned
+      acc[k] = acc[k] < v ? v : acc[k];
+    }
   float m = -INFINITY;
-  for (int j = 0; j < 16; ++j) m = std::max(m, acc[j]);
+  for (int k = 0; k < 4; ++k)
+    for (int l = 0; l < 4; ++l) m = std::max(m, acc[k][l]);
   for (; i < n; ++i) m = std::max(m, x[i]);
   return m;
 }
 
 inline float row_dot(const float* x, const float* y, int n) {
-  Lanes16 acc = {};
+  float acc[16] = {};
   int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Lanes16 u, v;
-    load16(&u, x + i);
-    load16(&v, y + i);
-    acc += u * v;
-  }
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j] * y[i + j];
   float s = 0.0f;
   for (int j = 0; j < 16; ++j) s += acc[j];
   for (; i < n; ++i) s += x[i] * y[i];
