@@ -1,8 +1,9 @@
-// The dispatched row kernels (nn/kernels.h) against plain scalar loops (kernel_reference.h), bit
-// for bit, at the ISA level this process runs (registered three times: default, _avx2 and
-// _max_isa_scalar). Inputs mix random values with the extremes: |g| > 88 (exp clamped), 0, -0,
-// subnormals, FLT_MIN; lengths are not multiples of 16 and cross the kernels' 1024-element
-// chunks; the outputs the contracts let alias an input are checked in place too.
+// The dispatched row kernels (nn/kernels.h: SwiGLU, causal softmax, cross-entropy, RMSNorm,
+// RoPE) against plain scalar loops (kernel_reference.h), bit for bit, at the ISA level this
+// process runs (registered three times: default, _avx2 and _max_isa_scalar). Inputs mix random
+// values with the extremes: |g| > 88 (exp clamped), 0, -0, subnormals, FLT_MIN; lengths are not
+// multiples of 16 and cross the kernels' 1024-element chunks; the outputs the contracts let alias
+// an input are checked in place too.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -183,6 +184,49 @@ TEST(KernelIsa, CrossEntropy) {
     expect_bits("cross_entropy_backward" + at, d, d_want);
     cross_entropy_backward(inplace.data(), tg.data(), M, V, 3.0f, inplace.data());
     expect_bits("cross_entropy_backward in place" + at, inplace, d_want);
+  }
+}
+
+// RMSNorm at widths off the vector width: forward (y, rstd), backward dx (accumulating) and dw.
+TEST(KernelIsa, RmsNorm) {
+  const int64_t M = 5;
+  for (int C : {1, 17, 40, 256, 1000}) {
+    const size_t n = size_t(M) * C;
+    const VecF x = inputs(n, 11, 2.0f), w = inputs(C, 12, 1.0f), dy = inputs(n, 13, 1.0f);
+    VecF y(n), rstd(M), y_want(n), rstd_want(M);
+    for (int64_t i = 0; i < M; ++i)
+      rstd_want[i] = kernel_ref::rmsnorm_row(&x[i * C], w.data(), C, 1e-6f, &y_want[i * C]);
+    rmsnorm_forward(x.data(), w.data(), M, C, 1e-6f, y.data(), DType::kF32, rstd.data());
+    const std::string at = " C=" + std::to_string(C);
+    expect_bits("rmsnorm_forward y" + at, y, y_want);
+    expect_bits("rmsnorm_forward rstd" + at, rstd, rstd_want);
+    VecF dx = inputs(n, 14, 1.0f), dw = inputs(C, 15, 1.0f), dx_want = dx, dw_want = dw;
+    for (int64_t i = 0; i < M; ++i)
+      kernel_ref::rmsnorm_grad_row(&x[i * C], w.data(), rstd_want[i], &dy[i * C], C,
+                                   &dx_want[i * C]);
+    kernel_ref::rmsnorm_weight_grad(x.data(), rstd_want.data(), dy.data(), M, C, dw_want.data());
+    rmsnorm_backward(x.data(), w.data(), rstd_want.data(), dy.data(), M, C, dx.data(), dw.data());
+    expect_bits("rmsnorm_backward dx" + at, dx, dx_want);
+    expect_bits("rmsnorm_backward dw" + at, dw, dw_want);
+  }
+}
+
+// Rotary embedding on q-like heads inside wider rows (ld > heads * hd), forward and transpose,
+// head dims whose half is not a multiple of 16.
+TEST(KernelIsa, Rope) {
+  const int T = 7, rows = 2 * T, heads = 3;
+  for (int hd : {2, 10, 32, 48}) {
+    const int64_t ld = int64_t(heads) * hd + 5;
+    const VecF x0 = inputs(size_t(rows) * ld, 16, 1.0f);
+    for (float sign : {1.0f, -1.0f}) {
+      VecF x = x0, want = x0;
+      for (int r = 0; r < rows; ++r)
+        kernel_ref::rope_row(&want[r * ld], r % T, heads, hd, 500000.0f, sign);
+      (sign > 0 ? rope_forward : rope_backward)(x.data(), rows, T, heads, hd, ld, 500000.0f);
+      expect_bits(
+          std::string(sign > 0 ? "rope_forward" : "rope_backward") + " hd=" + std::to_string(hd), x,
+          want);
+    }
   }
 }
 

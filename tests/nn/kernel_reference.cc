@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "nn/simd.h"
 
@@ -87,6 +88,48 @@ float cross_entropy_row(const float* logits, int V, int target, float* probs) {
 void cross_entropy_grad_row(const float* probs, int V, int target, float k, float* d) {
   for (int j = 0; j < V; ++j) d[j] = probs[j] * k;
   d[target] = (probs[target] - 1.0f) * k;
+}
+
+float rmsnorm_row(const float* x, const float* w, int C, float eps, float* y) {
+  const float rstd = 1.0f / std::sqrt(row_dot(x, x, C) / static_cast<float>(C) + eps);
+  for (int c = 0; c < C; ++c) y[c] = x[c] * rstd * w[c];
+  return rstd;
+}
+
+void rmsnorm_grad_row(const float* x, const float* w, float rstd, const float* dy, int C,
+                      float* dx) {
+  std::vector<float> xhat(C), dxhat(C);
+  for (int c = 0; c < C; ++c) {
+    xhat[c] = x[c] * rstd;
+    dxhat[c] = dy[c] * w[c];
+  }
+  const float m = row_dot(dxhat.data(), xhat.data(), C) / static_cast<float>(C);
+  for (int c = 0; c < C; ++c) dx[c] += rstd * (dxhat[c] - xhat[c] * m);
+}
+
+void rmsnorm_weight_grad(const float* x, const float* rstd, const float* dy, int64_t M, int C,
+                         float* dw) {
+  for (int j = 0; j < C; ++j) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < M; ++i) acc += dy[i * C + j] * (x[i * C + j] * rstd[i]);
+    dw[j] += acc;
+  }
+}
+
+void rope_row(float* x, int t, int heads, int hd, float theta, float sign) {
+  const int half = hd / 2;
+  for (int i = 0; i < half; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(hd);
+    const float inv = 1.0f / static_cast<float>(std::pow(static_cast<double>(theta), e));
+    const double a = static_cast<float>(t) * inv;
+    const float c = static_cast<float>(std::cos(a)), s = sign * static_cast<float>(std::sin(a));
+    for (int h = 0; h < heads; ++h) {
+      float* x1 = x + h * hd;
+      const float p = x1[i], q = x1[i + half];
+      x1[i] = p * c - q * s;
+      x1[i + half] = q * c + p * s;
+    }
+  }
 }
 
 }  // namespace zs::nn::kernel_ref
