@@ -1,8 +1,8 @@
 // Helpers for the elementwise kernels: run-time dispatch of a kernel body compiled for AVX-512,
 // AVX2 and the baseline (no global -march), a vectorizable exp and tanh, and row reductions
-// written with 16 independent partial sums so the compiler vectorizes them without reassociating
-// (the result is the same at every level: the order is fixed in the source, and -ffp-contract=off
-// keeps FMAs out).
+// written with 16 independent partial sums ([Note: row reductions]) so they vectorize without
+// reassociating (the result is the same at every level: the order is fixed in the source, and
+// -ffp-contract=off keeps FMAs out).
 #pragma once
 
 #include <algorithm>
@@ -56,6 +56,15 @@ inline float tanh_approx(float x) {
   return std::fabs(x) < 0.0004f ? x : t;
 }
 
+// [Note: row reductions] 16 partial results, lane j taking elements i with i mod 16 = j over the
+// whole 16-element blocks, then combined in lane order 0..15, then the tail in order: the order
+// is fixed in the source, so every level gives the same bits. row_sum and row_dot keep 16 scalar
+// partials, which GCC turns into good code at every level. row_max keeps them as four GCC vectors
+// of 4 floats (lanes 4k .. 4k+3 in vector k), which every level has natively: as 16 scalars GCC
+// vectorized its block loop only across 16 blocks at a time (256 elements) and ran shorter rows,
+// e.g. every causal-softmax row at T = 128, as scalar max chains, 3-4x slower (one 16-float
+// vector instead is lowered element by element below AVX-512). Measured 2026-11-27;
+// kernel_isa_test checks the bits.
 inline float row_sum(const float* x, int n) {
   float acc[16] = {};
   int i = 0;
@@ -67,14 +76,21 @@ inline float row_sum(const float* x, int n) {
   return s;
 }
 
+// std::max's rule (a < b ? b : a), lane by lane over the blocks, then in order.
 inline float row_max(const float* x, int n) {
-  float acc[16];
-  for (int j = 0; j < 16; ++j) acc[j] = -INFINITY;
+  using Lanes4 = float __attribute__((vector_size(16)));
+  Lanes4 acc[4];
+  for (Lanes4& a : acc) a = Lanes4{} - INFINITY;
   int i = 0;
   for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] = std::max(acc[j], x[i + j]);
+    for (int k = 0; k < 4; ++k) {
+      Lanes4 v;
+      __builtin_memcpy(&v, x + i + 4 * k, sizeof v);  // x need not be aligned
+      acc[k] = acc[k] < v ? v : acc[k];
+    }
   float m = -INFINITY;
-  for (int j = 0; j < 16; ++j) m = std::max(m, acc[j]);
+  for (int k = 0; k < 4; ++k)
+    for (int l = 0; l < 4; ++l) m = std::max(m, acc[k][l]);
   for (; i < n; ++i) m = std::max(m, x[i]);
   return m;
 }

@@ -1,35 +1,49 @@
 // SwiGLU, the gate of Llama's MLP (down(silu(gate(x)) * up(x))): forward and backward.
 #include <algorithm>
 
+#include "core/error.h"
 #include "nn/kernels.h"
 #include "nn/simd.h"
 
 namespace zs::nn {
 
 namespace {
-constexpr int kChunk = 1024;
+constexpr int kChunk = 1024;  // elements per call of the chunk kernels (their stack tiles)
 
-inline float sigmoid(float g) { return 1.0f / (1.0f + simd::exp_approx(-g)); }
+// [Note: sigmoid tile] The chunk kernels write s = sigmoid(g) = 1 / (1 + exp(-g)) into a stack
+// tile in one loop and form the products in a second. Fused in one loop, GCC evaluates the
+// clamped branch of exp_approx as a constant (sigmoid(-88) = 6.05e-39, subnormal) times g on
+// every lane and then selects, and each multiply with a subnormal operand costs a microcode assist
+// (~6.7 ns per element forward instead of ~1 on this Xeon; with DAZ set the fused loop runs at
+// full speed, which is how it was found). The tile keeps the same operations in the same order:
+// the same bits at every level. Aliasing is no obstacle: GCC's run-time overlap check admits an
+// output equal to an input (the same element read, then written), so the backward's in-place
+// calls take the vector loop too (measured: 1.6 ns per element in place).
+[[gnu::always_inline]] inline void sigmoid_tile(const float* g, float* s, int n) {
+  for (int i = 0; i < n; ++i) s[i] = 1.0f / (1.0f + simd::exp_approx(-g[i]));
+}
 
 ZS_SIMD_BODY(void, swiglu_chunk, (const float* gate, const float* up, float* y, int n)) {
-  for (int i = 0; i < n; ++i) {
-    const float g = gate[i];
-    y[i] = g * sigmoid(g) * up[i];
-  }
+  ZS_ASSERT(n <= kChunk);
+  alignas(64) float s[kChunk];
+  sigmoid_tile(gate, s, n);
+  for (int i = 0; i < n; ++i) y[i] = gate[i] * s[i] * up[i];
 }
 ZS_SIMD_DISPATCH(void, swiglu_chunk, (const float* gate, const float* up, float* y, int n),
                  (gate, up, y, n))
 
-// silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). Every input is read before either output is
-// written, so an output may alias an input (the contract in kernels.h).
+// silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). Every input of element i is read before either
+// output of element i is written, so an output may alias an input (the contract in kernels.h).
 ZS_SIMD_BODY(void, swiglu_grad_chunk,
              (const float* gate, const float* up, const float* dy, float* dgate, float* dup,
               int n)) {
+  ZS_ASSERT(n <= kChunk);
+  alignas(64) float s[kChunk];
+  sigmoid_tile(gate, s, n);
   for (int i = 0; i < n; ++i) {
-    const float g = gate[i], u = up[i], d = dy[i];
-    const float s = sigmoid(g);
-    dgate[i] = d * u * (s * (1.0f + g * (1.0f - s)));
-    dup[i] = d * (g * s);
+    const float g = gate[i], u = up[i], d = dy[i], si = s[i];
+    dgate[i] = d * u * (si * (1.0f + g * (1.0f - si)));
+    dup[i] = d * (g * si);
   }
 }
 ZS_SIMD_DISPATCH(void, swiglu_grad_chunk,
