@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #if defined(__x86_64__)
 // GCC 12's intrinsic headers initialise their "undefined" vectors from themselves and then warn
@@ -289,36 +290,9 @@ void run(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
   ZS_CHECK(n >= 0, ErrorCode::kInvalidArgument, "cpu_adamw: n = {} < 0", n);
   const Kernel k = pick_kernel(isa, grad_dtype, out, out_dtype);
   if (n == 0) return;
-  if (threads <= 1 || n < kMinParallel) {
-    k(p, grad, m, v, 0, n, s, out);
-    return;
-  }
-  // Ranges of `per` elements (a multiple of kRangeAlign), one per requested thread. If OpenMP
-  // grants fewer threads (nested region, thread limit), each takes several ranges in turn.
-  const int64_t per = (n + threads - 1) / threads;
-  const int64_t per_aligned = (per + kRangeAlign - 1) / kRangeAlign * kRangeAlign;
-  const int ranges = static_cast<int>((n + per_aligned - 1) / per_aligned);
-#if defined(__x86_64__)
-  // Workers compute under the caller's MXCSR (FTZ/DAZ, rounding), so a caller that changed it
-  // gets what the reference gives on its own thread.
-  const unsigned csr = _mm_getcsr();
-#endif
-#pragma omp parallel num_threads(ranges)
-  {
-#if defined(__x86_64__)
-    const unsigned saved = _mm_getcsr();
-    _mm_setcsr(csr);
-#endif
-    const int team = omp_get_num_threads();
-    for (int r = omp_get_thread_num(); r < ranges; r += team) {
-      const int64_t begin = r * per_aligned;
-      const int64_t end = std::min(n, begin + per_aligned);
-      k(p, grad, m, v, begin, end, s, out);
-    }
-#if defined(__x86_64__)
-    _mm_setcsr(saved);
-#endif
-  }
+  detail::parallel_ranges(threads, n, kRangeAlign, [&](int64_t begin, int64_t end) {
+    k(p, grad, m, v, begin, end, s, out);
+  });
 }
 
 }  // namespace
@@ -347,6 +321,45 @@ bool adam_isa_supported(AdamIsa isa) {
 }
 
 AdamIsa active_adam_isa() { return static_cast<AdamIsa>(static_cast<int>(active_simd_level())); }
+
+void parallel_ranges(int threads, int64_t n, int64_t align,
+                     const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (threads <= 1 || n < kMinParallel) {
+    fn(0, n);
+    return;
+  }
+  // Ranges of `per` elements (a multiple of align), one per requested thread. If OpenMP grants
+  // fewer threads (nested region, thread limit), each takes several ranges in turn.
+  const int64_t per = (n + threads - 1) / threads;
+  const int64_t per_aligned = (per + align - 1) / align * align;
+  const int ranges = static_cast<int>((n + per_aligned - 1) / per_aligned);
+#if defined(__x86_64__)
+  // Workers compute under the caller's MXCSR (FTZ/DAZ, rounding), so a caller that changed it
+  // gets what the reference gives on its own thread.
+  const unsigned csr = _mm_getcsr();
+#endif
+#pragma omp parallel num_threads(ranges)
+  {
+#if defined(__x86_64__)
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(csr);
+#endif
+    const int team = omp_get_num_threads();
+    for (int r = omp_get_thread_num(); r < ranges; r += team) {
+      const int64_t begin = r * per_aligned;
+      fn(begin, std::min(n, begin + per_aligned));
+    }
+#if defined(__x86_64__)
+    _mm_setcsr(saved);
+#endif
+  }
+}
+
+void adam_f32_span(AdamIsa isa, float* p, const float* g, float* m, float* v, int64_t n,
+                   const AdamWStep& s) {
+  pick_kernel(isa, DType::kF32, nullptr, DType::kF32)(p, g, m, v, 0, n, s, nullptr);
+}
 
 void cpu_adamw_with(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
                     float* m, float* v, int64_t n, const optim::AdamWStep& s, void* out,

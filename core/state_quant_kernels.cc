@@ -1,0 +1,191 @@
+#include "core/state_quant_kernels.h"
+
+#include <cstring>
+#include <limits>
+
+#include "core/simd_dispatch.h"
+
+#if defined(__x86_64__)
+// GCC 12's intrinsic headers warn under -Wmaybe-uninitialized (GCC bug 105593), as in cpu_adam.cc.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+namespace zs {
+// Named, not anonymous: ZS_SIMD_DISPATCH also defines the active-level entry points, unused here.
+namespace state_quant_bodies {
+
+// The scalar bodies are the vector paths' tails (fewer than one vector of elements).
+[[gnu::always_inline]] inline void decode_block_body(const uint8_t* codes, float scale, int64_t n,
+                                                     const float* value, float* x) {
+  for (int64_t i = 0; i < n; ++i) x[i] = value[codes[i]] * scale;
+}
+
+ZS_SIMD_BODY(uint32_t, absmax_bits, (const float* x, int64_t n)) {
+  uint32_t amax = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &x[i], 4);
+    u &= 0x7fffffffu;
+    amax = u > amax ? u : amax;
+  }
+  return amax;
+}
+ZS_SIMD_DISPATCH(uint32_t, absmax_bits, (const float* x, int64_t n), (x, n))
+
+// encode_state_value_fast, element by element.
+[[gnu::always_inline]] inline void encode_block_body(const float* x, float scale, int64_t n,
+                                                     const uint32_t* bucket, const float* mid,
+                                                     uint32_t sign_mask, uint8_t* codes) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = x[i] / scale;
+    uint32_t bits;
+    std::memcpy(&bits, &r, 4);
+    const uint32_t abits = bits & 0x7fffffffu;
+    uint32_t b = abits >> 16;
+    b = b < StateCodeBook::kBucketLo ? StateCodeBook::kBucketLo : b;
+    b = b > StateCodeBook::kBucketHi ? StateCodeBook::kBucketHi : b;
+    float a;
+    std::memcpy(&a, &abits, 4);
+    const uint32_t k = bucket[b - StateCodeBook::kBucketLo];
+    const uint32_t j = k + (a > mid[k] ? 1u : 0u);
+    const uint32_t neg = j != 0 ? (bits >> 24) & sign_mask : 0u;
+    codes[i] = static_cast<uint8_t>(j | neg);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The vector paths: the bodies' operations lane by lane (one correctly rounded division, integer
+// bucket arithmetic, gathers from the book's tables, an ordered compare), so the same bits.
+#define ZS_SQ_AVX512 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx2,f16c")]]
+#define ZS_SQ_AVX2 [[gnu::target("avx2,f16c")]]
+
+ZS_SQ_AVX512 void decode_block_avx512(const uint8_t* codes, float scale, int64_t n,
+                                      const float* value, float* x) {
+  const __m512 s = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i idx =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
+    _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_i32gather_ps(idx, value, 4), s));
+  }
+  decode_block_body(codes + i, scale, n - i, value, x + i);
+}
+
+ZS_SQ_AVX2 void decode_block_avx2(const uint8_t* codes, float scale, int64_t n, const float* value,
+                                  float* x) {
+  const __m256 s = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i idx =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_i32gather_ps(value, idx, 4), s));
+  }
+  decode_block_body(codes + i, scale, n - i, value, x + i);
+}
+
+ZS_SQ_AVX512 void encode_block_avx512(const float* x, float scale, int64_t n,
+                                      const uint32_t* bucket, const float* mid, uint32_t sign_mask,
+                                      uint8_t* codes) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  const __m512i lo = _mm512_set1_epi32(StateCodeBook::kBucketLo);
+  const __m512i hi = _mm512_set1_epi32(StateCodeBook::kBucketHi);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), sign = _mm512_set1_epi32(sign_mask);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i bits = _mm512_castps_si512(_mm512_div_ps(_mm512_loadu_ps(x + i), sc));
+    const __m512i abits = _mm512_and_si512(bits, abs_mask);
+    __m512i b = _mm512_min_epu32(_mm512_max_epu32(_mm512_srli_epi32(abits, 16), lo), hi);
+    const __m512i k = _mm512_i32gather_epi32(_mm512_sub_epi32(b, lo), bucket, 4);
+    const __m512 m = _mm512_i32gather_ps(k, mid, 4);
+    const __mmask16 gt = _mm512_cmp_ps_mask(_mm512_castsi512_ps(abits), m, _CMP_GT_OQ);
+    __m512i j = _mm512_mask_add_epi32(k, gt, k, _mm512_set1_epi32(1));
+    const __m512i neg = _mm512_and_si512(_mm512_srli_epi32(bits, 24), sign);
+    j = _mm512_mask_or_epi32(j, _mm512_test_epi32_mask(j, j), j, neg);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(j));
+  }
+  encode_block_body(x + i, scale, n - i, bucket, mid, sign_mask, codes + i);
+}
+
+ZS_SQ_AVX2 void encode_block_avx2(const float* x, float scale, int64_t n, const uint32_t* bucket,
+                                  const float* mid, uint32_t sign_mask, uint8_t* codes) {
+  const __m256 sc = _mm256_set1_ps(scale);
+  const __m256i lo = _mm256_set1_epi32(StateCodeBook::kBucketLo);
+  const __m256i hi = _mm256_set1_epi32(StateCodeBook::kBucketHi);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), sign = _mm256_set1_epi32(sign_mask);
+  // Byte 0 of each 32-bit lane, per 128-bit half.
+  const __m256i pick =
+      _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i bits = _mm256_castps_si256(_mm256_div_ps(_mm256_loadu_ps(x + i), sc));
+    const __m256i abits = _mm256_and_si256(bits, abs_mask);
+    __m256i b = _mm256_min_epu32(_mm256_max_epu32(_mm256_srli_epi32(abits, 16), lo), hi);
+    const __m256i k =
+        _mm256_i32gather_epi32(reinterpret_cast<const int*>(bucket), _mm256_sub_epi32(b, lo), 4);
+    const __m256 m = _mm256_i32gather_ps(mid, k, 4);
+    const __m256i gt =
+        _mm256_castps_si256(_mm256_cmp_ps(_mm256_castsi256_ps(abits), m, _CMP_GT_OQ));
+    const __m256i j = _mm256_sub_epi32(k, gt);  // gt is -1 where true
+    const __m256i zero = _mm256_cmpeq_epi32(j, _mm256_setzero_si256());
+    const __m256i neg =
+        _mm256_andnot_si256(zero, _mm256_and_si256(_mm256_srli_epi32(bits, 24), sign));
+    const __m256i c = _mm256_shuffle_epi8(_mm256_or_si256(j, neg), pick);
+    const __m128i packed =
+        _mm_unpacklo_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), packed);
+  }
+  encode_block_body(x + i, scale, n - i, bucket, mid, sign_mask, codes + i);
+}
+#endif
+
+}  // namespace state_quant_bodies
+
+using namespace state_quant_bodies;
+
+// Each entry point runs the chosen level's copy of the body (not the active one), so tests can
+// compare the levels on one machine.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ZS_AT_LEVEL(level, name, args) \
+  switch (level) {                     \
+    case SimdLevel::kAvx512:           \
+      return name##_avx512 args;       \
+    case SimdLevel::kAvx2:             \
+      return name##_avx2 args;         \
+    default:                           \
+      return name##_body args;         \
+  }
+#else
+#define ZS_AT_LEVEL(level, name, args) \
+  (void)level;                         \
+  return name##_body args;
+#endif
+
+void decode_state_block(SimdLevel level, const uint8_t* codes, float scale, int64_t n,
+                        const StateCodeBook& book, float* x) {
+  ZS_AT_LEVEL(level, decode_block, (codes, scale, n, book.value, x))
+}
+
+float state_block_scale_at(SimdLevel level, const float* x, int64_t n) {
+  const uint32_t amax = [&]() -> uint32_t { ZS_AT_LEVEL(level, absmax_bits, (x, n)) }();
+  if (amax >= 0x7f800000u) return std::numeric_limits<float>::quiet_NaN();
+  float f;
+  std::memcpy(&f, &amax, 4);
+  return f;
+}
+
+void encode_state_block(SimdLevel level, const float* x, float scale, int64_t n,
+                        const StateCodeBook& book, uint8_t* codes) {
+  if (!(scale > 0.0f)) {  // 0 or NaN: the code of 0 everywhere
+    std::memset(codes, 0, static_cast<size_t>(n));
+    return;
+  }
+  const uint32_t sign_mask = book.is_signed ? 0x80u : 0u;
+  ZS_AT_LEVEL(level, encode_block,
+              (x, scale, n, book.bucket_first, book.mid_down, sign_mask, codes))
+}
+
+#undef ZS_AT_LEVEL
+
+}  // namespace zs
