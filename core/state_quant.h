@@ -22,10 +22,16 @@
 // So the absmax element decodes to A exactly, and |x - x'| <= (half the gap from the chosen
 // magnitude to its neighbours) * A, up to the rounding of the division and of the product.
 //
-// [Note: state code book choice] Measured on the m and v of a 300-step AdamW least-squares run
-// (tests/optim/state_adam_tracking_test.cc prints the table; block 256): see the numbers below.
-// (Filled in from the measurement.)
-//
+// [Note: state code book choice] Dynamic, measured (tests/optim/state_adam_tracking_test.cc
+// prints it): least squares 4096x1024, column scales 10^[-1, 1], batch 512, 300 AdamW steps, block
+// 256. fp32 AdamW's final m and v through each book, relative RMS error:
+//              m       v       update m / (sqrt(v) + eps)
+//   dynamic    1.2%    0.55%   4.4%
+//   linear     1.5%    0.61%   4.5e5 (x100%)
+// and the final loss trained with the states: fp32 0.003991, bf16 -0.26%, int8 dynamic -1.5%,
+// int8 linear 234117 (diverged). The books are alike on m and v by RMS, but linear codes round
+// every v below absmax/510 of its block to 0 while m stays non-zero, and m / eps is a huge step;
+// the dynamic book keeps v down to 1e-7 of absmax and m down to 1e-6.
 // Rounding does not depend on the floating-point environment except through the division and the
 // product (IEEE operations, as in the Adam update itself). All functions are pure and thread-safe.
 #pragma once
