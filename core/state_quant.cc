@@ -66,6 +66,12 @@ StateCodeBook build(StateCode code, bool is_signed) {
     const int j = is_signed ? (c & 0x7f) : c;
     book.value[c] = (is_signed && (c & 0x80) && j != 0) ? -book.mag[j] : book.mag[j];
   }
+  for (int level = 0; (1 << level) < book.num_mag; ++level) {
+    for (int q = 0; q < (1 << level); ++q) {
+      book.search_mid[(1 << level) - 1 + q] =
+          book.mid_down[(2 * q + 1) * (book.num_mag >> (level + 1)) - 1];
+    }
+  }
   // Buckets: the midpoints below each bucket's low end, and at most one inside it.
   for (int b = 0; b < StateCodeBook::kBuckets; ++b) {
     const float lo = float_of((StateCodeBook::kBucketLo + b) << 16);

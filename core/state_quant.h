@@ -56,6 +56,9 @@ struct StateCodeBook {
   float mag[256] = {};       // magnitudes, ascending
   float mid_down[256] = {};  // exact midpoint of mag[k], mag[k+1] rounded down to fp32; +inf last
   uint32_t bucket_first[kBuckets] = {};  // #{k : exact midpoint k < bucket's low end}
+  // mid_down as a binary-search tree, level by level: level L (2^L entries) at [2^L - 1, 2^(L+1) -
+  // 1), entry q = mid_down[(2q + 1) * (num_mag >> (L + 1)) - 1]; what the AVX-512 encoder permutes.
+  float search_mid[256] = {};
 };
 
 // The book of `code` for a signed (m) or unsigned (v) state; built once, immutable.

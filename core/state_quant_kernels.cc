@@ -60,16 +60,108 @@ ZS_SIMD_DISPATCH(uint32_t, absmax_bits, (const float* x, int64_t n), (x, n))
 #define ZS_SQ_AVX512 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx2,f16c")]]
 #define ZS_SQ_AVX2 [[gnu::target("avx2,f16c")]]
 
-ZS_SQ_AVX512 void decode_block_avx512(const uint8_t* codes, float scale, int64_t n,
-                                      const float* value, float* x) {
+// table[idx] for idx < N (N a power of two, <= 256) by register permutes from the table loaded
+// into N / 16 registers, no gathers (gathers are slow on the Intel cores whose microcode mitigates
+// Gather Data Sampling).
+template <int N>
+[[gnu::always_inline]] ZS_SQ_AVX512 inline __m512 lookup_avx512(const __m512* reg, __m512i idx) {
+  if constexpr (N <= 16) {
+    return _mm512_permutexvar_ps(idx, reg[0]);
+  } else {
+    constexpr int kPairs = N / 32;
+    __m512 part[kPairs];
+    for (int k = 0; k < kPairs; ++k) {
+      part[k] = _mm512_permutex2var_ps(reg[2 * k], idx, reg[2 * k + 1]);
+    }
+    for (int bit = 5, count = kPairs; count > 1; ++bit, count /= 2) {
+      const __mmask16 upper = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(1 << bit));
+      for (int k = 0; k < count / 2; ++k) {
+        part[k] = _mm512_mask_blend_ps(upper, part[2 * k], part[2 * k + 1]);
+      }
+    }
+    return part[0];
+  }
+}
+
+template <int N>
+[[gnu::always_inline]] ZS_SQ_AVX512 inline void load_regs_avx512(const float* table, __m512* reg) {
+  for (int k = 0; k < (N + 15) / 16; ++k) reg[k] = _mm512_loadu_ps(table + 16 * k);
+}
+
+// Signed books: mag[c & 0x7f] with the sign of c (0x80 decodes to +0, as book.value[0x80]).
+// Unsigned books: value[c] over all 256 codes.
+template <bool kSigned>
+ZS_SQ_AVX512 void decode_avx512(const uint8_t* codes, float scale, int64_t n,
+                                const StateCodeBook& book, float* x) {
+  constexpr int kN = kSigned ? 128 : 256;
+  __m512 reg[kN / 16];
+  load_regs_avx512<kN>(kSigned ? book.mag : book.value, reg);
   const __m512 s = _mm512_set1_ps(scale);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512i idx =
+    const __m512i c =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
-    _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_i32gather_ps(idx, value, 4), s));
+    __m512 y;
+    if constexpr (kSigned) {
+      y = lookup_avx512<128>(reg, c);  // permutes read the low 7 bits
+      const __mmask16 neg = _mm512_cmpgt_epu32_mask(c, _mm512_set1_epi32(0x80));
+      y = _mm512_mask_xor_ps(y, neg, y, _mm512_set1_ps(-0.0f));
+    } else {
+      y = lookup_avx512<256>(reg, c);
+    }
+    _mm512_storeu_ps(x + i, _mm512_mul_ps(y, s));
   }
-  decode_block_body(codes + i, scale, n - i, value, x + i);
+  decode_block_body(codes + i, scale, n - i, book.value, x + i);
+}
+
+// The binary search for j = #{k : a > mid_down[k]} over M magnitudes, level by level: at level L
+// pos is a multiple of M >> L and is compared with mid_down[pos + (M >> (L + 1)) - 1], which is
+// entry pos >> (log2 M - L) of level L of book.search_mid. Level L's table occupies registers
+// [level_reg(L), level_reg(L + 1)).
+constexpr int level_reg(int level) {
+  int r = 0;
+  for (int l = 0; l < level; ++l) r += l <= 4 ? 1 : (1 << l) / 16;
+  return r;
+}
+
+template <int M, int L>
+[[gnu::always_inline]] ZS_SQ_AVX512 inline __m512i search_avx512(const __m512* reg, __m512 a,
+                                                                 __m512i pos) {
+  if constexpr ((1 << L) >= M) {
+    return pos;
+  } else {
+    constexpr int kShift = __builtin_ctz(M) - L;
+    const __m512 mid = lookup_avx512<(1 << L)>(reg + level_reg(L), _mm512_srli_epi32(pos, kShift));
+    const __mmask16 gt = _mm512_cmp_ps_mask(a, mid, _CMP_GT_OQ);
+    pos = _mm512_mask_add_epi32(pos, gt, pos, _mm512_set1_epi32(M >> (L + 1)));
+    return search_avx512<M, L + 1>(reg, a, pos);
+  }
+}
+
+template <int M>
+ZS_SQ_AVX512 void encode_search_avx512(const float* x, float scale, int64_t n,
+                                       const StateCodeBook& book, uint8_t* codes) {
+  constexpr int kLevels = __builtin_ctz(M);
+  __m512 reg[level_reg(kLevels)];
+  for (int l = 0; l < kLevels; ++l) {
+    for (int k = level_reg(l); k < level_reg(l + 1); ++k) {
+      reg[k] = _mm512_loadu_ps(book.search_mid + (1 << l) - 1 + 16 * (k - level_reg(l)));
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i sign = _mm512_set1_epi32(book.is_signed ? 0x80 : 0);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i bits = _mm512_castps_si512(_mm512_div_ps(_mm512_loadu_ps(x + i), sc));
+    const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(bits, abs_mask));
+    __m512i j = search_avx512<M, 0>(reg, a, _mm512_setzero_si512());
+    const __m512i neg = _mm512_and_si512(_mm512_srli_epi32(bits, 24), sign);
+    j = _mm512_mask_or_epi32(j, _mm512_test_epi32_mask(j, j), j, neg);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(j));
+  }
+  encode_block_body(x + i, scale, n - i, book.bucket_first, book.mid_down,
+                    book.is_signed ? 0x80u : 0u, codes + i);
 }
 
 ZS_SQ_AVX2 void decode_block_avx2(const uint8_t* codes, float scale, int64_t n, const float* value,
@@ -82,29 +174,6 @@ ZS_SQ_AVX2 void decode_block_avx2(const uint8_t* codes, float scale, int64_t n, 
     _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_i32gather_ps(value, idx, 4), s));
   }
   decode_block_body(codes + i, scale, n - i, value, x + i);
-}
-
-ZS_SQ_AVX512 void encode_block_avx512(const float* x, float scale, int64_t n,
-                                      const uint32_t* bucket, const float* mid, uint32_t sign_mask,
-                                      uint8_t* codes) {
-  const __m512 sc = _mm512_set1_ps(scale);
-  const __m512i lo = _mm512_set1_epi32(StateCodeBook::kBucketLo);
-  const __m512i hi = _mm512_set1_epi32(StateCodeBook::kBucketHi);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), sign = _mm512_set1_epi32(sign_mask);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i bits = _mm512_castps_si512(_mm512_div_ps(_mm512_loadu_ps(x + i), sc));
-    const __m512i abits = _mm512_and_si512(bits, abs_mask);
-    __m512i b = _mm512_min_epu32(_mm512_max_epu32(_mm512_srli_epi32(abits, 16), lo), hi);
-    const __m512i k = _mm512_i32gather_epi32(_mm512_sub_epi32(b, lo), bucket, 4);
-    const __m512 m = _mm512_i32gather_ps(k, mid, 4);
-    const __mmask16 gt = _mm512_cmp_ps_mask(_mm512_castsi512_ps(abits), m, _CMP_GT_OQ);
-    __m512i j = _mm512_mask_add_epi32(k, gt, k, _mm512_set1_epi32(1));
-    const __m512i neg = _mm512_and_si512(_mm512_srli_epi32(bits, 24), sign);
-    j = _mm512_mask_or_epi32(j, _mm512_test_epi32_mask(j, j), j, neg);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(j));
-  }
-  encode_block_body(x + i, scale, n - i, bucket, mid, sign_mask, codes + i);
 }
 
 ZS_SQ_AVX2 void encode_block_avx2(const float* x, float scale, int64_t n, const uint32_t* bucket,
@@ -164,7 +233,14 @@ using namespace state_quant_bodies;
 
 void decode_state_block(SimdLevel level, const uint8_t* codes, float scale, int64_t n,
                         const StateCodeBook& book, float* x) {
-  ZS_AT_LEVEL(level, decode_block, (codes, scale, n, book.value, x))
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (level == SimdLevel::kAvx512) {
+    return book.is_signed ? decode_avx512<true>(codes, scale, n, book, x)
+                          : decode_avx512<false>(codes, scale, n, book, x);
+  }
+  if (level == SimdLevel::kAvx2) return decode_block_avx2(codes, scale, n, book.value, x);
+#endif
+  decode_block_body(codes, scale, n, book.value, x);
 }
 
 float state_block_scale_at(SimdLevel level, const float* x, int64_t n) {
@@ -182,8 +258,16 @@ void encode_state_block(SimdLevel level, const float* x, float scale, int64_t n,
     return;
   }
   const uint32_t sign_mask = book.is_signed ? 0x80u : 0u;
-  ZS_AT_LEVEL(level, encode_block,
-              (x, scale, n, book.bucket_first, book.mid_down, sign_mask, codes))
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (level == SimdLevel::kAvx512) {
+    return book.num_mag == 256 ? encode_search_avx512<256>(x, scale, n, book, codes)
+                               : encode_search_avx512<128>(x, scale, n, book, codes);
+  }
+  if (level == SimdLevel::kAvx2) {
+    return encode_block_avx2(x, scale, n, book.bucket_first, book.mid_down, sign_mask, codes);
+  }
+#endif
+  encode_block_body(x, scale, n, book.bucket_first, book.mid_down, sign_mask, codes);
 }
 
 #undef ZS_AT_LEVEL
