@@ -128,8 +128,7 @@ void check_state_block(int64_t block) {
 float state_block_scale(const float* x, int64_t n) {
   uint32_t amax = 0;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, bits_of(x[i]) & 0x7fffffffu);
-  if (amax >= 0x7f800000u) return std::numeric_limits<float>::quiet_NaN();
-  return float_of(amax);
+  return state_scale_from_absmax_bits(amax);
 }
 
 void quantize_state_blockwise(const float* x, int64_t n, int64_t block, const StateCodeBook& book,

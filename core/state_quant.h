@@ -102,6 +102,15 @@ void quantize_state_blockwise(const float* x, int64_t n, int64_t block, const St
 void dequantize_state_blockwise(const uint8_t* codes, const float* scales, int64_t n, int64_t block,
                                 const StateCodeBook& book, float* x);
 
+// The scale of a block whose largest |x| has the bits `amax_bits` (sign cleared): NaN when they
+// are inf or NaN, otherwise that float (0 for an all-zero block).
+inline float state_scale_from_absmax_bits(uint32_t amax_bits) {
+  if (amax_bits >= 0x7f800000u) return __builtin_nanf("");
+  float f;
+  __builtin_memcpy(&f, &amax_bits, 4);
+  return f;
+}
+
 // One block's scale by the rule above: its absmax, 0 or NaN. Its magnitude is compared as integer
 // bits, so the result does not depend on the order of the elements.
 float state_block_scale(const float* x, int64_t n);

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/simd_dispatch.h"
+#include "core/state_quant_avx512.h"
 
 #if defined(__x86_64__)
 // GCC 12's intrinsic headers warn under -Wmaybe-uninitialized (GCC bug 105593), as in cpu_adam.cc.
@@ -14,6 +15,9 @@
 namespace zs {
 // Named, not anonymous: ZS_SIMD_DISPATCH also defines the active-level entry points, unused here.
 namespace state_quant_bodies {
+#if defined(__x86_64__) && defined(__GNUC__)
+using namespace state_quant_avx512;
+#endif
 
 // The scalar bodies are the vector paths' tails (fewer than one vector of elements).
 [[gnu::always_inline]] inline void decode_block_body(const uint8_t* codes, float scale, int64_t n,
@@ -57,58 +61,22 @@ ZS_SIMD_DISPATCH(uint32_t, absmax_bits, (const float* x, int64_t n), (x, n))
 #if defined(__x86_64__) && defined(__GNUC__)
 // The vector paths: the bodies' operations lane by lane (one correctly rounded division, integer
 // bucket arithmetic, gathers from the book's tables, an ordered compare), so the same bits.
-#define ZS_SQ_AVX512 [[gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx2,f16c")]]
 #define ZS_SQ_AVX2 [[gnu::target("avx2,f16c")]]
-
-// table[idx] for idx < N (N a power of two, <= 256) by register permutes from the table loaded
-// into N / 16 registers, no gathers (gathers are slow on the Intel cores whose microcode mitigates
-// Gather Data Sampling).
-template <int N>
-[[gnu::always_inline]] ZS_SQ_AVX512 inline __m512 lookup_avx512(const __m512* reg, __m512i idx) {
-  if constexpr (N <= 16) {
-    return _mm512_permutexvar_ps(idx, reg[0]);
-  } else {
-    constexpr int kPairs = N / 32;
-    __m512 part[kPairs];
-    for (int k = 0; k < kPairs; ++k) {
-      part[k] = _mm512_permutex2var_ps(reg[2 * k], idx, reg[2 * k + 1]);
-    }
-    for (int bit = 5, count = kPairs; count > 1; ++bit, count /= 2) {
-      const __mmask16 upper = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(1 << bit));
-      for (int k = 0; k < count / 2; ++k) {
-        part[k] = _mm512_mask_blend_ps(upper, part[2 * k], part[2 * k + 1]);
-      }
-    }
-    return part[0];
-  }
-}
-
-template <int N>
-[[gnu::always_inline]] ZS_SQ_AVX512 inline void load_regs_avx512(const float* table, __m512* reg) {
-  for (int k = 0; k < (N + 15) / 16; ++k) reg[k] = _mm512_loadu_ps(table + 16 * k);
-}
 
 // Signed books: mag[c & 0x7f] with the sign of c (0x80 decodes to +0, as book.value[0x80]).
 // Unsigned books: value[c] over all 256 codes.
 template <bool kSigned>
-ZS_SQ_AVX512 void decode_avx512(const uint8_t* codes, float scale, int64_t n,
-                                const StateCodeBook& book, float* x) {
+ZS_STATE_QUANT_AVX512 void decode_avx512(const uint8_t* codes, float scale, int64_t n,
+                                         const StateCodeBook& book, float* x) {
   constexpr int kN = kSigned ? 128 : 256;
   __m512 reg[kN / 16];
-  load_regs_avx512<kN>(kSigned ? book.mag : book.value, reg);
+  load_decode_regs<kSigned>(book, reg);
   const __m512 s = _mm512_set1_ps(scale);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512i c =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
-    __m512 y;
-    if constexpr (kSigned) {
-      y = lookup_avx512<128>(reg, c);  // permutes read the low 7 bits
-      const __mmask16 neg = _mm512_cmpgt_epu32_mask(c, _mm512_set1_epi32(0x80));
-      y = _mm512_mask_xor_ps(y, neg, y, _mm512_set1_ps(-0.0f));
-    } else {
-      y = lookup_avx512<256>(reg, c);
-    }
+    const __m512 y = decode_vec_avx512<kSigned>(reg, c);
     _mm512_storeu_ps(x + i, _mm512_mul_ps(y, s));
   }
   decode_block_body(codes + i, scale, n - i, book.value, x + i);
@@ -124,23 +92,47 @@ constexpr int level_reg(int level) {
   return r;
 }
 
-template <int M, int L>
-[[gnu::always_inline]] ZS_SQ_AVX512 inline __m512i search_avx512(const __m512* reg, __m512 a,
-                                                                 __m512i pos) {
-  if constexpr ((1 << L) >= M) {
-    return pos;
-  } else {
+// K independent vectors per call, so that their dependency chains (8 levels of shift, permute,
+// compare, add) overlap in the core.
+template <int M, int L, int K>
+[[gnu::always_inline]] ZS_STATE_QUANT_AVX512 inline void search_avx512(const __m512* reg,
+                                                                       const __m512* a,
+                                                                       __m512i* pos) {
+  if constexpr ((1 << L) < M) {
     constexpr int kShift = __builtin_ctz(M) - L;
-    const __m512 mid = lookup_avx512<(1 << L)>(reg + level_reg(L), _mm512_srli_epi32(pos, kShift));
-    const __mmask16 gt = _mm512_cmp_ps_mask(a, mid, _CMP_GT_OQ);
-    pos = _mm512_mask_add_epi32(pos, gt, pos, _mm512_set1_epi32(M >> (L + 1)));
-    return search_avx512<M, L + 1>(reg, a, pos);
+    for (int k = 0; k < K; ++k) {
+      const __m512 mid =
+          lookup_avx512<(1 << L)>(reg + level_reg(L), _mm512_srli_epi32(pos[k], kShift));
+      const __mmask16 gt = _mm512_cmp_ps_mask(a[k], mid, _CMP_GT_OQ);
+      pos[k] = _mm512_mask_add_epi32(pos[k], gt, pos[k], _mm512_set1_epi32(M >> (L + 1)));
+    }
+    search_avx512<M, L + 1, K>(reg, a, pos);
+  }
+}
+
+// Codes of K vectors at x (16 K elements) by the search above.
+template <int M, int K>
+[[gnu::always_inline]] ZS_STATE_QUANT_AVX512 inline void encode_vecs_avx512(
+    const __m512* reg, const float* x, __m512 scale, __m512i sign, uint8_t* codes) {
+  __m512i bits[K], pos[K];
+  __m512 a[K];
+  for (int k = 0; k < K; ++k) {
+    bits[k] = _mm512_castps_si512(_mm512_div_ps(_mm512_loadu_ps(x + 16 * k), scale));
+    a[k] = _mm512_castsi512_ps(_mm512_and_si512(bits[k], _mm512_set1_epi32(0x7fffffff)));
+    pos[k] = _mm512_setzero_si512();
+  }
+  search_avx512<M, 0, K>(reg, a, pos);
+  for (int k = 0; k < K; ++k) {
+    const __m512i neg = _mm512_and_si512(_mm512_srli_epi32(bits[k], 24), sign);
+    const __m512i j =
+        _mm512_mask_or_epi32(pos[k], _mm512_test_epi32_mask(pos[k], pos[k]), pos[k], neg);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16 * k), _mm512_cvtepi32_epi8(j));
   }
 }
 
 template <int M>
-ZS_SQ_AVX512 void encode_search_avx512(const float* x, float scale, int64_t n,
-                                       const StateCodeBook& book, uint8_t* codes) {
+ZS_STATE_QUANT_AVX512 void encode_search_avx512(const float* x, float scale, int64_t n,
+                                                const StateCodeBook& book, uint8_t* codes) {
   constexpr int kLevels = __builtin_ctz(M);
   __m512 reg[level_reg(kLevels)];
   for (int l = 0; l < kLevels; ++l) {
@@ -149,17 +141,10 @@ ZS_SQ_AVX512 void encode_search_avx512(const float* x, float scale, int64_t n,
     }
   }
   const __m512 sc = _mm512_set1_ps(scale);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i sign = _mm512_set1_epi32(book.is_signed ? 0x80 : 0);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i bits = _mm512_castps_si512(_mm512_div_ps(_mm512_loadu_ps(x + i), sc));
-    const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(bits, abs_mask));
-    __m512i j = search_avx512<M, 0>(reg, a, _mm512_setzero_si512());
-    const __m512i neg = _mm512_and_si512(_mm512_srli_epi32(bits, 24), sign);
-    j = _mm512_mask_or_epi32(j, _mm512_test_epi32_mask(j, j), j, neg);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(j));
-  }
+  for (; i + 32 <= n; i += 32) encode_vecs_avx512<M, 2>(reg, x + i, sc, sign, codes + i);
+  for (; i + 16 <= n; i += 16) encode_vecs_avx512<M, 1>(reg, x + i, sc, sign, codes + i);
   encode_block_body(x + i, scale, n - i, book.bucket_first, book.mid_down,
                     book.is_signed ? 0x80u : 0u, codes + i);
 }
@@ -245,10 +230,7 @@ void decode_state_block(SimdLevel level, const uint8_t* codes, float scale, int6
 
 float state_block_scale_at(SimdLevel level, const float* x, int64_t n) {
   const uint32_t amax = [&]() -> uint32_t { ZS_AT_LEVEL(level, absmax_bits, (x, n)) }();
-  if (amax >= 0x7f800000u) return std::numeric_limits<float>::quiet_NaN();
-  float f;
-  std::memcpy(&f, &amax, 4);
-  return f;
+  return state_scale_from_absmax_bits(amax);
 }
 
 void encode_state_block(SimdLevel level, const float* x, float scale, int64_t n,

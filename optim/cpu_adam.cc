@@ -19,6 +19,7 @@
 #include "core/convert.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "optim/adam_avx512.h"
 #include "optim/cpu_adam_internal.h"
 
 namespace zs::optim {
@@ -99,15 +100,7 @@ void adam_scalar(float* p, const void* grad, float* m, float* v, int64_t begin, 
 template <DType G, Out O>
 ZS_AVX512_TARGET void adam_avx512(float* p, const void* grad, float* m, float* v, int64_t begin,
                                   int64_t end, const AdamWStep& s, void* out) {
-  const __m512 gs = _mm512_set1_ps(s.grad_scale);
-  const __m512 decay = _mm512_set1_ps(s.decay);
-  const __m512 b1 = _mm512_set1_ps(s.beta1);
-  const __m512 omb1 = _mm512_set1_ps(s.one_minus_beta1);
-  const __m512 b2 = _mm512_set1_ps(s.beta2);
-  const __m512 omb2 = _mm512_set1_ps(s.one_minus_beta2);
-  const __m512 step = _mm512_set1_ps(s.step_size);
-  const __m512 b2s = _mm512_set1_ps(s.bias2_sqrt);
-  const __m512 eps = _mm512_set1_ps(s.eps);
+  const adam_avx512::Consts c = adam_avx512::make_consts(s);
   const auto* g16 = static_cast<const uint16_t*>(grad);
   const auto* g32 = static_cast<const float*>(grad);
   int64_t i = begin;
@@ -121,14 +114,8 @@ ZS_AVX512_TARGET void adam_avx512(float* p, const void* grad, float* m, float* v
     } else {
       g = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g16 + i)));
     }
-    g = _mm512_mul_ps(g, gs);
-    __m512 pv = _mm512_mul_ps(_mm512_loadu_ps(p + i), decay);
-    const __m512 mv =
-        _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1), _mm512_mul_ps(g, omb1));
-    const __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2),
-                                    _mm512_mul_ps(_mm512_mul_ps(g, g), omb2));
-    const __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), b2s), eps);
-    pv = _mm512_sub_ps(pv, _mm512_mul_ps(step, _mm512_div_ps(mv, den)));
+    __m512 pv = _mm512_loadu_ps(p + i), mv = _mm512_loadu_ps(m + i), vv = _mm512_loadu_ps(v + i);
+    adam_avx512::update(c, g, pv, mv, vv);
     _mm512_storeu_ps(p + i, pv);
     _mm512_storeu_ps(m + i, mv);
     _mm512_storeu_ps(v + i, vv);

@@ -75,13 +75,6 @@ void bf16_range(const Span& a, uint16_t* m, uint16_t* v, int64_t begin, int64_t 
   }
 }
 
-// The new moment of one block, re-encoded: scale, then codes.
-void encode_moment(SimdLevel level, const float* x, int64_t len, const StateCodeBook& book,
-                   uint8_t* codes, float* scale) {
-  *scale = state_block_scale_at(level, x, len);
-  encode_state_block(level, x, *scale, len, book, codes);
-}
-
 void int8_range(const Span& a, QuantizedMoment m, QuantizedMoment v, const Int8StateFormat& f,
                 int64_t begin, int64_t end) {
   const StateCodeBook& mb = state_code_book(f.code, true);
@@ -93,11 +86,20 @@ void int8_range(const Span& a, QuantizedMoment m, QuantizedMoment v, const Int8S
   for (int64_t i = begin; i < end; i += f.block) {
     const int64_t len = std::min(f.block, end - i), b = i / f.block;
     const float* g = grad_f32(a, i, len, g32);
-    decode_state_block(a.level, m.codes + i, m.scales[b], len, mb, m32);
-    decode_state_block(a.level, v.codes + i, v.scales[b], len, vb, v32);
-    detail::adam_f32_span(a.isa, a.p + i, g, m32, v32, len, *a.s);
-    encode_moment(a.level, m32, len, mb, m.codes + i, m.scales + b);
-    encode_moment(a.level, v32, len, vb, v.codes + i, v.scales + b);
+    detail::BlockScales sc;
+    if (a.level == SimdLevel::kAvx512 && len % 16 == 0) {
+      sc = detail::int8_block_adam_avx512(a.p + i, g, m.codes + i, m.scales[b], v.codes + i,
+                                          v.scales[b], len, mb, vb, *a.s, m32, v32);
+    } else {
+      decode_state_block(a.level, m.codes + i, m.scales[b], len, mb, m32);
+      decode_state_block(a.level, v.codes + i, v.scales[b], len, vb, v32);
+      detail::adam_f32_span(a.isa, a.p + i, g, m32, v32, len, *a.s);
+      sc = {state_block_scale_at(a.level, m32, len), state_block_scale_at(a.level, v32, len)};
+    }
+    m.scales[b] = sc.m;
+    v.scales[b] = sc.v;
+    encode_state_block(a.level, m32, sc.m, len, mb, m.codes + i);
+    encode_state_block(a.level, v32, sc.v, len, vb, v.codes + i);
     store_out(a, i, len);
   }
 }
