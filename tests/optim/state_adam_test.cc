@@ -215,6 +215,28 @@ TEST(StateAdam, SpansSplitAtBlockBoundariesGiveTheSameBits) {
   expect_same_bytes(sa.vs.data(), sb.vs.data(), static_cast<int64_t>(sa.vs.size()), 4, "v scales");
 }
 
+TEST(StateAdam, OutMayAliasParamsInFp32) {
+  const Int8StateFormat f{256, StateCode::kDynamic};
+  const int64_t n = 256 * 200 + 31;
+  for (AdamIsa isa : supported_isas()) {
+    Params a = make_params(n, DType::kBF16, DType::kF32, 41), b = a;
+    Int8State sa = make_int8_state(n, f, 42), sb = sa;
+    const AdamWStep s = test_step(3, 1.0f);
+    adamw_int8_states_reference(a.p.data(), a.grad.data(), DType::kBF16, sa.m(), sa.v(), n, f, s,
+                                a.p.data(), DType::kF32);
+    detail::cpu_adamw_int8_states_with(isa, 2, b.p.data(), b.grad.data(), DType::kBF16, sb.m(),
+                                       sb.v(), n, f, s, b.p.data(), DType::kF32);
+    expect_same_bytes(a.p.data(), b.p.data(), n, 4, "p");
+    std::vector<uint16_t> ma(n, 0x3c00), va(n, 0x3800), mb = ma, vb = va;
+    adamw_bf16_states_reference(a.p.data(), a.grad.data(), DType::kBF16, ma.data(), va.data(), n, s,
+                                a.p.data(), DType::kF32);
+    detail::cpu_adamw_bf16_states_with(isa, 2, b.p.data(), b.grad.data(), DType::kBF16, mb.data(),
+                                       vb.data(), n, s, b.p.data(), DType::kF32);
+    expect_same_bytes(a.p.data(), b.p.data(), n, 4, "p (bf16 states)");
+    EXPECT_EQ(ma, mb);
+  }
+}
+
 TEST(StateAdam, RefusesBadArguments) {
   const Int8StateFormat bad{100, StateCode::kDynamic};
   Params a = make_params(256, DType::kF32, DType::kF32, 1);
