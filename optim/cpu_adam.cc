@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #if defined(__x86_64__)
 // GCC 12's intrinsic headers initialise their "undefined" vectors from themselves and then warn
@@ -18,6 +19,7 @@
 #include "core/convert.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "optim/adam_avx512.h"
 #include "optim/cpu_adam_internal.h"
 
 namespace zs::optim {
@@ -98,15 +100,7 @@ void adam_scalar(float* p, const void* grad, float* m, float* v, int64_t begin, 
 template <DType G, Out O>
 ZS_AVX512_TARGET void adam_avx512(float* p, const void* grad, float* m, float* v, int64_t begin,
                                   int64_t end, const AdamWStep& s, void* out) {
-  const __m512 gs = _mm512_set1_ps(s.grad_scale);
-  const __m512 decay = _mm512_set1_ps(s.decay);
-  const __m512 b1 = _mm512_set1_ps(s.beta1);
-  const __m512 omb1 = _mm512_set1_ps(s.one_minus_beta1);
-  const __m512 b2 = _mm512_set1_ps(s.beta2);
-  const __m512 omb2 = _mm512_set1_ps(s.one_minus_beta2);
-  const __m512 step = _mm512_set1_ps(s.step_size);
-  const __m512 b2s = _mm512_set1_ps(s.bias2_sqrt);
-  const __m512 eps = _mm512_set1_ps(s.eps);
+  const adam_avx512::Consts c = adam_avx512::make_consts(s);
   const auto* g16 = static_cast<const uint16_t*>(grad);
   const auto* g32 = static_cast<const float*>(grad);
   int64_t i = begin;
@@ -120,14 +114,8 @@ ZS_AVX512_TARGET void adam_avx512(float* p, const void* grad, float* m, float* v
     } else {
       g = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g16 + i)));
     }
-    g = _mm512_mul_ps(g, gs);
-    __m512 pv = _mm512_mul_ps(_mm512_loadu_ps(p + i), decay);
-    const __m512 mv =
-        _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1), _mm512_mul_ps(g, omb1));
-    const __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2),
-                                    _mm512_mul_ps(_mm512_mul_ps(g, g), omb2));
-    const __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), b2s), eps);
-    pv = _mm512_sub_ps(pv, _mm512_mul_ps(step, _mm512_div_ps(mv, den)));
+    __m512 pv = _mm512_loadu_ps(p + i), mv = _mm512_loadu_ps(m + i), vv = _mm512_loadu_ps(v + i);
+    adam_avx512::update(c, g, pv, mv, vv);
     _mm512_storeu_ps(p + i, pv);
     _mm512_storeu_ps(m + i, mv);
     _mm512_storeu_ps(v + i, vv);
@@ -289,36 +277,9 @@ void run(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
   ZS_CHECK(n >= 0, ErrorCode::kInvalidArgument, "cpu_adamw: n = {} < 0", n);
   const Kernel k = pick_kernel(isa, grad_dtype, out, out_dtype);
   if (n == 0) return;
-  if (threads <= 1 || n < kMinParallel) {
-    k(p, grad, m, v, 0, n, s, out);
-    return;
-  }
-  // Ranges of `per` elements (a multiple of kRangeAlign), one per requested thread. If OpenMP
-  // grants fewer threads (nested region, thread limit), each takes several ranges in turn.
-  const int64_t per = (n + threads - 1) / threads;
-  const int64_t per_aligned = (per + kRangeAlign - 1) / kRangeAlign * kRangeAlign;
-  const int ranges = static_cast<int>((n + per_aligned - 1) / per_aligned);
-#if defined(__x86_64__)
-  // Workers compute under the caller's MXCSR (FTZ/DAZ, rounding), so a caller that changed it
-  // gets what the reference gives on its own thread.
-  const unsigned csr = _mm_getcsr();
-#endif
-#pragma omp parallel num_threads(ranges)
-  {
-#if defined(__x86_64__)
-    const unsigned saved = _mm_getcsr();
-    _mm_setcsr(csr);
-#endif
-    const int team = omp_get_num_threads();
-    for (int r = omp_get_thread_num(); r < ranges; r += team) {
-      const int64_t begin = r * per_aligned;
-      const int64_t end = std::min(n, begin + per_aligned);
-      k(p, grad, m, v, begin, end, s, out);
-    }
-#if defined(__x86_64__)
-    _mm_setcsr(saved);
-#endif
-  }
+  detail::parallel_ranges(threads, n, kRangeAlign, [&](int64_t begin, int64_t end) {
+    k(p, grad, m, v, begin, end, s, out);
+  });
 }
 
 }  // namespace
@@ -347,6 +308,45 @@ bool adam_isa_supported(AdamIsa isa) {
 }
 
 AdamIsa active_adam_isa() { return static_cast<AdamIsa>(static_cast<int>(active_simd_level())); }
+
+void parallel_ranges(int threads, int64_t n, int64_t align,
+                     const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (threads <= 1 || n < kMinParallel) {
+    fn(0, n);
+    return;
+  }
+  // Ranges of `per` elements (a multiple of align), one per requested thread. If OpenMP grants
+  // fewer threads (nested region, thread limit), each takes several ranges in turn.
+  const int64_t per = (n + threads - 1) / threads;
+  const int64_t per_aligned = (per + align - 1) / align * align;
+  const int ranges = static_cast<int>((n + per_aligned - 1) / per_aligned);
+#if defined(__x86_64__)
+  // Workers compute under the caller's MXCSR (FTZ/DAZ, rounding), so a caller that changed it
+  // gets what the reference gives on its own thread.
+  const unsigned csr = _mm_getcsr();
+#endif
+#pragma omp parallel num_threads(ranges)
+  {
+#if defined(__x86_64__)
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(csr);
+#endif
+    const int team = omp_get_num_threads();
+    for (int r = omp_get_thread_num(); r < ranges; r += team) {
+      const int64_t begin = r * per_aligned;
+      fn(begin, std::min(n, begin + per_aligned));
+    }
+#if defined(__x86_64__)
+    _mm_setcsr(saved);
+#endif
+  }
+}
+
+void adam_f32_span(AdamIsa isa, float* p, const float* g, float* m, float* v, int64_t n,
+                   const AdamWStep& s) {
+  pick_kernel(isa, DType::kF32, nullptr, DType::kF32)(p, g, m, v, 0, n, s, nullptr);
+}
 
 void cpu_adamw_with(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
                     float* m, float* v, int64_t n, const optim::AdamWStep& s, void* out,
