@@ -45,6 +45,7 @@ GptActivationDims GptActivationDims::of(const GptConfig& c) {
   d.qkv_bias = c.arch.qkv_bias;
   d.proj_bias = c.arch.proj_bias;
   d.mlp_bias = c.arch.mlp_bias;
+  d.tied_embeddings = c.arch.tied_embeddings;
   d.compute_dtype = c.run.compute_dtype;
   d.checkpoint = c.run.checkpoint_activations;
   d.lora_rank = c.adapters.lora.rank;
@@ -69,6 +70,7 @@ GptArchitecture GptActivationDims::arch() const {
   a.qkv_bias = qkv_bias;
   a.proj_bias = proj_bias;
   a.mlp_bias = mlp_bias;
+  a.tied_embeddings = tied_embeddings;
   return a;
 }
 
@@ -257,6 +259,8 @@ void check_gpt_cuda_components(const GptActivationDims& d) {
   refuse(!(d.qkv_bias && d.proj_bias && d.mlp_bias),
          fmt::format("a block without some biases (qkv_bias {}, proj_bias {}, mlp_bias {})",
                      d.qkv_bias, d.proj_bias, d.mlp_bias));
+  // The engine's ties are device-neutral, but the CUDA model's head has not run tied on a GPU.
+  refuse(d.tied_embeddings, "tied embeddings (tied_embeddings)");
 }
 
 GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d) {

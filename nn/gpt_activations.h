@@ -61,6 +61,7 @@ struct GptActivationDims {
   PositionKind positions = PositionKind::kLearned;
   MlpKind mlp = MlpKind::kGelu;
   bool qkv_bias = true, proj_bias = true, mlp_bias = true;
+  bool tied_embeddings = false;  // no activation changes; the CUDA model refuses it
   DType compute_dtype = DType::kF32;
   bool checkpoint = false;
   int64_t lora_rank = 0;      // r; 0: no adapters

@@ -16,6 +16,8 @@ and rope theta of the named checkpoints:
   tinyllama   TinyLlama-1.1B: 32 heads over 4 KV heads (8:1), FFN 2.75x, theta 1e4, untied
   smollm      SmolLM-135M: 9 heads over 3 KV heads (3:1), FFN 2.67x, theta 1e4, tied, vocab 49152
   llama3      Llama-3-8B: 32 heads over 8 KV heads (4:1), FFN 3.5x, theta 5e5, untied, vocab 128256
+  qwen2       Qwen2-0.5B: 14 heads over 2 KV heads (7:1), q/k/v biases, FFN 5.43x, theta 1e6, tied,
+              vocab 151936 (transformers >= 4.37; skipped, saying so, where it has no Qwen2)
 
 usage: hf_parity.py HF_PARITY WORKDIR
 Exit 77 (skip) without torch/transformers.
@@ -56,6 +58,16 @@ MODELS = {
     "smollm": (LlamaForCausalLM, llama(49152, 72, 9, 3, 192, 10000.0, True)),
     "llama3": (LlamaForCausalLM, llama(128256, 128, 8, 2, 448, 500000.0, False)),
 }
+if hasattr(transformers, "Qwen2ForCausalLM"):
+    MODELS["qwen2"] = (transformers.Qwen2ForCausalLM,
+                       transformers.Qwen2Config(
+                           vocab_size=151936, hidden_size=112, intermediate_size=608,
+                           num_hidden_layers=2, num_attention_heads=14, num_key_value_heads=2,
+                           rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                           max_position_embeddings=2048, hidden_act="silu",
+                           use_sliding_window=False))
+else:
+    print(f"qwen2: skipped: transformers {transformers.__version__} has no Qwen2ForCausalLM")
 
 
 def ours_of_hf(name, grads, layers, tied):
@@ -91,6 +103,9 @@ def ours_of_hf(name, grads, layers, tied):
         g[u + "ln1.weight"] = grads[p + "input_layernorm.weight"]
         g[u + "qkv.weight"] = torch.cat([grads[a + "q_proj.weight"], grads[a + "k_proj.weight"],
                                          grads[a + "v_proj.weight"]])
+        if a + "q_proj.bias" in grads:  # Qwen2: q/k/v biases
+            g[u + "qkv.bias"] = torch.cat([grads[a + "q_proj.bias"], grads[a + "k_proj.bias"],
+                                           grads[a + "v_proj.bias"]])
         g[u + "proj.weight"] = grads[a + "o_proj.weight"]
         g[u + "ln2.weight"] = grads[p + "post_attention_layernorm.weight"]
         g[u + "fc.weight"] = torch.cat([grads[p + "mlp.gate_proj.weight"],
@@ -161,6 +176,6 @@ def check(name):
           f"tolerance {TOL_GRAD:g})")
 
 
-for n in (sys.argv[3].split(",") if len(sys.argv) > 3 else MODELS):
+for n in (sys.argv[3].split(",") if len(sys.argv) > 3 else list(MODELS)):
     check(n)
 print("PASS")
