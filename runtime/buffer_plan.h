@@ -9,9 +9,10 @@
 //   master     4 * Psi_u (stage 0) or 4 * S_u; none when the compute dtype is fp32 and the
 //              optimizer is not offloaded (the parameters are their own master)
 //   exp_avg    4 * (master elements); exp_avg_sq the same for AdamW, none for SGD. With bf16 or
-//              int8 AdamW states, each is StateStorage::moment_bytes() instead: parameter
-//              elements only, 4 (fp32-kept), 2 (bf16) or 1 + 4 per block (int8) bytes each
-//              ([Note: optimizer state storage] in runtime/state_storage.h)
+//              int8 AdamW states, each is moment_capacity() instead: parameter elements
+//              only, 4 (fp32-kept), 2 (bf16) or 1 + 4 per block (int8) bytes each, the largest
+//              over the shard group's ranks ([Note: optimizer state storage] in
+//              runtime/state_storage.h)
 // Master and optimizer state are counted under kHostOffload when offloaded.
 // Shared transient buffers (kCommBuffers), sized for the largest unit:
 //   gradient scratch: fp32 full unit gradient the units write into; 2 in stages 2-3 with fp32

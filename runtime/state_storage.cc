@@ -154,6 +154,13 @@ StateStorage plan_state_storage(const GroupLayout& l, const std::vector<ShardSeg
   return st;
 }
 
+int64_t moment_capacity(const GroupLayout& l, bool whole, const OptimizerConfig& c) {
+  int64_t most = 0;
+  for (int r = 0; r < (whole ? 1 : l.world); ++r)
+    most = std::max(most, plan_state_storage(l, master_segments(l, whole, r), c).moment_bytes());
+  return most;
+}
+
 MomentStore carve_moment(const StateStorage& st, void* base) {
   MomentStore m;
   if (base == nullptr) return m;

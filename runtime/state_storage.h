@@ -15,7 +15,10 @@
 // with int8 states (layout_align() in engine_config.h), so every segment starts on a block
 // boundary of its parameter: a block never straddles two parameters or two ranks, and the blocks
 // of a parameter are the same at every stage and world size (stages 0-3 give the same bits).
-// Bytes per moment: fp32 4n, bf16 2n, int8 n + 4 ceil(n / block) per segment of n elements.
+// Bytes per moment: fp32 4n, bf16 2n, int8 n + 4 ceil(n / block) per segment of n elements. Ranks
+// hold different mixes (padding and small parameters fall unevenly), so each rank allocates the
+// largest over its shard group's ranks (moment_capacity()): per-rank bytes stay independent of
+// the rank, as for every other buffer, and the slack counts as padding.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +65,10 @@ struct StateStorage {
 // (fp32, empty) value unless c is AdamW with a narrow state_dtype.
 StateStorage plan_state_storage(const GroupLayout& layout, const std::vector<ShardSegment>& segs,
                                 const OptimizerConfig& c);
+
+// The bytes each rank allocates per moment for `layout` (the largest moment_bytes() over the
+// shard group's ranks; a whole group's own when `whole`); 0 unless narrow states.
+int64_t moment_capacity(const GroupLayout& layout, bool whole, const OptimizerConfig& c);
 
 // One moment's buffer carved as the storage says.
 struct MomentStore {
