@@ -7,6 +7,9 @@
 #   train    2 ranks, int8 states: the loss falls, the log's header records the flags; stages 0, 3
 #            and 2 with offload give one param_hash (int8), stages 0 and 3 another (bf16), and
 #            both differ from fp32 states
+#   resume   int8 states saved at step 3 and resumed to 6: param_hash and losses equal to an
+#            uninterrupted run; the 2-rank checkpoint resumes at 4 ranks; resuming it with bf16 or
+#            fp32 states is refused naming both
 #   refused  an unknown state dtype, a block that is not a power of two, int8 states with SGD, a
 #            block without int8 states: one message naming the flag, exit 2, no step; --help
 #   plan     zs_plan with the same flags equals the trainer's tracked bytes (int8 and bf16 states,
@@ -46,6 +49,29 @@ case "$case_name" in
       [ "$(hash_of "$work/fp32.txt")" != "$(hash_of "$work/${states}0.txt")" ] ||
         fail "fp32 and $states states gave the same param_hash: the setting did nothing"
     done
+    ;;
+  resume)
+    run_ok "$work/full.txt" 2 "${tiny[@]}" "${int8[@]}" --steps 6
+    run_ok "$work/a.txt" 2 "${tiny[@]}" "${int8[@]}" --steps 6 --save-dir "$work/ckpt" \
+      --save-every 3
+    ckpt=$work/ckpt/step-00000003
+    run_ok "$work/b.txt" 2 "${tiny[@]}" "${int8[@]}" --steps 6 --resume-from "$ckpt"
+    grep -qF "resumed from $ckpt (step 3" "$work/b.txt" || { cat "$work/b.txt"; fail "not resumed"; }
+    same_hash "uninterrupted vs resumed at step 3" "$work/full.txt" "$work/b.txt"
+    for s in 4 5 6; do
+      [ "$(loss_at "$work/full.txt" $s)" = "$(loss_at "$work/b.txt" $s)" ] ||
+        fail "step $s: loss $(loss_at "$work/full.txt" $s) vs $(loss_at "$work/b.txt" $s)"
+    done
+    run_ok "$work/r4.txt" 4 "${tiny[@]}" "${int8[@]}" --steps 6 --resume-from "$ckpt"
+    grep -qF "(step 3, written by 2 ranks at stage 3)" "$work/r4.txt" ||
+      { cat "$work/r4.txt"; fail "2 -> 4 ranks: not resumed"; }
+    [ -n "$(hash_of "$work/r4.txt")" ] || fail "2 -> 4 ranks: no param_hash"
+    echo "2 -> 4 ranks: resumed, $(grep -E '^step +6/6' "$work/r4.txt" | cut -c1-40)"
+    saved="int8 (block 256, fp32 under 4096 elements)"
+    expect "bf16 states" "optimizer states are $saved in the checkpoint, bf16 (fp32 under 4096 elements) in this run" \
+      "${tiny[@]}" --optimizer-state-dtype bf16 --steps 6 --resume-from "$ckpt"
+    expect "fp32 states" "optimizer states are $saved in the checkpoint, fp32 in this run" \
+      "${tiny[@]}" --steps 6 --resume-from "$ckpt"
     ;;
   refused)
     expect2() {
