@@ -71,6 +71,7 @@ Manifest describe_engine(Engine& e, Communicator& comm) {
   m.world_size = comm.size();
   m.stage = static_cast<int>(e.config().stage);
   m.optimizer = optimizer_name(e.config().optimizer.kind);
+  m.optimizer_states = state_storage_name(e.config().optimizer);
   m.state_mask = engine_state_mask(e);
   m.align = e.config().align;
   m.loss_scaler = e.loss_scaler_state();
@@ -237,6 +238,14 @@ void check_compatible(const Manifest& m, Engine& e, const std::string& base,
   if (m.optimizer != opt_name)
     mismatch(
         fmt::format("optimizer {} in the checkpoint, {} in the engine", m.optimizer, opt_name));
+  // Refused rather than converted: the decoded moments would load into another storage, but a
+  // resume that silently changes how m and v are stored is not the run it continues.
+  const std::string states = state_storage_name(e.config().optimizer);
+  if (m.optimizer_states != states)
+    mismatch(
+        fmt::format("optimizer states are {} in the checkpoint, {} in this run: resume with "
+                    "the same optimizer state dtype (and block)",
+                    m.optimizer_states, states));
   const uint32_t mask = engine_state_mask(e);
   if (m.state_mask != mask)
     mismatch(fmt::format("checkpoint holds {}, the engine needs {}",

@@ -278,6 +278,7 @@ std::string serialize_manifest(const Manifest& m) {
   body["world_size"] = m.world_size;
   body["stage"] = m.stage;
   body["optimizer"] = m.optimizer;
+  if (m.optimizer_states != "fp32") body["optimizer_states"] = m.optimizer_states;
   body["state_mask"] = m.state_mask;
   body["states"] = state_mask_text(m.state_mask);
   json model;
@@ -479,6 +480,11 @@ Manifest parse_manifest(std::string_view text) {
   m.optimizer = get_string(body, "optimizer", "body");
   if (m.optimizer != "adamw" && m.optimizer != "sgd")
     corrupt(fmt::format("unknown optimizer \"{}\"", m.optimizer));
+  if (body.contains("optimizer_states")) {
+    m.optimizer_states = get_string(body, "optimizer_states", "body");
+    if (m.optimizer_states.empty() || m.optimizer_states.size() > 256)
+      corrupt(fmt::format("body.optimizer_states has {} bytes", m.optimizer_states.size()));
+  }
   m.state_mask = static_cast<uint32_t>(get_int(body, "state_mask", "body", 1, kStateAll));
   if ((m.state_mask & kStateMaster) == 0) corrupt("state mask lacks the fp32 master");
   parse_model(field(body, "model", "body"), m);

@@ -135,7 +135,9 @@ std::string describe_config(const Options& o) {
       o.config.world, o.config.ranks_per_node, device_name(o.config.device),
       static_cast<int>(e.stage), zs::dtype_name(e.precision.param_dtype),
       zs::dtype_name(e.precision.grad_dtype),
-      e.optimizer.kind == zs::OptimizerKind::kAdamW ? "AdamW" : "SGD",
+      e.optimizer.kind == zs::OptimizerKind::kAdamW
+          ? "AdamW with " + zs::state_storage_name(e.optimizer) + " states"
+          : std::string("SGD"),
       e.offload.optimizer ? "on" : "off", o.config.checkpoint_activations ? "on" : "off",
       e.micro_batches, describe_lora(o));
 }
@@ -242,7 +244,8 @@ void print_trainable_rows(const Options& o, const zs::MemoryPlan& p) {
                   : fmt::format("{}, {}", off ? human(master) + " GB on the host" : where,
                                 per_trainable(master)));
   row("optimizer states", off ? 0 : optim,
-      fmt::format("{}, {}", off ? human(optim) + " GB on the host" : where, per_trainable(optim)));
+      fmt::format("{}, {}, {}", off ? human(optim) + " GB on the host" : where,
+                  zs::state_storage_name(e.optimizer), per_trainable(optim)));
 }
 
 // The frozen base's row (LoRA fine-tunes only).
@@ -369,6 +372,12 @@ void declare_options(po::options_description& desc) {
        "(default: the compute dtype)")
       ("optimizer", po::value<std::string>()->default_value("adamw"), "adamw | sgd (momentum 0.9)")
       ("offload", "keep fp32 master and Adam states on the host (stages 1-3, AdamW)")
+      ("optimizer-state-dtype", po::value<std::string>()->default_value("fp32"),
+       "AdamW's m and v, as zs_train's: fp32 | bf16 | int8 (one fp32 scale per "
+       "--optimizer-state-block elements: 2 + 8/B bytes per parameter); parameters under 4096 "
+       "elements keep fp32")
+      ("optimizer-state-block", po::value<int64_t>()->default_value(256),
+       "elements per int8 state scale (a power of two >= 64)")
       ("checkpoint-activations", "keep only each block's input; recompute in backward")
       ("batch", po::value<int64_t>(), "global batch in sequences per optimizer step "
        "(default: one per rank and micro-batch)")
@@ -526,6 +535,32 @@ void parse_model(const po::variables_map& vm, bool dims, const Adapters& ad, Opt
 }
 
 // The engine's settings: stage, dtypes, frozen storage, optimizer, offload, batches.
+// --optimizer-state-dtype and --optimizer-state-block, refused as zs_train refuses them.
+void parse_state_storage(const po::variables_map& vm, zs::EngineConfig& e) {
+  using zs::optim::StateDType;
+  const std::string d = vm["optimizer-state-dtype"].as<std::string>();
+  const int64_t b = vm["optimizer-state-block"].as<int64_t>();
+  if (d != "fp32" && d != "bf16" && d != "int8")
+    throw BadFlag(fmt::format("--optimizer-state-dtype '{}' is not one of fp32, bf16, int8", d));
+  if (d != "fp32" && e.optimizer.kind != zs::OptimizerKind::kAdamW)
+    throw BadFlag(
+        fmt::format("--optimizer-state-dtype {} applies to --optimizer adamw, not sgd "
+                    "(SGD keeps its momentum in fp32)",
+                    d));
+  if (!vm["optimizer-state-block"].defaulted() && d != "int8")
+    throw BadFlag(
+        fmt::format("--optimizer-state-block applies to --optimizer-state-dtype int8, "
+                    "not {}",
+                    d));
+  if (b < 64 || b > (int64_t{1} << 20) || (b & (b - 1)) != 0)
+    throw BadFlag(
+        fmt::format("--optimizer-state-block {} is not a power of two in 64..1048576", b));
+  e.optimizer.state_dtype = d == "int8"   ? StateDType::kI8
+                            : d == "bf16" ? StateDType::kBF16
+                                          : StateDType::kF32;
+  e.optimizer.state_block = b;
+}
+
 void parse_engine(const po::variables_map& vm, const Adapters& ad, Options& o) {
   zs::EngineConfig& e = o.config.engine;
   e.stage = zs::zero_stage_from_int(vm["zero-stage"].as<int>());
@@ -544,6 +579,7 @@ void parse_engine(const po::variables_map& vm, const Adapters& ad, Options& o) {
     throw BadFlag(fmt::format("--optimizer '{}' is not one of adamw, sgd", o.optimizer));
   e.optimizer.kind = o.optimizer == "adamw" ? zs::OptimizerKind::kAdamW : zs::OptimizerKind::kSgd;
   e.offload.optimizer = vm.count("offload") > 0;
+  parse_state_storage(vm, e);
   e.micro_batches = vm["micro-batches"].as<int>();
   e.prefetch = vm["prefetch"].as<int>();
 }
@@ -622,6 +658,8 @@ nlohmann::json result_json(const Options& o, const zs::MemoryPlan& plan,
   j["dtype"] = zs::dtype_name(e.precision.param_dtype);
   j["grad_dtype"] = zs::dtype_name(e.precision.grad_dtype);
   j["optimizer"] = o.optimizer;
+  j["optimizer_state_dtype"] = zs::optim::state_dtype_name(e.optimizer.state_dtype);
+  j["optimizer_states"] = zs::state_storage_name(e.optimizer);
   j["offload"] = e.offload.optimizer;
   j["checkpoint_activations"] = c.checkpoint_activations;
   j["micro_batches"] = e.micro_batches;

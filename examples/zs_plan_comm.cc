@@ -78,7 +78,7 @@ CommConfig comm_config(const po::variables_map& vm, const PlanConfig& config) {
   c.grad_dtype = e.precision.grad_dtype;
   c.frozen_storage = e.frozen.storage_or(e.precision.param_dtype);
   c.micro_batches = e.micro_batches;
-  c.align = e.align;
+  c.align = zs::layout_align(e);
   const std::string coll = vm["collectives"].as<std::string>();
   ZS_CHECK(coll == "flat" || coll == "hierarchical", ErrorCode::kInvalidArgument,
            "--collectives '{}' is not one of flat, hierarchical", coll);

@@ -91,6 +91,11 @@ void PlanConfig::validate() const {
            ErrorCode::kInvalidArgument,
            "shard group size {} does not divide the {} ranks (0 = all ranks)",
            engine.shard_group_size, world);
+  ZS_CHECK(device == DeviceKind::kCpu || engine.optimizer.state_dtype == optim::StateDType::kF32,
+           ErrorCode::kUnsupported,
+           "optimizer.state_dtype {}: bf16 and int8 optimizer states are implemented on the CPU "
+           "backend only",
+           optim::state_dtype_name(engine.optimizer.state_dtype));
   const int64_t per_step = static_cast<int64_t>(world) * engine.micro_batches;
   ZS_CHECK(global_batch >= 0 && global_batch % per_step == 0, ErrorCode::kInvalidArgument,
            "batch {} must be a positive multiple of ranks x micro-batches = {}", global_batch,
@@ -129,7 +134,7 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
   std::vector<GroupLayout> layouts;
   layouts.reserve(model.units.size());
   for (const auto& u : model.units)
-    layouts.push_back(compute_group_layout(u, group, config.engine.align));
+    layouts.push_back(compute_group_layout(u, group, layout_align(config.engine)));
   const DType compute = config.engine.precision.param_dtype;
   std::vector<FrozenLayout> frozen;
   for (const auto& f : model.frozen) {

@@ -16,6 +16,7 @@ struct Rules {
   int64_t P, G;  // bytes per parameter and per gradient element
   bool offload, params_are_master, adam, momentum;
   int rank;
+  const OptimizerConfig* optimizer;
 };
 
 Rules rules_of(const EngineConfig& cfg, int rank) {
@@ -28,6 +29,7 @@ Rules rules_of(const EngineConfig& cfg, int rank) {
   r.adam = cfg.optimizer.kind == OptimizerKind::kAdamW;
   r.momentum = r.adam || cfg.optimizer.sgd.momentum != 0.0f;
   r.rank = rank;
+  r.optimizer = &cfg.optimizer;
   return r;
 }
 
@@ -84,8 +86,12 @@ void plan_trainable(const Rules& r, const GroupLayout& l, UnitBufferPlan& u, Buf
   u.master_numel = r.stage == 0 ? full : shard;
   u.master_begin = r.stage == 0 ? 0 : l.shard_begin(r.rank);
   u.master_bytes = r.params_are_master ? 0 : 4 * u.master_numel;
-  u.exp_avg_bytes = r.momentum ? 4 * u.master_numel : 0;
-  u.exp_avg_sq_bytes = r.adam ? 4 * u.master_numel : 0;
+  const bool whole = u.master_numel == l.padded_numel;
+  u.states = plan_state_storage(l, master_segments(l, whole, r.rank), *r.optimizer);
+  const bool narrow = u.states.narrow();  // parameter elements only; the ranks' largest
+  const int64_t capacity = narrow ? moment_capacity(l, whole, *r.optimizer) : 0;
+  u.exp_avg_bytes = narrow ? capacity : r.momentum ? 4 * u.master_numel : 0;
+  u.exp_avg_sq_bytes = narrow ? capacity : r.adam ? 4 * u.master_numel : 0;
   if (r.offload) {  // carved from the host arena in 64-byte aligned spans
     u.master_category = u.optimizer_category = MemCategory::kHostOffload;
     u.master_bytes = round64(u.master_bytes);
@@ -96,8 +102,9 @@ void plan_trainable(const Rules& r, const GroupLayout& l, UnitBufferPlan& u, Buf
   const int64_t pad_p = r.stage == 3 ? pad_shard : pad_full;
   const int64_t pad_g = r.stage >= 2 ? pad_shard : pad_full;
   const int64_t pad_o = r.stage == 0 ? pad_full : pad_shard;
-  plan.padding_bytes_ += r.P * pad_p + r.G * pad_g + (u.master_bytes ? 4 : 0) * pad_o +
-                         (r.momentum ? 4 : 0) * pad_o + (r.adam ? 4 : 0) * pad_o;
+  const int64_t state_pad = narrow ? 2 * (capacity - u.states.moment_bytes())
+                                   : ((r.momentum ? 4 : 0) + (r.adam ? 4 : 0)) * pad_o;
+  plan.padding_bytes_ += r.P * pad_p + r.G * pad_g + (u.master_bytes ? 4 : 0) * pad_o + state_pad;
 }
 
 // The buffers shared by all units: scratch, send and receive, gather slots, conversion and the

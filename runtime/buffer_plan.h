@@ -8,7 +8,11 @@
 //   grads      G * Psi_u (stages 0-1: full buffer)    or G * S_u (stages 2-3)
 //   master     4 * Psi_u (stage 0) or 4 * S_u; none when the compute dtype is fp32 and the
 //              optimizer is not offloaded (the parameters are their own master)
-//   exp_avg    4 * (master elements); exp_avg_sq the same for AdamW, none for SGD
+//   exp_avg    4 * (master elements); exp_avg_sq the same for AdamW, none for SGD. With bf16 or
+//              int8 AdamW states, each is moment_capacity() instead: parameter elements
+//              only, 4 (fp32-kept), 2 (bf16) or 1 + 4 per block (int8) bytes each, the largest
+//              over the shard group's ranks ([Note: optimizer state storage] in
+//              runtime/state_storage.h)
 // Master and optimizer state are counted under kHostOffload when offloaded.
 // Shared transient buffers (kCommBuffers), sized for the largest unit:
 //   gradient scratch: fp32 full unit gradient the units write into; 2 in stages 2-3 with fp32
@@ -46,6 +50,7 @@
 
 #include "core/memory_tracker.h"
 #include "runtime/engine_config.h"
+#include "runtime/state_storage.h"
 #include "runtime/tied_params.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
@@ -65,6 +70,9 @@ struct UnitBufferPlan {
   MemCategory optimizer_category = MemCategory::kOptimizer;
   int64_t master_begin = 0;  // first padded-group element of the fp32 master held here
   int64_t master_numel = 0;
+  // Narrow AdamW states: where each master segment's moments are, and which dtype each
+  // parameter's moments got (the record of param_state_dtype()); empty (fp32) otherwise.
+  StateStorage states;
 };
 
 struct BufferPlan {

@@ -163,7 +163,7 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
       }
     }
     any_trainable = any_trainable || !numels.empty();
-    layouts.push_back(compute_group_layout(numels, group, config_.align));
+    layouts.push_back(compute_group_layout(numels, group, layout_align(config_)));
     frozen.push_back(
         compute_frozen_layout(frozen_descs, storage, compute, group, config_.frozen.hands_int8()));
   }
@@ -173,6 +173,11 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
   ZS_CHECK(storage != DType::kI8 || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
            "int8 storage of frozen parameters is implemented on the CPU backend only, not on {}",
            impl_->ops.device().to_string());
+  ZS_CHECK(config_.optimizer.state_dtype == optim::StateDType::kF32 || impl_->ops.host_accessible(),
+           ErrorCode::kUnsupported,
+           "optimizer.state_dtype {}: bf16 and int8 optimizer states are implemented on the CPU "
+           "backend only (resident or offloaded), not on {}",
+           optim::state_dtype_name(config_.optimizer.state_dtype), impl_->ops.device().to_string());
   impl_->build(layouts, frozen, std::move(specs));
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -30,6 +31,9 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"optimizer.schedule.warmup_steps", i(s.warmup_steps)},
       {"optimizer.schedule.total_steps", i(s.total_steps)},
       {"optimizer.schedule.min_ratio", f(s.min_ratio)},
+      {"optimizer.state_dtype", optim::state_dtype_name(c.optimizer.state_dtype)},
+      {"optimizer.state_block", i(c.optimizer.state_block)},
+      {"optimizer.state_min_numel", i(c.optimizer.state_min_numel)},
       {"loss_scale_set", i(c.loss_scale_set)},
       {"loss_scale.dynamic", i(l.dynamic)},
       {"loss_scale.initial", f(l.initial)},
@@ -61,6 +65,24 @@ const char* int8_compute_name(FrozenPolicy::Int8Compute c) {
       return "int8-gemm";
   }
   return "invalid";
+}
+
+optim::StateDType param_state_dtype(const OptimizerConfig& c, int64_t numel) {
+  return numel < c.state_min_numel ? optim::StateDType::kF32 : c.state_dtype;
+}
+
+std::string state_storage_name(const OptimizerConfig& c) {
+  if (c.kind != OptimizerKind::kAdamW || c.state_dtype == optim::StateDType::kF32) return "fp32";
+  const std::string under = fmt::format("fp32 under {} elements", c.state_min_numel);
+  if (c.state_dtype == optim::StateDType::kI8)
+    return fmt::format("int8 (block {}, {})", c.state_block, under);
+  return fmt::format("{} ({})", optim::state_dtype_name(c.state_dtype), under);
+}
+
+int64_t layout_align(const EngineConfig& c) {
+  // [Note: optimizer state storage]: whole int8 blocks per parameter and per shard.
+  if (c.optimizer.state_dtype != optim::StateDType::kI8) return c.align;
+  return std::lcm(c.align, c.optimizer.state_block);
 }
 
 bool FrozenPolicy::hands_int8() const {
@@ -140,6 +162,25 @@ void check_optimizer(const OptimizerConfig& optimizer, float clip_norm) {
            "clip_norm {} must be a finite number (<= 0 disables clipping)", clip_norm);
 }
 
+// [Note: optimizer state storage]: the dtype, the block and the threshold, and AdamW only (SGD's
+// momentum has no narrow kernel: refused rather than silently kept in fp32).
+void check_state_storage(const OptimizerConfig& o) {
+  using optim::StateDType;
+  const StateDType d = o.state_dtype;
+  ZS_CHECK(d == StateDType::kF32 || d == StateDType::kBF16 || d == StateDType::kI8,
+           ErrorCode::kInvalidArgument, "optimizer.state_dtype {} is not one of fp32, bf16, int8",
+           static_cast<int>(d));
+  const int64_t b = o.state_block;
+  ZS_CHECK(b >= 64 && b <= (int64_t{1} << 20) && (b & (b - 1)) == 0, ErrorCode::kInvalidArgument,
+           "optimizer.state_block {} is not a power of two in 64..1048576", b);
+  ZS_CHECK(o.state_min_numel >= 0, ErrorCode::kInvalidArgument,
+           "optimizer.state_min_numel {} must not be negative", o.state_min_numel);
+  ZS_CHECK(d == StateDType::kF32 || o.kind == OptimizerKind::kAdamW, ErrorCode::kInvalidArgument,
+           "optimizer.state_dtype {} applies to AdamW's moments: SGD keeps its momentum in fp32 "
+           "(use state_dtype fp32 with SGD)",
+           optim::state_dtype_name(d));
+}
+
 void check_loss_scale(const optim::LossScalerConfig& l) {
   ZS_CHECK(std::isfinite(l.initial) && l.initial > 0.0f && std::isfinite(l.min_scale) &&
                l.min_scale > 0.0f,
@@ -172,6 +213,7 @@ void EngineConfig::validate() const {
       max_consecutive_skips >= -1 && max_consecutive_skips <= 1000000, ErrorCode::kInvalidArgument,
       "max_consecutive_skips {} is outside -1 (the default) .. 1000000", max_consecutive_skips);
   check_optimizer(optimizer, clip_norm);
+  check_state_storage(optimizer);
   check_loss_scale(loss_scale);
   ZS_CHECK(optimizer_threads >= 0 && optimizer_threads <= 4096, ErrorCode::kInvalidArgument,
            "optimizer_threads {} is outside 0 (the OpenMP default) .. 4096", optimizer_threads);

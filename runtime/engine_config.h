@@ -12,6 +12,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"
+#include "optim/state_adam.h"
 
 namespace zs {
 
@@ -35,7 +36,22 @@ struct OptimizerConfig {
   optim::AdamWConfig adamw;
   optim::SgdConfig sgd;
   optim::LrSchedule schedule;
+  // [Note: optimizer state storage] How AdamW's m and v are stored (optim/state_adam.h): fp32
+  // (the default and the old path), bf16 (rounded to nearest even) or int8 (block-wise codes with
+  // one fp32 absmax scale per `state_block` elements, the dynamic code book). A parameter with
+  // fewer than `state_min_numel` elements keeps fp32 states (bitsandbytes' rule): see
+  // param_state_dtype(). AdamW only; the CPU backend only (resident or offloaded).
+  optim::StateDType state_dtype = optim::StateDType::kF32;
+  int64_t state_block = 256;       // int8 states: elements per block, a power of two >= 64
+  int64_t state_min_numel = 4096;  // smaller parameters keep fp32 states
 };
+
+// The dtype of the AdamW moments of a parameter of `numel` elements: c.state_dtype, or fp32 when
+// numel < c.state_min_numel. The engine and the planner both decide by this function.
+optim::StateDType param_state_dtype(const OptimizerConfig& c, int64_t numel);
+// "fp32" (fp32 states, or SGD), "bf16 (fp32 under N elements)" or "int8 (block B, fp32 under N
+// elements)": the storage of the moments, as logs and checkpoints name it.
+std::string state_storage_name(const OptimizerConfig& c);
 
 struct OffloadPolicy {
   // Keep this rank's fp32 master shard and optimizer state in the host arena and update it there
@@ -112,6 +128,12 @@ struct EngineConfig {
   // frozen.int8_compute = kInt8Gemm on a process without the int8 GEMM ([Note: int8 compute]).
   void validate() const;
 };
+
+// The alignment (elements) the engine lays its groups out with: `align`, or with int8 optimizer
+// states lcm(align, optimizer.state_block), so that every state block lies inside one parameter
+// and one rank's shard ([Note: optimizer state storage] in runtime/state_storage.h). The
+// planner lays out with the same value.
+int64_t layout_align(const EngineConfig& c);
 
 struct Setting;
 // Every field as a named value ("stage", "optimizer.adamw.beta1", ...), for the run-wide

@@ -42,6 +42,10 @@ class ResidentStates final : public OptimizerStates {
     return v;
   }
   void refresh(size_t group) override {
+    if (on_host()) {
+      OptimizerStates::refresh(group);
+      return;
+    }
     MasterShard& s = shards_.at(group);
     if (!s.mirror_written) return;
     const size_t n = static_cast<size_t>(s.numel);
@@ -51,9 +55,6 @@ class ResidentStates final : public OptimizerStates {
     }
     s.mirror_written = false;
   }
-  void invalidate_views() override {
-    for (MasterShard& s : shards_) s.mirror_written = false;
-  }
 
  protected:
   void allocate(MasterShard& s, const UnitBufferPlan& up, ParamGroup& g) override {
@@ -61,8 +62,8 @@ class ResidentStates final : public OptimizerStates {
     s.master = Buffer(up.master_bytes, up.master_category, tracker_, dev);
     s.exp_avg = Buffer(up.exp_avg_bytes, up.optimizer_category, tracker_, dev);
     s.exp_avg_sq = Buffer(up.exp_avg_sq_bytes, up.optimizer_category, tracker_, dev);
-    s.m = s.exp_avg.empty() ? nullptr : s.exp_avg.as<float>();
-    s.v = s.exp_avg_sq.empty() ? nullptr : s.exp_avg_sq.as<float>();
+    place_moments(s, s.exp_avg.empty() ? nullptr : s.exp_avg.data(),
+                  s.exp_avg_sq.empty() ? nullptr : s.exp_avg_sq.data());
     // fp32 compute: the parameters are the master (the replica's elements or the shard).
     s.master_ptr =
         up.master_bytes > 0 ? s.master.as<float>() : static_cast<float*>(g.param_at(s.begin));
@@ -89,8 +90,8 @@ class HostArenaStates : public OptimizerStates {
  protected:
   void allocate(MasterShard& s, const UnitBufferPlan& up, ParamGroup& /*g*/) override {
     s.master_ptr = arena_.take(up.master_bytes / 4);
-    s.m = up.exp_avg_bytes ? arena_.take(up.exp_avg_bytes / 4) : nullptr;
-    s.v = up.exp_avg_sq_bytes ? arena_.take(up.exp_avg_sq_bytes / 4) : nullptr;
+    place_moments(s, up.exp_avg_bytes ? arena_.take(up.exp_avg_bytes / 4) : nullptr,
+                  up.exp_avg_sq_bytes ? arena_.take(up.exp_avg_sq_bytes / 4) : nullptr);
   }
   void write_master(MasterShard& /*s*/, const float* /*host*/) override {}
 
@@ -173,14 +174,21 @@ void OptimizerStates::attach(ParamGroup& g, const UnitBufferPlan& up) {
   s.begin = up.master_begin;
   s.numel = up.master_numel;
   const GroupLayout& l = g.layout();
-  if (s.numel == l.padded_numel) {  // the whole group: one piece per parameter
-    for (size_t p = 0; p < l.params.size(); ++p) {
-      s.segments.push_back({static_cast<int>(p), l.params[p].offset, 0, l.params[p].numel});
-    }
-  } else {
-    s.segments = l.shard_segments(rank_);
-  }
+  // The whole group (one piece per parameter) or this rank's shard, as the plan has it.
+  s.segments = master_segments(l, s.numel == l.padded_numel, rank_);
+  s.storage = up.states;
+  ZS_ASSERT(s.storage.segments.size() == (s.storage.narrow() ? s.segments.size() : 0));
   allocate(s, up, g);
+}
+
+void OptimizerStates::place_moments(MasterShard& s, void* m, void* v) {
+  if (!s.storage.narrow()) {
+    s.m = static_cast<float*>(m);
+    s.v = static_cast<float*>(v);
+    return;
+  }
+  s.m_store = carve_moment(s.storage, m);
+  s.v_store = carve_moment(s.storage, v);
 }
 
 void OptimizerStates::initialize(ParamGroup& g, uint64_t seed) {
@@ -227,9 +235,16 @@ void OptimizerStates::update(ParamGroup& g, float lr, float grad_scale, int64_t 
   }
   const void* grad = update_grad(g, s);
   void* out = update_out(g, s);
-  for (const ShardSegment& seg : s.segments) {
+  for (size_t k = 0; k < s.segments.size(); ++k) {
+    const ShardSegment& seg = s.segments[k];
     const bool decay = g.specs()[seg.param].weight_decay;
-    update_span(s, grad, out, seg, decay ? with_decay : without_decay, lr, grad_scale, decay);
+    const optim::AdamWStep& adam = decay ? with_decay : without_decay;
+    if (s.storage.narrow()) {  // the fused kernels (host memory only: device engines refuse)
+      adamw_segment(narrow_moments(s), k, s.master_ptr, grad, config_.precision.grad_dtype, out,
+                    config_.precision.param_dtype, adam);
+    } else {
+      update_span(s, grad, out, seg, adam, lr, grad_scale, decay);
+    }
   }
   after_update(g, s);
 }
@@ -243,7 +258,24 @@ void OptimizerStates::cast_to_params(ParamGroup& g) {
 
 MasterView OptimizerStates::view(size_t group) {
   MasterShard& s = shards_.at(group);
-  return {s.master_ptr, s.m, s.v, s.begin, s.numel};
+  if (!s.storage.narrow()) return {s.master_ptr, s.m, s.v, s.begin, s.numel};
+  const size_t n = static_cast<size_t>(s.numel);
+  s.mirror.assign(2 * n, 0.0f);
+  decode_moments(narrow_moments(s), s.mirror.data(), s.mirror.data() + n);
+  s.mirror_written = true;
+  return {s.master_ptr, s.mirror.data(), s.mirror.data() + n, s.begin, s.numel};
+}
+
+void OptimizerStates::refresh(size_t group) {
+  MasterShard& s = shards_.at(group);
+  if (!s.storage.narrow() || !s.mirror_written) return;
+  const size_t n = static_cast<size_t>(s.numel);
+  encode_moments(narrow_moments(s), s.mirror.data(), s.mirror.data() + n);
+  s.mirror_written = false;
+}
+
+void OptimizerStates::invalidate_views() {
+  for (MasterShard& s : shards_) s.mirror_written = false;
 }
 
 }  // namespace zs

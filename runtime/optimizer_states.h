@@ -14,7 +14,10 @@
 //                       which is uploaded ahead of the next gather or forward.
 //
 // Each group's state covers [begin, begin + numel) of its padded group: the whole group when the
-// policy keeps full optimizer state (stage 0), else this rank's shard.
+// policy keeps full optimizer state (stage 0), else this rank's shard. With bf16 or int8 AdamW
+// states ([Note: optimizer state storage] in runtime/state_storage.h) m and v are narrow buffers
+// updated by the fused CPU kernels (ResidentStates on the CPU, HostArenaStates); a device engine
+// refuses them (Engine's constructor).
 // Thread-safety: one thread (the engine's).
 #pragma once
 
@@ -28,6 +31,7 @@
 #include "runtime/buffer_plan.h"
 #include "runtime/engine_config.h"
 #include "runtime/param_group.h"
+#include "runtime/state_storage.h"
 
 namespace zs {
 
@@ -37,14 +41,18 @@ struct MasterShard {
   float* master_ptr = nullptr;         // into `master`, the parameters or the host arena
   float* m = nullptr;                  // Adam m / SGD momentum; null without
   float* v = nullptr;                  // Adam v; null for SGD
-  int64_t begin = 0;                   // first padded-group element held
+  // Narrow AdamW states (m and v above are null then): the buffers carved as the plan says.
+  StateStorage storage;
+  MomentStore m_store, v_store;
+  int64_t begin = 0;  // first padded-group element held
   int64_t numel = 0;
   std::vector<ShardSegment> segments;  // pieces holding parameter elements (update, init)
   // StagedHostStates: this group's gradient shard and updated parameter shard in staging.
   void* host_grad = nullptr;
   void* host_out = nullptr;
-  // A device-resident state read through host copies (shard_view): the copies, and whether they
-  // were handed out since the last step (then refresh uploads them).
+  // A device-resident state read through host copies (shard_view), or narrow moments decoded to
+  // fp32: the copies, and whether they were handed out since the last step (then refresh uploads
+  // or re-encodes them).
   std::vector<float> mirror;
   bool mirror_written = false;
 };
@@ -81,12 +89,14 @@ class OptimizerStates {
   virtual void cast_to_params(ParamGroup& g);
 
   // Host pointers to g's state: the state itself where the host can address it, else host copies
-  // that refresh() uploads (unless a step came in between).
+  // that refresh() uploads (unless a step came in between). Narrow moments: fp32 copies of their
+  // decoded values (bf16 exactly; int8 as value * scale), which refresh() re-encodes
+  // (encode_moments: the decoded values come back bit for bit).
   virtual MasterView view(size_t group);
-  // Uploads what was written through view()'s host copies.
-  virtual void refresh(size_t /*group*/) {}
+  // Uploads (or re-encodes) what was written through view()'s host copies.
+  virtual void refresh(size_t group);
   // A step makes view()'s host copies stale.
-  virtual void invalidate_views() {}
+  void invalidate_views();
   // True when master_ptr addresses host memory.
   virtual bool on_host() const = 0;
 
@@ -103,6 +113,12 @@ class OptimizerStates {
   // Writes host values into the master.
   virtual void write_master(MasterShard& s, const float* host) = 0;
   bool params_are_master(const MasterShard& s) const { return s.master.empty() && !offloaded_; }
+  // Sets s's moment pointers (m, v, or the narrow stores) to buffers of the plan's sizes.
+  void place_moments(MasterShard& s, void* m, void* v);
+  // s's narrow moments, for the functions of state_storage.h.
+  NarrowMoments narrow_moments(const MasterShard& s) const {
+    return {&s.storage, &s.segments, s.m_store, s.v_store};
+  }
 
   const EngineConfig& config_;
   DeviceOps& ops_;

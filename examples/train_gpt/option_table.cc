@@ -302,6 +302,18 @@ std::vector<Flag> optimizer_flags(TrainOptions& o, RawFlags& r) {
        }},
       {"momentum", po::value(&opt.sgd.momentum)->default_value(0.9f, "0.9"),
        "SGD momentum, in [0, 1)", unit_interval("momentum", opt.sgd.momentum)},
+      {"optimizer-state-dtype",
+       po::value(&r.state_dtype)->default_value(r.state_dtype),
+       "storage of AdamW's m and v: fp32, bf16 (rounded to nearest even) or int8 (8-bit block-wise "
+       "codes, one fp32 scale per --optimizer-state-block elements: 2 + 8/B bytes per parameter "
+       "instead of 8); parameters under 4096 elements keep fp32 states (CPU only)",
+       {}},
+      {"optimizer-state-block", po::value(&opt.state_block)->default_value(opt.state_block),
+       "elements per scale of int8 optimizer states: a power of two >= 64",
+       [&b = opt.state_block](const Parsed& p) {
+         ZS_CHECK(b >= 64 && b <= (int64_t{1} << 20) && (b & (b - 1)) == 0, kBad,
+                  "{} {} is not a power of two in 64..1048576", p.flag("optimizer-state-block"), b);
+       }},
       {"clip", po::value(&o.engine.clip_norm)->default_value(1.0f, "1"),
        "clip the global gradient norm to this (0: off)",
        [&clip = o.engine.clip_norm](const Parsed& p) {

@@ -310,6 +310,30 @@ void configure_optimizer(const po::variables_map& vm, const FlagName& flag, RawF
   o.engine.optimizer.schedule.min_ratio = r.min_lr_ratio;
 }
 
+// --optimizer-state-dtype onto the engine ([Note: optimizer state storage]): narrow states are
+// AdamW's, on the CPU; the block applies to int8 states.
+void configure_state_storage(const po::variables_map& vm, const FlagName& flag, const RawFlags& r,
+                             TrainOptions& o) {
+  using optim::StateDType;
+  const std::map<std::string, StateDType> dtypes = {
+      {"fp32", StateDType::kF32}, {"bf16", StateDType::kBF16}, {"int8", StateDType::kI8}};
+  const auto it = dtypes.find(r.state_dtype);
+  ZS_CHECK(it != dtypes.end(), ErrorCode::kInvalidArgument,
+           "{} '{}' is not one of fp32, bf16, int8", flag("optimizer-state-dtype"), r.state_dtype);
+  const StateDType d = it->second;
+  ZS_CHECK(d == StateDType::kF32 || o.engine.optimizer.kind == OptimizerKind::kAdamW,
+           ErrorCode::kInvalidArgument,
+           "{} {} applies to --optimizer adamw, not {} (SGD keeps its momentum in fp32)",
+           flag("optimizer-state-dtype"), r.state_dtype, r.optimizer);
+  ZS_CHECK(d == StateDType::kF32 || o.device == "cpu", ErrorCode::kInvalidArgument,
+           "{} {} is implemented on the CPU backend only, not --device {}",
+           flag("optimizer-state-dtype"), r.state_dtype, o.device);
+  ZS_CHECK(!given(vm, "optimizer-state-block") || d == StateDType::kI8, ErrorCode::kInvalidArgument,
+           "{} applies to --optimizer-state-dtype int8, not {}", flag("optimizer-state-block"),
+           r.state_dtype);
+  o.engine.optimizer.state_dtype = d;
+}
+
 // Every option's final value, in --help's order, for the log header.
 void record_config(const po::options_description& all, const po::variables_map& vm,
                    const std::string& mode, const RawFlags& r, TrainOptions& o) {
@@ -359,6 +383,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   resolve_flags(vm, flag, r, o);
   check_flags(groups, ParsedFlags{vm, flag, o, r});  // ranges, before any work
   configure_optimizer(vm, flag, r, o);
+  configure_state_storage(vm, flag, r, o);
   if (o.device != "cpu") o.collectives = "flat";  // NCCL's own algorithms
   o.memory_check = vm["memory-check"].as<std::string>() == "on";
   configure_loss_scaler(vm, flag, r.dtype, o.engine);

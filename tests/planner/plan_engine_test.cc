@@ -1,6 +1,7 @@
 // The memory plan equals what the engine and the GPT model allocate, to the byte, category by
 // category (run at 1, 2 and 4 ranks): the test MLP under stages 0-3, fp32/bf16 compute, fp32 or
-// compute-dtype gradients, AdamW/SGD, offload on/off, 1 or 2 micro-batches; GptModel's
+// compute-dtype gradients, AdamW/SGD, offload on/off, 1 or 2 micro-batches, and AdamW with bf16
+// and int8 states (block 64; the parameters under 100 elements keep fp32 states); GptModel's
 // activations with and without checkpointing, alone and under the engine (GPT-2 and the Llama
 // form: RMSNorm, rotary, SwiGLU, grouped-query attention, biases per projection), both as the model
 // reports them (ModelDesc::from_model, Model::activation_plan()) and as zs_plan computes them from
@@ -51,12 +52,13 @@ struct Case {
   OptimizerKind opt;
   bool offload;
   int micro_batches;
+  optim::StateDType states = optim::StateDType::kF32;
 };
 
 std::string name(const Case& c) {
-  return fmt::format("stage {} {}/{} {} offload {} mb {} N {}", c.stage, dtype_name(c.p),
-                     dtype_name(c.g), c.opt == OptimizerKind::kAdamW ? "adamw" : "sgd", c.offload,
-                     c.micro_batches, world().size());
+  return fmt::format("stage {} {}/{} {} {} states offload {} mb {} N {}", c.stage, dtype_name(c.p),
+                     dtype_name(c.g), c.opt == OptimizerKind::kAdamW ? "adamw" : "sgd",
+                     optim::state_dtype_name(c.states), c.offload, c.micro_batches, world().size());
 }
 
 std::vector<Case> all_cases() {
@@ -71,6 +73,13 @@ std::vector<Case> all_cases() {
               if (offload && (stage == 0 || opt != OptimizerKind::kAdamW)) continue;
               cases.push_back({stage, p, g, opt, offload, mb});
             }
+  for (optim::StateDType states : {optim::StateDType::kBF16, optim::StateDType::kI8})
+    for (int stage = 0; stage <= 3; ++stage)
+      for (DType p : {DType::kF32, DType::kBF16})
+        for (bool offload : {false, true}) {
+          if (offload && stage == 0) continue;
+          cases.push_back({stage, p, DType::kF32, OptimizerKind::kAdamW, offload, 1, states});
+        }
   return cases;
 }
 
@@ -83,6 +92,9 @@ EngineConfig engine_config(const Case& c) {
   e.offload.optimizer = c.offload;
   e.micro_batches = c.micro_batches;
   e.optimizer.schedule.lr = 1e-2f;
+  e.optimizer.state_dtype = c.states;
+  e.optimizer.state_block = 64;
+  e.optimizer.state_min_numel = 100;
   return e;
 }
 

@@ -1,0 +1,107 @@
+// Where one group shard's AdamW moments live when they are stored narrow (bf16 or int8), as a pure
+// value computed from the layout and the configuration; and the operations on that storage (the
+// fused update, decoding to fp32 for checkpoints and tests, re-encoding from fp32).
+//
+// [Note: optimizer state storage] With OptimizerConfig::state_dtype fp32 the moments are two fp32
+// arrays over the whole shard (padding included), as before. Otherwise each moment is one buffer
+// of moment_bytes() bytes, carved as
+//   [fp32 moments of the fp32-kept segments | int8 scales | narrow moments]
+//     4 * f32_numel                           4 * blocks    2 * narrow_numel (bf16)
+//                                                           or narrow_numel codes (int8)
+// holding parameter elements only (no padding): per master segment (one parameter's piece of the
+// shard), in segment order, its elements go to the fp32 part when param_state_dtype() says fp32
+// (a parameter under state_min_numel elements), else to the narrow part; an int8 segment also
+// takes ceil(length / block) scales. The engine lays groups out at lcm(align, block) elements
+// with int8 states (layout_align() in engine_config.h), so every segment starts on a block
+// boundary of its parameter: a block never straddles two parameters or two ranks, and the blocks
+// of a parameter are the same at every stage and world size (stages 0-3 give the same bits).
+// Bytes per moment: fp32 4n, bf16 2n, int8 n + 4 ceil(n / block) per segment of n elements. Ranks
+// hold different mixes (padding and small parameters fall unevenly), so each rank allocates the
+// largest over its shard group's ranks (moment_capacity()): per-rank bytes stay independent of
+// the rank, as for every other buffer, and the slack counts as padding.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "optim/adamw.h"
+#include "optim/state_adam.h"
+#include "runtime/engine_config.h"
+#include "sharding/layout.h"
+#include "unit/unit.h"
+
+namespace zs {
+
+// The dtype of a parameter's AdamW moments (param_state_dtype() of its size).
+optim::StateDType state_dtype_of(const OptimizerConfig& c, const ParamSpec& p);
+
+// The segments of a group's master state: one per parameter over the whole padded group when
+// `whole` (stage 0, or one rank), else layout.shard_segments(rank).
+std::vector<ShardSegment> master_segments(const GroupLayout& layout, bool whole, int rank);
+
+// Where one master segment's moments are.
+struct StateSegment {
+  optim::StateDType dtype = optim::StateDType::kF32;
+  int64_t offset = 0;  // first element in the fp32 part (kF32) or in the narrow part
+  int64_t block = 0;   // int8: its first scale
+};
+
+// The layout of one shard's moments (each moment: one buffer of moment_bytes()), as the Note says.
+struct StateStorage {
+  optim::StateDType dtype = optim::StateDType::kF32;  // the run's; kF32: the fp32 shard layout
+  int64_t block = 256;                                // int8 block (elements)
+  std::vector<StateSegment> segments;                 // one per master segment, in order
+  int64_t f32_numel = 0;                              // elements with fp32 moments
+  int64_t narrow_numel = 0;                           // elements with bf16 / int8 moments
+  int64_t blocks = 0;                                 // int8 scales
+
+  bool narrow() const { return dtype != optim::StateDType::kF32; }
+  // Bytes of one moment (see the Note); 0 unless narrow().
+  int64_t moment_bytes() const;
+};
+
+// The storage of a shard whose master segments are `segs` (of `layout`'s parameters). A default
+// (fp32, empty) value unless c is AdamW with a narrow state_dtype.
+StateStorage plan_state_storage(const GroupLayout& layout, const std::vector<ShardSegment>& segs,
+                                const OptimizerConfig& c);
+
+// The bytes each rank allocates per moment for `layout` (the largest moment_bytes() over the
+// shard group's ranks; a whole group's own when `whole`); 0 unless narrow states.
+int64_t moment_capacity(const GroupLayout& layout, bool whole, const OptimizerConfig& c);
+
+// One moment's buffer carved as the storage says.
+struct MomentStore {
+  float* f32 = nullptr;     // [f32_numel]
+  float* scales = nullptr;  // [blocks]
+  void* narrow = nullptr;   // bf16 [narrow_numel] or int8 codes [narrow_numel]
+};
+// `base` addresses moment_bytes() bytes, 4-byte aligned.
+MomentStore carve_moment(const StateStorage& st, void* base);
+
+// The moments of a shard: m and v, and the segments they store.
+struct NarrowMoments {
+  const StateStorage* storage = nullptr;
+  const std::vector<ShardSegment>* segments = nullptr;
+  MomentStore m, v;
+};
+
+// One AdamW step of segment k (optim/state_adam.h's fused kernels; optim::cpu_adamw for an
+// fp32-kept segment). master, grad (grad_dtype) and out (may be null; out_dtype) address the
+// shard's element 0. Same bits on every ISA and thread count.
+void adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* grad,
+                   DType grad_dtype, void* out, DType out_dtype, const optim::AdamWStep& step);
+
+// The moments as fp32 over the shard (m_out, v_out: the shard's numel elements each; padding
+// left as it is). bf16 decodes exactly; int8 as value[code] * scale.
+void decode_moments(const NarrowMoments& s, float* m_out, float* v_out);
+
+// Stores fp32 moments (decode_moments' layout) back. bf16: rounded to nearest even, so the
+// decoded values of bf16 states come back unchanged. int8: a block whose current decoding equals
+// the input bit for bit is left as it is; any other is quantized (state_quant.h's rule) and each
+// element whose code does not decode to its value bit for bit gets a code that does, where one
+// exists. So re-encoding what decode_moments gave restores the same decoded values, bit for bit
+// (what the next update reads): [Note: decoded state round trip] in state_storage.cc.
+void encode_moments(const NarrowMoments& s, const float* m_in, const float* v_in);
+
+}  // namespace zs

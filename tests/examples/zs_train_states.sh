@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# zs_train with bf16 and int8 AdamW states (issue 28, --optimizer-state-dtype), one case per ctest:
+#   zs_train_states.sh CASE ZS_TRAIN WORKDIR MPIRUN [mpirun flags...]
+# The model: the tiny GPT-2 of train_gpt_lib.sh (its matrices get narrow states; the positions,
+# biases and norms, under 4096 elements, keep fp32).
+# Cases:
+#   train    2 ranks, int8 states: the loss falls, the log's header records the flags; stages 0, 3
+#            and 2 with offload give one param_hash (int8), stages 0 and 3 another (bf16), and
+#            both differ from fp32 states
+#   resume   int8 states saved at step 3 and resumed to 6: param_hash and losses equal to an
+#            uninterrupted run; the 2-rank checkpoint resumes at 4 ranks; resuming it with bf16 or
+#            fp32 states is refused naming both
+#   refused  an unknown state dtype, a block that is not a power of two, int8 states with SGD, a
+#            block without int8 states: one message naming the flag, exit 2, no step; --help
+#   plan     zs_plan with the same flags equals the trainer's tracked bytes (int8 and bf16 states,
+#            offload too); zs_plan reproduces the 6B-parameter figure (int8 AdamW states 2 + 8/256
+#            bytes per parameter, about 12 GB) and shows 7B ZeRO-3 offloaded at 8 ranks
+source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/plan_check_lib.sh"
+
+int8=(--optimizer-state-dtype int8)
+
+# loss_at out step: the loss reported at that step.
+loss_at() { grep -E "^step +$2/" "$1" | grep -oE 'loss [0-9.]+' | head -1 | awk '{print $2}'; }
+
+case "$case_name" in
+  train)
+    log=$work/t.jsonl
+    run_ok "$work/t.txt" 2 "${tiny[@]}" "${int8[@]}" --steps 12 --log-every 1 --json-log "$log"
+    first=$(loss_at "$work/t.txt" 1) last=$(loss_at "$work/t.txt" 12)
+    echo "int8 states: loss step 1 $first, step 12 $last"
+    [ -n "$first" ] && [ -n "$last" ] || fail "no loss lines"
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }' ||
+      fail "the loss did not fall by 0.3: $first -> $last"
+    for text in '"optimizer-state-dtype":"int8"' '"optimizer-state-block":256'; do
+      head -1 "$log" | grep -qF -- "$text" || fail "the log's header has no $text"
+    done
+    for states in int8 bf16; do
+      for stage in 0 3; do
+        run_ok "$work/$states$stage.txt" 2 "${tiny[@]}" --optimizer-state-dtype $states \
+          --zero-stage $stage --steps 4
+      done
+      same_hash "$states states: stage 0 vs 3" "$work/${states}0.txt" "$work/${states}3.txt"
+    done
+    run_ok "$work/off.txt" 2 "${tiny[@]}" "${int8[@]}" --zero-stage 2 --offload-optimizer --steps 4
+    same_hash "int8 states: stage 0 vs 2 offloaded" "$work/int80.txt" "$work/off.txt"
+    run_ok "$work/fp32.txt" 2 "${tiny[@]}" --zero-stage 0 --steps 4
+    for states in int8 bf16; do
+      [ "$(hash_of "$work/fp32.txt")" != "$(hash_of "$work/${states}0.txt")" ] ||
+        fail "fp32 and $states states gave the same param_hash: the setting did nothing"
+    done
+    ;;
+  resume)
+    run_ok "$work/full.txt" 2 "${tiny[@]}" "${int8[@]}" --steps 6
+    run_ok "$work/a.txt" 2 "${tiny[@]}" "${int8[@]}" --steps 6 --save-dir "$work/ckpt" \
+      --save-every 3
+    ckpt=$work/ckpt/step-00000003
+    run_ok "$work/b.txt" 2 "${tiny[@]}" "${int8[@]}" --steps 6 --resume-from "$ckpt"
+    grep -qF "resumed from $ckpt (step 3" "$work/b.txt" || { cat "$work/b.txt"; fail "not resumed"; }
+    same_hash "uninterrupted vs resumed at step 3" "$work/full.txt" "$work/b.txt"
+    for s in 4 5 6; do
+      [ "$(loss_at "$work/full.txt" $s)" = "$(loss_at "$work/b.txt" $s)" ] ||
+        fail "step $s: loss $(loss_at "$work/full.txt" $s) vs $(loss_at "$work/b.txt" $s)"
+    done
+    run_ok "$work/r4.txt" 4 "${tiny[@]}" "${int8[@]}" --steps 6 --resume-from "$ckpt"
+    grep -qF "(step 3, written by 2 ranks at stage 3)" "$work/r4.txt" ||
+      { cat "$work/r4.txt"; fail "2 -> 4 ranks: not resumed"; }
+    [ -n "$(hash_of "$work/r4.txt")" ] || fail "2 -> 4 ranks: no param_hash"
+    echo "2 -> 4 ranks: resumed, $(grep -E '^step +6/6' "$work/r4.txt" | cut -c1-40)"
+    saved="int8 (block 256, fp32 under 4096 elements)"
+    expect "bf16 states" "optimizer states are $saved in the checkpoint, bf16 (fp32 under 4096 elements) in this run" \
+      "${tiny[@]}" --optimizer-state-dtype bf16 --steps 6 --resume-from "$ckpt"
+    expect "fp32 states" "optimizer states are $saved in the checkpoint, fp32 in this run" \
+      "${tiny[@]}" --steps 6 --resume-from "$ckpt"
+    ;;
+  refused)
+    expect2() {
+      expect "$@"
+      [ "$expect_rc" = 2 ] || fail "$1: exit $expect_rc, expected 2"
+    }
+    expect2 "unknown dtype" "--optimizer-state-dtype 'fp8' is not one of fp32, bf16, int8" \
+      "${tiny[@]}" --steps 2 --optimizer-state-dtype fp8
+    expect2 "block 100" "--optimizer-state-block 100 is not a power of two in 64..1048576" \
+      "${tiny[@]}" --steps 2 "${int8[@]}" --optimizer-state-block 100
+    expect2 "block 32" "--optimizer-state-block 32 is not a power of two in 64..1048576" \
+      "${tiny[@]}" --steps 2 "${int8[@]}" --optimizer-state-block 32
+    expect2 "sgd" "--optimizer-state-dtype int8 applies to --optimizer adamw, not sgd" \
+      "${tiny[@]}" --steps 2 "${int8[@]}" --optimizer sgd
+    expect2 "block without int8" "--optimizer-state-block applies to --optimizer-state-dtype int8, not bf16" \
+      "${tiny[@]}" --steps 2 --optimizer-state-dtype bf16 --optimizer-state-block 128
+    "$bin" --help > "$work/help.txt" || fail "--help"
+    for text in "--optimizer-state-dtype arg (=fp32)" "--optimizer-state-block arg (=256)"; do
+      grep -qF -- "$text" "$work/help.txt" || fail "--help: no '$text'"
+    done
+    echo "--help: both flags"
+    ;;
+  plan)
+    zs_plan=$(dirname "$bin")/zs_plan
+    model=(--layers 2 --heads 2 --width 64 --context 32)
+    for cfg in "--zero-stage 3 --optimizer-state-dtype int8" \
+               "--zero-stage 0 --optimizer-state-dtype bf16" \
+               "--zero-stage 2 --optimizer-state-dtype int8 --optimizer-state-block 64 --offload"; do
+      # shellcheck disable=SC2206
+      flags=($cfg)
+      tflags=("${flags[@]/--offload/--offload-optimizer}")
+      log=$work/run.jsonl
+      rm -f "$log"
+      run_ok "$work/p.txt" 2 "${tiny[@]}" --steps 2 "${tflags[@]}" --json-log "$log"
+      plan=$("$zs_plan" "${model[@]}" --vocab 256 --batch 8 --ranks 2 --dtype bf16 \
+        --grad-dtype fp32 "${flags[@]}" --json) || fail "zs_plan $cfg"
+      plan_equals_tracked "$cfg" "$log" "$plan" params grads master optimizer comm_buffers \
+        host_offload
+    done
+    # The documents' figure: 6e9 parameters in 31 units of one parameter each (units_for_param_count:
+    # 3 of 193548388, 28 of 193548387), int8 AdamW states: n + 4 ceil(n / 256) bytes per moment.
+    want=0
+    for n in 193548388 193548388 193548388; do want=$((want + 2 * (n + 4 * ((n + 255) / 256))));
+    done
+    for _ in $(seq 28); do
+      n=193548387
+      want=$((want + 2 * (n + 4 * ((n + 255) / 256))))
+    done
+    got=$("$zs_plan" --params 6e9 --zero-stage 0 "${int8[@]}" --json |
+      grep -o '"optimizer_bytes": [0-9]*' | awk '{print $2}')
+    [ "$got" = "$want" ] || fail "6B int8 AdamW states: planned '$got', expected $want"
+    "$zs_plan" --params 6e9 --zero-stage 0 "${int8[@]}" | grep -E "optimizer states" ||
+      fail "zs_plan's table"
+    echo "6B parameters, int8 AdamW states: $got bytes ($(awk -v b="$got" 'BEGIN { printf "%.2f", b / 1e9 }') GB)"
+    for states in fp32 int8; do
+      host=$("$zs_plan" --model llama-7b --ranks 8 --zero-stage 3 --offload \
+        --optimizer-state-dtype $states --json | grep -o '"host_offload_bytes": [0-9]*' |
+        awk '{print $2}')
+      echo "llama-7b, ZeRO-3, 8 ranks, offloaded, $states states: host $host bytes per rank"
+      eval "host_$states=$host"
+    done
+    # shellcheck disable=SC2154
+    [ "$host_int8" -lt "$host_fp32" ] || fail "int8 states do not shrink the host memory"
+    ;;
+  *)
+    fail "unknown case $case_name"
+    ;;
+esac
+echo "PASS: $case_name"
