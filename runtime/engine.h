@@ -111,7 +111,9 @@ class Engine {
   // On the CPU, and for an offloaded optimizer, the pointers address the state itself. On a device
   // engine without offload they address host copies made by this call; writes to them take
   // effect at the next refresh_params_from_master(), unless a step() came in between (the copies
-  // are stale then, and are not uploaded).
+  // are stale then, and are not uploaded). With bf16 or int8 optimizer states, exp_avg and
+  // exp_avg_sq are such copies of the decoded moments (fp32), re-encoded by the refresh so that
+  // the decoded values come back bit for bit ([Note: decoded state round trip]).
   UnitShardState shard_state(size_t unit);
   // Not collective: throws zs::Error(kNonFinite) naming the unit, the element and `what` when
   // this rank's fp32 master holds a NaN or inf. Checkpoints and exports call it (agreed across
