@@ -225,23 +225,37 @@ void bench_fp32_states(int64_t n, Buffers& b, const zs::optim::AdamWStep& s, con
         [&] { reference_threaded(b.p, b.g, b.m, b.v, n, s); });
 }
 
-// The bf16- and int8-state rows (optim/state_adam.h), fp32 grads, without and with a bf16 out.
+// Zeroes the int8-state codes and scales (a fresh state for the next code book's rows).
+void reset_int8_states(int64_t n, Buffers& b) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    b.mc[i] = b.vc[i] = 0;
+    if (i % Buffers::kBlock == 0) b.ms[i / Buffers::kBlock] = b.vs[i / Buffers::kBlock] = 0.0f;
+  }
+}
+
+// The bf16- and int8-state rows (optim/state_adam.h; int8 in both code books), fp32 grads,
+// without and with a bf16 out.
 void bench_low_bit_states(int64_t n, Buffers& b, const zs::optim::AdamWStep& s,
                           const Bench& bench) {
   namespace opt = zs::optim;
   const std::string isa = opt::cpu_adam_isa();
-  const opt::Int8StateFormat f{Buffers::kBlock, zs::StateCode::kDynamic};
-  const double int8_bytes = 16.0 + 16.0 / f.block;
+  const double int8_bytes = 16.0 + 16.0 / Buffers::kBlock;
   for (bool out : {false, true}) {
     uint16_t* o16 = out ? b.out16 : nullptr;
     const char* tail = out ? " + bf16 out" : "";
     bench(fmt::format("bf16 states {} fp32 grads{}", isa, tail), 20 + 2 * out, [&] {
       opt::cpu_adamw_bf16_states(b.p, b.g, DType::kF32, b.m16, b.v16, n, s, o16, DType::kBF16);
     });
-    bench(fmt::format("int8 states {} fp32 grads{}", isa, tail), int8_bytes + 2 * out, [&] {
-      opt::cpu_adamw_int8_states(b.p, b.g, DType::kF32, {b.mc, b.ms}, {b.vc, b.vs}, n, f, s, o16,
-                                 DType::kBF16);
-    });
+    for (zs::StateCode code : {zs::StateCode::kFloat8, zs::StateCode::kDynamic}) {
+      const opt::Int8StateFormat f{Buffers::kBlock, code};
+      reset_int8_states(n, b);
+      bench(fmt::format("int8 states {} {} fp32 grads{}", zs::state_code_name(code), isa, tail),
+            int8_bytes + 2 * out, [&] {
+              opt::cpu_adamw_int8_states(b.p, b.g, DType::kF32, {b.mc, b.ms}, {b.vc, b.vs}, n, f, s,
+                                         o16, DType::kBF16);
+            });
+    }
   }
 }
 
@@ -298,12 +312,13 @@ void print_table(const Options& o, const std::vector<Result>& rs) {
   fmt::print(
       "ref = adam-shape stream; GB/s counts the bytes above (reads + writes, no "
       "write-allocate)\n");
-  const double int8 = rate_of(rs, n, "int8 states");
-  for (const char* key :
-       {"cpu_adamw", "bf16 states", "AdamW(foreach)", "AdamW(fused", "AdamW8bit"}) {
-    const double other = rate_of(rs, n, key);
-    if (int8 > 0 && other > 0)
-      fmt::print("int8 states / {}: {:.2f}x params/s\n", key, int8 / other);
+  for (const char* mine : {"int8 states float8", "int8 states dynamic"}) {
+    const double int8 = rate_of(rs, n, mine);
+    for (const char* key :
+         {"cpu_adamw", "bf16 states", "AdamW(foreach)", "AdamW(fused", "AdamW8bit"}) {
+      const double other = rate_of(rs, n, key);
+      if (int8 > 0 && other > 0) fmt::print("{} / {}: {:.2f}x params/s\n", mine, key, int8 / other);
+    }
   }
 }
 

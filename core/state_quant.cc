@@ -27,6 +27,14 @@ float float_of(uint32_t u) {
 std::vector<double> magnitudes(StateCode code, bool is_signed) {
   const int count = is_signed ? 128 : 256;
   std::vector<double> out = {0.0};
+  if (code == StateCode::kFloat8) {
+    const int e_top = is_signed ? 15 : 31;
+    for (int q = 1; q < count; ++q) {
+      const int e = q >> 3, f = q & 7;
+      out.push_back(e == 0 ? std::ldexp(f / 8.0, 1 - e_top) : std::ldexp(1.0 + f / 8.0, e - e_top));
+    }
+    return out;
+  }
   if (code == StateCode::kLinear) {
     for (int j = 1; j < count; ++j) out.push_back(static_cast<double>(j) / (count - 1));
     return out;
@@ -53,7 +61,9 @@ double exact_mid(float a, float b) { return (static_cast<double>(a) + b) / 2.0; 
 
 StateCodeBook build(StateCode code, bool is_signed) {
   StateCodeBook book;
+  book.code = code;
   book.is_signed = is_signed;
+  book.reciprocal = code == StateCode::kFloat8;
   const std::vector<double> mags = magnitudes(code, is_signed);
   book.num_mag = static_cast<int>(mags.size());
   for (int k = 0; k < book.num_mag; ++k) book.mag[k] = static_cast<float>(mags[k]);
@@ -91,14 +101,31 @@ StateCodeBook build(StateCode code, bool is_signed) {
 }  // namespace
 
 const StateCodeBook& state_code_book(StateCode code, bool is_signed) {
-  static const StateCodeBook books[2][2] = {
+  static const StateCodeBook books[3][2] = {
       {build(StateCode::kDynamic, false), build(StateCode::kDynamic, true)},
-      {build(StateCode::kLinear, false), build(StateCode::kLinear, true)}};
-  return books[code == StateCode::kLinear ? 1 : 0][is_signed ? 1 : 0];
+      {build(StateCode::kLinear, false), build(StateCode::kLinear, true)},
+      {build(StateCode::kFloat8, false), build(StateCode::kFloat8, true)}};
+  return books[static_cast<int>(code)][is_signed ? 1 : 0];
 }
 
 const char* state_code_name(StateCode code) {
-  return code == StateCode::kLinear ? "linear" : "dynamic";
+  switch (code) {
+    case StateCode::kDynamic:
+      return "dynamic";
+    case StateCode::kLinear:
+      return "linear";
+    case StateCode::kFloat8:
+      return "float8";
+  }
+  return "invalid";
+}
+
+StateCode parse_state_code(const char* name) {
+  for (StateCode c : {StateCode::kFloat8, StateCode::kDynamic, StateCode::kLinear}) {
+    if (std::strcmp(name, state_code_name(c)) == 0) return c;
+  }
+  fail(ErrorCode::kInvalidArgument,
+       "optimizer state code book '{}' is unknown (float8, dynamic or linear expected)", name);
 }
 
 uint8_t encode_state_value(const StateCodeBook& book, float r) {
@@ -114,6 +141,7 @@ uint8_t encode_state_value(const StateCodeBook& book, float r) {
       hi = mid;
     }
   }
+  if (!book.is_signed && lo == 0 && a > 0) lo = 1;  // a positive v keeps code >= 1
   const bool neg = book.is_signed && std::signbit(r) && lo != 0;
   return static_cast<uint8_t>(lo | (neg ? 0x80 : 0));
 }
@@ -139,9 +167,13 @@ void quantize_state_blockwise(const float* x, int64_t n, int64_t block, const St
     const int64_t begin = b * block, len = std::min(block, n - begin);
     const float scale = state_block_scale(x + begin, len);
     scales[b] = scale;
-    const bool zero = !(scale > 0.0f);  // 0 or NaN
+    if (!(scale >= state_min_scale(book))) {  // 0, NaN, or float8 below the normal range
+      std::memset(codes + begin, 0, static_cast<size_t>(len));
+      continue;
+    }
+    const float inv = 1.0f / scale;
     for (int64_t i = begin; i < begin + len; ++i) {
-      codes[i] = zero ? 0 : encode_state_value(book, x[i] / scale);
+      codes[i] = encode_state_value(book, book.reciprocal ? x[i] * inv : x[i] / scale);
     }
   }
 }

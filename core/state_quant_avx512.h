@@ -68,6 +68,52 @@ template <bool kSigned>
   }
 }
 
+// The float8 book's value[c] for 16 codes c (epi32, < 256) by [Note: float8 state codes]: the
+// bits (q + K) << 20, or q * 2^(-1 - 2^E) below 8; signed codes above 0x80 negative (0x80 is +0,
+// as book.value[0x80]).
+template <bool kSigned>
+[[gnu::always_inline]] ZS_STATE_QUANT_AVX512 inline __m512 float8_decode_avx512(__m512i c) {
+  constexpr Float8Format f = float8_format(kSigned);
+  const __m512i q = kSigned ? _mm512_and_si512(c, _mm512_set1_epi32(0x7f)) : c;
+  const __m512 normal = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(q, _mm512_set1_epi32(static_cast<int>(f.k))), 20));
+  const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(f.sub_out));
+  const __m512 y =
+      _mm512_mask_blend_ps(_mm512_cmplt_epu32_mask(q, _mm512_set1_epi32(8)), normal, sub);
+  if constexpr (kSigned) {
+    const __mmask16 neg = _mm512_cmpgt_epu32_mask(c, _mm512_set1_epi32(0x80));
+    return _mm512_mask_xor_ps(y, neg, y, _mm512_set1_ps(-0.0f));
+  } else {
+    return y;
+  }
+}
+
+// The float8 codes (epi32) of 16 values r (|r| <= 1 + 2^-22, finite) by float8_index.
+template <bool kSigned>
+[[gnu::always_inline]] ZS_STATE_QUANT_AVX512 inline __m512i float8_encode_avx512(__m512 r) {
+  constexpr Float8Format f = float8_format(kSigned);
+  const __m512i bits = _mm512_castps_si512(r);
+  const __m512i abits = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
+  const __m512i normal =
+      _mm512_sub_epi32(_mm512_srli_epi32(_mm512_add_epi32(abits, _mm512_set1_epi32(0x7ffff)), 20),
+                       _mm512_set1_epi32(static_cast<int>(f.k)));
+  const __m512 y = _mm512_mul_ps(_mm512_castsi512_ps(abits), _mm512_set1_ps(f.sub_in));
+  const __m512i t = _mm512_cvttps_epi32(y);
+  const __mmask16 up =
+      _mm512_cmp_ps_mask(_mm512_sub_ps(y, _mm512_cvtepi32_ps(t)), _mm512_set1_ps(0.5f), _CMP_GT_OQ);
+  const __m512i sub = _mm512_mask_add_epi32(t, up, t, _mm512_set1_epi32(1));
+  const __mmask16 low =
+      _mm512_cmplt_epu32_mask(abits, _mm512_set1_epi32(static_cast<int>(f.min_normal)));
+  __m512i q = _mm512_min_epu32(_mm512_mask_blend_epi32(low, normal, sub),
+                               _mm512_set1_epi32(static_cast<int>(f.top)));
+  if constexpr (kSigned) {
+    const __m512i neg = _mm512_and_si512(_mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80));
+    return _mm512_mask_or_epi32(q, _mm512_test_epi32_mask(q, q), q, neg);
+  } else {
+    return _mm512_mask_max_epu32(q, _mm512_test_epi32_mask(abits, abits), q, _mm512_set1_epi32(1));
+  }
+}
+
 }  // namespace zs::state_quant_avx512
 
 #endif

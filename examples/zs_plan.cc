@@ -378,6 +378,8 @@ void declare_options(po::options_description& desc) {
        "elements keep fp32")
       ("optimizer-state-block", po::value<int64_t>()->default_value(256),
        "elements per int8 state scale (a power of two >= 64)")
+      ("optimizer-state-code", po::value<std::string>()->default_value("float8"),
+       "code book of int8 states, as zs_train's: float8 | dynamic (the bytes are the same)")
       ("checkpoint-activations", "keep only each block's input; recompute in backward")
       ("batch", po::value<int64_t>(), "global batch in sequences per optimizer step "
        "(default: one per rank and micro-batch)")
@@ -559,6 +561,13 @@ void parse_state_storage(const po::variables_map& vm, zs::EngineConfig& e) {
                             : d == "bf16" ? StateDType::kBF16
                                           : StateDType::kF32;
   e.optimizer.state_block = b;
+  const std::string code = vm["optimizer-state-code"].as<std::string>();
+  if (!vm["optimizer-state-code"].defaulted() && d != "int8")
+    throw BadFlag(
+        fmt::format("--optimizer-state-code applies to --optimizer-state-dtype int8, not {}", d));
+  if (code != "float8" && code != "dynamic")
+    throw BadFlag(fmt::format("--optimizer-state-code '{}' is not one of float8, dynamic", code));
+  e.optimizer.state_code = zs::parse_state_code(code.c_str());
 }
 
 void parse_engine(const po::variables_map& vm, const Adapters& ad, Options& o) {

@@ -33,6 +33,7 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"optimizer.schedule.min_ratio", f(s.min_ratio)},
       {"optimizer.state_dtype", optim::state_dtype_name(c.optimizer.state_dtype)},
       {"optimizer.state_block", i(c.optimizer.state_block)},
+      {"optimizer.state_code", state_code_name(c.optimizer.state_code)},
       {"optimizer.state_min_numel", i(c.optimizer.state_min_numel)},
       {"loss_scale_set", i(c.loss_scale_set)},
       {"loss_scale.dynamic", i(l.dynamic)},
@@ -75,7 +76,8 @@ std::string state_storage_name(const OptimizerConfig& c) {
   if (c.kind != OptimizerKind::kAdamW || c.state_dtype == optim::StateDType::kF32) return "fp32";
   const std::string under = fmt::format("fp32 under {} elements", c.state_min_numel);
   if (c.state_dtype == optim::StateDType::kI8)
-    return fmt::format("int8 (block {}, {})", c.state_block, under);
+    return fmt::format("int8 (block {}, {} codes, {})", c.state_block,
+                       state_code_name(c.state_code), under);
   return fmt::format("{} ({})", optim::state_dtype_name(c.state_dtype), under);
 }
 
@@ -173,6 +175,11 @@ void check_state_storage(const OptimizerConfig& o) {
   const int64_t b = o.state_block;
   ZS_CHECK(b >= 64 && b <= (int64_t{1} << 20) && (b & (b - 1)) == 0, ErrorCode::kInvalidArgument,
            "optimizer.state_block {} is not a power of two in 64..1048576", b);
+  ZS_CHECK(o.state_code == StateCode::kFloat8 || o.state_code == StateCode::kDynamic ||
+               o.state_code == StateCode::kLinear,
+           ErrorCode::kInvalidArgument,
+           "optimizer.state_code {} is not one of float8, dynamic, linear",
+           static_cast<int>(o.state_code));
   ZS_CHECK(o.state_min_numel >= 0, ErrorCode::kInvalidArgument,
            "optimizer.state_min_numel {} must not be negative", o.state_min_numel);
   ZS_CHECK(d == StateDType::kF32 || o.kind == OptimizerKind::kAdamW, ErrorCode::kInvalidArgument,

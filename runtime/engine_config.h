@@ -38,12 +38,14 @@ struct OptimizerConfig {
   optim::LrSchedule schedule;
   // [Note: optimizer state storage] How AdamW's m and v are stored (optim/state_adam.h): fp32
   // (the default and the old path), bf16 (rounded to nearest even) or int8 (block-wise codes with
-  // one fp32 absmax scale per `state_block` elements, the dynamic code book). A parameter with
+  // one fp32 absmax scale per `state_block` elements and the code book `state_code`: float8 by
+  // default, [Note: float8 state codes] in core/state_quant.h). A parameter with
   // fewer than `state_min_numel` elements keeps fp32 states (bitsandbytes' rule): see
   // param_state_dtype(). AdamW only; the CPU backend only (resident or offloaded).
   optim::StateDType state_dtype = optim::StateDType::kF32;
-  int64_t state_block = 256;       // int8 states: elements per block, a power of two >= 64
-  int64_t state_min_numel = 4096;  // smaller parameters keep fp32 states
+  int64_t state_block = 256;  // int8 states: elements per block, a power of two >= 64
+  StateCode state_code = StateCode::kFloat8;  // int8 states: the code book (float8 or dynamic)
+  int64_t state_min_numel = 4096;             // smaller parameters keep fp32 states
 };
 
 // The dtype of the AdamW moments of a parameter of `numel` elements: c.state_dtype, or fp32 when

@@ -82,7 +82,7 @@ void code_segment(const StateStorage& st, const StateSegment& ss, int64_t len,
       }
       return;
     case StateDType::kI8: {
-      const StateCodeBook& book = state_code_book(StateCode::kDynamic, is_m);
+      const StateCodeBook& book = state_code_book(st.code, is_m);
       const optim::QuantizedMoment q = quantized(mom, ss);
       if (!encode) {
         dequantize_state_blockwise(q.codes, q.scales, len, st.block, book, x);
@@ -133,6 +133,7 @@ StateStorage plan_state_storage(const GroupLayout& l, const std::vector<ShardSeg
   if (c.kind != OptimizerKind::kAdamW || c.state_dtype == StateDType::kF32) return st;
   st.dtype = c.state_dtype;
   st.block = c.state_block;
+  st.code = c.state_code;
   for (const ShardSegment& seg : segs) {
     StateSegment ss;
     ss.dtype = param_state_dtype(c, l.params[static_cast<size_t>(seg.param)].numel);
@@ -190,8 +191,8 @@ void adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* 
       return;
     case StateDType::kI8:
       optim::cpu_adamw_int8_states(p, g, grad_dtype, quantized(s.m, ss), quantized(s.v, ss), n,
-                                   optim::Int8StateFormat{s.storage->block, StateCode::kDynamic},
-                                   step, dst, out_dtype);
+                                   optim::Int8StateFormat{s.storage->block, s.storage->code}, step,
+                                   dst, out_dtype);
       return;
   }
 }

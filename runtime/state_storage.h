@@ -51,6 +51,7 @@ struct StateSegment {
 struct StateStorage {
   optim::StateDType dtype = optim::StateDType::kF32;  // the run's; kF32: the fp32 shard layout
   int64_t block = 256;                                // int8 block (elements)
+  StateCode code = StateCode::kFloat8;                // int8 code book
   std::vector<StateSegment> segments;                 // one per master segment, in order
   int64_t f32_numel = 0;                              // elements with fp32 moments
   int64_t narrow_numel = 0;                           // elements with bf16 / int8 moments

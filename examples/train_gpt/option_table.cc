@@ -314,6 +314,11 @@ std::vector<Flag> optimizer_flags(TrainOptions& o, RawFlags& r) {
          ZS_CHECK(b >= 64 && b <= (int64_t{1} << 20) && (b & (b - 1)) == 0, kBad,
                   "{} {} is not a power of two in 64..1048576", p.flag("optimizer-state-block"), b);
        }},
+      {"optimizer-state-code",
+       po::value(&r.state_code)->default_value(r.state_code),
+       "code book of int8 optimizer states: float8 (3 mantissa bits, E4M3 for m and E5M3 for v "
+       "under the block's absmax; the fast kernels) or dynamic (bitsandbytes' dynamic map)",
+       {}},
       {"clip", po::value(&o.engine.clip_norm)->default_value(1.0f, "1"),
        "clip the global gradient norm to this (0: off)",
        [&clip = o.engine.clip_norm](const Parsed& p) {

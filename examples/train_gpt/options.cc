@@ -331,7 +331,13 @@ void configure_state_storage(const po::variables_map& vm, const FlagName& flag, 
   ZS_CHECK(!given(vm, "optimizer-state-block") || d == StateDType::kI8, ErrorCode::kInvalidArgument,
            "{} applies to --optimizer-state-dtype int8, not {}", flag("optimizer-state-block"),
            r.state_dtype);
+  ZS_CHECK(!given(vm, "optimizer-state-code") || d == StateDType::kI8, ErrorCode::kInvalidArgument,
+           "{} applies to --optimizer-state-dtype int8, not {}", flag("optimizer-state-code"),
+           r.state_dtype);
+  ZS_CHECK(r.state_code == "float8" || r.state_code == "dynamic", ErrorCode::kInvalidArgument,
+           "{} '{}' is not one of float8, dynamic", flag("optimizer-state-code"), r.state_code);
   o.engine.optimizer.state_dtype = d;
+  o.engine.optimizer.state_code = parse_state_code(r.state_code.c_str());
 }
 
 // Every option's final value, in --help's order, for the log header.

@@ -24,10 +24,21 @@ struct Book {
   StateCode code;
   bool is_signed;
 };
-const Book kBooks[] = {{StateCode::kDynamic, true},
-                       {StateCode::kDynamic, false},
-                       {StateCode::kLinear, true},
-                       {StateCode::kLinear, false}};
+const Book kBooks[] = {{StateCode::kDynamic, true}, {StateCode::kDynamic, false},
+                       {StateCode::kLinear, true},  {StateCode::kLinear, false},
+                       {StateCode::kFloat8, true},  {StateCode::kFloat8, false}};
+
+// The largest magnitude an encoder produces: 1 (float8's indices above 1.0 are never produced).
+int top_index(const StateCodeBook& book) {
+  if (book.code != StateCode::kFloat8) return book.num_mag - 1;
+  return book.is_signed ? 120 : 248;
+}
+
+// The code the definition gives to the midpoint-side value f of magnitude k: k, except that an
+// unsigned book never gives code 0 to a positive value.
+int expected_code(const StateCodeBook& book, int k, float f) {
+  return (!book.is_signed && k == 0 && f > 0.0f) ? 1 : k;
+}
 
 std::string book_name(const Book& b) {
   return std::string(state_code_name(b.code)) + (b.is_signed ? " signed" : " unsigned");
@@ -54,7 +65,7 @@ TEST(StateQuant, BooksHaveTheDocumentedValues) {
     const auto& book = state_code_book(b.code, b.is_signed);
     SCOPED_TRACE(book_name(b));
     EXPECT_EQ(book.mag[0], 0.0f);
-    EXPECT_EQ(book.mag[book.num_mag - 1], 1.0f);
+    EXPECT_EQ(book.mag[top_index(book)], 1.0f);
     for (int k = 0; k + 1 < book.num_mag; ++k) ASSERT_LT(book.mag[k], book.mag[k + 1]);
     for (int c = 0; c < 256; ++c) {
       const int j = b.is_signed ? (c & 0x7f) : c;
@@ -87,13 +98,16 @@ TEST(StateQuant, ExactCodesAndTies) {
       const float up = std::nextafter(f, 2.0f), down = std::nextafter(f, -1.0f);
       if (static_cast<double>(f) == mid) {
         ++ties;
-        ASSERT_EQ(encode_state_value(book, f), k) << book_name(b) << " k=" << k;
+        ASSERT_EQ(encode_state_value(book, f), expected_code(book, k, f))
+            << book_name(b) << " k=" << k;
         if (b.is_signed) {
           ASSERT_EQ(encode_state_value(book, -f), k == 0 ? 0 : (0x80 | k));
         }
       }
       ASSERT_EQ(encode_state_value(book, f > mid ? f : up), k + 1) << book_name(b) << " k=" << k;
-      ASSERT_EQ(encode_state_value(book, f <= mid ? f : down), k) << book_name(b) << " k=" << k;
+      const float below = f <= mid ? f : down;
+      ASSERT_EQ(encode_state_value(book, below), expected_code(book, k, below))
+          << book_name(b) << " k=" << k;
     }
   }
   EXPECT_GT(ties, 50);  // the tie rule is exercised, not vacuous
@@ -187,7 +201,9 @@ TEST(StateQuant, RoundTripWithinHalfAGap) {
       const double a = scales[i / block];
       const int j = b.is_signed ? (codes[i] & 0x7f) : codes[i];
       const double err = std::fabs(static_cast<double>(x[i]) - y[i]);
-      const double bound = (half_gap(book, j) + std::ldexp(1.0, -22)) * a;
+      // A positive v below half the smallest magnitude takes that magnitude (code 1).
+      const double gap = (!b.is_signed && j == 1) ? book.mag[1] : half_gap(book, j);
+      const double bound = (gap + std::ldexp(1.0, -22)) * a;
       ASSERT_LE(err, bound) << book_name(b) << " i=" << i << " x=" << x[i] << " y=" << y[i];
       worst = std::max(worst, err / a);
     }
@@ -232,6 +248,103 @@ TEST(StateQuant, AdversarialBlocks) {
   EXPECT_EQ(codes[320], 127);
   EXPECT_EQ(codes[321], 0);
   EXPECT_NEAR(y[322], -0.5f, 0.5 * 0.9 / 64 * 2.0);
+}
+
+TEST(StateQuant, Float8BooksFollowTheirFormula) {
+  const auto& fs = state_code_book(StateCode::kFloat8, true);
+  const auto& fu = state_code_book(StateCode::kFloat8, false);
+  EXPECT_EQ(fs.num_mag, 128);
+  EXPECT_EQ(fu.num_mag, 256);
+  EXPECT_EQ(fs.mag[1], 0x1p-17f);  // e = 0: f / 8 * 2^-14
+  EXPECT_EQ(fs.mag[8], 0x1p-14f);  // e = 1, f = 0
+  EXPECT_EQ(fs.mag[119], 0.9375f);
+  EXPECT_EQ(fu.mag[1], 0x1p-33f);
+  EXPECT_EQ(fu.mag[8], 0x1p-30f);
+  EXPECT_EQ(fu.mag[247], 0.9375f);
+  for (const StateCodeBook* book : {&fs, &fu}) {
+    const Float8Format f = float8_format(book->is_signed);
+    for (uint32_t q = 0; q < static_cast<uint32_t>(book->num_mag); ++q) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(float8_value(f, q)), std::bit_cast<uint32_t>(book->mag[q]))
+          << q;
+      if (static_cast<int>(q) <= top_index(*book)) {
+        ASSERT_EQ(float8_index(f, std::bit_cast<uint32_t>(book->mag[q]), book->is_signed),
+                  std::max(q, book->is_signed ? 0u : 1u) * (q > 0 || book->is_signed ? 1u : 0u))
+            << q;
+      }
+    }
+    // Just above 1 (r = x * (1 / A) may round up): still the top, never an index above it.
+    EXPECT_EQ(float8_index(f, std::bit_cast<uint32_t>(1.0f) + 2, book->is_signed),
+              static_cast<uint32_t>(top_index(*book)));
+  }
+}
+
+TEST(StateQuant, PositiveVNeverDecodesToZero) {
+  // A v far below its block's absmax keeps the smallest non-zero magnitude: with m non-zero, a v
+  // decoded as 0 would make AdamW's step m / eps.
+  for (StateCode code : {StateCode::kDynamic, StateCode::kLinear, StateCode::kFloat8}) {
+    const auto& book = state_code_book(code, false);
+    SCOPED_TRACE(state_code_name(code));
+    std::vector<float> x(64, 1e-30f), y(64);
+    x[0] = 1.0f;
+    x[1] = 0.0f;
+    x[2] = std::numeric_limits<float>::denorm_min();
+    std::vector<uint8_t> codes(64);
+    float scale = 0;
+    quantize_state_blockwise(x.data(), 64, 64, book, codes.data(), &scale);
+    dequantize_state_blockwise(codes.data(), &scale, 64, 64, book, y.data());
+    EXPECT_EQ(codes[1], 0);
+    EXPECT_EQ(y[1], 0.0f);
+    for (int i = 2; i < 64; ++i) {
+      ASSERT_EQ(codes[i], 1) << i;
+      ASSERT_EQ(y[i], book.mag[1]) << i;
+    }
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+      if (!simd_level_supported(level)) continue;
+      std::vector<uint8_t> got(64);
+      encode_state_block(level, x.data(), scale, 64, book, got.data());
+      ASSERT_EQ(got, codes) << simd_level_name(level);
+    }
+  }
+}
+
+TEST(StateQuant, Float8BlockWithASubnormalAbsmaxIsZero) {
+  // 1 / A overflows for the smallest subnormals, so such a block is stored as zeros.
+  const auto& book = state_code_book(StateCode::kFloat8, true);
+  std::vector<float> x(64, 0.0f), y(64, 1.0f);
+  for (int i = 0; i < 64; ++i) x[i] = (i % 2 ? -1e-40f : 3e-41f);
+  std::vector<uint8_t> codes(64, 0xee);
+  float scale = 0;
+  quantize_state_blockwise(x.data(), 64, 64, book, codes.data(), &scale);
+  EXPECT_EQ(scale, 1e-40f);
+  dequantize_state_blockwise(codes.data(), &scale, 64, 64, book, y.data());
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_EQ(codes[i], 0) << i;
+    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), 0u) << i;
+  }
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (!simd_level_supported(level)) continue;
+    std::vector<uint8_t> got(64, 0xee);
+    encode_state_block(level, x.data(), scale, 64, book, got.data());
+    ASSERT_EQ(got, codes) << simd_level_name(level);
+  }
+  // The smallest normal absmax is encoded: the absmax element decodes to itself.
+  x[0] = 0x1p-126f;
+  quantize_state_blockwise(x.data(), 64, 64, book, codes.data(), &scale);
+  EXPECT_EQ(codes[0], 120);
+  dequantize_state_blockwise(codes.data(), &scale, 64, 64, book, y.data());
+  EXPECT_EQ(y[0], 0x1p-126f);
+}
+
+TEST(StateQuant, CodeNamesParse) {
+  for (StateCode c : {StateCode::kDynamic, StateCode::kLinear, StateCode::kFloat8}) {
+    EXPECT_EQ(parse_state_code(state_code_name(c)), c);
+  }
+  try {
+    parse_state_code("fp4");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'fp4'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(StateQuant, BlockSizeIsChecked) {

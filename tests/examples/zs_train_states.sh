@@ -6,12 +6,13 @@
 # Cases:
 #   train    2 ranks, int8 states: the loss falls, the log's header records the flags; stages 0, 3
 #            and 2 with offload give one param_hash (int8), stages 0 and 3 another (bf16), and
-#            both differ from fp32 states
+#            another (int8, the dynamic code book), all differ from fp32 states
 #   resume   int8 states saved at step 3 and resumed to 6: param_hash and losses equal to an
 #            uninterrupted run; the 2-rank checkpoint resumes at 4 ranks; resuming it with bf16 or
-#            fp32 states is refused naming both
-#   refused  an unknown state dtype, a block that is not a power of two, int8 states with SGD, a
-#            block without int8 states: one message naming the flag, exit 2, no step; --help
+#            fp32 states or the other code book is refused naming both
+#   refused  an unknown state dtype or code book, a block that is not a power of two, int8 states
+#            with SGD, a block or a code book without int8 states: one message naming the flag,
+#            exit 2, no step; --help
 #   plan     zs_plan with the same flags equals the trainer's tracked bytes (int8 and bf16 states,
 #            offload too); zs_plan reproduces the 6B-parameter figure (int8 AdamW states 2 + 8/256
 #            bytes per parameter, about 12 GB) and shows 7B ZeRO-3 offloaded at 8 ranks
@@ -32,7 +33,8 @@ case "$case_name" in
     [ -n "$first" ] && [ -n "$last" ] || fail "no loss lines"
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }' ||
       fail "the loss did not fall by 0.3: $first -> $last"
-    for text in '"optimizer-state-dtype":"int8"' '"optimizer-state-block":256'; do
+    for text in '"optimizer-state-dtype":"int8"' '"optimizer-state-block":256' \
+      '"optimizer-state-code":"float8"'; do
       head -1 "$log" | grep -qF -- "$text" || fail "the log's header has no $text"
     done
     for states in int8 bf16; do
@@ -42,10 +44,17 @@ case "$case_name" in
       done
       same_hash "$states states: stage 0 vs 3" "$work/${states}0.txt" "$work/${states}3.txt"
     done
+    for stage in 0 3; do
+      run_ok "$work/dyn$stage.txt" 2 "${tiny[@]}" "${int8[@]}" --optimizer-state-code dynamic \
+        --zero-stage $stage --steps 4
+    done
+    same_hash "int8 dynamic states: stage 0 vs 3" "$work/dyn0.txt" "$work/dyn3.txt"
+    [ "$(hash_of "$work/dyn0.txt")" != "$(hash_of "$work/int80.txt")" ] ||
+      fail "the dynamic and float8 code books gave the same param_hash: the setting did nothing"
     run_ok "$work/off.txt" 2 "${tiny[@]}" "${int8[@]}" --zero-stage 2 --offload-optimizer --steps 4
     same_hash "int8 states: stage 0 vs 2 offloaded" "$work/int80.txt" "$work/off.txt"
     run_ok "$work/fp32.txt" 2 "${tiny[@]}" --zero-stage 0 --steps 4
-    for states in int8 bf16; do
+    for states in int8 bf16 dyn; do
       [ "$(hash_of "$work/fp32.txt")" != "$(hash_of "$work/${states}0.txt")" ] ||
         fail "fp32 and $states states gave the same param_hash: the setting did nothing"
     done
@@ -67,11 +76,13 @@ case "$case_name" in
       { cat "$work/r4.txt"; fail "2 -> 4 ranks: not resumed"; }
     [ -n "$(hash_of "$work/r4.txt")" ] || fail "2 -> 4 ranks: no param_hash"
     echo "2 -> 4 ranks: resumed, $(grep -E '^step +6/6' "$work/r4.txt" | cut -c1-40)"
-    saved="int8 (block 256, fp32 under 4096 elements)"
+    saved="int8 (block 256, float8 codes, fp32 under 4096 elements)"
     expect "bf16 states" "optimizer states are $saved in the checkpoint, bf16 (fp32 under 4096 elements) in this run" \
       "${tiny[@]}" --optimizer-state-dtype bf16 --steps 6 --resume-from "$ckpt"
     expect "fp32 states" "optimizer states are $saved in the checkpoint, fp32 in this run" \
       "${tiny[@]}" --steps 6 --resume-from "$ckpt"
+    expect "dynamic codes" "optimizer states are $saved in the checkpoint, int8 (block 256, dynamic codes, fp32 under 4096 elements) in this run" \
+      "${tiny[@]}" "${int8[@]}" --optimizer-state-code dynamic --steps 6 --resume-from "$ckpt"
     ;;
   refused)
     expect2() {
@@ -86,13 +97,18 @@ case "$case_name" in
       "${tiny[@]}" --steps 2 "${int8[@]}" --optimizer-state-block 32
     expect2 "sgd" "--optimizer-state-dtype int8 applies to --optimizer adamw, not sgd" \
       "${tiny[@]}" --steps 2 "${int8[@]}" --optimizer sgd
+    expect2 "unknown code book" "--optimizer-state-code 'fp4' is not one of float8, dynamic" \
+      "${tiny[@]}" --steps 2 "${int8[@]}" --optimizer-state-code fp4
+    expect2 "code book without int8" "--optimizer-state-code applies to --optimizer-state-dtype int8, not bf16" \
+      "${tiny[@]}" --steps 2 --optimizer-state-dtype bf16 --optimizer-state-code dynamic
     expect2 "block without int8" "--optimizer-state-block applies to --optimizer-state-dtype int8, not bf16" \
       "${tiny[@]}" --steps 2 --optimizer-state-dtype bf16 --optimizer-state-block 128
     "$bin" --help > "$work/help.txt" || fail "--help"
-    for text in "--optimizer-state-dtype arg (=fp32)" "--optimizer-state-block arg (=256)"; do
+    for text in "--optimizer-state-dtype arg (=fp32)" "--optimizer-state-block arg (=256)" \
+      "--optimizer-state-code arg (=float8)"; do
       grep -qF -- "$text" "$work/help.txt" || fail "--help: no '$text'"
     done
-    echo "--help: both flags"
+    echo "--help: the three flags"
     ;;
   plan)
     zs_plan=$(dirname "$bin")/zs_plan

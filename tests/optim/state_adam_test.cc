@@ -117,10 +117,10 @@ void expect_int8_bitwise(const Case& c, const Int8StateFormat& f, uint32_t seed)
 }
 
 TEST(StateAdam, Int8BitwiseEqualsReferenceOnEveryPath) {
-  const Int8StateFormat formats[] = {{64, StateCode::kDynamic},
-                                     {256, StateCode::kDynamic},
-                                     {320, StateCode::kLinear},
-                                     {4096, StateCode::kDynamic}};
+  const Int8StateFormat formats[] = {{64, StateCode::kDynamic}, {256, StateCode::kDynamic},
+                                     {320, StateCode::kLinear}, {4096, StateCode::kDynamic},
+                                     {64, StateCode::kFloat8},  {256, StateCode::kFloat8},
+                                     {448, StateCode::kFloat8}};
   for (AdamIsa isa : supported_isas()) {
     for (const Int8StateFormat& f : formats) {
       for (int64_t n : {int64_t{1}, f.block - 1, f.block, 3 * f.block + 17, int64_t{70001}}) {
@@ -139,19 +139,22 @@ TEST(StateAdam, Int8BitwiseEqualsReferenceOnEveryPath) {
 }
 
 TEST(StateAdam, Int8ThreadCountsAndFlushToZero) {
-  const Int8StateFormat f{256, StateCode::kDynamic};
-  for (AdamIsa isa : supported_isas()) {
-    for (int threads : {1, 2, 3, 5}) {
-      expect_int8_bitwise({isa, threads, 256 * 500 + 99, DType::kBF16, true, DType::kBF16}, f, 9);
+  for (StateCode code : {StateCode::kDynamic, StateCode::kFloat8}) {
+    SCOPED_TRACE(state_code_name(code));
+    const Int8StateFormat f{256, code};
+    for (AdamIsa isa : supported_isas()) {
+      for (int threads : {1, 2, 3, 5}) {
+        expect_int8_bitwise({isa, threads, 256 * 500 + 99, DType::kBF16, true, DType::kBF16}, f, 9);
+      }
     }
+    // The OpenMP workers follow the caller's FTZ/DAZ, as the reference on this thread does.
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x8040u);
+    for (AdamIsa isa : supported_isas()) {
+      expect_int8_bitwise({isa, 2, 100003, DType::kF32, true, DType::kF16}, f, 10);
+    }
+    _mm_setcsr(saved);
   }
-  // The OpenMP workers follow the caller's FTZ/DAZ, as the reference on this thread does.
-  const unsigned saved = _mm_getcsr();
-  _mm_setcsr(saved | 0x8040u);
-  for (AdamIsa isa : supported_isas()) {
-    expect_int8_bitwise({isa, 2, 100003, DType::kF32, true, DType::kF16}, f, 10);
-  }
-  _mm_setcsr(saved);
 }
 
 void expect_bf16_bitwise(const Case& c, uint32_t seed) {

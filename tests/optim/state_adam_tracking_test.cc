@@ -160,27 +160,32 @@ TEST(StateAdamTracking, Int8TracksFp32OnLeastSquares) {
   const double bf16 = train_bf16(pr);
   const double dyn = train_int8(pr, StateCode::kDynamic);
   const double lin = train_int8(pr, StateCode::kLinear);
+  const double f8 = train_int8(pr, StateCode::kFloat8);
   std::printf("least squares %dx%d, batch %d, %d steps, lr %g: initial loss %.6g\n", kRows, kCols,
               kBatch, kSteps, kLr, initial);
   std::printf("%-16s %12s %10s\n", "states", "final loss", "vs fp32");
-  for (auto [name, l] :
-       {std::pair{"fp32", f32}, {"bf16", bf16}, {"int8 dynamic", dyn}, {"int8 linear", lin}}) {
+  for (auto [name, l] : {std::pair{"fp32", f32},
+                         {"bf16", bf16},
+                         {"int8 dynamic", dyn},
+                         {"int8 linear", lin},
+                         {"int8 float8", f8}}) {
     std::printf("%-16s %12.6g %+9.3f%%\n", name, l, 100.0 * (l - f32) / f32);
   }
   // [Note: state code book choice]: fp32 AdamW's final m and v through each book.
   const std::vector<float> u = update_of(m, v);
   std::printf("%-10s %12s %12s %14s\n", "book", "m rel rms", "v rel rms", "update rel rms");
-  for (StateCode code : {StateCode::kDynamic, StateCode::kLinear}) {
+  for (StateCode code : {StateCode::kDynamic, StateCode::kLinear, StateCode::kFloat8}) {
     const auto mq = round_trip(m, code, true), vq = round_trip(v, code, false);
     std::printf("%-10s %12.4g %12.4g %14.4g\n", state_code_name(code), rel_rms(m, mq),
                 rel_rms(v, vq), rel_rms(u, update_of(mq, vq)));
   }
   EXPECT_LT(f32, 0.05 * initial);  // the fit makes progress: the comparison means something
-  // Measured (this seed): bf16 -0.26%, int8 dynamic -1.49%; asserted with 2x margins. Linear
-  // codes zero the small v of a block while its m stays non-zero, and m / eps blows the fit up
-  // (the update's relative error is ~1e5-1e6): the reason the dynamic book is the default.
+  // Measured (this seed): bf16 -0.26%, int8 dynamic -1.65%, float8 -1.41%; asserted with 2x
+  // margins. Linear codes round the small v of a block up to absmax/255 (never to 0: that made
+  // m / eps steps and the fit diverged, 2e5x), and the fit stalls at 37x fp32's loss.
   EXPECT_LE(std::fabs(bf16 - f32) / f32, 0.006);
-  EXPECT_LE(std::fabs(dyn - f32) / f32, 0.03);
+  EXPECT_LE(std::fabs(dyn - f32) / f32, 0.035);
+  EXPECT_LE(std::fabs(f8 - f32) / f32, 0.03);
   EXPECT_GT(lin, 10.0 * f32);
 }
 

@@ -170,13 +170,19 @@ INSTANTIATE_TEST_SUITE_P(States, NarrowStates,
                          [](const auto& info) { return std::string(name(info.param)); });
 
 // [Note: decoded state round trip] on adversarial blocks: a scale whose products are subnormal
-// (codes whose decodings collide), zeros, a NaN scale, a short last block.
-TEST(StateStorage, Int8DecodeEncodeKeepsDecodedValues) {
+// (codes whose decodings collide), zeros, a NaN scale, a short last block. The scales are ones the
+// book's encoder produces (float8 stores a block of subnormal absmax as zeros, so its smallest
+// scales are normal).
+void expect_round_trip(StateCode code, const float (&scales)[4]) {
+  SCOPED_TRACE(state_code_name(code));
+  const int m_top = code == StateCode::kFloat8 ? 120 : 127;
+  const int v_top = code == StateCode::kFloat8 ? 248 : 255;
   GroupLayout l = compute_group_layout(std::vector<int64_t>{200}, 1, 64);
   OptimizerConfig oc;
   oc.state_dtype = StateDType::kI8;
   oc.state_block = 64;
   oc.state_min_numel = 0;
+  oc.state_code = code;
   const std::vector<ShardSegment> segs = master_segments(l, true, 0);
   const StateStorage st = plan_state_storage(l, segs, oc);
   ASSERT_EQ(st.blocks, 4);
@@ -185,12 +191,10 @@ TEST(StateStorage, Int8DecodeEncodeKeepsDecodedValues) {
   NarrowMoments nm{&st, &segs, carve_moment(st, mb.data()), carve_moment(st, vb.data())};
   for (int i = 0; i < 200; ++i) {
     const float x = std::sin(0.37f * static_cast<float>(i)) * std::pow(10.0f, -(i % 9));
-    static_cast<uint8_t*>(nm.m.narrow)[i] =
-        encode_state_value(state_code_book(StateCode::kDynamic, true), x);
+    static_cast<uint8_t*>(nm.m.narrow)[i] = encode_state_value(state_code_book(code, true), x);
     static_cast<uint8_t*>(nm.v.narrow)[i] =
-        encode_state_value(state_code_book(StateCode::kDynamic, false), std::fabs(x));
+        encode_state_value(state_code_book(code, false), std::fabs(x));
   }
-  const float scales[4] = {1e-44f, 0.0f, std::numeric_limits<float>::quiet_NaN(), 3e-39f};
   for (int b = 0; b < 4; ++b) {
     nm.m.scales[b] = nm.v.scales[b] = scales[b];
     if (b == 1) {  // an all-zero block has zero codes
@@ -201,12 +205,12 @@ TEST(StateStorage, Int8DecodeEncodeKeepsDecodedValues) {
   // Make each block's absmax element code magnitude 1 (as the encoder always does).
   for (int b = 0; b < 4; ++b) {
     if (b == 1) continue;
-    static_cast<uint8_t*>(nm.m.narrow)[64 * b] = 127;
-    static_cast<uint8_t*>(nm.v.narrow)[64 * b] = 255;
+    static_cast<uint8_t*>(nm.m.narrow)[64 * b] = static_cast<uint8_t>(m_top);
+    static_cast<uint8_t*>(nm.v.narrow)[64 * b] = static_cast<uint8_t>(v_top);
   }
   std::vector<float> m(200), v(200), m2(200), v2(200);
   decode_moments(nm, m.data(), v.data());
-  const std::vector<char> codes_before = mb;
+  const std::vector<char> codes_before = mb, v_codes_before = vb;
   std::memset(mb.data(), 0, mb.size());  // forget the codes: what a fresh engine has
   std::memset(vb.data(), 0, vb.size());
   encode_moments(nm, m.data(), v.data());
@@ -215,12 +219,21 @@ TEST(StateStorage, Int8DecodeEncodeKeepsDecodedValues) {
   EXPECT_EQ(std::memcmp(v.data(), v2.data(), 800), 0);
   // Subnormal products in block 0: other codes than before decode to the same values.
   int changed = 0;
-  for (size_t i = 0; i < 64; ++i) changed += mb[16 + i] != codes_before[16 + i] ? 1 : 0;
+  for (size_t i = 0; i < 64; ++i) {
+    changed += mb[16 + i] != codes_before[16 + i] ? 1 : 0;
+    changed += vb[16 + i] != v_codes_before[16 + i] ? 1 : 0;
+  }
   EXPECT_GT(changed, 0);
   // Re-encoding values that already match leaves the codes alone.
   const std::vector<char> codes_after = mb;
   encode_moments(nm, m.data(), v.data());
   EXPECT_EQ(mb, codes_after);
+}
+
+TEST(StateStorage, Int8DecodeEncodeKeepsDecodedValues) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  expect_round_trip(StateCode::kDynamic, {1e-44f, 0.0f, nan, 3e-39f});
+  expect_round_trip(StateCode::kFloat8, {1.5e-38f, 0.0f, nan, 2e-30f});
 }
 
 TEST(StateStorage, BadSettingsRefusedByName) {
