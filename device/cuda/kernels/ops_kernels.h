@@ -48,6 +48,17 @@ cudaError_t accumulate(void* dst, DType dst_dtype, const void* src, DType src_dt
 cudaError_t adamw(float* p, const void* grad, DType grad_dtype, float* m, float* v, int64_t n,
                   const optim::AdamWStep& s, void* out, DType out_dtype, cudaStream_t stream);
 
+// ---- adamw_int8_states.cu ------------------------------------------------------------------
+// optim::adamw_int8_states_reference with the float8 code book (StateCode::kFloat8) on a device
+// shard: m and v as codes [n] and fp32 scales [ceil(n / block)] (device memory; the shard starts
+// at a state block boundary), block a power of two >= 64, grad and out as adamw's. The bits of the
+// CPU reference (see Bits above; a NaN moment block is NaN scale and codes 0 on both).
+// cudaErrorInvalidValue for a bad block or dtype. The dynamic code book has no CUDA kernel.
+cudaError_t adamw_int8_states(float* p, const void* grad, DType grad_dtype, uint8_t* m_codes,
+                              float* m_scales, uint8_t* v_codes, float* v_scales, int64_t n,
+                              int64_t block, const optim::AdamWStep& s, void* out, DType out_dtype,
+                              cudaStream_t stream);
+
 // ---- sgd.cu --------------------------------------------------------------------------------
 // optim::sgd_update on a device shard, in its operation order:
 //   g = grad * grad_scale + wd * p      (wd = with_decay ? cfg.weight_decay : 0)
