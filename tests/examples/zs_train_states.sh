@@ -5,7 +5,8 @@
 # biases and norms, under 4096 elements, keep fp32).
 # Cases:
 #   train    2 ranks, int8 states: the loss falls, the log's header records the flags; stages 0, 3
-#            and 2 with offload give one param_hash (int8), stages 0 and 3 another (bf16), and
+#            and 2 with offload and ZS_MAX_ISA=scalar|avx2 give one param_hash (int8), stages 0 and 3
+#            another (bf16), and
 #            another (int8, the dynamic code book), all differ from fp32 states
 #   resume   int8 states saved at step 3 and resumed to 6: param_hash and losses equal to an
 #            uninterrupted run; the 2-rank checkpoint resumes at 4 ranks; resuming it with bf16 or
@@ -51,6 +52,11 @@ case "$case_name" in
     same_hash "int8 dynamic states: stage 0 vs 3" "$work/dyn0.txt" "$work/dyn3.txt"
     [ "$(hash_of "$work/dyn0.txt")" != "$(hash_of "$work/int80.txt")" ] ||
       fail "the dynamic and float8 code books gave the same param_hash: the setting did nothing"
+    # Every ISA gives the same bits (ZS_MAX_ISA caps the kernels; the CPU may lack AVX-512).
+    for isa in scalar avx2; do
+      ZS_MAX_ISA=$isa run_ok "$work/isa-$isa.txt" 2 "${tiny[@]}" "${int8[@]}" --zero-stage 0 --steps 4
+      same_hash "int8 states: ZS_MAX_ISA=$isa vs the CPU's best" "$work/int80.txt" "$work/isa-$isa.txt"
+    done
     run_ok "$work/off.txt" 2 "${tiny[@]}" "${int8[@]}" --zero-stage 2 --offload-optimizer --steps 4
     same_hash "int8 states: stage 0 vs 2 offloaded" "$work/int80.txt" "$work/off.txt"
     run_ok "$work/fp32.txt" 2 "${tiny[@]}" --zero-stage 0 --steps 4
