@@ -12,6 +12,7 @@
 #include "core/settings.h"
 #include "dataset.h"
 #include "ds_config.h"
+#include "examples/state_options.h"
 #include "hf_architecture.h"
 #include "nn/gpt_activations.h"
 #include "option_table.h"
@@ -331,7 +332,16 @@ void configure_state_storage(const po::variables_map& vm, const FlagName& flag, 
   ZS_CHECK(!given(vm, "optimizer-state-block") || d == StateDType::kI8, ErrorCode::kInvalidArgument,
            "{} applies to --optimizer-state-dtype int8, not {}", flag("optimizer-state-block"),
            r.state_dtype);
+  for (const char* name : {"optimizer-state-min-numel", "optimizer-state-fp32"}) {
+    ZS_CHECK(!given(vm, name) || d != StateDType::kF32, ErrorCode::kInvalidArgument,
+             "{} applies to --optimizer-state-dtype bf16 or int8, not fp32 (every parameter keeps "
+             "fp32 states)",
+             flag(name));
+  }
   o.engine.optimizer.state_dtype = d;
+  if (given(vm, "optimizer-state-fp32"))
+    o.engine.optimizer.state_fp32 =
+        examples::split_state_patterns(flag("optimizer-state-fp32"), r.state_fp32);
 }
 
 // Every option's final value, in --help's order, for the log header.
