@@ -17,6 +17,7 @@
 #include "nn/gpt_activations.h"
 #include "option_table.h"
 #include "paths.h"
+#include "planner/transformer_plan.h"
 
 namespace po = boost::program_options;
 
@@ -344,6 +345,19 @@ void configure_state_storage(const po::variables_map& vm, const FlagName& flag, 
         examples::split_state_patterns(flag("optimizer-state-fp32"), r.state_fp32);
 }
 
+// --optimizer-state-fp32's patterns against the model's parameter names (the planner's, which are
+// the engine's): one that matches none is refused now, naming the flag, rather than at the
+// memory plan.
+void check_state_names(const FlagName& flag, const TrainOptions& o) {
+  if (o.engine.optimizer.state_fp32.empty()) return;
+  const nn::TransformerShape shape = nn::transformer_shape_of(o.model.arch, o.model.adapters);
+  try {
+    check_state_fp32_patterns(o.engine.optimizer, nn::transformer_model_desc(shape).names);
+  } catch (const Error& e) {
+    fail(ErrorCode::kInvalidArgument, "{}: {}", flag("optimizer-state-fp32"), e.what());
+  }
+}
+
 // Every option's final value, in --help's order, for the log header.
 void record_config(const po::options_description& all, const po::variables_map& vm,
                    const std::string& mode, const RawFlags& r, TrainOptions& o) {
@@ -401,6 +415,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   if (!vm.count("data") && o.train_shards.empty()) o.data = default_data_path();
   o.model.validate();
   o.engine.validate();
+  check_state_names(flag, o);
   if (o.device == "cuda") check_cuda_components(o.model);
   record_config(all, vm, mode, r, o);
   return o;

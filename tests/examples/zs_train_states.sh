@@ -181,8 +181,9 @@ case "$case_name" in
     same_hash "named: uninterrupted vs resumed (patterns reordered)" "$work/full.txt" "$work/b.txt"
     expect "another set" "optimizer states are int8 (block 256, fp32 under 4096 elements and for [*.fc.weight, embed.*]) in the checkpoint, int8 (block 256, fp32 under 4096 elements and for [embed.*]) in this run" \
       "${tiny[@]}" "${int8[@]}" --optimizer-state-fp32 'embed.*' --steps 6 --resume-from "$ckpt"
-    expect "unmatched" "optimizer.state_fp32 pattern 'block.*.mlp.*' matches no trainable parameter (names are unit.param, e.g. embed.wte)" \
+    expect "unmatched" "--optimizer-state-fp32: optimizer.state_fp32 pattern 'block.*.mlp.*' matches no trainable parameter (names are unit.param, e.g. embed.wte)" \
       "${tiny[@]}" "${int8[@]}" --optimizer-state-fp32 'embed.wte,block.*.mlp.*' --steps 2
+    [ "$expect_rc" = 2 ] || fail "unmatched pattern: exit $expect_rc, expected 2"
     expect "fp32 states" "--optimizer-state-fp32 applies to --optimizer-state-dtype bf16 or int8, not fp32" \
       "${tiny[@]}" "${named[@]}" --steps 2
     [ "$expect_rc" = 2 ] || fail "names with fp32 states: exit $expect_rc, expected 2"
