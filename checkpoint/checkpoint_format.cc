@@ -482,7 +482,8 @@ Manifest parse_manifest(std::string_view text) {
     corrupt(fmt::format("unknown optimizer \"{}\"", m.optimizer));
   if (body.contains("optimizer_states")) {
     m.optimizer_states = get_string(body, "optimizer_states", "body");
-    if (m.optimizer_states.empty() || m.optimizer_states.size() > 256)
+    // 16384: state_storage_name() with its most state_fp32 patterns (64 of 128 characters) fits.
+    if (m.optimizer_states.empty() || m.optimizer_states.size() > 16384)
       corrupt(fmt::format("body.optimizer_states has {} bytes", m.optimizer_states.size()));
   }
   m.state_mask = static_cast<uint32_t>(get_int(body, "state_mask", "body", 1, kStateAll));

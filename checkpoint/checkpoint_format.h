@@ -114,7 +114,8 @@ struct Manifest {
   int stage = 0;
   std::string optimizer;  // "adamw" or "sgd"
   // How AdamW's moments were stored (state_storage_name(), runtime/engine_config.h): "fp32", or
-  // e.g. "int8 (block 256, fp32 under 4096 elements)". The files hold their decoded fp32 values
+  // e.g. "int8 (block 256, fp32 under 4096 elements)", or "... elements and for [embed.*])" with
+  // OptimizerConfig::state_fp32 (at most 16384 bytes). The files hold their decoded fp32 values
   // either way; a load needs the same storage ([Note: decoded state round trip]). Written only when
   // not "fp32" (absent in older checkpoints: fp32).
   std::string optimizer_states = "fp32";

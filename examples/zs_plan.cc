@@ -25,6 +25,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "examples/model_options.h"
+#include "examples/state_options.h"
 #include "interop/hf_config.h"
 #include "nn/gpt_activations.h"
 #include "nn/transformer_shapes.h"
@@ -374,12 +375,17 @@ void declare_options(po::options_description& desc) {
       ("offload", "keep fp32 master and Adam states on the host (stages 1-3, AdamW)")
       ("optimizer-state-dtype", po::value<std::string>()->default_value("fp32"),
        "AdamW's m and v, as zs_train's: fp32 | bf16 | int8 (one fp32 scale per "
-       "--optimizer-state-block elements: 2 + 8/B bytes per parameter); parameters under 4096 "
-       "elements keep fp32")
+       "--optimizer-state-block elements: 2 + 8/B bytes per parameter); parameters under "
+       "--optimizer-state-min-numel elements or named by --optimizer-state-fp32 keep fp32")
       ("optimizer-state-block", po::value<int64_t>()->default_value(256),
        "elements per int8 state scale (a power of two >= 64)")
       ("optimizer-state-code", po::value<std::string>()->default_value("float8"),
        "code book of int8 states, as zs_train's: float8 | dynamic (the bytes are the same)")
+      ("optimizer-state-min-numel", po::value<int64_t>()->default_value(4096),
+       "parameters with fewer elements keep fp32 optimizer states")
+      ("optimizer-state-fp32", po::value<std::string>(),
+       "PATTERN[,PATTERN...]: parameters that keep fp32 optimizer states, by name, as zs_train's "
+       "(embed.wte, block.*.qkv.weight; needs a model with names: not --params)")
       ("checkpoint-activations", "keep only each block's input; recompute in backward")
       ("batch", po::value<int64_t>(), "global batch in sequences per optimizer step "
        "(default: one per rank and micro-batch)")
@@ -536,6 +542,26 @@ void parse_model(const po::variables_map& vm, bool dims, const Adapters& ad, Opt
   }
 }
 
+// --optimizer-state-min-numel and --optimizer-state-fp32 (state dtype `d`), refused as zs_train
+// refuses them.
+void parse_state_exceptions(const po::variables_map& vm, const std::string& d,
+                            zs::EngineConfig& e) {
+  const int64_t n = vm["optimizer-state-min-numel"].as<int64_t>();
+  if (n < 0) throw BadFlag(fmt::format("--optimizer-state-min-numel {} must not be negative", n));
+  for (const char* name : {"optimizer-state-min-numel", "optimizer-state-fp32"}) {
+    if (d == "fp32" && vm.count(name) && !vm[name].defaulted())
+      throw BadFlag(
+          fmt::format("--{} applies to --optimizer-state-dtype bf16 or int8, not fp32 "
+                      "(every parameter keeps fp32 states)",
+                      name));
+  }
+  e.optimizer.state_min_numel = n;
+  if (vm.count("optimizer-state-fp32")) {
+    e.optimizer.state_fp32 = zs::examples::split_state_patterns(
+        "--optimizer-state-fp32", vm["optimizer-state-fp32"].as<std::string>());
+  }
+}
+
 // The engine's settings: stage, dtypes, frozen storage, optimizer, offload, batches.
 // --optimizer-state-dtype and --optimizer-state-block, refused as zs_train refuses them.
 void parse_state_storage(const po::variables_map& vm, zs::EngineConfig& e) {
@@ -568,6 +594,7 @@ void parse_state_storage(const po::variables_map& vm, zs::EngineConfig& e) {
   if (code != "float8" && code != "dynamic")
     throw BadFlag(fmt::format("--optimizer-state-code '{}' is not one of float8, dynamic", code));
   e.optimizer.state_code = zs::parse_state_code(code.c_str());
+  parse_state_exceptions(vm, d, e);
 }
 
 void parse_engine(const po::variables_map& vm, const Adapters& ad, Options& o) {

@@ -33,18 +33,21 @@ ModelDesc ModelDesc::from_model(Model& model) {
   std::vector<std::vector<ParamSpec>> specs;
   for (size_t u = 0; u < model.num_units(); ++u) {
     std::vector<int64_t> numels;
+    std::vector<std::string> names;
     std::vector<FrozenParamDesc> frozen;
     specs.push_back(model.unit(u).param_specs());
     for (const ParamSpec& p : specs.back()) {
       if (p.tied()) continue;  // the owner's
       if (p.trainable) {
         numels.push_back(p.numel());
+        names.push_back(model.unit(u).name() + "." + p.name);
       } else {
         frozen.push_back(frozen_param_desc(p));
         any_frozen = true;
       }
     }
     d.units.push_back(std::move(numels));
+    d.names.push_back(std::move(names));
     d.frozen.push_back(std::move(frozen));
   }
   if (!any_frozen) d.frozen.clear();
@@ -128,6 +131,11 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
   ZS_CHECK(model.frozen.empty() || model.frozen.size() == model.units.size(),
            ErrorCode::kInvalidArgument, "frozen parameters for {} units, the model has {}",
            model.frozen.size(), model.units.size());
+  for (size_t u = 0; u < model.names.size(); ++u)
+    ZS_CHECK(
+        model.names.size() == model.units.size() && model.names[u].size() == model.units[u].size(),
+        ErrorCode::kInvalidArgument, "parameter names for {} units do not match the model's {}",
+        model.names.size(), model.units.size());
   // Model states are split over one shard group ([Note: hybrid sharding]).
   const int group =
       config.engine.shard_group_size > 0 ? config.engine.shard_group_size : config.world;
@@ -145,7 +153,7 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
   MemoryPlan p;
   p.buffers = plan_engine_buffers(layouts, frozen, config.engine, config.rank % group,
                                   /*on_device=*/config.device == DeviceKind::kCuda, config.world,
-                                  model.ties);
+                                  model.ties, model.names);
   p.num_frozen_params = model.num_frozen_params();
   p.world = config.world;
   p.ranks_per_node = config.ranks_per_node;

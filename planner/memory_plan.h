@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/buffer.h"
@@ -38,6 +39,10 @@ using ActivationFn = std::function<ActivationPlan(int64_t micro_batch, bool chec
 
 struct ModelDesc {
   std::vector<std::vector<int64_t>> units;  // trainable parameter numels per unit, model order
+  // Their names ("unit.param", as the engine names them), parallel to `units`: what
+  // OptimizerConfig::state_fp32 matches. Empty: unnamed (a bare parameter count), and then
+  // state_fp32 patterns match nothing.
+  std::vector<std::vector<std::string>> names;
   // Frozen parameters per unit ([Note: frozen parameters] in unit/unit.h): empty (none), or
   // one list per unit, stored as EngineConfig::frozen says.
   std::vector<std::vector<FrozenParamDesc>> frozen;

@@ -21,15 +21,19 @@ ModelDesc transformer_model_desc(const TransformerShape& shape) {
     }
   }
   if (!any_frozen) d.frozen.clear();
-  // The ties as the engine resolves them from the model's declarations (nn/gpt_specs.h).
+  // The names and ties as the engine takes them from the model's declarations (nn/gpt_specs.h).
   GptConfig c;
   c.arch = shape.arch();
   c.adapters = shape.adapters;
-  if (c.arch.tied_embeddings) {
-    std::vector<std::vector<ParamSpec>> specs;
-    for (size_t u = 0; u < d.units.size(); ++u) specs.push_back(gpt_unit_specs(c, u));
-    d.ties = resolve_tied_params(specs, [&c](size_t u) { return gpt_unit_name(c, u); });
+  std::vector<std::vector<ParamSpec>> specs;
+  for (size_t u = 0; u < d.units.size(); ++u) {
+    specs.push_back(gpt_unit_specs(c, u));
+    d.names.emplace_back();
+    for (const ParamSpec& p : specs.back())
+      if (p.trainable && !p.tied()) d.names.back().push_back(gpt_unit_name(c, u) + "." + p.name);
   }
+  if (c.arch.tied_embeddings)
+    d.ties = resolve_tied_params(specs, [&c](size_t u) { return gpt_unit_name(c, u); });
   return d;
 }
 

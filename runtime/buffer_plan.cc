@@ -72,7 +72,8 @@ std::vector<char> owners_converting(const std::vector<TiedParam>& ties,
 }
 
 // Unit u's trainable buffers (layout l), and the padding they add to the plan.
-void plan_trainable(const Rules& r, const GroupLayout& l, UnitBufferPlan& u, BufferPlan& plan) {
+void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std::string>& names,
+                    UnitBufferPlan& u, BufferPlan& plan) {
   const int64_t full = l.padded_numel;
   const int64_t shard = l.shard_numel;
   const int64_t pad_full = l.padding();
@@ -87,9 +88,9 @@ void plan_trainable(const Rules& r, const GroupLayout& l, UnitBufferPlan& u, Buf
   u.master_begin = r.stage == 0 ? 0 : l.shard_begin(r.rank);
   u.master_bytes = r.params_are_master ? 0 : 4 * u.master_numel;
   const bool whole = u.master_numel == l.padded_numel;
-  u.states = plan_state_storage(l, master_segments(l, whole, r.rank), *r.optimizer);
+  u.states = plan_state_storage(l, master_segments(l, whole, r.rank), *r.optimizer, names);
   const bool narrow = u.states.narrow();  // parameter elements only; the ranks' largest
-  const int64_t capacity = narrow ? moment_capacity(l, whole, *r.optimizer) : 0;
+  const int64_t capacity = narrow ? moment_capacity(l, whole, *r.optimizer, names) : 0;
   u.exp_avg_bytes = narrow ? capacity : r.momentum ? 4 * u.master_numel : 0;
   u.exp_avg_sq_bytes = narrow ? capacity : r.adam ? 4 * u.master_numel : 0;
   if (r.offload) {  // carved from the host arena in 64-byte aligned spans
@@ -131,9 +132,14 @@ void plan_shared(const Rules& r, const EngineConfig& cfg, const Maxima& max, boo
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
                                int rank, bool on_device, int world,
-                               const std::vector<TiedParam>& ties) {
+                               const std::vector<TiedParam>& ties,
+                               const std::vector<std::vector<std::string>>& names) {
   ZS_CHECK(frozen.empty() || frozen.size() == layouts.size(), ErrorCode::kInvalidArgument,
            "{} frozen layouts for {} units", frozen.size(), layouts.size());
+  ZS_CHECK(names.empty() || names.size() == layouts.size(), ErrorCode::kInvalidArgument,
+           "parameter names for {} units, {} layouts", names.size(), layouts.size());
+  check_state_fp32_patterns(cfg.optimizer, names);
+  const std::vector<std::string> unnamed;
   BufferPlan plan;
   const Rules r = rules_of(cfg, rank);
   Maxima max;
@@ -143,7 +149,7 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
     UnitBufferPlan u;
     if (!frozen.empty() && !frozen[i].empty()) plan_frozen(r, frozen[i], l, u, plan, max, own[i]);
     max.slot = std::max(max.slot, r.P * l.padded_numel);
-    plan_trainable(r, l, u, plan);
+    plan_trainable(r, l, names.empty() ? unnamed : names[i], u, plan);
     if (r.offload && on_device) {
       plan.host_staging_bytes += round64(r.G * l.shard_numel) + round64(r.P * l.shard_numel);
     }

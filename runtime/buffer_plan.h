@@ -10,8 +10,8 @@
 //              optimizer is not offloaded (the parameters are their own master)
 //   exp_avg    4 * (master elements); exp_avg_sq the same for AdamW, none for SGD. With bf16 or
 //              int8 AdamW states, each is moment_capacity() instead: parameter elements
-//              only, 4 (fp32-kept), 2 (bf16) or 1 + 4 per block (int8) bytes each, the largest
-//              over the shard group's ranks ([Note: optimizer state storage] in
+//              only, 4 (fp32-kept: small or named), 2 (bf16) or 1 + 4 per block (int8) bytes each,
+//              the largest over the shard group's ranks ([Note: optimizer state storage] in
 //              runtime/state_storage.h)
 // Master and optimizer state are counted under kHostOffload when offloaded.
 // Shared transient buffers (kCommBuffers), sized for the largest unit:
@@ -46,6 +46,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/memory_tracker.h"
@@ -111,11 +112,15 @@ inline FrozenParamDesc frozen_param_desc(const ParamSpec& p) {
 }
 
 // `frozen` is empty (no frozen parameters) or holds one FrozenLayout per unit; `ties` are the
-// model's tied parameters (resolve_tied_params).
+// model's tied parameters (resolve_tied_params). `names`: each unit's trainable parameters as
+// "unit.param" in layout order, which cfg.optimizer.state_fp32 matches (param_state_dtype());
+// empty: unnamed. Throws zs::Error(kInvalidArgument) for a state_fp32 pattern that matches none
+// (check_state_fp32_patterns()).
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
                                int rank = 0, bool on_device = false, int world = 0,
-                               const std::vector<TiedParam>& ties = {});
+                               const std::vector<TiedParam>& ties = {},
+                               const std::vector<std::vector<std::string>>& names = {});
 inline BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                       const EngineConfig& cfg, int rank = 0,
                                       bool on_device = false) {

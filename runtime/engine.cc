@@ -77,6 +77,9 @@ struct Engine::Impl {
   std::vector<Buffer> tied_grads, own_convert;
   std::vector<std::vector<size_t>> ties_of_borrower, ties_of_owner;
   std::vector<std::span<const ParamView>> current_views;
+  // Each unit's trainable parameters as "unit.param", in layout order (OptimizerConfig::state_fp32
+  // matches these names).
+  std::vector<std::vector<std::string>> param_names;
 
   // Construction.
   void build(const std::vector<GroupLayout>& layouts, const std::vector<FrozenLayout>& frozen,
@@ -144,6 +147,7 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
   std::vector<GroupLayout> layouts;
   std::vector<FrozenLayout> frozen;
   bool any_trainable = false;
+  impl_->param_names.resize(U);
   for (size_t u = 0; u < U; ++u) {
     Unit& unit = model.unit(u);
     specs[u] = unit.param_specs();
@@ -158,6 +162,7 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
       if (p.tied()) continue;  // the owner's ([Note: tied parameters])
       if (p.trainable) {
         numels.push_back(p.numel());
+        impl_->param_names[u].push_back(unit.name() + "." + p.name);
       } else {
         frozen_descs.push_back(frozen_param_desc(p));
       }
@@ -229,7 +234,7 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   const DType G = config.precision.grad_dtype;
   if (config.optimizer_threads > 0) optim::set_cpu_adam_threads(config.optimizer_threads);
   plan = plan_engine_buffers(layouts, frozen, config, shard_rank,
-                             /*on_device=*/!ops.host_accessible(), world, ties);
+                             /*on_device=*/!ops.host_accessible(), world, ties, param_names);
   Buffer ctrl;  // device engines: the planned staging buffer for host-side collectives
   if (plan.ctrl_bytes > 0) {
     ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker,

@@ -1,5 +1,9 @@
 #include "runtime/engine_config.h"
 
+#include <fmt/ranges.h>
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -35,6 +39,7 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"optimizer.state_block", i(c.optimizer.state_block)},
       {"optimizer.state_code", state_code_name(c.optimizer.state_code)},
       {"optimizer.state_min_numel", i(c.optimizer.state_min_numel)},
+      {"optimizer.state_fp32", fmt::format("{}", fmt::join(c.optimizer.state_fp32, ","))},
       {"loss_scale_set", i(c.loss_scale_set)},
       {"loss_scale.dynamic", i(l.dynamic)},
       {"loss_scale.initial", f(l.initial)},
@@ -68,13 +73,46 @@ const char* int8_compute_name(FrozenPolicy::Int8Compute c) {
   return "invalid";
 }
 
-optim::StateDType param_state_dtype(const OptimizerConfig& c, int64_t numel) {
-  return numel < c.state_min_numel ? optim::StateDType::kF32 : c.state_dtype;
+namespace {
+
+bool matches(const std::string& pattern, std::string_view name) {
+  return fnmatch(pattern.c_str(), std::string(name).c_str(), 0) == 0;
+}
+
+}  // namespace
+
+optim::StateDType param_state_dtype(const OptimizerConfig& c, std::string_view name,
+                                    int64_t numel) {
+  if (numel < c.state_min_numel) return optim::StateDType::kF32;
+  for (const std::string& p : c.state_fp32)
+    if (matches(p, name)) return optim::StateDType::kF32;
+  return c.state_dtype;
+}
+
+void check_state_fp32_patterns(const OptimizerConfig& c,
+                               const std::vector<std::vector<std::string>>& names) {
+  for (const std::string& p : c.state_fp32) {
+    bool hit = false;
+    for (const auto& unit : names)
+      hit = hit || std::any_of(unit.begin(), unit.end(),
+                               [&p](const std::string& n) { return matches(p, n); });
+    const std::string example = names.empty() || names.front().empty()
+                                    ? std::string("the model's parameters have no names")
+                                    : "names are unit.param, e.g. " + names.front().front();
+    ZS_CHECK(hit, ErrorCode::kInvalidArgument,
+             "optimizer.state_fp32 pattern '{}' matches no trainable parameter ({})", p, example);
+  }
 }
 
 std::string state_storage_name(const OptimizerConfig& c) {
   if (c.kind != OptimizerKind::kAdamW || c.state_dtype == optim::StateDType::kF32) return "fp32";
-  const std::string under = fmt::format("fp32 under {} elements", c.state_min_numel);
+  std::string under = fmt::format("fp32 under {} elements", c.state_min_numel);
+  if (!c.state_fp32.empty()) {
+    std::vector<std::string> named = c.state_fp32;
+    std::sort(named.begin(), named.end());
+    named.erase(std::unique(named.begin(), named.end()), named.end());
+    under += fmt::format(" and for [{}]", fmt::join(named, ", "));
+  }
   if (c.state_dtype == optim::StateDType::kI8)
     return fmt::format("int8 (block {}, {} codes, {})", c.state_block,
                        state_code_name(c.state_code), under);
@@ -164,6 +202,23 @@ void check_optimizer(const OptimizerConfig& optimizer, float clip_norm) {
            "clip_norm {} must be a finite number (<= 0 disables clipping)", clip_norm);
 }
 
+// OptimizerConfig::state_fp32: refused where it could do nothing (fp32 states keep every parameter
+// in fp32), and bounded so that state_storage_name() fits a checkpoint's manifest.
+void check_state_fp32(const OptimizerConfig& o) {
+  const std::vector<std::string>& names = o.state_fp32;
+  ZS_CHECK(names.empty() || o.state_dtype != optim::StateDType::kF32, ErrorCode::kInvalidArgument,
+           "optimizer.state_fp32 [{}] has no effect with state_dtype fp32 (every parameter keeps "
+           "fp32 states): name parameters with state_dtype bf16 or int8",
+           fmt::join(names, ", "));
+  ZS_CHECK(names.size() <= 64, ErrorCode::kInvalidArgument,
+           "optimizer.state_fp32 has {} patterns, more than 64", names.size());
+  for (const std::string& p : names) {
+    ZS_CHECK(!p.empty() && p.size() <= 128 && p.find(',') == std::string::npos,
+             ErrorCode::kInvalidArgument,
+             "optimizer.state_fp32 pattern '{}' must have 1..128 characters and no comma", p);
+  }
+}
+
 // [Note: optimizer state storage]: the dtype, the block and the threshold, and AdamW only (SGD's
 // momentum has no narrow kernel: refused rather than silently kept in fp32).
 void check_state_storage(const OptimizerConfig& o) {
@@ -186,6 +241,7 @@ void check_state_storage(const OptimizerConfig& o) {
            "optimizer.state_dtype {} applies to AdamW's moments: SGD keeps its momentum in fp32 "
            "(use state_dtype fp32 with SGD)",
            optim::state_dtype_name(d));
+  check_state_fp32(o);
 }
 
 void check_loss_scale(const optim::LossScalerConfig& l) {

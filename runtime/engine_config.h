@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -46,13 +47,25 @@ struct OptimizerConfig {
   int64_t state_block = 256;  // int8 states: elements per block, a power of two >= 64
   StateCode state_code = StateCode::kFloat8;  // int8 states: the code book (float8 or dynamic)
   int64_t state_min_numel = 4096;             // smaller parameters keep fp32 states
+  // Parameters named here keep fp32 states too (bitsandbytes' override_config(p, 'optim_bits',
+  // 32)): shell-style patterns matched by fnmatch(3) without flags (`*` and `?` match '.' too,
+  // `[...]` a set) against "unit.param" names, as logs and checkpoints spell them (embed.wte,
+  // block.0.qkv.weight, head.lm_head.weight). Each must match a trainable parameter
+  // (check_state_fp32_patterns()); only with a narrow state_dtype; no commas.
+  std::vector<std::string> state_fp32;
 };
 
-// The dtype of the AdamW moments of a parameter of `numel` elements: c.state_dtype, or fp32 when
-// numel < c.state_min_numel. The engine and the planner both decide by this function.
-optim::StateDType param_state_dtype(const OptimizerConfig& c, int64_t numel);
+// The dtype of the AdamW moments of parameter `name` ("unit.param") of `numel` elements: fp32
+// when numel < c.state_min_numel or a c.state_fp32 pattern matches `name`, else c.state_dtype.
+// The engine and the planner both decide by this function.
+optim::StateDType param_state_dtype(const OptimizerConfig& c, std::string_view name, int64_t numel);
+// Throws zs::Error(kInvalidArgument) naming the first c.state_fp32 pattern that matches none of
+// `names` (every unit's trainable parameters, "unit.param"; tied borrowers are their owners').
+void check_state_fp32_patterns(const OptimizerConfig& c,
+                               const std::vector<std::vector<std::string>>& names);
 // "fp32" (fp32 states, or SGD), "bf16 (fp32 under N elements)" or "int8 (block B, fp32 under N
-// elements)": the storage of the moments, as logs and checkpoints name it.
+// elements)", with " and for [P, Q]" before the ')' when state_fp32 names patterns (sorted, each
+// once): the storage of the moments, as logs and checkpoints name it.
 std::string state_storage_name(const OptimizerConfig& c);
 
 struct OffloadPolicy {

@@ -109,8 +109,9 @@ void code_moments(const NarrowMoments& s, float* m, float* v, bool encode) {
 
 }  // namespace
 
-optim::StateDType state_dtype_of(const OptimizerConfig& c, const ParamSpec& p) {
-  return param_state_dtype(c, p.numel());
+optim::StateDType state_dtype_of(const OptimizerConfig& c, const std::string& unit,
+                                 const ParamSpec& p) {
+  return param_state_dtype(c, unit + "." + p.name, p.numel());
 }
 
 std::vector<ShardSegment> master_segments(const GroupLayout& l, bool whole, int rank) {
@@ -128,15 +129,20 @@ int64_t StateStorage::moment_bytes() const {
 }
 
 StateStorage plan_state_storage(const GroupLayout& l, const std::vector<ShardSegment>& segs,
-                                const OptimizerConfig& c) {
+                                const OptimizerConfig& c, const std::vector<std::string>& names) {
   StateStorage st;
   if (c.kind != OptimizerKind::kAdamW || c.state_dtype == StateDType::kF32) return st;
+  ZS_CHECK(names.size() == l.params.size() || (names.empty() && c.state_fp32.empty()),
+           ErrorCode::kInvalidArgument, "{} parameter names for a group of {} parameters",
+           names.size(), l.params.size());
   st.dtype = c.state_dtype;
   st.block = c.state_block;
   st.code = c.state_code;
   for (const ShardSegment& seg : segs) {
     StateSegment ss;
-    ss.dtype = param_state_dtype(c, l.params[static_cast<size_t>(seg.param)].numel);
+    const auto p = static_cast<size_t>(seg.param);
+    ss.dtype =
+        param_state_dtype(c, names.empty() ? std::string_view() : names[p], l.params[p].numel);
     if (ss.dtype == StateDType::kF32) {
       ss.offset = st.f32_numel;
       st.f32_numel += seg.length;
@@ -155,10 +161,13 @@ StateStorage plan_state_storage(const GroupLayout& l, const std::vector<ShardSeg
   return st;
 }
 
-int64_t moment_capacity(const GroupLayout& l, bool whole, const OptimizerConfig& c) {
+int64_t moment_capacity(const GroupLayout& l, bool whole, const OptimizerConfig& c,
+                        const std::vector<std::string>& names) {
   int64_t most = 0;
-  for (int r = 0; r < (whole ? 1 : l.world); ++r)
-    most = std::max(most, plan_state_storage(l, master_segments(l, whole, r), c).moment_bytes());
+  for (int r = 0; r < (whole ? 1 : l.world); ++r) {
+    const StateStorage st = plan_state_storage(l, master_segments(l, whole, r), c, names);
+    most = std::max(most, st.moment_bytes());
+  }
   return most;
 }
 

@@ -10,11 +10,11 @@
 //                                                           or narrow_numel codes (int8)
 // holding parameter elements only (no padding): per master segment (one parameter's piece of the
 // shard), in segment order, its elements go to the fp32 part when param_state_dtype() says fp32
-// (a parameter under state_min_numel elements), else to the narrow part; an int8 segment also
-// takes ceil(length / block) scales. The engine lays groups out at lcm(align, block) elements
-// with int8 states (layout_align() in engine_config.h), so every segment starts on a block
-// boundary of its parameter: a block never straddles two parameters or two ranks, and the blocks
-// of a parameter are the same at every stage and world size (stages 0-3 give the same bits).
+// (a parameter under state_min_numel elements or named by state_fp32), else to the narrow part; an
+// int8 segment also takes ceil(length / block) scales. The engine lays groups out at lcm(align,
+// block) elements with int8 states (layout_align() in engine_config.h), so every segment starts on
+// a block boundary of its parameter: a block never straddles two parameters or two ranks, and the
+// blocks of a parameter are the same at every stage and world size (stages 0-3 give the same bits).
 // Bytes per moment: fp32 4n, bf16 2n, int8 n + 4 ceil(n / block) per segment of n elements. Ranks
 // hold different mixes (padding and small parameters fall unevenly), so each rank allocates the
 // largest over its shard group's ranks (moment_capacity()): per-rank bytes stay independent of
@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -33,8 +34,10 @@
 
 namespace zs {
 
-// The dtype of a parameter's AdamW moments (param_state_dtype() of its size).
-optim::StateDType state_dtype_of(const OptimizerConfig& c, const ParamSpec& p);
+// The dtype of the AdamW moments of parameter `p` of unit `unit` (param_state_dtype() of its name
+// "unit.p.name" and its size).
+optim::StateDType state_dtype_of(const OptimizerConfig& c, const std::string& unit,
+                                 const ParamSpec& p);
 
 // The segments of a group's master state: one per parameter over the whole padded group when
 // `whole` (stage 0, or one rank), else layout.shard_segments(rank).
@@ -62,14 +65,18 @@ struct StateStorage {
   int64_t moment_bytes() const;
 };
 
-// The storage of a shard whose master segments are `segs` (of `layout`'s parameters). A default
-// (fp32, empty) value unless c is AdamW with a narrow state_dtype.
+// The storage of a shard whose master segments are `segs` (of `layout`'s parameters, named
+// `names`: "unit.param" in layout order, or empty when c.state_fp32 is). A default (fp32, empty)
+// value unless c is AdamW with a narrow state_dtype.
 StateStorage plan_state_storage(const GroupLayout& layout, const std::vector<ShardSegment>& segs,
-                                const OptimizerConfig& c);
+                                const OptimizerConfig& c,
+                                const std::vector<std::string>& names = {});
 
 // The bytes each rank allocates per moment for `layout` (the largest moment_bytes() over the
-// shard group's ranks; a whole group's own when `whole`); 0 unless narrow states.
-int64_t moment_capacity(const GroupLayout& layout, bool whole, const OptimizerConfig& c);
+// shard group's ranks; a whole group's own when `whole`); 0 unless narrow states. `names`: as
+// plan_state_storage's.
+int64_t moment_capacity(const GroupLayout& layout, bool whole, const OptimizerConfig& c,
+                        const std::vector<std::string>& names = {});
 
 // One moment's buffer carved as the storage says.
 struct MomentStore {

@@ -118,15 +118,74 @@ void map_zero(const Section& z, DsConfig& out) {
   }
 }
 
+// DeepSpeed's bf16.bf16_optimizer_states (AdamW's moments in bf16, or fp32 when false) and
+// bf16_master_weights_and_grads (false only: the master stays fp32).
+void map_bf16_states(const Section& b, DsConfig& out) {
+  if (b.has("bf16_optimizer_states")) {
+    out.settings.push_back({b.key("bf16_optimizer_states"), "optimizer-state-dtype",
+                            b.boolean("bf16_optimizer_states") ? "bf16" : "fp32"});
+  }
+  if (b.has("bf16_master_weights_and_grads") && b.boolean("bf16_master_weights_and_grads"))
+    b.bad(b.key("bf16_master_weights_and_grads"),
+          "true is not supported: the master weights stay fp32 (bf16 optimizer states do not "
+          "need bf16 master weights here)");
+}
+
+// The state keys under optimizer.params (AdamW): bitsandbytes' optim_bits (8: int8 states, 32:
+// fp32), block_wise (true only) and min_8bit_size, and zeroshard's state block and fp32 names.
+void map_state_params(const Section& p, DsConfig& out) {
+  if (p.has("optim_bits")) {
+    const int64_t bits = p.integer("optim_bits");
+    if (bits != 8 && bits != 32)
+      p.bad(p.key("optim_bits"), fmt::format("{} is not 8 or 32 (bf16 states: "
+                                             "bf16.bf16_optimizer_states)",
+                                             bits));
+    out.settings.push_back(
+        {p.key("optim_bits"), "optimizer-state-dtype", bits == 8 ? "int8" : "fp32"});
+  }
+  if (p.has("block_wise")) {
+    if (!p.boolean("block_wise"))
+      p.bad(p.key("block_wise"),
+            "false (one scale per tensor) is not supported: int8 states are "
+            "block-wise");
+    out.notes.push_back(p.key("block_wise") + " has no effect: int8 states are always block-wise");
+  }
+  if (p.has("min_8bit_size"))
+    out.settings.push_back({p.key("min_8bit_size"), "optimizer-state-min-numel",
+                            std::to_string(p.integer("min_8bit_size"))});
+  if (p.has("zeroshard_state_block"))
+    out.settings.push_back({p.key("zeroshard_state_block"), "optimizer-state-block",
+                            std::to_string(p.integer("zeroshard_state_block"))});
+  if (p.has("zeroshard_state_fp32")) {
+    const json& v = p.at("zeroshard_state_fp32");
+    std::string list;
+    const bool strings =
+        v.is_array() && !v.empty() &&
+        std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); });
+    for (size_t i = 0; strings && i < v.size(); ++i) {
+      const std::string e = v[i].get<std::string>();
+      if (e.empty() || e.find(',') != std::string::npos)
+        p.bad(p.key("zeroshard_state_fp32"),
+              fmt::format("pattern \"{}\" is empty or has a comma", e));
+      list += (i ? "," : "") + e;
+    }
+    if (!strings)
+      p.bad(p.key("zeroshard_state_fp32"),
+            fmt::format("{} is not a non-empty list of name patterns", v.dump()));
+    out.settings.push_back({p.key("zeroshard_state_fp32"), "optimizer-state-fp32", list});
+  }
+}
+
 void map_precision(const Section& root, DsConfig& out) {
   bool bf16 = false, fp16 = false, any = false;
   if (root.has("bf16")) {
     const Section b = root.sub("bf16");
-    b.only({"enabled"});
+    b.only({"enabled", "bf16_optimizer_states", "bf16_master_weights_and_grads"});
     if (b.has("enabled")) {
       bf16 = b.boolean("enabled");
       any = true;
     }
+    map_bf16_states(b, out);
   }
   if (root.has("fp16")) {
     const Section f = root.sub("fp16");
@@ -182,7 +241,9 @@ void map_optimizer(const Section& o, DsConfig& out) {
   if (kind == "sgd") {
     p.only({"lr", "momentum"});
   } else {
-    p.only({"lr", "betas", "eps", "weight_decay", "adam_w_mode"});
+    p.only({"lr", "betas", "eps", "weight_decay", "adam_w_mode", "optim_bits", "block_wise",
+            "min_8bit_size", "zeroshard_state_block", "zeroshard_state_fp32"});
+    map_state_params(p, out);
   }
   if (p.has("lr")) out.settings.push_back({p.key("lr"), "lr", text(p.number("lr"))});
   if (p.has("momentum"))

@@ -14,6 +14,11 @@
 //   zero_optimization.offload_optimizer.pin_memory  accepted, no effect (one host arena)
 //   zero_optimization.offload_param.device    none only (parameter offload is not supported)
 //   bf16.enabled                              --dtype bf16
+//   bf16.bf16_optimizer_states                DeepSpeed's key: true --optimizer-state-dtype bf16
+//                                             (AdamW's moments in bf16), false fp32. Unlike
+//                                             DeepSpeed it needs no bf16 master; parameters under
+//                                             the threshold keep fp32 states here
+//   bf16.bf16_master_weights_and_grads        false only (the master stays fp32)
 //   fp16.enabled                              --dtype fp16 (with bf16.enabled too: an error)
 //   fp16.loss_scale / initial_scale_power / loss_scale_window / hysteresis / min_loss_scale
 //                                             --loss-scale / --initial-scale-power /
@@ -25,6 +30,15 @@
 //   optimizer.params.lr / betas / eps / weight_decay / momentum
 //                                             --lr / --beta1 --beta2 / --adam-eps /
 //                                             --weight-decay / --momentum
+//   optimizer.params.optim_bits               AdamW: 8 --optimizer-state-dtype int8, 32 fp32
+//                                             (bitsandbytes' argument; DeepSpeed has no int8
+//                                             states)
+//   optimizer.params.block_wise               true only (bitsandbytes'; int8 states are block-wise)
+//   optimizer.params.min_8bit_size            --optimizer-state-min-numel (bitsandbytes' threshold;
+//                                             here for bf16 states too)
+//   optimizer.params.zeroshard_state_block    --optimizer-state-block (zeroshard's; no bnb key)
+//   optimizer.params.zeroshard_state_fp32     --optimizer-state-fp32: a list of name patterns
+//                                             (zeroshard's; bnb's override_config has no key)
 //   scheduler.type WarmupLR                   --lr-schedule constant; params warmup_num_steps
 //                                             (--warmup), warmup_max_lr (--lr), warmup_min_lr
 //                                             0 only, warmup_type "linear" only

@@ -306,7 +306,8 @@ std::vector<Flag> optimizer_flags(TrainOptions& o, RawFlags& r) {
        po::value(&r.state_dtype)->default_value(r.state_dtype),
        "storage of AdamW's m and v: fp32, bf16 (rounded to nearest even) or int8 (8-bit block-wise "
        "codes, one fp32 scale per --optimizer-state-block elements: 2 + 8/B bytes per parameter "
-       "instead of 8); parameters under 4096 elements keep fp32 states (CPU only)",
+       "instead of 8); parameters under --optimizer-state-min-numel elements or named by "
+       "--optimizer-state-fp32 keep fp32 states (CPU only)",
        {}},
       {"optimizer-state-block", po::value(&opt.state_block)->default_value(opt.state_block),
        "elements per scale of int8 optimizer states: a power of two >= 64",
@@ -318,6 +319,19 @@ std::vector<Flag> optimizer_flags(TrainOptions& o, RawFlags& r) {
        po::value(&r.state_code)->default_value(r.state_code),
        "code book of int8 optimizer states: float8 (3 mantissa bits, E4M3 for m and E5M3 for v "
        "under the block's absmax; the fast kernels) or dynamic (bitsandbytes' dynamic map)",
+       {}},
+      {"optimizer-state-min-numel",
+       po::value(&opt.state_min_numel)->default_value(opt.state_min_numel),
+       "parameters with fewer elements keep fp32 optimizer states (bitsandbytes' min_8bit_size)",
+       [&n = opt.state_min_numel](const Parsed& p) {
+         ZS_CHECK(n >= 0, kBad, "{} {} must not be negative", p.flag("optimizer-state-min-numel"),
+                  n);
+       }},
+      {"optimizer-state-fp32",
+       po::value(&r.state_fp32),
+       "PATTERN[,PATTERN...]: parameters that keep fp32 optimizer states, by name as checkpoints "
+       "spell them (embed.wte, block.0.qkv.weight, head.lm_head.weight); shell globs (fnmatch: "
+       "'*' spans dots, e.g. '*.wte'); each must match a trainable parameter",
        {}},
       {"clip", po::value(&o.engine.clip_norm)->default_value(1.0f, "1"),
        "clip the global gradient norm to this (0: off)",

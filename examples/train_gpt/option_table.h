@@ -22,6 +22,7 @@ struct RawFlags {
   std::string lora_targets = "qkv,proj,fc,fc_proj", base_dtype, int8_compute = "auto";
   std::string state_dtype = "fp32";   // --optimizer-state-dtype
   std::string state_code = "float8";  // --optimizer-state-code
+  std::string state_fp32;             // --optimizer-state-fp32 (comma-separated patterns)
   int stage = 3;
   float lr = 2e-3f, min_lr_ratio = 0.1f, outlier_threshold = 6.0f;
   int64_t warmup = 50;

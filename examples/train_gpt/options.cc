@@ -12,10 +12,12 @@
 #include "core/settings.h"
 #include "dataset.h"
 #include "ds_config.h"
+#include "examples/state_options.h"
 #include "hf_architecture.h"
 #include "nn/gpt_activations.h"
 #include "option_table.h"
 #include "paths.h"
+#include "planner/transformer_plan.h"
 
 namespace po = boost::program_options;
 
@@ -336,8 +338,30 @@ void configure_state_storage(const po::variables_map& vm, const FlagName& flag, 
            r.state_dtype);
   ZS_CHECK(r.state_code == "float8" || r.state_code == "dynamic", ErrorCode::kInvalidArgument,
            "{} '{}' is not one of float8, dynamic", flag("optimizer-state-code"), r.state_code);
+  for (const char* name : {"optimizer-state-min-numel", "optimizer-state-fp32"}) {
+    ZS_CHECK(!given(vm, name) || d != StateDType::kF32, ErrorCode::kInvalidArgument,
+             "{} applies to --optimizer-state-dtype bf16 or int8, not fp32 (every parameter keeps "
+             "fp32 states)",
+             flag(name));
+  }
   o.engine.optimizer.state_dtype = d;
   o.engine.optimizer.state_code = parse_state_code(r.state_code.c_str());
+  if (given(vm, "optimizer-state-fp32"))
+    o.engine.optimizer.state_fp32 =
+        examples::split_state_patterns(flag("optimizer-state-fp32"), r.state_fp32);
+}
+
+// --optimizer-state-fp32's patterns against the model's parameter names (the planner's, which are
+// the engine's): one that matches none is refused now, naming the flag, rather than at the
+// memory plan.
+void check_state_names(const FlagName& flag, const TrainOptions& o) {
+  if (o.engine.optimizer.state_fp32.empty()) return;
+  const nn::TransformerShape shape = nn::transformer_shape_of(o.model.arch, o.model.adapters);
+  try {
+    check_state_fp32_patterns(o.engine.optimizer, nn::transformer_model_desc(shape).names);
+  } catch (const Error& e) {
+    fail(ErrorCode::kInvalidArgument, "{}: {}", flag("optimizer-state-fp32"), e.what());
+  }
 }
 
 // Every option's final value, in --help's order, for the log header.
@@ -397,6 +421,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   if (!vm.count("data") && o.train_shards.empty()) o.data = default_data_path();
   o.model.validate();
   o.engine.validate();
+  check_state_names(flag, o);
   if (o.device == "cuda") check_cuda_components(o.model);
   record_config(all, vm, mode, r, o);
   return o;

@@ -12,8 +12,10 @@
 #              note); --lr-schedule constant and the loss-scaler flags reach the engine; --help
 #              prints defaults readably
 #   dsconfig   a DeepSpeed ds_config.json (ZeRO-3, bf16, CPU optimizer offload, accumulation,
-#              clipping, AdamW params; and an fp16 one with loss-scale keys and a scheduler) gives
-#              the param_hash of the equivalent flags; bad configs are refused naming the key
+#              clipping, AdamW params; and an fp16 one with loss-scale keys and a scheduler; int8
+#              states by optim_bits, min_8bit_size, block and fp32 names; bf16 states by
+#              bf16_optimizer_states) gives the param_hash of the equivalent flags; bad configs
+#              are refused naming the key
 #   plot       scripts/plot_runs.py draws PNGs from two JSON logs (exit 77 without matplotlib)
 #   resume     save at step 3 of 6, resume: the same param_hash and losses as the uninterrupted run
 #   errors     bad input (flags, ranges, combinations): one clear message, non-zero exit on
@@ -211,6 +213,31 @@ JSON
       { cat "$work/flags16.txt"; fail "fp16 flags"; }
     same_hash "ds_config fp16 + loss scale + WarmupCosineLR = flags" "$work/ds16.txt" "$work/flags16.txt"
     grep -qE '^step +1/6 .*scale 4096 ' "$work/ds16.txt" || fail "initial_scale_power 12 not applied"
+    # Optimizer states: bitsandbytes' optim_bits, block_wise and min_8bit_size, zeroshard's state
+    # block and fp32 names, and DeepSpeed's bf16.bf16_optimizer_states, each = its flag.
+    cat > "$work/ds_int8.json" <<'JSON'
+{
+  "optimizer": { "type": "AdamW",
+                 "params": { "optim_bits": 8, "block_wise": true, "min_8bit_size": 2048,
+                             "zeroshard_state_block": 128,
+                             "zeroshard_state_fp32": ["embed.*", "*.fc.weight"] } }
+}
+JSON
+    run "$work/ds8.txt" 2 "${base[@]}" --ds-config "$work/ds_int8.json" || { cat "$work/ds8.txt"; fail "int8 ds_config"; }
+    run "$work/flags8.txt" 2 "${base[@]}" --optimizer-state-dtype int8 --optimizer-state-min-numel 2048 \
+      --optimizer-state-block 128 --optimizer-state-fp32 'embed.*,*.fc.weight' ||
+      { cat "$work/flags8.txt"; fail "int8 state flags"; }
+    same_hash "ds_config int8 states (optim_bits, min_8bit_size, block, fp32 names) = flags" \
+      "$work/ds8.txt" "$work/flags8.txt"
+    [ "$(hash_of "$work/ds8.txt")" != "$(hash_of "$work/default.txt")" ] || fail "optim_bits 8 changed nothing"
+    grep -qF "optimizer.params.block_wise has no effect: int8 states are always block-wise" "$work/ds8.txt" ||
+      fail "no note for block_wise"
+    printf '%s\n' '{"bf16": {"enabled": true, "bf16_optimizer_states": true}}' > "$work/ds_bf16s.json"
+    run "$work/dsb.txt" 2 "${base[@]}" --ds-config "$work/ds_bf16s.json" || { cat "$work/dsb.txt"; fail "bf16 states ds_config"; }
+    run "$work/flagsb.txt" 2 "${base[@]}" --dtype bf16 --optimizer-state-dtype bf16 ||
+      { cat "$work/flagsb.txt"; fail "bf16 state flags"; }
+    same_hash "ds_config bf16.bf16_optimizer_states = flags" "$work/dsb.txt" "$work/flagsb.txt"
+    [ "$(hash_of "$work/dsb.txt")" != "$(hash_of "$work/default.txt")" ] || fail "bf16_optimizer_states changed nothing"
     # Bad configs: the key path is named, every rank exits non-zero, no hang.
     bad() {  # label expected-text json [flags...]
       local label=$1 text=$2 cfg=$3
@@ -236,6 +263,21 @@ JSON
       '{"gradient_clipping": -1}'
     bad "not json" "not valid JSON" '{"zero_optimization": {'
     bad "optimizer" 'optimizer.type: "Lamb" is not supported' '{"optimizer": {"type": "Lamb"}}'
+    bad "optim_bits" "optimizer.params.optim_bits: 4 is not 8 or 32" '{"optimizer": {"params": {"optim_bits": 4}}}'
+    bad "state conflict" 'optimizer.params.optim_bits = "int8" conflicts with --optimizer-state-dtype "bf16" given explicitly' \
+      '{"optimizer": {"params": {"optim_bits": 8}}}' --optimizer-state-dtype bf16
+    bad "state keys disagree" 'bf16.bf16_optimizer_states = "bf16" and optimizer.params.optim_bits = "int8" disagree' \
+      '{"bf16": {"bf16_optimizer_states": true}, "optimizer": {"params": {"optim_bits": 8}}}'
+    bad "sgd states" "optimizer.params.optim_bits: unknown or unsupported key" \
+      '{"optimizer": {"type": "SGD", "params": {"optim_bits": 8}}}'
+    bad "bf16 master" "bf16.bf16_master_weights_and_grads: true is not supported" \
+      '{"bf16": {"enabled": true, "bf16_master_weights_and_grads": true}}'
+    bad "block_wise" "optimizer.params.block_wise: false (one scale per tensor) is not supported" \
+      '{"optimizer": {"params": {"optim_bits": 8, "block_wise": false}}}'
+    bad "fp32 names" 'optimizer.params.zeroshard_state_fp32: "embed.wte" is not a non-empty list of name patterns' \
+      '{"optimizer": {"params": {"optim_bits": 8, "zeroshard_state_fp32": "embed.wte"}}}'
+    bad "threshold with fp32" "--optimizer-state-min-numel (optimizer.params.min_8bit_size in $work/bad.json) applies to --optimizer-state-dtype bf16 or int8, not fp32" \
+      '{"optimizer": {"params": {"min_8bit_size": 1024}}}'
     expect "missing file" "--deepspeed-config $work/none.json: does not exist" "${base[@]}" \
       --deepspeed-config "$work/none.json"
     ;;

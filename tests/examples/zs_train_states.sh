@@ -17,6 +17,12 @@
 #   plan     zs_plan with the same flags equals the trainer's tracked bytes (int8 and bf16 states,
 #            offload too); zs_plan reproduces the 6B-parameter figure (int8 AdamW states 2 + 8/256
 #            bytes per parameter, about 12 GB) and shows 7B ZeRO-3 offloaded at 8 ranks
+#   named    --optimizer-state-fp32 'embed.*,*.fc.weight' (int8 states): stages 0, 3 and 2 offloaded
+#            give one param_hash, unlike the run without names; the header records the flag; the
+#            tracker's optimizer bytes equal the formula and zs_plan's with the same flags; a
+#            checkpoint resumes with the same set in another order (bitwise) and is refused with
+#            another set, naming both; an unmatched pattern, names with fp32 states, names for a
+#            bare parameter count and a negative --optimizer-state-min-numel are refused
 source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/plan_check_lib.sh"
 
@@ -157,6 +163,60 @@ case "$case_name" in
     done
     # shellcheck disable=SC2154
     [ "$host_int8" -lt "$host_fp32" ] || fail "int8 states do not shrink the host memory"
+    ;;
+  named)
+    named=(--optimizer-state-fp32 'embed.*,*.fc.weight')
+    log=$work/n.jsonl
+    run_ok "$work/n0.txt" 2 "${tiny[@]}" "${int8[@]}" "${named[@]}" --zero-stage 0 --steps 4 \
+      --json-log "$log"
+    head -1 "$log" | grep -qF '"optimizer-state-fp32":"embed.*,*.fc.weight"' ||
+      fail "the log's header has no --optimizer-state-fp32"
+    run_ok "$work/n3.txt" 2 "${tiny[@]}" "${int8[@]}" "${named[@]}" --zero-stage 3 --steps 4
+    run_ok "$work/n2.txt" 2 "${tiny[@]}" "${int8[@]}" "${named[@]}" --zero-stage 2 \
+      --offload-optimizer --steps 4
+    same_hash "named: stage 0 vs 3" "$work/n0.txt" "$work/n3.txt"
+    same_hash "named: stage 0 vs 2 offloaded" "$work/n0.txt" "$work/n2.txt"
+    run_ok "$work/u0.txt" 2 "${tiny[@]}" "${int8[@]}" --zero-stage 0 --steps 4
+    [ "$(hash_of "$work/u0.txt")" != "$(hash_of "$work/n0.txt")" ] ||
+      fail "the names changed nothing"
+    # The formula at stage 0 (every rank holds every moment), per moment: fp32 4n for embed.wte
+    # and fc.weight (named) and the parameters under 4096 elements (52992 elements in all);
+    # int8 n + 4 ceil(n / 256) for qkv.weight 12288 (x2), proj.weight 4096 (x2), fc_proj.weight
+    # 16384 (x2) and lm_head.weight 16384: 83200 bytes. 2 x (4 x 52992 + 83200) = 590336.
+    got=$(tail -1 "$log" | grep -o '"optimizer":[0-9]*' | head -1 | cut -d: -f2)
+    [ "$got" = 590336 ] || fail "named: optimizer bytes $got, the formula gives 590336"
+    zs_plan=$(dirname "$bin")/zs_plan
+    model=(--layers 2 --heads 2 --width 64 --context 32 --vocab 256 --batch 8 --ranks 2
+           --dtype bf16 --grad-dtype fp32)
+    plan=$("$zs_plan" "${model[@]}" --zero-stage 0 "${int8[@]}" "${named[@]}" --json) ||
+      fail "zs_plan with names"
+    plan_equals_tracked "named, stage 0" "$log" "$plan" params grads master optimizer comm_buffers
+    grep -qF '"optimizer_states": "int8 (block 256, float8 codes, fp32 under 4096 elements and for [*.fc.weight, embed.*])"' \
+      <<<"$plan" || fail "zs_plan's optimizer_states: $(grep -o '"optimizer_states": "[^"]*"' <<<"$plan")"
+    # Resume: the same set in another order continues bitwise; another set is refused.
+    run_ok "$work/a.txt" 2 "${tiny[@]}" "${int8[@]}" "${named[@]}" --steps 6 --save-dir "$work/ckpt" \
+      --save-every 3
+    run_ok "$work/full.txt" 2 "${tiny[@]}" "${int8[@]}" "${named[@]}" --steps 6
+    ckpt=$work/ckpt/step-00000003
+    run_ok "$work/b.txt" 2 "${tiny[@]}" "${int8[@]}" --optimizer-state-fp32 '*.fc.weight,embed.*' \
+      --steps 6 --resume-from "$ckpt"
+    same_hash "named: uninterrupted vs resumed (patterns reordered)" "$work/full.txt" "$work/b.txt"
+    expect "another set" "optimizer states are int8 (block 256, float8 codes, fp32 under 4096 elements and for [*.fc.weight, embed.*]) in the checkpoint, int8 (block 256, float8 codes, fp32 under 4096 elements and for [embed.*]) in this run" \
+      "${tiny[@]}" "${int8[@]}" --optimizer-state-fp32 'embed.*' --steps 6 --resume-from "$ckpt"
+    expect "unmatched" "--optimizer-state-fp32: optimizer.state_fp32 pattern 'block.*.mlp.*' matches no trainable parameter (names are unit.param, e.g. embed.wte)" \
+      "${tiny[@]}" "${int8[@]}" --optimizer-state-fp32 'embed.wte,block.*.mlp.*' --steps 2
+    [ "$expect_rc" = 2 ] || fail "unmatched pattern: exit $expect_rc, expected 2"
+    expect "fp32 states" "--optimizer-state-fp32 applies to --optimizer-state-dtype bf16 or int8, not fp32" \
+      "${tiny[@]}" "${named[@]}" --steps 2
+    [ "$expect_rc" = 2 ] || fail "names with fp32 states: exit $expect_rc, expected 2"
+    expect "min numel" "--optimizer-state-min-numel -1 must not be negative" \
+      "${tiny[@]}" "${int8[@]}" --optimizer-state-min-numel -1 --steps 2
+    if "$zs_plan" --params 1e6 "${int8[@]}" "${named[@]}" > "$work/p.txt" 2>&1; then
+      fail "zs_plan --params with names: exit 0"
+    fi
+    grep -qF "pattern 'embed.*' matches no trainable parameter (the model's parameters have no names)" \
+      "$work/p.txt" || { cat "$work/p.txt"; fail "zs_plan --params with names: message"; }
+    echo "zs_plan --params with names: $(cat "$work/p.txt")"
     ;;
   *)
     fail "unknown case $case_name"

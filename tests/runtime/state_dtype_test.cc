@@ -2,13 +2,16 @@
 // run at 1, 2 and 4 ranks: bf16 and int8 states give the same bits at stages 0-3 and offloaded;
 // each differs from fp32 states and trains as they do (the last loss within 1%); parameters under
 // the threshold keep fp32 states (the tracker's bytes against the formula, computed here from the
-// layout, the largest over the ranks); the decoded view (shard_state) re-encodes to the same
-// decoded values, so a copy of the state resumes bitwise, also for blocks whose products are
-// subnormal; bad settings are refused by name.
+// layout, the largest over the ranks), and so do parameters named by OptimizerConfig::state_fp32
+// (the memory planner agrees; a pattern that matches no trainable parameter is refused); the
+// decoded view (shard_state) re-encodes to the same decoded values, so a copy of the state resumes
+// bitwise, also for blocks whose products are subnormal; bad settings are refused by name.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -16,6 +19,7 @@
 #include "core/error.h"
 #include "core/state_quant.h"
 #include "mlp_model.h"
+#include "planner/memory_plan.h"
 #include "runtime/engine.h"
 #include "runtime/state_storage.h"
 #include "test_world.h"
@@ -90,48 +94,148 @@ TEST_P(NarrowStates, StagesAndOffloadAgreeAndDifferFromFp32) {
   }
 }
 
-// The bytes of one moment of a piece of n elements of a parameter of `numel` elements, computed
-// here from the Note's rule.
-int64_t moment_bytes(StateDType d, int64_t numel, int64_t n) {
-  if (numel < kMinNumel || d == StateDType::kF32) return 4 * n;
+// The bytes of one moment of a piece of n elements of a parameter that keeps fp32 states (`f32`)
+// or not, computed here from the Note's rule.
+int64_t moment_bytes(StateDType d, bool f32, int64_t n) {
+  if (f32 || d == StateDType::kF32) return 4 * n;
   if (d == StateDType::kBF16) return 2 * n;
   return n + 4 * ((n + kBlock - 1) / kBlock);
 }
 
+// The optimizer bytes the engine should hold (the formula over its layouts, the largest over the
+// ranks), each parameter's choice checked against `f32_named` (names "unit.param" that keep fp32
+// states besides the small ones); `narrow_params` counts the narrow parameters (over the ranks).
+int64_t expected_optimizer_bytes(const Engine& engine, MlpModel& model, const EngineConfig& c,
+                                 const std::vector<std::string>& f32_named,
+                                 int64_t& narrow_params) {
+  const StateDType d = c.optimizer.state_dtype;
+  int64_t expected = 0;
+  for (size_t u = 0; u < engine.num_units(); ++u) {
+    const GroupLayout& l = engine.layout(u);
+    EXPECT_EQ(l.align, d == StateDType::kI8 ? 64 : 32) << "lcm(align 32, block 64) for int8";
+    // Every rank allocates the largest of the shard group's ranks.
+    const bool whole = c.stage == ZeroStage::k0 || world().size() == 1;
+    int64_t most = 0;
+    for (int r = 0; r < (whole ? 1 : world().size()); ++r) {
+      const std::vector<ShardSegment> segs =
+          whole ? master_segments(l, true, 0) : l.shard_segments(r);
+      int64_t bytes = 0;
+      for (const ShardSegment& s : segs) {
+        const int64_t numel = l.params[static_cast<size_t>(s.param)].numel;
+        const ParamSpec& spec = engine.param_specs(u)[static_cast<size_t>(s.param)];
+        const std::string unit = model.unit(u).name();
+        const bool f32 = numel < kMinNumel ||
+                         std::count(f32_named.begin(), f32_named.end(), unit + "." + spec.name) > 0;
+        bytes += 2 * moment_bytes(d, f32, s.length);
+        EXPECT_EQ(state_dtype_of(c.optimizer, unit, spec), f32 ? StateDType::kF32 : d)
+            << unit << "." << spec.name;
+        narrow_params += !f32 && s.param_offset == 0 ? 1 : 0;  // each parameter once
+      }
+      most = std::max(most, bytes);
+    }
+    expected += most;
+  }
+  return expected;
+}
+
+// The engine's tracked and planned optimizer bytes, and the memory planner's for the same model,
+// equal the formula's (expected_optimizer_bytes); returns the narrow parameters.
+int64_t check_optimizer_bytes(const EngineConfig& c, const std::vector<std::string>& f32_named) {
+  MlpModel model(MlpShape{}, world().size(), world().rank(), 1);
+  MemoryTracker t;
+  Engine engine(model, world(), c, &t);
+  int64_t narrow_params = 0;
+  const int64_t expected = expected_optimizer_bytes(engine, model, c, f32_named, narrow_params);
+  EXPECT_EQ(t.current(MemCategory::kOptimizer), expected);
+  EXPECT_EQ(engine.planned_bytes(MemCategory::kOptimizer), expected);
+  // The memory planner names the model's parameters as the engine does.
+  PlanConfig pc;
+  pc.engine = c;
+  pc.world = world().size();
+  pc.rank = world().rank();
+  EXPECT_EQ(plan_memory(ModelDesc::from_model(model), pc).bytes(MemCategory::kOptimizer), expected);
+  return narrow_params;
+}
+
 TEST_P(NarrowStates, SmallParametersKeepFp32StatesAndBytesAreExact) {
-  const StateDType d = GetParam();
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE(stage);
-    const EngineConfig c = make_config(stage, d);
-    MlpModel model(MlpShape{}, world().size(), world().rank(), 1);
-    MemoryTracker t;
-    Engine engine(model, world(), c, &t);
-    int64_t expected = 0, narrow_params = 0;
-    for (size_t u = 0; u < engine.num_units(); ++u) {
-      const GroupLayout& l = engine.layout(u);
-      EXPECT_EQ(l.align, d == StateDType::kI8 ? 64 : 32) << "lcm(align 32, block 64) for int8";
-      // Every rank allocates the largest of the shard group's ranks.
-      const bool whole = stage == 0 || world().size() == 1;
-      int64_t most = 0;
-      for (int r = 0; r < (whole ? 1 : world().size()); ++r) {
-        const std::vector<ShardSegment> segs =
-            whole ? master_segments(l, true, 0) : l.shard_segments(r);
-        int64_t bytes = 0;
-        for (const ShardSegment& s : segs) {
-          const int64_t numel = l.params[static_cast<size_t>(s.param)].numel;
-          bytes += 2 * moment_bytes(d, numel, s.length);
-          const ParamSpec& spec = engine.param_specs(u)[static_cast<size_t>(s.param)];
-          EXPECT_EQ(state_dtype_of(c.optimizer, spec), numel < kMinNumel ? StateDType::kF32 : d);
-          narrow_params += numel >= kMinNumel ? 1 : 0;
-        }
-        most = std::max(most, bytes);
-      }
-      expected += most;
-    }
-    EXPECT_GT(narrow_params, 0);
-    EXPECT_EQ(t.current(MemCategory::kOptimizer), expected);
-    EXPECT_EQ(engine.planned_bytes(MemCategory::kOptimizer), expected);
+    EXPECT_GT(check_optimizer_bytes(make_config(stage, GetParam()), {}), 0);
   }
+}
+
+// OptimizerConfig::state_fp32: the MLP's weights hidden.1 and hidden.3 (400 elements each, narrow
+// by size) keep fp32 states by name, through an exact name and a glob whose '*' spans a dot.
+const std::vector<std::string> kPatterns = {"hidden.1.weight", "*.3.w*"};
+const std::vector<std::string> kNamed = {"hidden.1.weight", "hidden.3.weight"};
+
+EngineConfig named_config(int stage, StateDType d, bool offload = false) {
+  EngineConfig c = make_config(stage, d, offload);
+  c.optimizer.state_fp32 = kPatterns;
+  return c;
+}
+
+TEST_P(NarrowStates, NamedParametersKeepFp32StatesAtEveryStage) {
+  const StateDType d = GetParam();
+  const StateRun s0 = train(named_config(0, d), 8);
+  for (int stage = 1; stage <= 3; ++stage)
+    EXPECT_EQ(train(named_config(stage, d), 8).hash, s0.hash) << "stage " << stage;
+  EXPECT_EQ(train(named_config(3, d, true), 8).hash, s0.hash) << "offload, stage 3";
+  EXPECT_NE(train(make_config(0, d), 8).hash, s0.hash) << "the names changed nothing";
+  for (int stage = 0; stage <= 3; ++stage) {
+    SCOPED_TRACE(stage);
+    // hidden.0.weight and hidden.2.weight stay narrow.
+    EXPECT_EQ(check_optimizer_bytes(named_config(stage, d), kNamed), 2);
+  }
+}
+
+// The message of what `f` throws ("" when nothing).
+template <typename F>
+std::string thrown(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(StateStorage, UnmatchedNamePatternRefusedOnEveryRank) {
+  // A pattern that matches nothing, and one that matches only a frozen parameter.
+  MlpShape frozen_bias;
+  frozen_bias.frozen_mask = 2;  // hidden.0.bias
+  for (const auto& [pattern, shape] : std::vector<std::pair<std::string, MlpShape>>{
+           {"hidden.9.*", MlpShape{}}, {"hidden.0.bias", frozen_bias}}) {
+    EngineConfig c = make_config(3, StateDType::kI8);
+    c.optimizer.state_fp32 = {"hidden.1.weight", pattern};
+    MlpModel model(shape, world().size(), world().rank(), 1);
+    MemoryTracker t;
+    const std::string m = thrown([&] { Engine engine(model, world(), c, &t); });
+    EXPECT_NE(m.find("optimizer.state_fp32 pattern '" + pattern +
+                     "' matches no trainable parameter (names are unit.param, e.g. "
+                     "hidden.0.weight)"),
+              std::string::npos)
+        << m;
+    PlanConfig pc;
+    pc.engine = c;
+    EXPECT_NE(thrown([&] {
+                plan_memory(ModelDesc::from_model(model), pc);
+              }).find("pattern '" + pattern + "' matches no trainable parameter"),
+              std::string::npos);
+  }
+}
+
+TEST(StateStorage, StateStorageNameRecordsTheNames) {
+  OptimizerConfig oc;
+  oc.state_dtype = StateDType::kI8;
+  oc.state_block = 64;
+  oc.state_min_numel = 100;
+  oc.state_fp32 = {"head.*", "embed.wte", "head.*"};
+  EXPECT_EQ(state_storage_name(oc),
+            "int8 (block 64, float8 codes, fp32 under 100 elements and for [embed.wte, head.*])");
+  oc.state_dtype = StateDType::kBF16;
+  oc.state_fp32 = {};
+  EXPECT_EQ(state_storage_name(oc), "bf16 (fp32 under 100 elements)");
 }
 
 // A copy of the decoded state (what a checkpoint saves) written into a fresh engine through
@@ -316,6 +420,24 @@ TEST(StateStorage, BadSettingsRefusedByName) {
   c.optimizer.kind = OptimizerKind::kAdamW;
   EXPECT_NE(message(c).find("optimizer.state_dtype 7"), std::string::npos) << message(c);
   EXPECT_EQ(message(make_config(3, StateDType::kBF16)), "");
+  c = make_config(3, StateDType::kF32);
+  c.optimizer.state_fp32 = {"hidden.1.weight"};
+  EXPECT_NE(message(c).find("optimizer.state_fp32 [hidden.1.weight] has no effect with "
+                            "state_dtype fp32"),
+            std::string::npos)
+      << message(c);
+  for (const std::string& p : std::vector<std::string>{"", "a,b", std::string(129, 'x')}) {
+    c = make_config(3, StateDType::kI8);
+    c.optimizer.state_fp32 = {p};
+    EXPECT_NE(message(c).find("optimizer.state_fp32 pattern '" + p +
+                              "' must have 1..128 characters and no comma"),
+              std::string::npos)
+        << message(c);
+  }
+  c.optimizer.state_fp32.assign(65, "hidden.*");
+  EXPECT_NE(message(c).find("optimizer.state_fp32 has 65 patterns, more than 64"),
+            std::string::npos)
+      << message(c);
 }
 
 }  // namespace
