@@ -156,6 +156,9 @@ void map_state_params(const Section& p, DsConfig& out) {
   if (p.has("zeroshard_state_block"))
     out.settings.push_back({p.key("zeroshard_state_block"), "optimizer-state-block",
                             std::to_string(p.integer("zeroshard_state_block"))});
+  if (p.has("zeroshard_state_code"))
+    out.settings.push_back(
+        {p.key("zeroshard_state_code"), "optimizer-state-code", p.string("zeroshard_state_code")});
   if (p.has("zeroshard_state_fp32")) {
     const json& v = p.at("zeroshard_state_fp32");
     std::string list;
@@ -242,7 +245,8 @@ void map_optimizer(const Section& o, DsConfig& out) {
     p.only({"lr", "momentum"});
   } else {
     p.only({"lr", "betas", "eps", "weight_decay", "adam_w_mode", "optim_bits", "block_wise",
-            "min_8bit_size", "zeroshard_state_block", "zeroshard_state_fp32"});
+            "min_8bit_size", "zeroshard_state_block", "zeroshard_state_code",
+            "zeroshard_state_fp32"});
     map_state_params(p, out);
   }
   if (p.has("lr")) out.settings.push_back({p.key("lr"), "lr", text(p.number("lr"))});

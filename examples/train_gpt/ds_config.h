@@ -37,6 +37,7 @@
 //   optimizer.params.min_8bit_size            --optimizer-state-min-numel (bitsandbytes' threshold;
 //                                             here for bf16 states too)
 //   optimizer.params.zeroshard_state_block    --optimizer-state-block (zeroshard's; no bnb key)
+//   optimizer.params.zeroshard_state_code     --optimizer-state-code float8|dynamic (zeroshard's)
 //   optimizer.params.zeroshard_state_fp32     --optimizer-state-fp32: a list of name patterns
 //                                             (zeroshard's; bnb's override_config has no key)
 //   scheduler.type WarmupLR                   --lr-schedule constant; params warmup_num_steps

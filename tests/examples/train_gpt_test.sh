@@ -219,15 +219,15 @@ JSON
 {
   "optimizer": { "type": "AdamW",
                  "params": { "optim_bits": 8, "block_wise": true, "min_8bit_size": 2048,
-                             "zeroshard_state_block": 128,
+                             "zeroshard_state_block": 128, "zeroshard_state_code": "dynamic",
                              "zeroshard_state_fp32": ["embed.*", "*.fc.weight"] } }
 }
 JSON
     run "$work/ds8.txt" 2 "${base[@]}" --ds-config "$work/ds_int8.json" || { cat "$work/ds8.txt"; fail "int8 ds_config"; }
     run "$work/flags8.txt" 2 "${base[@]}" --optimizer-state-dtype int8 --optimizer-state-min-numel 2048 \
-      --optimizer-state-block 128 --optimizer-state-fp32 'embed.*,*.fc.weight' ||
+      --optimizer-state-block 128 --optimizer-state-code dynamic --optimizer-state-fp32 'embed.*,*.fc.weight' ||
       { cat "$work/flags8.txt"; fail "int8 state flags"; }
-    same_hash "ds_config int8 states (optim_bits, min_8bit_size, block, fp32 names) = flags" \
+    same_hash "ds_config int8 states (optim_bits, min_8bit_size, block, code, fp32 names) = flags" \
       "$work/ds8.txt" "$work/flags8.txt"
     [ "$(hash_of "$work/ds8.txt")" != "$(hash_of "$work/default.txt")" ] || fail "optim_bits 8 changed nothing"
     grep -qF "optimizer.params.block_wise has no effect: int8 states are always block-wise" "$work/ds8.txt" ||
