@@ -5,7 +5,8 @@
 # biases and norms, under 4096 elements, keep fp32).
 # Cases:
 #   train    2 ranks, int8 states: the loss falls, the log's header records the flags; stages 0, 3
-#            and 2 with offload and ZS_MAX_ISA=scalar|avx2 give one param_hash (int8), stages 0 and 3
+#            and 2 with offload and ZS_MAX_ISA=scalar|avx2 give one param_hash (int8), LoRA adapters
+#            on an int8 base with int8 states one at stages 0 and 3, stages 0 and 3
 #            another (bf16), and
 #            another (int8, the dynamic code book), all differ from fp32 states
 #   resume   int8 states saved at step 3 and resumed to 6: param_hash and losses equal to an
@@ -65,6 +66,13 @@ case "$case_name" in
     done
     run_ok "$work/off.txt" 2 "${tiny[@]}" "${int8[@]}" --zero-stage 2 --offload-optimizer --steps 4
     same_hash "int8 states: stage 0 vs 2 offloaded" "$work/int80.txt" "$work/off.txt"
+    # LoRA adapters (under 4096 elements each) with int8 states: --optimizer-state-min-numel 0.
+    lora=(--lora-rank 4 --lora-alpha 8 --base-dtype int8 --optimizer-state-min-numel 0)
+    for stage in 0 3; do
+      run_ok "$work/lora$stage.txt" 2 "${tiny[@]}" "${int8[@]}" "${lora[@]}" --zero-stage $stage \
+        --steps 4
+    done
+    same_hash "LoRA on an int8 base, int8 states: stage 0 vs 3" "$work/lora0.txt" "$work/lora3.txt"
     run_ok "$work/fp32.txt" 2 "${tiny[@]}" --zero-stage 0 --steps 4
     for states in int8 bf16 dyn; do
       [ "$(hash_of "$work/fp32.txt")" != "$(hash_of "$work/${states}0.txt")" ] ||
