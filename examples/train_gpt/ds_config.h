@@ -13,6 +13,7 @@
 //   zero_optimization.offload_optimizer.device  cpu: --offload-optimizer; none: off
 //   zero_optimization.offload_optimizer.pin_memory  accepted, no effect (one host arena)
 //   zero_optimization.offload_param.device    none only (parameter offload is not supported)
+//   zero_optimization.zero_quantized_weights  true: --zero-quantized-weights (ZeRO++ qwZ)
 //   bf16.enabled                              --dtype bf16
 //   fp16.enabled                              --dtype fp16 (with bf16.enabled too: an error)
 //   fp16.loss_scale / initial_scale_power / loss_scale_window / hysteresis / min_loss_scale
