@@ -10,6 +10,9 @@
 #            at stage 1: one message naming the flag (or key), exit 2, no step; --help
 #   plan     zs_plan with the same flags equals the trainer's tracked bytes and its bytes sent per
 #            step (int8 chunks: 1 + 4/B bytes per element instead of 2)
+#   links    4 ranks on 2 fake nodes (ZS_FAKE_NODES=2), hierarchical and flat collectives: the
+#            trainer's link counters (bytes within and between nodes, all ranks, per step) equal
+#            zs_plan's counted bytes per link class
 source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/plan_check_lib.sh"
 
@@ -78,6 +81,25 @@ case "$case_name" in
         fail "block $block: the trainer sent '$sent' bytes at step 2, zs_plan predicts '$want'"
       echo "block $block: bytes sent per rank per step $sent = zs_plan's"
     done
+    ;;
+  links)
+    export ZS_FAKE_NODES=2
+    for coll in hierarchical flat; do
+      log=$work/$coll.jsonl
+      run_ok "$work/$coll.txt" 4 "${tiny[@]}" --steps 2 "${qwz[@]}" \
+        --collectives "$coll" --json-log "$log"
+      plan=$("$(dirname "$bin")/zs_plan" --layers 2 --heads 2 --width 64 --context 32 --vocab 256 \
+        --batch 16 --ranks 4 --nodes 2 --collectives "$coll" --dtype bf16 --grad-dtype fp32 \
+        "${qwz[@]}" --json) || fail "zs_plan, $coll"
+      for class in intra inter; do
+        got=$(tail -1 "$log" | grep -o "\"comm_bytes_${class}_all_ranks\":[0-9]*" | cut -d: -f2)
+        want=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["communication"]["counted_'$class'_bytes_all_ranks"])' <<<"$plan")
+        [ -n "$got" ] && [ "$got" = "$want" ] ||
+          fail "$coll: $class-node bytes per step counted '$got', zs_plan '$want'"
+        echo "$coll collectives: $class-node bytes per step (all ranks) $got = zs_plan's"
+      done
+    done
+    unset ZS_FAKE_NODES
     ;;
   *)
     fail "unknown case $case_name"
