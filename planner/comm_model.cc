@@ -372,8 +372,8 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
     if (shards.qwz_chunk.empty()) {
       item("param all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shard, P, true);
     } else {
-      item("param all-gather (qwZ int8)", CollectiveKind::kAllGather, sg, true, 2 * k,
-           shards.qwz_chunk, DType::kU8, true);
+      item("qwZ all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.qwz_chunk,
+           DType::kU8, true);
     }
     item("frozen all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.frozen_shard,
          DType::kU8, true);

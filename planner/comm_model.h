@@ -10,7 +10,7 @@
 // compute_frozen_layout (stage 3 gathers their byte shard f_u). k micro-batches, e_P / e_G the
 // parameter / gradient dtype's bytes. What one step issues (runtime/engine.cc, param_group.cc):
 //   param all-gather     stage 3: 2k per unit (forward, backward), c_u of P   shard group, async
-//                        (qwZ: c_u + 4 c_u / B bytes, int8 codes and fp32 block scales)
+//                        (qwZ: "qwZ all-gather", c_u + 4 c_u / B bytes: int8 codes, fp32 scales)
 //   frozen all-gather    stage 3: 2k per unit with frozen params, f_u bytes   shard group, async
 //   grad reduce-scatter  stages 2-3: k per unit; 0-1: 1 per unit, c_u of G    shard group, async
 //   replica all-reduce   s < n: 1 per unit, c_u of G (sum)                    replica group, async

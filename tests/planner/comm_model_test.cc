@@ -101,7 +101,7 @@ TEST(CommModel, QuantizedWeightsStage3TwoByTwo) {
     c.quantized_weights_block = 32;
     const CommPlan p = plan_communication(two_units(), c, nullptr);
     ASSERT_EQ(p.items.size(), 3u);
-    const CommItem& ag = find(p, "param all-gather (qwZ int8)");
+    const CommItem& ag = find(p, "qwZ all-gather");
     EXPECT_EQ(ag.calls, 4);
     EXPECT_EQ(ag.intra_rank, hier ? 2 * (2 * 1476) : 2 * 1476);
     EXPECT_EQ(ag.inter_rank, hier ? 2 * 1476 : 2 * 1476 * 2);
