@@ -391,6 +391,10 @@ void declare_options(po::options_description& desc) {
        "(default: one per rank and micro-batch)")
       ("micro-batches", po::value<int>()->default_value(1), "gradient-accumulation steps")
       ("prefetch", po::value<int>()->default_value(1), "stage 3 gather prefetch depth")
+      ("zero-quantized-weights", "ZeRO++ qwZ, as zs_train's: stage 3 gathers int8 codes with "
+       "one fp32 scale per --zero-quantized-weights-block elements")
+      ("zero-quantized-weights-block", po::value<int64_t>()->default_value(256),
+       "elements per qwZ scale (a power of two in 32..65536)")
       ("reserve-gb", po::value<double>()->default_value(0.0),
        "per-device framework reserve in GB (e.g. 0.5-1 for the CUDA context)")
       ("device", po::value<std::string>()->default_value("cpu"),
@@ -597,6 +601,21 @@ void parse_state_storage(const po::variables_map& vm, zs::EngineConfig& e) {
   parse_state_exceptions(vm, d, e);
 }
 
+// --zero-quantized-weights and its block, refused as zs_train refuses them.
+void parse_quantized_weights(const po::variables_map& vm, zs::EngineConfig& e) {
+  e.zero_quantized_weights = vm.count("zero-quantized-weights") > 0;
+  const int64_t b = vm["zero-quantized-weights-block"].as<int64_t>();
+  if (b < 32 || b > 65536 || (b & (b - 1)) != 0)
+    throw BadFlag(
+        fmt::format("--zero-quantized-weights-block {} is not a power of two in 32..65536", b));
+  e.zero_quantized_weights_block = b;
+  if (e.zero_quantized_weights && e.stage != zs::ZeroStage::k3)
+    throw BadFlag(
+        fmt::format("--zero-quantized-weights quantizes stage 3's parameter "
+                    "all-gather: --zero-stage {} does not gather parameters",
+                    static_cast<int>(e.stage)));
+}
+
 void parse_engine(const po::variables_map& vm, const Adapters& ad, Options& o) {
   zs::EngineConfig& e = o.config.engine;
   e.stage = zs::zero_stage_from_int(vm["zero-stage"].as<int>());
@@ -618,6 +637,7 @@ void parse_engine(const po::variables_map& vm, const Adapters& ad, Options& o) {
   parse_state_storage(vm, e);
   e.micro_batches = vm["micro-batches"].as<int>();
   e.prefetch = vm["prefetch"].as<int>();
+  parse_quantized_weights(vm, e);
 }
 
 // The run around the engine: ranks, device, batch, reserve, --fit.

@@ -79,6 +79,7 @@ CommConfig comm_config(const po::variables_map& vm, const PlanConfig& config) {
   c.frozen_storage = e.frozen.storage_or(e.precision.param_dtype);
   c.micro_batches = e.micro_batches;
   c.align = zs::layout_align(e);
+  c.quantized_weights_block = e.zero_quantized_weights ? e.zero_quantized_weights_block : 0;
   const std::string coll = vm["collectives"].as<std::string>();
   ZS_CHECK(coll == "flat" || coll == "hierarchical", ErrorCode::kInvalidArgument,
            "--collectives '{}' is not one of flat, hierarchical", coll);

@@ -255,6 +255,12 @@ void CommConfig::validate() const {
            world);
   ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "micro_batches {} < 1", micro_batches);
   ZS_CHECK(align >= 1, ErrorCode::kInvalidArgument, "align {} < 1", align);
+  ZS_CHECK(
+      quantized_weights_block == 0 || (stage == ZeroStage::k3 && quantized_weights_block > 0 &&
+                                       align % quantized_weights_block == 0),
+      ErrorCode::kInvalidArgument,
+      "zero_quantized_weights_block {} needs stage 3 (not {}) and must divide the alignment {}",
+      quantized_weights_block, static_cast<int>(stage), align);
   ZS_CHECK(dtype_is_float(param_dtype) && dtype_is_float(grad_dtype), ErrorCode::kInvalidArgument,
            "parameter and gradient dtypes must be float types, not {} and {}",
            dtype_name(param_dtype), dtype_name(grad_dtype));
@@ -266,6 +272,7 @@ namespace {
 // (0: none), checked.
 struct UnitShards {
   std::vector<int64_t> shard, frozen_shard;
+  std::vector<int64_t> qwz_chunk;  // qwZ: the bytes of one rank's int8 chunk; else empty
 };
 
 UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
@@ -275,7 +282,7 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
            "the model lists frozen parameters for {} units, not its {}", model.frozen.size(), U);
   const int s = config.shard_size();
   const DType storage = config.frozen_storage.value_or(config.param_dtype);
-  UnitShards out{std::vector<int64_t>(U, 0), std::vector<int64_t>(U, 0)};
+  UnitShards out{std::vector<int64_t>(U, 0), std::vector<int64_t>(U, 0), {}};
   for (size_t u = 0; u < U; ++u) {
     const bool has_frozen = !model.frozen.empty() && !model.frozen[u].empty();
     ZS_CHECK(!model.units[u].empty() || has_frozen, ErrorCode::kInvalidArgument,
@@ -287,6 +294,10 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
       out.frozen_shard[u] =
           compute_frozen_layout(model.frozen[u], storage, config.param_dtype, s).bytes.shard_numel;
     }
+  }
+  const int64_t B = config.quantized_weights_block;
+  if (B > 0) {
+    for (int64_t c : out.shard) out.qwz_chunk.push_back(c + 4 * (c / B));  // c is a multiple of B
   }
   return out;
 }
@@ -358,7 +369,12 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   };
   const CommScope sg = hsdp ? CommScope::kShardGroup : CommScope::kWorld;
   if (stage == 3) {
-    item("param all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shard, P, true);
+    if (shards.qwz_chunk.empty()) {
+      item("param all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shard, P, true);
+    } else {
+      item("qwZ all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.qwz_chunk,
+           DType::kU8, true);
+    }
     item("frozen all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.frozen_shard,
          DType::kU8, true);
   }

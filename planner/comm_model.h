@@ -10,6 +10,7 @@
 // compute_frozen_layout (stage 3 gathers their byte shard f_u). k micro-batches, e_P / e_G the
 // parameter / gradient dtype's bytes. What one step issues (runtime/engine.cc, param_group.cc):
 //   param all-gather     stage 3: 2k per unit (forward, backward), c_u of P   shard group, async
+//                        (qwZ: "qwZ all-gather", c_u + 4 c_u / B bytes: int8 codes, fp32 scales)
 //   frozen all-gather    stage 3: 2k per unit with frozen params, f_u bytes   shard group, async
 //   grad reduce-scatter  stages 2-3: k per unit; 0-1: 1 per unit, c_u of G    shard group, async
 //   replica all-reduce   s < n: 1 per unit, c_u of G (sum)                    replica group, async
@@ -109,6 +110,9 @@ struct CommConfig {
   int micro_batches = 1;
   bool hierarchical = false;  // the world's collectives through a HierarchicalCommunicator
   int64_t align = 32;         // EngineConfig::align
+  // ZeRO++ qwZ ([Note: quantized weights] in runtime/engine_config.h), stage 3: the parameter
+  // all-gathers send int8 chunks, c + 4c/B bytes, instead of c elements of P. 0 = off.
+  int64_t quantized_weights_block = 0;
 
   int ranks_per_node() const { return world / nodes; }
   int shard_size() const { return shard_group_size > 0 ? shard_group_size : world; }

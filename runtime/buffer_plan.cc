@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/quantized_gather.h"
 
 namespace zs {
 
@@ -17,6 +18,7 @@ struct Rules {
   bool offload, params_are_master, adam, momentum;
   int rank;
   const OptimizerConfig* optimizer;
+  int64_t qwz_block;  // [Note: quantized weights]; 0 = off
 };
 
 Rules rules_of(const EngineConfig& cfg, int rank) {
@@ -30,6 +32,7 @@ Rules rules_of(const EngineConfig& cfg, int rank) {
   r.momentum = r.adam || cfg.optimizer.sgd.momentum != 0.0f;
   r.rank = rank;
   r.optimizer = &cfg.optimizer;
+  r.qwz_block = cfg.zero_quantized_weights ? cfg.zero_quantized_weights_block : 0;
   return r;
 }
 
@@ -51,7 +54,6 @@ void plan_frozen(const Rules& r, const FrozenLayout& f, const GroupLayout& l, Un
     held = fb.numel;
   }
   plan.padding_bytes_ += u.frozen_bytes - held;
-  max.slot = std::max(max.slot, round64(r.P * l.padded_numel) + fb.padded_numel);
   if (own_convert) {
     u.own_convert_bytes = r.P * f.convert_numel;
   } else {
@@ -148,7 +150,11 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
     const GroupLayout& l = layouts[i];
     UnitBufferPlan u;
     if (!frozen.empty() && !frozen[i].empty()) plan_frozen(r, frozen[i], l, u, plan, max, own[i]);
-    max.slot = std::max(max.slot, r.P * l.padded_numel);
+    const FrozenLayout none;
+    const FrozenLayout& f = frozen.empty() ? none : frozen[i];
+    max.slot = std::max(
+        max.slot,
+        gather_slot_layout(l, f, cfg.precision.param_dtype, r.stage == 3 ? r.qwz_block : 0).bytes);
     plan_trainable(r, l, names.empty() ? unnamed : names[i], u, plan);
     if (r.offload && on_device) {
       plan.host_staging_bytes += round64(r.G * l.shard_numel) + round64(r.P * l.shard_numel);

@@ -21,7 +21,9 @@
 //   receive buffers: 2 x G * max S_u in stages 2-3 with micro_batches > 1 (reduced micro-batch
 //     gradient before it is added to the shard)
 //   gather slots: (prefetch + 1) x max over units of the unit's slot in stage 3: P * Psi_u, or,
-//     for a unit with frozen parameters, round64(P * Psi_u) + its frozen byte group F_u
+//     for a unit with frozen parameters, round64(P * Psi_u) + its frozen byte group F_u; with qwZ
+//     ([Note: quantized weights]) round64 of that + the gathered int8 chunks, Psi_u + 4 Psi_u / B
+//     (gather_slot_layout() in runtime/quantized_gather.h)
 //   frozen conversion: P * max over units of the frozen elements stored in another dtype
 //     (FrozenLayout::convert_numel): the compute-dtype values a unit sees, rewritten per use
 // Frozen parameters (sharding/frozen_layout.h; Psi_u above counts trainable elements only), per

@@ -183,6 +183,9 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
            "optimizer.state_dtype {}: bf16 and int8 optimizer states are implemented on the CPU "
            "backend only (resident or offloaded), not on {}",
            optim::state_dtype_name(config_.optimizer.state_dtype), impl_->ops.device().to_string());
+  ZS_CHECK(!config_.zero_quantized_weights || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
+           "zero_quantized_weights (qwZ) is implemented on the CPU backend only, not on {}",
+           impl_->ops.device().to_string());
   impl_->build(layouts, frozen, std::move(specs));
 }
 
@@ -285,6 +288,8 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
         policy, P, G, shard_rank, Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
         Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev),
         Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert, *shard, ops);
+    if (config.zero_quantized_weights)
+      groups[i].quantize_gathers(config.zero_quantized_weights_block);
     states->attach(groups[i], up);
   }
   make_ties();

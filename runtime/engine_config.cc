@@ -58,7 +58,9 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"align", i(c.align)},
       {"optimizer_threads", i(c.optimizer_threads)},
       {"shard_group_size", i(c.shard_group_size)},
-      {"max_consecutive_skips", i(c.max_consecutive_skips)}};
+      {"max_consecutive_skips", i(c.max_consecutive_skips)},
+      {"zero_quantized_weights", i(c.zero_quantized_weights)},
+      {"zero_quantized_weights_block", i(c.zero_quantized_weights_block)}};
 }
 
 const char* int8_compute_name(FrozenPolicy::Int8Compute c) {
@@ -121,8 +123,11 @@ std::string state_storage_name(const OptimizerConfig& c) {
 
 int64_t layout_align(const EngineConfig& c) {
   // [Note: optimizer state storage]: whole int8 blocks per parameter and per shard.
-  if (c.optimizer.state_dtype != optim::StateDType::kI8) return c.align;
-  return std::lcm(c.align, c.optimizer.state_block);
+  int64_t a = c.align;
+  if (c.optimizer.state_dtype == optim::StateDType::kI8) a = std::lcm(a, c.optimizer.state_block);
+  // [Note: quantized weights]: whole qwZ blocks per shard.
+  if (c.zero_quantized_weights) a = std::lcm(a, c.zero_quantized_weights_block);
+  return a;
 }
 
 bool FrozenPolicy::hands_int8() const {
@@ -258,6 +263,19 @@ void check_loss_scale(const optim::LossScalerConfig& l) {
            l.hysteresis);
 }
 
+// [Note: quantized weights]: stage 3 (the only stage that gathers parameters) and a block that
+// is a power of two in 32..65536.
+void check_quantized_weights(const EngineConfig& c) {
+  if (!c.zero_quantized_weights) return;
+  ZS_CHECK(c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
+           "zero_quantized_weights (qwZ) quantizes stage 3's parameter all-gather: ZeRO stage {} "
+           "does not gather parameters (use stage 3 or turn it off)",
+           static_cast<int>(c.stage));
+  const int64_t b = c.zero_quantized_weights_block;
+  ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, ErrorCode::kInvalidArgument,
+           "zero_quantized_weights_block {} is not a power of two in 32..65536", b);
+}
+
 }  // namespace
 
 void EngineConfig::validate() const {
@@ -282,6 +300,7 @@ void EngineConfig::validate() const {
            "optimizer_threads {} is outside 0 (the OpenMP default) .. 4096", optimizer_threads);
   ZS_CHECK(shard_group_size >= 0 && shard_group_size <= (1 << 20), ErrorCode::kInvalidArgument,
            "shard group size {} is outside 0 (all ranks) .. 2^20", shard_group_size);
+  check_quantized_weights(*this);
 }
 
 }  // namespace zs

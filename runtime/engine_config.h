@@ -138,6 +138,17 @@ struct EngineConfig {
   // loss is not finite. -1 = the default: 16 with dynamic loss scaling, 0 otherwise (the first
   // non-finite gradient stops the run).
   int max_consecutive_skips = -1;
+  // [Note: quantized weights] ZeRO++ qwZ (DeepSpeed's zero_optimization.zero_quantized_weights),
+  // stage 3 only: every parameter all-gather (forward and backward) sends this rank's shard of the
+  // compute-dtype parameters as int8 codes of the signed linear book (j / 127) with one fp32
+  // absmax scale per `zero_quantized_weights_block` elements, and every rank dequantizes the
+  // gathered chunks into the compute dtype (runtime/quantized_gather.h). The fp32 master, the
+  // optimizer and the shards themselves are untouched; only what the units compute with is
+  // rounded, by at most half a step (scale / 254) plus the compute dtype's rounding. The block
+  // is a power of two in 32..65536; the layout alignment becomes lcm(align, block)
+  // (layout_align()), so blocks never straddle ranks. Why linear and not float8: docs/engine.md.
+  bool zero_quantized_weights = false;
+  int64_t zero_quantized_weights_block = 256;
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field; zs::Error(kUnsupported) for
   // frozen.int8_compute = kInt8Gemm on a process without the int8 GEMM ([Note: int8 compute]).
@@ -146,8 +157,9 @@ struct EngineConfig {
 
 // The alignment (elements) the engine lays its groups out with: `align`, or with int8 optimizer
 // states lcm(align, optimizer.state_block), so that every state block lies inside one parameter
-// and one rank's shard ([Note: optimizer state storage] in runtime/state_storage.h). The
-// planner lays out with the same value.
+// and one rank's shard ([Note: optimizer state storage] in runtime/state_storage.h); with qwZ
+// also a multiple of zero_quantized_weights_block ([Note: quantized weights]). The planner lays
+// out with the same value.
 int64_t layout_align(const EngineConfig& c);
 
 struct Setting;

@@ -39,8 +39,6 @@ std::vector<ParamSpec> tied_only(const std::vector<ParamSpec>& specs) {
   return out;
 }
 
-int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
-
 // Points v at a frozen record that is not converted: its values in the compute dtype, or an int8
 // record as the unit takes it ([Note: frozen parameters] in unit/unit.h): scales, then values.
 void point_at_record(ParamView& v, const FrozenRecord& r, const void* record) {
@@ -102,7 +100,7 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_
   }
   for (const FrozenRecord& r : frozen_.records) any_convert_ = any_convert_ || r.convert;
   ZS_ASSERT(!any_convert_ || convert_ != nullptr);
-  frozen_slot_offset_ = round64(layout_.padded_numel * static_cast<int64_t>(dtype_size(P_)));
+  slot_layout_ = gather_slot_layout(layout_, frozen_, P_, 0);
   build_views();
   slot_views_ = resident_views_;
   tag_gather_ = name_ + " gather";
@@ -145,9 +143,12 @@ void ParamGroup::build_views() {
   }
 }
 
-int64_t ParamGroup::slot_bytes() const {
-  return frozen_.empty() ? layout_.padded_numel * static_cast<int64_t>(dtype_size(P_))
-                         : frozen_slot_offset_ + frozen_.bytes.padded_numel;
+int64_t ParamGroup::slot_bytes() const { return slot_layout_.bytes; }
+
+void ParamGroup::quantize_gathers(int64_t block) {
+  ZS_ASSERT(policy_.shard_params && param_state_ == ParamState::kSharded && ops_.host_accessible());
+  qwz_ = quantized_gather_layout(layout_, block);
+  slot_layout_ = gather_slot_layout(layout_, frozen_, P_, block);
 }
 
 void ParamGroup::convert_frozen(const void* frozen_bytes) {
@@ -181,7 +182,7 @@ std::span<const ParamView> ParamGroup::views() {
 
 void ParamGroup::start_gather(int slot, void* slot_data) {
   ZS_ASSERT(policy_.shard_params && param_state_ == ParamState::kSharded);
-  void* frozen_data = at(slot_data, frozen_slot_offset_, DType::kU8);
+  void* frozen_data = at(slot_data, slot_layout_.frozen_offset, DType::kU8);
   for (size_t i = 0; i < unit_order_.size(); ++i) {
     const int code = unit_order_[i];
     if (code == kTiedCode) continue;
@@ -192,11 +193,7 @@ void ParamGroup::start_gather(int slot, void* slot_data) {
       if (!r.convert) point_at_record(slot_views_[i], r, at(frozen_data, r.offset, DType::kU8));
     }
   }
-  if (layout_.padded_numel > 0) {
-    set_flight_tag(tag_gather_.c_str());
-    gather_work_ = comm_.start_all_gather(params_.data(), slot_data,
-                                          static_cast<size_t>(layout_.shard_numel), P_);
-  }
+  if (layout_.padded_numel > 0) start_param_gather(slot_data);
   if (!frozen_.empty()) {
     set_flight_tag(tag_frozen_gather_.c_str());
     frozen_work_ =
@@ -208,14 +205,37 @@ void ParamGroup::start_gather(int slot, void* slot_data) {
   param_state_ = ParamState::kGathering;
 }
 
+// The trainable parameters' all-gather into the slot: the compute-dtype shards, or with qwZ this
+// rank's int8 chunk, encoded in place in the slot's chunk area and gathered in place.
+void ParamGroup::start_param_gather(void* slot_data) {
+  set_flight_tag(tag_gather_.c_str());
+  if (qwz_.block == 0) {
+    gather_work_ = comm_.start_all_gather(params_.data(), slot_data,
+                                          static_cast<size_t>(layout_.shard_numel), P_);
+    return;
+  }
+  uint8_t* chunks = static_cast<uint8_t*>(at(slot_data, slot_layout_.quant_offset, DType::kU8));
+  uint8_t* mine = chunks + rank_ * qwz_.chunk_bytes;
+  encode_weight_chunk(qwz_, params_.data(), P_, mine);
+  gather_work_ =
+      comm_.start_all_gather(mine, chunks, static_cast<size_t>(qwz_.chunk_bytes), DType::kU8);
+}
+
 std::span<const ParamView> ParamGroup::wait_gather() {
   ZS_ASSERT(param_state_ == ParamState::kGathering);
-  if (gather_work_) gather_work_->wait();
+  if (gather_work_) {
+    gather_work_->wait();
+    if (qwz_.block > 0) {
+      decode_weight_chunks(
+          qwz_, static_cast<const uint8_t*>(at(slot_data_, slot_layout_.quant_offset, DType::kU8)),
+          P_, slot_data_);
+    }
+  }
   gather_work_.reset();
   if (frozen_work_) {
     frozen_work_->wait();
     frozen_work_.reset();
-    convert_frozen(at(slot_data_, frozen_slot_offset_, DType::kU8));
+    convert_frozen(at(slot_data_, slot_layout_.frozen_offset, DType::kU8));
   }
   param_state_ = ParamState::kGathered;
   return slot_views_;

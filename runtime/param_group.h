@@ -39,6 +39,7 @@
 #include "collectives/communicator.h"
 #include "core/buffer.h"
 #include "device/device_ops.h"
+#include "runtime/quantized_gather.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 #include "sharding/sharding_policy.h"
@@ -100,6 +101,11 @@ class ParamGroup {
   // Bytes of a gather slot this group needs: the trainable parameters, then (64-byte aligned)
   // the frozen byte group.
   int64_t slot_bytes() const;
+  // [Note: quantized weights] From now on every parameter gather sends this rank's shard as int8
+  // codes with one fp32 scale per `block` elements and dequantizes the gathered chunks into the
+  // slot's compute-dtype parameters (slot_bytes() grows by the chunks). Sharded parameters only,
+  // host-addressable buffers only, while sharded.
+  void quantize_gathers(int64_t block);
   ParamState param_state() const { return param_state_; }
   GradState grad_state() const { return grad_state_; }
 
@@ -169,6 +175,7 @@ class ParamGroup {
   std::string name_;
   void build_views();
   void convert_frozen(const void* frozen_bytes);
+  void start_param_gather(void* slot_data);
 
   std::vector<ParamSpec> specs_;         // trainable
   std::vector<ParamSpec> frozen_specs_;  // frozen
@@ -180,7 +187,8 @@ class ParamGroup {
   std::vector<int> unit_order_;
   GroupLayout layout_;
   FrozenLayout frozen_;
-  int64_t frozen_slot_offset_ = 0;  // where the frozen bytes start in a gather slot
+  GatherSlotLayout slot_layout_;  // where the frozen bytes and the qwZ chunks are in a slot
+  QuantizedGatherLayout qwz_;     // qwz_.block > 0: gathers are quantized
   ShardingPolicy policy_;
   DType P_, G_;
   int rank_;

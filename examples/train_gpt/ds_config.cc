@@ -87,9 +87,13 @@ std::string lower(std::string s) {
 }
 
 void map_zero(const Section& z, DsConfig& out) {
-  z.only({"stage", "offload_optimizer", "offload_param"});
+  z.only({"stage", "offload_optimizer", "offload_param", "zero_quantized_weights"});
   if (z.has("stage"))
     out.settings.push_back({z.key("stage"), "zero-stage", std::to_string(z.integer("stage"))});
+  if (z.has("zero_quantized_weights")) {  // ZeRO++ qwZ
+    out.settings.push_back({z.key("zero_quantized_weights"), "zero-quantized-weights",
+                            z.boolean("zero_quantized_weights") ? "true" : "false", true});
+  }
   if (z.has("offload_optimizer")) {
     const Section off = z.sub("offload_optimizer");
     off.only({"device", "pin_memory"});

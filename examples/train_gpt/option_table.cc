@@ -203,6 +203,25 @@ std::vector<Flag> engine_flags(TrainOptions& o, RawFlags& r) {
        "hybrid sharding (HSDP): shard the model states over groups of this many ranks and "
        "replicate across groups, e.g. the ranks of one node (0: all ranks; must divide them)",
        {}},
+      {"zero-quantized-weights", po::bool_switch(&o.engine.zero_quantized_weights),
+       "ZeRO++ qwZ (stage 3): gather parameters as int8 codes with one fp32 scale per "
+       "--zero-quantized-weights-block elements, 1 + 4/B bytes per element instead of the "
+       "compute dtype's, dequantized before compute (CPU only)",
+       [](const Parsed& p) {
+         ZS_CHECK(!p.o.engine.zero_quantized_weights || p.raw.stage == 3, kBad,
+                  "{} quantizes stage 3's parameter all-gather: --zero-stage {} does not gather "
+                  "parameters",
+                  p.flag("zero-quantized-weights"), p.raw.stage);
+       }},
+      {"zero-quantized-weights-block",
+       po::value(&o.engine.zero_quantized_weights_block)->default_value(256),
+       "elements per fp32 scale of --zero-quantized-weights: a power of two in 32..65536 (the "
+       "layout alignment becomes a multiple of it)",
+       [&b = o.engine.zero_quantized_weights_block](const Parsed& p) {
+         ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, kBad,
+                  "{} {} is not a power of two in 32..65536",
+                  p.flag("zero-quantized-weights-block"), b);
+       }},
       {"collectives", po::value(&o.collectives)->default_value(o.collectives),
        "hierarchical: the engine's all-rank collectives in two levels, within each node then "
        "across nodes, where the job spans nodes of more than one rank each (elsewhere they are "

@@ -54,3 +54,10 @@ run_ok() {
   local rc=$?
   [ $rc -eq 0 ] || { cat "$out"; fail "$out: exit $rc"; }
 }
+
+# help_has text...: --help succeeds and prints every text.
+help_has() {
+  "$bin" --help > "$work/help.txt" || fail "--help"
+  local t
+  for t in "$@"; do grep -qF -- "$t" "$work/help.txt" || fail "--help: no '$t'"; done
+}

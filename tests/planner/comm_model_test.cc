@@ -89,6 +89,35 @@ TEST(CommModel, HierarchicalStage3TwoByTwo) {
   EXPECT_EQ(p.inter_rank, 5248 + 5248 + 16);
 }
 
+// ZeRO++ qwZ, block 32 (align 32: the same shards): each all-gather sends c + 4c/32 bytes
+// (A: 288 + 36 = 324, B: 1024 + 128 = 1152; sum 1476) instead of c bf16 elements; the rest is
+// unchanged. Flat and hierarchical, 2 nodes x 2 ranks.
+TEST(CommModel, QuantizedWeightsStage3TwoByTwo) {
+  for (bool hier : {false, true}) {
+    SCOPED_TRACE(hier);
+    CommConfig c = config(4, 2, 3, DType::kBF16);
+    c.hierarchical = hier;
+    const CommPlan plain = plan_communication(two_units(), c, nullptr);
+    c.quantized_weights_block = 32;
+    const CommPlan p = plan_communication(two_units(), c, nullptr);
+    ASSERT_EQ(p.items.size(), 3u);
+    const CommItem& ag = find(p, "qwZ all-gather");
+    EXPECT_EQ(ag.calls, 4);
+    EXPECT_EQ(ag.intra_rank, hier ? 2 * (2 * 1476) : 2 * 1476);
+    EXPECT_EQ(ag.inter_rank, hier ? 2 * 1476 : 2 * 1476 * 2);
+    const CommItem& rs = find(p, "grad reduce-scatter");
+    EXPECT_EQ(rs.intra_rank, find(plain, "grad reduce-scatter").intra_rank);
+    EXPECT_EQ(p.inter_rank - ag.inter_rank,
+              plain.inter_rank - find(plain, "param all-gather").inter_rank);
+  }
+  CommConfig bad = config(4, 2, 2, DType::kBF16);
+  bad.quantized_weights_block = 32;
+  EXPECT_THROW(plan_communication(two_units(), bad, nullptr), Error);  // stage 2
+  bad.stage = ZeroStage::k3;
+  bad.quantized_weights_block = 64;  // does not divide align 32
+  EXPECT_THROW(plan_communication(two_units(), bad, nullptr), Error);
+}
+
 // HSDP, shard group = the node's 2 ranks: gathers and reduce-scatters stay on the node; the
 // shard's all-reduce goes to the one replica on the other node (all-to-all + all-gather of
 // ceil(c/2)).

@@ -21,6 +21,7 @@
 #include "collectives/topology.h"
 #include "core/error.h"
 #include "mlp_model.h"
+#include "plan_check.h"
 #include "planner/memory_plan.h"
 #include "runtime/engine.h"
 #include "test_world.h"
@@ -188,15 +189,10 @@ TEST(HybridSharding, BytesAndMemoryEqualTheFormulas) {
       EXPECT_EQ(world().counters().sent[ar], stats);
       EXPECT_EQ(world().counters().total_sent(), stats);
 
-      PlanConfig pc;
-      pc.engine = c;
-      pc.world = n;
-      pc.rank = world().rank();
-      const MemoryPlan plan = plan_memory(ModelDesc::from_model(model), pc);
-      for (MemCategory cat : {MemCategory::kParams, MemCategory::kGrads, MemCategory::kMaster,
-                              MemCategory::kOptimizer, MemCategory::kCommBuffers}) {
-        EXPECT_EQ(plan.bytes(cat), tracker.current(cat)) << mem_category_name(cat);
-      }
+      testing::expect_plan_equals_tracker(
+          model, c, n, world().rank(), tracker,
+          {MemCategory::kParams, MemCategory::kGrads, MemCategory::kMaster, MemCategory::kOptimizer,
+           MemCategory::kCommBuffers});
       // Adam's m and v: the whole groups at stage 0, the shard group's shard otherwise.
       const int64_t adam = stage == 0 ? 8 * c_sum * S : 8 * c_sum;
       EXPECT_EQ(tracker.current(MemCategory::kOptimizer), adam);
