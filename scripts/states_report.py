@@ -12,6 +12,8 @@ code text), both zs_train --json-log files, and writes
   OUT/states.png  one panel per run: training loss per step (mean over a trailing window, named
                   in the panel) and the validation losses (markers), one curve per configuration,
                   with an inset on the last 30% of the steps.
+A log without a final record (a run still going) or a missing one is named so in the table; the
+steps it has are drawn.
 Exits 77 after writing the table when matplotlib is missing (Debian: python3-matplotlib).
 """
 import os
@@ -24,33 +26,39 @@ STYLES = (("-", "o"), ("--", "s"), ("-.", "D"), (":", "^"))
 
 
 def read(path):
-    """Returns (step records, final record) of one log."""
+    """Returns (step records, final record or None) of one log; ([], None) where it is missing."""
+    if not os.path.exists(path):
+        return [], None
     steps, finals, _ = load(path)
-    if not steps or not finals:
-        sys.exit(f"states_report: {path}: no step or no final record")
-    return steps, finals[-1]
+    return steps, (finals[-1] if finals else None)
 
 
-def pct(value, ref):
-    return "reference" if value == ref else f"{100 * (value - ref) / ref:+.3f}%"
+def loss_cells(run, ref):
+    """The validation loss of a run and its difference from the reference run, in %."""
+    steps, final = run
+    if final is None:
+        return f"running (step {steps[-1]['step']})" if steps else "not run", ""
+    v, r = final["val_loss"], ref[1]["val_loss"] if ref[1] else None
+    if r is None:
+        return f"{v:.4f}", ""
+    return f"{v:.4f}", "reference" if run is ref else f"{100 * (v - r) / r:+.3f}%"
 
 
 def table(runs, names):
-    """The markdown table of OUT/table.md."""
+    """The markdown table of OUT/table.md; a run without a final record says where it stands."""
     lines = ["| optimizer states | val loss, default run | vs fp32 | val loss, fine-tune (code) | "
              "vs fp32 | optimizer bytes / rank (vs fp32) | median step ms: default run, "
              "fine-tune |", "|---|---|---|---|---|---|---|"]
-    ref = {k: runs[k][names[0]][1] for k, _ in RUNS}
+    ref = {k: runs[k][names[0]] for k, _ in RUNS}
+    ref_opt = next((r[1]["memory_bytes"]["optimizer"] for r in ref.values() if r[1]), None)
     for n in names:
-        main, ft = runs["main"][n][1], runs["ft"][n][1]
-        opt = [r["memory_bytes"]["optimizer"] for r in (main, ft)]
-        ref_opt = ref["main"]["memory_bytes"]["optimizer"]
-        opt_text = f"{opt[0]:,.0f}" if opt[0] == opt[1] else f"{opt[0]:,.0f}, {opt[1]:,.0f}"
-        lines.append(
-            f"| {n} | {main['val_loss']:.4f} | {pct(main['val_loss'], ref['main']['val_loss'])} "
-            f"| {ft['val_loss']:.4f} | {pct(ft['val_loss'], ref['ft']['val_loss'])} "
-            f"| {opt_text} ({opt[0] / ref_opt:.3f}x) "
-            f"| {main['median_step_ms']:.1f}, {ft['median_step_ms']:.1f} |")
+        finals = [runs[k][n][1] for k, _ in RUNS]
+        cells = [c for k, _ in RUNS for c in loss_cells(runs[k][n], ref[k])]
+        opt = sorted({f"{f['memory_bytes']['optimizer']:,.0f}" for f in finals if f})
+        first = next((f["memory_bytes"]["optimizer"] for f in finals if f), None)
+        ratio = f" ({first / ref_opt:.3f}x)" if first is not None and ref_opt else ""
+        ms = ", ".join(f"{f['median_step_ms']:.1f}" if f else "-" for f in finals)
+        lines.append(f"| {n} | {' | '.join(cells)} | {', '.join(opt) or '-'}{ratio} | {ms} |")
     return "\n".join(lines) + "\n"
 
 
@@ -65,12 +73,14 @@ def smooth(y, w):
 
 def panel(ax, runs, names, title):
     """Draws one run kind's curves on ax, with an inset on the last 30% of the steps."""
-    last = max(r[0][-1]["step"] for r in runs.values())
+    last = max((r[0][-1]["step"] for r in runs.values() if r[0]), default=1)
+    w = max(1, last // 60)
     inset = ax.inset_axes([0.42, 0.38, 0.55, 0.55])
     for i, (n, (ls, marker)) in enumerate(zip(names, STYLES)):
         steps = runs[n][0]
+        if not steps:
+            continue
         x, y = series(steps, "loss")
-        w = max(1, len(x) // 60)
         ys = smooth(y, w)
         vx, vy = series(steps, "val_loss")
         for a, lo in ((ax, 0), (inset, 0.7 * last)):
