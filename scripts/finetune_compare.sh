@@ -29,19 +29,11 @@ while [ $# -gt 0 ]; do
 done
 bin=$build/examples/train_gpt
 [ -x "$bin" ] || { echo "finetune_compare.sh: no $bin (build first: scripts/run.sh build)" >&2; exit 2; }
-mpi=(mpirun --oversubscribe -np "$np")
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+source "$here/scripts/compare_lib.sh"
+compare_mpirun "$np"
 mkdir -p "$out"
 common=(--dtype bf16 --zero-stage 3 --sample-tokens 0 --eval-batches 8 "${extra[@]}")
-
-base=$out/base.safetensors
-if [ ! -f "$base" ]; then
-  echo "== pretraining the base: $pre_steps steps on the shipped corpus"
-  "${mpi[@]}" "$bin" "${common[@]}" --steps "$pre_steps" --warmup $((pre_steps / 10)) --eval-every 0 \
-    --export-safetensors "$base" > "$out/pretrain.txt" 2>&1 ||
-    { tail -20 "$out/pretrain.txt"; exit 1; }
-  grep -E "val loss" "$out/pretrain.txt" | tail -1
-fi
+compare_pretrain "$bin" "$out" "$pre_steps" "${common[@]}"
 
 ft=(--data "$here/data/code_corpus.txt" --init-safetensors "$base" --eval-every 0)
 run_len=(--steps "$steps" --warmup $((steps / 10)))
@@ -70,9 +62,8 @@ for r in $(seq 1 "$repeats"); do
     echo "== $n, repeat $r"
     rm -f "$out/$n-$r.jsonl"
     # shellcheck disable=SC2086
-    "${mpi[@]}" "$bin" "${common[@]}" "${ft[@]}" "${run_len[@]}" ${flags[$n]} --json-log "$out/$n-$r.jsonl" \
-      > "$out/$n-$r.txt" 2>&1 || { tail -20 "$out/$n-$r.txt"; exit 1; }
-    grep -E "val loss|bytes sent" "$out/$n-$r.txt" | tail -2
+    compare_run "$out/$n-$r.txt" "$bin" "${common[@]}" "${ft[@]}" "${run_len[@]}" ${flags[$n]} \
+      --json-log "$out/$n-$r.jsonl"
   done
 done
 
