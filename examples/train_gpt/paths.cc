@@ -101,6 +101,13 @@ void check_write(std::string_view flag, const std::string& path, PathUse use) {
            parent.has_parent_path() && parent.parent_path() != parent)
       parent = parent.parent_path();
   }
+  // "$UNSET/ckpt" reads as "/ckpt": a new entry at the file system's root is refused rather than
+  // created (an existing one is used as given).
+  if (parent == "/") {
+    refuse(flag, path,
+           "would be created at the file system's root (an unset shell variable before it?): "
+           "create it first, or name a path under an existing directory");
+  }
   if (!stat_path(parent.string(), st)) {
     refuse(flag, path,
            fmt::format("directory {} does not exist{}", parent.string(),

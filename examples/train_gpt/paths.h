@@ -38,7 +38,8 @@ std::vector<std::string> glob_paths(const std::string& pattern);
 // Throws zs::Error(kInvalidArgument) naming --`flag` and `path` when the path cannot serve `use`:
 // empty; for reads: missing, unreadable, or of another kind (a directory for a file, a FIFO,
 // socket or device anywhere a regular file is read); for writes: an existing path of another
-// kind (a directory for a file, a device such as /dev/full, a FIFO); for kReadGlob, a pattern that
+// kind (a directory for a file, a device such as /dev/full, a FIFO), or a new entry to create
+// directly in / (what "$UNSET/dir" gives); for kReadGlob, a pattern that
 // matches nothing, or a match that is no readable regular file, or a parent that is missing,
 // not a directory or not writable (for kWriteDir, the nearest existing ancestor). Not collective.
 void check_path(std::string_view flag, const std::string& path, PathUse use);

@@ -43,6 +43,10 @@ case "$case_name" in
       "${tiny[@]}" --export-hf "$work/fifo"
     expect "save-dir under a file" "--save-dir $work/fifo/ckpt: $work/fifo is a FIFO (named pipe), not a directory" \
       "${tiny[@]}" --save-dir "$work/fifo/ckpt"
+    expect "save-dir at the root" "--save-dir /zs-no-such-dir/ckpt: would be created at the file system's root (an unset shell variable before it?)" \
+      "${tiny[@]}" --save-dir /zs-no-such-dir/ckpt
+    expect "export at the root" "--export-safetensors /zs-no-such.safetensors: would be created at the file system's root" \
+      "${tiny[@]}" --export-safetensors /zs-no-such.safetensors
     expect "sample prompt" "--sample-prompt is empty" "${tiny[@]}" --sample-prompt ""
     # A directory that does not exist yet under a writable one is fine for the directory flags.
     timeout 120 "${mpi[@]}" -np 2 "$bin" "${tiny[@]}" --steps 2 --export-hf "$work/new/a/hf" \
