@@ -113,6 +113,10 @@ struct CommConfig {
   // ZeRO++ qwZ ([Note: quantized weights] in runtime/engine_config.h), stage 3: the parameter
   // all-gathers send int8 chunks, c + 4c/B bytes, instead of c elements of P. 0 = off.
   int64_t quantized_weights_block = 0;
+  // ZeRO++ hpZ ([Note: hpZ] in runtime/engine_config.h): the secondary group's size, 1 = off.
+  int hpz_partition_size = 1;
+  // ZeRO++ qgZ ([Note: quantized gradients]): elements per scale, 0 = off.
+  int64_t quantized_gradients_block = 0;
 
   int ranks_per_node() const { return world / nodes; }
   int shard_size() const { return shard_group_size > 0 ? shard_group_size : world; }
