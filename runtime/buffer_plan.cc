@@ -19,6 +19,7 @@ struct Rules {
   int rank;
   const OptimizerConfig* optimizer;
   int64_t qwz_block;  // [Note: quantized weights]; 0 = off
+  int hpz = 1;        // [Note: hpZ]: the secondary group's size; 1 = off
 };
 
 Rules rules_of(const EngineConfig& cfg, int rank) {
@@ -33,6 +34,7 @@ Rules rules_of(const EngineConfig& cfg, int rank) {
   r.rank = rank;
   r.optimizer = &cfg.optimizer;
   r.qwz_block = cfg.zero_quantized_weights ? cfg.zero_quantized_weights_block : 0;
+  r.hpz = r.stage == 3 ? cfg.zero_hpz_partition_size : 1;
   return r;
 }
 
@@ -73,6 +75,19 @@ std::vector<char> owners_converting(const std::vector<TiedParam>& ties,
   return own;
 }
 
+// [Note: hpZ]: unit u's secondary shard, the elements [h * Psi_u / K, (h + 1) * Psi_u / K) of
+// its padded group (h = rank mod K), which are the world shards h * W/K .. (h + 1) * W/K - 1.
+// Returns the padding elements in it.
+int64_t plan_secondary(const Rules& r, const GroupLayout& l, UnitBufferPlan& u) {
+  if (r.hpz <= 1) return 0;
+  const int per = l.world / r.hpz, h = r.rank % r.hpz;
+  u.hpz_bytes = r.P * (l.padded_numel / r.hpz);
+  int64_t held = 0;
+  for (int j = h * per; j < (h + 1) * per; ++j)
+    for (const ShardSegment& s : l.shard_segments(j)) held += s.length;
+  return l.padded_numel / r.hpz - held;
+}
+
 // Unit u's trainable buffers (layout l), and the padding they add to the plan.
 void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std::string>& names,
                     UnitBufferPlan& u, BufferPlan& plan) {
@@ -102,7 +117,7 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
     u.exp_avg_sq_bytes = round64(u.exp_avg_sq_bytes);
   }
 
-  const int64_t pad_p = r.stage == 3 ? pad_shard : pad_full;
+  const int64_t pad_p = (r.stage == 3 ? pad_shard : pad_full) + plan_secondary(r, l, u);
   const int64_t pad_g = r.stage >= 2 ? pad_shard : pad_full;
   const int64_t pad_o = r.stage == 0 ? pad_full : pad_shard;
   const int64_t state_pad = narrow ? 2 * (capacity - u.states.moment_bytes())
@@ -173,7 +188,7 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
 int64_t BufferPlan::bytes(MemCategory c) const {
   int64_t b = 0;
   for (const UnitBufferPlan& u : units) {
-    if (c == MemCategory::kParams) b += u.params_bytes;
+    if (c == MemCategory::kParams) b += u.params_bytes + u.hpz_bytes;
     if (c == MemCategory::kGrads) b += u.grads_bytes;
     if (c == u.master_category) b += u.master_bytes;
     if (c == u.optimizer_category) b += u.exp_avg_bytes + u.exp_avg_sq_bytes;

@@ -4,7 +4,9 @@
 //
 // Per unit (Psi_u = padded group elements, S_u = shard elements, P/G = compute/gradient dtype
 // sizes):
-//   params     P * Psi_u (stages 0-2: full replica)   or P * S_u (stage 3)
+//   params     P * Psi_u (stages 0-2: full replica)   or P * S_u (stage 3); with hpZ ([Note:
+//              hpZ] in runtime/engine_config.h, K = zero_hpz_partition_size) also the secondary
+//              shard, P * Psi_u / K (hpz_bytes)
 //   grads      G * Psi_u (stages 0-1: full buffer)    or G * S_u (stages 2-3)
 //   master     4 * Psi_u (stage 0) or 4 * S_u; none when the compute dtype is fp32 and the
 //              optimizer is not offloaded (the parameters are their own master)
@@ -69,6 +71,7 @@ struct UnitBufferPlan {
   int64_t exp_avg_sq_bytes = 0;
   int64_t frozen_bytes = 0;       // kFrozen: the frozen byte group or this rank's shard of it
   int64_t own_convert_bytes = 0;  // kCommBuffers: an owner unit's conversion buffer (see above)
+  int64_t hpz_bytes = 0;          // kParams: hpZ's secondary shard (see above); 0 when off
   MemCategory master_category = MemCategory::kMaster;
   MemCategory optimizer_category = MemCategory::kOptimizer;
   int64_t master_begin = 0;  // first padded-group element of the fp32 master held here

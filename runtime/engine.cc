@@ -301,6 +301,10 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
         Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert, *shard, ops);
     if (config.zero_quantized_weights)
       groups[i].quantize_gathers(config.zero_quantized_weights_block);
+    if (hpz && policy.shard_params) {  // [Note: hpZ]
+      groups[i].keep_secondary(
+          *hpz, Buffer(static_cast<size_t>(up.hpz_bytes), MemCategory::kParams, tracker, dev));
+    }
     states->attach(groups[i], up);
   }
   make_ties();

@@ -151,6 +151,16 @@ void ParamGroup::quantize_gathers(int64_t block) {
   slot_layout_ = gather_slot_layout(layout_, frozen_, P_, block);
 }
 
+void ParamGroup::keep_secondary(Communicator& hpz, Buffer secondary) {
+  ZS_ASSERT(policy_.shard_params && param_state_ == ParamState::kSharded && ops_.host_accessible());
+  ZS_ASSERT(layout_.padded_numel % hpz.size() == 0 &&
+            secondary.size() ==
+                static_cast<size_t>(layout_.padded_numel / hpz.size()) * dtype_size(P_));
+  hpz_ = &hpz;
+  secondary_ = std::move(secondary);
+  secondary_valid_ = false;
+}
+
 void ParamGroup::convert_frozen(const void* frozen_bytes) {
   if (!any_convert_) return;
   for (const FrozenRecord& r : frozen_.records) {
@@ -209,6 +219,12 @@ void ParamGroup::start_gather(int slot, void* slot_data) {
 // rank's int8 chunk, encoded in place in the slot's chunk area and gathered in place.
 void ParamGroup::start_param_gather(void* slot_data) {
   set_flight_tag(tag_gather_.c_str());
+  from_secondary_ = hpz_ != nullptr && secondary_valid_;
+  if (from_secondary_) {  // [Note: hpZ]: within the secondary group, the parameters as gathered
+    gather_work_ = hpz_->start_all_gather(
+        secondary_.data(), slot_data, static_cast<size_t>(layout_.padded_numel / hpz_->size()), P_);
+    return;
+  }
   if (qwz_.block == 0) {
     gather_work_ = comm_.start_all_gather(params_.data(), slot_data,
                                           static_cast<size_t>(layout_.shard_numel), P_);
@@ -225,10 +241,16 @@ std::span<const ParamView> ParamGroup::wait_gather() {
   ZS_ASSERT(param_state_ == ParamState::kGathering);
   if (gather_work_) {
     gather_work_->wait();
-    if (qwz_.block > 0) {
+    if (qwz_.block > 0 && !from_secondary_) {
       decode_weight_chunks(
           qwz_, static_cast<const uint8_t*>(at(slot_data_, slot_layout_.quant_offset, DType::kU8)),
           P_, slot_data_);
+    }
+    if (hpz_ && !from_secondary_) {  // keep this rank's part for the later gathers of the step
+      const int64_t part = layout_.padded_numel / hpz_->size();
+      std::memcpy(secondary_.data(), at(slot_data_, part * hpz_->rank(), P_),
+                  static_cast<size_t>(part) * dtype_size(P_));
+      secondary_valid_ = true;
     }
   }
   gather_work_.reset();

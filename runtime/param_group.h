@@ -106,6 +106,18 @@ class ParamGroup {
   // slot's compute-dtype parameters (slot_bytes() grows by the chunks). Sharded parameters only,
   // host-addressable buffers only, while sharded.
   void quantize_gathers(int64_t block);
+  // [Note: hpZ] in runtime/engine_config.h. From now on a completed gather that went over the
+  // world also copies this rank's part of the gathered parameters (element range
+  // [h * padded / K, (h + 1) * padded / K) with K = hpz.size(), h = hpz.rank()) into `secondary`
+  // (P * padded / K bytes), and until forget_secondary() every later gather all-gathers those
+  // parts over `hpz` instead: the same bits, from within the group. The trainable parameters
+  // only; frozen bytes are still gathered over the world. Sharded parameters only, while sharded.
+  void keep_secondary(Communicator& hpz, Buffer secondary);
+  // The parameters may have changed since the secondary shard was taken (a new step or
+  // evaluation: GatherSchedule::begin): the next gather goes over the world again.
+  void forget_secondary() { secondary_valid_ = false; }
+  // Whether the next gather would read the secondary shard.
+  bool secondary_valid() const { return secondary_valid_; }
   ParamState param_state() const { return param_state_; }
   GradState grad_state() const { return grad_state_; }
 
@@ -189,6 +201,10 @@ class ParamGroup {
   FrozenLayout frozen_;
   GatherSlotLayout slot_layout_;  // where the frozen bytes and the qwZ chunks are in a slot
   QuantizedGatherLayout qwz_;     // qwz_.block > 0: gathers are quantized
+  Communicator* hpz_ = nullptr;   // [Note: hpZ]: the secondary group; null when off
+  Buffer secondary_;              // this rank's part of the gathered parameters (P)
+  bool secondary_valid_ = false;  // secondary_ holds the current parameters
+  bool from_secondary_ = false;   // the gather in flight reads secondary_
   ShardingPolicy policy_;
   DType P_, G_;
   int rank_;
