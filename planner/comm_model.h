@@ -11,6 +11,8 @@
 // parameter / gradient dtype's bytes. What one step issues (runtime/engine.cc, param_group.cc):
 //   param all-gather     stage 3: 2k per unit (forward, backward), c_u of P   shard group, async
 //                        (qwZ: "qwZ all-gather", c_u + 4 c_u / B bytes: int8 codes, fp32 scales)
+//                        (hpZ, K ranks: the first of a step over the world, the other 2k - 1
+//                        "hpZ all-gather" of P_u / K elements of P over the K-rank group)
 //   frozen all-gather    stage 3: 2k per unit with frozen params, f_u bytes   shard group, async
 //   grad reduce-scatter  stages 2-3: k per unit; 0-1: 1 per unit, c_u of G    shard group, async
 //   replica all-reduce   s < n: 1 per unit, c_u of G (sum)                    replica group, async
@@ -96,7 +98,8 @@ struct LinkModel {
 LinkModel load_link_model(const std::string& path);
 LinkModel link_model_from_json(const nlohmann::json& j, const std::string& what = "links");
 
-enum class CommScope { kWorld, kShardGroup, kReplicaGroup };
+// kHpzGroup: hpZ's secondary group, K = hpz_partition_size consecutive ranks.
+enum class CommScope { kWorld, kShardGroup, kReplicaGroup, kHpzGroup };
 std::string_view comm_scope_name(CommScope s);
 
 struct CommConfig {
