@@ -443,6 +443,17 @@ TEST(HierarchicalCommunicator, FlatLinkModel) {
     EXPECT_EQ(lc.intra_node.received[kb], r == 0 ? 40 : 0);
     EXPECT_EQ(lc.inter_node.received[kb], r >= 2 ? 40 : 0);
   }
+  // All-to-all of 6 bytes per peer: 6 to the other rank of the node, 12 to the other node.
+  for (int r = 0; r < 4; ++r) {
+    LinkCounters lc;
+    record_flat_links(lc, CollectiveKind::kAllToAll, 6, DType::kU8,
+                      RankPlace{r, 4, r / 2, 2, r % 2, 2}, 0, 0);
+    const int k = at(CollectiveKind::kAllToAll);
+    EXPECT_EQ(lc.intra_node.sent[k], 6);
+    EXPECT_EQ(lc.intra_node.received[k], 6);
+    EXPECT_EQ(lc.inter_node.sent[k], 12);
+    EXPECT_EQ(lc.inter_node.received[k], 12);
+  }
   // One node: everything intra-node; one rank per node: everything inter-node.
   LinkCounters one, spread;
   record_flat_links(one, CollectiveKind::kAllReduce, 8, DType::kF32, RankPlace{3, 4, 0, 1, 3, 4}, 0,
