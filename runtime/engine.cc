@@ -301,6 +301,10 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
         Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert, *shard, ops);
     if (config.zero_quantized_weights)
       groups[i].quantize_gathers(config.zero_quantized_weights_block);
+    if (config.zero_quantized_gradients) {  // [Note: quantized gradients]
+      groups[i].quantize_reductions(*node_local, *cross_node, node_local->size(),
+                                    config.zero_quantized_gradients_block);
+    }
     states->attach(groups[i], up);
   }
   make_ties();

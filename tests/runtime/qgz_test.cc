@@ -1,7 +1,10 @@
 // ZeRO++ qgZ ([Note: quantized gradients] in runtime/quantized_reduce.h), run at 1, 2 and 4 ranks
 // with every node size that divides the world: the reduced shard is within the derived bound of
 // the exact fp32 sum, the same bits twice, rounded once to the gradient dtype, non-finite where a
-// block held inf or NaN, and the bytes on each communicator equal the formula.
+// block held inf or NaN, and the bytes on each communicator equal the formula. In the engine
+// (stages 2 and 3, nodes of 2 ranks where the world allows): deterministic, trains like the
+// unquantized reduction, resumes bitwise, fp16 loss scaling and skips unchanged, bytes equal to
+// zs_plan's communication model and memory to the planner's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +19,11 @@
 
 #include "core/buffer.h"
 #include "core/convert.h"
+#include "mlp_model.h"
+#include "plan_check.h"
+#include "planner/comm_model.h"
+#include "resume_check.h"
+#include "runtime/engine.h"
 #include "runtime/quantized_reduce.h"
 #include "test_world.h"
 
@@ -224,6 +232,177 @@ TEST(QuantizedReduce, RefusesABlockThatDoesNotDivideTheShard) {
   const GroupLayout l = compute_group_layout(std::vector<int64_t>{100}, world().size(), 32);
   const std::string msg = testing::error_of([&] { quantized_reduce_layout(l, 1, 256); });
   EXPECT_NE(msg.find("zero_quantized_gradients_block 256"), std::string::npos) << msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// In the engine
+
+using testing::MlpModel;
+using testing::MlpShape;
+
+int node_size() { return std::min(2, world().size()); }
+
+EngineConfig engine_config(int stage, bool qgz, DType grad = DType::kF32) {
+  EngineConfig c;
+  c.stage = zero_stage_from_int(stage);
+  c.precision.param_dtype = DType::kBF16;
+  c.precision.grad_dtype = grad;
+  c.optimizer.schedule.lr = 1e-2f;
+  c.optimizer.schedule.warmup_steps = 2;
+  c.optimizer.schedule.total_steps = 12;
+  c.node_size = node_size();
+  c.zero_quantized_gradients = qgz;
+  c.zero_quantized_gradients_block = 32;  // = the default alignment: plain runs lay out alike
+  return c;
+}
+
+struct TrainRun {
+  uint64_t hash = 0;
+  std::vector<StepStats> stats;
+};
+
+TrainRun train(const EngineConfig& c, int steps) {
+  MlpModel model(MlpShape{}, world().size(), world().rank(), c.micro_batches);
+  Engine engine(model, world(), c);
+  TrainRun r;
+  for (int s = 0; s < steps; ++s) {
+    model.set_step(s);
+    r.stats.push_back(engine.step());
+  }
+  r.hash = engine.param_hash();
+  return r;
+}
+
+// The same bits twice; the last loss within 2% of the unquantized run's; a different run at
+// more than one rank (the gradients were quantized), the same bits at one (nothing is).
+TEST(QgzEngine, DeterministicAndTrainsLikeTheUnquantizedReduction) {
+  for (int stage : {2, 3}) {
+    for (int micro : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "stage " << stage << ", micro-batches " << micro);
+      EngineConfig q = engine_config(stage, true), plain = engine_config(stage, false);
+      q.micro_batches = plain.micro_batches = micro;
+      const TrainRun a = train(q, 12), b = train(q, 12), p = train(plain, 12);
+      EXPECT_EQ(a.hash, b.hash);
+      for (size_t s = 0; s < a.stats.size(); ++s) EXPECT_EQ(a.stats[s].loss, b.stats[s].loss);
+      EXPECT_EQ(a.hash != p.hash, world().size() > 1);
+      const double qa = a.stats.back().loss, pa = p.stats.back().loss;
+      EXPECT_LT(std::fabs(qa - pa), 0.02 * pa);
+      if (world().rank() == 0) {
+        std::printf(
+            "[qgZ, stage %d, %d micro-batches, node size %d] loss %.6f -> %.6f "
+            "(unquantized: -> %.6f, %+.3f%%)\n",
+            stage, micro, node_size(), a.stats.front().loss, qa, pa, 100.0 * (qa - pa) / pa);
+      }
+    }
+  }
+}
+
+// fp16 compute with the dynamic loss scaler: the loss scale and the skipped steps (non-finite
+// gradients) are the unquantized run's, the gradient norm within 5% at every step.
+TEST(QgzEngine, Fp16LossScaleSkipsAndGradientNormAsUnquantized) {
+  for (int stage : {2, 3}) {
+    std::vector<StepStats> stats[2];
+    for (int q = 0; q < 2; ++q) {
+      EngineConfig c = engine_config(stage, q == 1);
+      c.precision.param_dtype = DType::kF16;
+      c.precision.grad_dtype = DType::kF16;
+      c.loss_scale.dynamic = true;
+      c.loss_scale.initial = 16777216.0f;  // overflows first: skipped steps
+      c.loss_scale.growth_interval = 4;
+      c.loss_scale_set = true;
+      stats[q] = train(c, 12).stats;
+    }
+    double worst = 0.0;
+    int skipped = 0;
+    for (size_t s = 0; s < stats[0].size(); ++s) {
+      const StepStats &p = stats[0][s], &q = stats[1][s];
+      EXPECT_EQ(q.loss_scale, p.loss_scale) << "step " << s;
+      EXPECT_EQ(q.skipped, p.skipped) << "step " << s;
+      skipped += p.skipped;
+      if (p.skipped) continue;
+      EXPECT_GT(q.grad_norm, 0.0) << "step " << s;
+      worst = std::max(worst, std::fabs(q.grad_norm - p.grad_norm) / p.grad_norm);
+    }
+    EXPECT_GT(skipped, 0) << "the run never overflowed: the skip path was not tested";
+    EXPECT_LT(worst, 0.05);
+    if (world().rank() == 0) {
+      std::printf(
+          "[qgZ, stage %d, fp16] %d skipped steps as unquantized, loss scale %g, largest "
+          "gradient-norm difference %.3f%%\n",
+          stage, skipped, stats[1].back().loss_scale, 100 * worst);
+    }
+  }
+}
+
+TEST(QgzEngine, ResumesBitwise) {
+  for (int stage : {2, 3}) {
+    SCOPED_TRACE(stage);
+    testing::expect_resume_bitwise(engine_config(stage, true), "zs_qgz_");
+  }
+}
+
+// Per rank and step, k reductions per unit: (L-1) N chunks within the node and (N-1) chunks
+// across nodes, chunk = S + 4 S / B bytes; zs_plan's model says the same; the memory plan is
+// the tracker's.
+TEST(QgzEngine, BytesAndMemoryEqualTheFormulasAndThePlans) {
+  const int n = world().size(), L = node_size(), N = n / L;
+  for (DType grad : {DType::kF32, DType::kBF16}) {
+    for (int stage : {2, 3}) {
+      SCOPED_TRACE(::testing::Message() << "stage " << stage << " " << dtype_name(grad));
+      EngineConfig c = engine_config(stage, true, grad);
+      c.micro_batches = 2;
+      MlpModel model(MlpShape{}, n, world().rank(), c.micro_batches);
+      MemoryTracker tracker;
+      Engine engine(model, world(), c, &tracker);
+      int64_t chunks = 0;
+      for (size_t u = 0; u < engine.num_units(); ++u) {
+        const int64_t S = engine.layout(u).shard_numel;
+        chunks += S + 4 * S / 32;
+      }
+      Communicator& local = *engine.node_local_communicator();
+      Communicator& cross = *engine.cross_node_communicator();
+      local.reset_counters();
+      cross.reset_counters();
+      model.set_step(0);
+      engine.step();
+      const int a2a = static_cast<int>(CollectiveKind::kAllToAll);
+      const int64_t intra = local.counters().sent[a2a], inter = cross.counters().sent[a2a];
+      EXPECT_EQ(intra, c.micro_batches * int64_t{L - 1} * N * chunks);
+      EXPECT_EQ(inter, c.micro_batches * int64_t{N - 1} * chunks);
+      CommConfig cc;
+      cc.world = n;
+      cc.nodes = N;
+      cc.stage = c.stage;
+      cc.param_dtype = DType::kBF16;
+      cc.grad_dtype = grad;
+      cc.micro_batches = c.micro_batches;
+      cc.align = layout_align(c);
+      cc.quantized_gradients_block = 32;
+      const CommPlan cp = plan_communication(ModelDesc::from_model(model), cc, nullptr);
+      int64_t predicted_intra = 0, predicted_inter = 0;
+      for (const CommItem& it : cp.items) {
+        EXPECT_NE(it.kind, CollectiveKind::kReduceScatter) << it.what;
+        if (it.kind != CollectiveKind::kAllToAll) continue;
+        predicted_intra += it.intra_rank;
+        predicted_inter += it.inter_rank;
+      }
+      EXPECT_EQ(predicted_intra, intra);
+      EXPECT_EQ(predicted_inter, inter);
+      testing::expect_plan_equals_tracker(
+          model, c, n, world().rank(), tracker,
+          {MemCategory::kParams, MemCategory::kGrads, MemCategory::kMaster, MemCategory::kOptimizer,
+           MemCategory::kCommBuffers});
+    }
+  }
+}
+
+TEST(QgzEngine, StagesZeroAndOneRefusedByName) {
+  MlpModel model(MlpShape{}, world().size(), world().rank(), 1);
+  for (int stage : {0, 1}) {
+    const std::string msg =
+        testing::error_of([&] { Engine e(model, world(), engine_config(stage, true)); });
+    EXPECT_NE(msg.find("zero_quantized_gradients (qgZ)"), std::string::npos) << msg;
+  }
 }
 
 }  // namespace
