@@ -3,11 +3,11 @@
 // A backward visits the groups in reverse order; for each one the engine asks the schedule for
 // the gradient views to compute into (acquire), runs the unit's backward, and hands the gradient
 // over (start). The schedule owns the reduce lanes (ReduceLane: fp32 scratch, cast send buffer,
-// receive buffer, qgZ buffer; runtime/buffer_plan.h sizes them) and the per-lane GradViews of every
-// group. A policy that reduces every micro-batch (policy.shard_grads) alternates two lanes, so one
-// unit computes while the previous one's reduce-scatter is in flight; a lane's reduction is
-// finished only when the lane is needed again. Otherwise one lane, whose scratch is folded into the
-// full gradient buffer at once (ParamGroup::start_reduce).
+// receive buffer; runtime/buffer_plan.h sizes them) and the per-lane GradViews of every group.
+// A policy that reduces every micro-batch (policy.shard_grads) alternates two lanes, so one unit
+// computes while the previous one's reduce-scatter is in flight; a lane's reduction is finished
+// only when the lane is needed again. Otherwise one lane, whose scratch is folded into the full
+// gradient buffer at once (ParamGroup::start_reduce). With qgZ a lane also lends its qgZ buffer.
 //
 // Reductions are finished oldest first. With replicas ([Note: hybrid sharding] in
 // runtime/engine_config.h) the schedule starts, when a group's last reduce-scatter of the step is
