@@ -5,9 +5,9 @@
 // [Note: quantized gradients]
 // A group's padded fp32 gradient has n elements; W = N*L ranks (N nodes of L ranks, block
 // placement: rank (k, l) is world rank k*L + l and owns shard w = k*L + l of c = n / W elements,
-// a multiple of the block B). A chunk is qwZ's ([Note: quantized weights], runtime/
-// quantized_gather.h): c int8 codes of the signed linear book j/127, then c / B fp32 absmax
-// scales. The order is part of the contract (the same bits on every run):
+// a multiple of the block B). A chunk is qwZ's (runtime/quantized_gather.h; [Note: quantized
+// weights] in runtime/engine_config.h): c int8 codes of the signed linear book j/127, then c / B
+// fp32 absmax scales. The order is part of the contract (the same bits on every run):
 // 1. Within the node (node-local communicator, L ranks), synchronous: encode, for each local peer
 //    l' in order and each node k' in order, the chunk of shard k'*L + l'; all-to-all (N chunks
 //    per peer); decode what arrived and sum in fp32 over the local ranks in local-rank order:
