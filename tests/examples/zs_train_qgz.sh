@@ -5,8 +5,9 @@
 # Cases:
 #   train    stages 2 and 3: the loss falls; the same bits twice, another param_hash than the
 #            unquantized run and the last loss within 2% of it; the DeepSpeed key
-#            zero_optimization.zero_quantized_gradients gives the flag's bits; a checkpoint
-#            resumes bitwise (stage 3)
+#            zero_optimization.zero_quantized_gradients gives the flag's bits, and
+#            .zeroshard_quantized_gradients_block those of --zero-quantized-gradients-block; a
+#            checkpoint resumes bitwise (stage 3)
 #   refused  qgZ at stage 1, a block that is not a power of two: one message naming the flag,
 #            exit 2, no step; --help lists both flags
 #   links    stages 2 and 3, hierarchical and flat collectives: zs_plan with the same flags
@@ -42,6 +43,14 @@ case "$case_name" in
     echo '{"zero_optimization": {"stage": 3, "zero_quantized_gradients": true}}' > "$work/ds.json"
     run_ok "$work/ds.txt" 4 "${tiny[@]}" --steps 12 --deepspeed-config "$work/ds.json"
     same_hash "flag vs zero_optimization.zero_quantized_gradients" "$work/q3.txt" "$work/ds.txt"
+    echo '{"zero_optimization": {"stage": 2, "zero_quantized_gradients": true,
+           "zeroshard_quantized_gradients_block": 64}}' > "$work/ds64.json"
+    run_ok "$work/ds64.txt" 4 "${tiny[@]}" --steps 12 --deepspeed-config "$work/ds64.json"
+    run_ok "$work/q64.txt" 4 "${tiny[@]}" --steps 12 --zero-stage 2 "${qgz[@]}" \
+      --zero-quantized-gradients-block 64
+    same_hash "block 64: flags vs DeepSpeed keys" "$work/q64.txt" "$work/ds64.txt"
+    [ "$(hash_of "$work/q64.txt")" != "$(hash_of "$work/q2.txt")" ] ||
+      fail "block 64 and block 256 gave the same param_hash: the block did nothing"
     resumes_bitwise qgZ 4 "$work/q3.txt" "${tiny[@]}" "${qgz[@]}"
     ;;
   refused)
