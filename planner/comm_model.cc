@@ -80,6 +80,10 @@ class Algorithms {
     } else if (scope == CommScope::kHpzGroup) {
       const int K = c_.hpz_partition_size;
       for (int i = 0; i < K; ++i) g.push_back(K * (r / K) + i);
+    } else if (scope == CommScope::kNodeLocal) {
+      for (int i = 0; i < L_; ++i) g.push_back(L_ * node(r) + i);
+    } else if (scope == CommScope::kCrossNode) {
+      for (int k = 0; k < N_; ++k) g.push_back(r % L_ + k * L_);
     } else {
       for (int j = 0; j < n_ / s_; ++j) g.push_back(r % s_ + j * s_);
     }
@@ -95,6 +99,8 @@ class Algorithms {
       const int K = c_.hpz_partition_size;
       return L_ % K == 0 ? std::pair<int, int>{K, 1} : std::pair<int, int>{0, 0};
     }
+    if (scope == CommScope::kNodeLocal) return {L_, 1};
+    if (scope == CommScope::kCrossNode) return {1, N_};
     if (scope == CommScope::kShardGroup) {
       if (L_ % s_ == 0) return {s_, 1};
       if (s_ % L_ == 0) return {L_, s_ / L_};
@@ -228,6 +234,10 @@ std::string_view comm_scope_name(CommScope s) {
       return "shard group";
     case CommScope::kHpzGroup:
       return "hpZ group";
+    case CommScope::kNodeLocal:
+      return "node-local";
+    case CommScope::kCrossNode:
+      return "cross-node";
     default:
       return "replica group";
   }
@@ -276,6 +286,13 @@ void CommConfig::validate() const {
            "hpz_partition_size {} needs stage 3 (not {}), no hybrid sharding and must divide the "
            "{} ranks",
            hpz_partition_size, static_cast<int>(stage), world);
+  ZS_CHECK(quantized_gradients_block == 0 ||
+               (stage >= ZeroStage::k2 && quantized_gradients_block > 0 &&
+                align % quantized_gradients_block == 0 && shard_size() == world),
+           ErrorCode::kInvalidArgument,
+           "zero_quantized_gradients_block {} needs stage 2 or 3 (not {}), no hybrid sharding "
+           "(shard group {} of {}) and must divide the alignment {}",
+           quantized_gradients_block, static_cast<int>(stage), shard_size(), world, align);
   ZS_CHECK(dtype_is_float(param_dtype) && dtype_is_float(grad_dtype), ErrorCode::kInvalidArgument,
            "parameter and gradient dtypes must be float types, not {} and {}",
            dtype_name(param_dtype), dtype_name(grad_dtype));
@@ -288,6 +305,7 @@ namespace {
 struct UnitShards {
   std::vector<int64_t> shard, frozen_shard;
   std::vector<int64_t> qwz_chunk;  // qwZ: the bytes of one rank's int8 chunk; else empty
+  std::vector<int64_t> qgz_chunk;  // qgZ: the same for a gradient shard; else empty
 };
 
 UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
@@ -310,10 +328,12 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
           compute_frozen_layout(model.frozen[u], storage, config.param_dtype, s).bytes.shard_numel;
     }
   }
-  const int64_t B = config.quantized_weights_block;
-  if (B > 0) {
-    for (int64_t c : out.shard) out.qwz_chunk.push_back(c + 4 * (c / B));  // c is a multiple of B
-  }
+  auto chunks = [&](int64_t B, std::vector<int64_t>& into) {
+    if (B <= 0) return;
+    for (int64_t c : out.shard) into.push_back(c + 4 * (c / B));  // c is a multiple of B
+  };
+  chunks(config.quantized_weights_block, out.qwz_chunk);
+  chunks(config.stage >= ZeroStage::k2 ? config.quantized_gradients_block : 0, out.qgz_chunk);
   return out;
 }
 
@@ -344,6 +364,23 @@ void add_totals(CommPlan& plan) {
     }
     plan.time_s += it.time_s;
     if (it.overlappable) plan.overlappable_s += it.time_s;
+  }
+}
+
+// [Note: quantized gradients]: the two all-to-alls of each reduction, per unit and micro-batch;
+// `item` is plan_communication's. Step 1 (L > 1) is synchronous, step 2 (N > 1) in flight.
+template <typename Item>
+void qgz_items(const std::vector<int64_t>& chunk, const CommConfig& config, int k, Item& item) {
+  const int N = config.nodes, L = config.ranks_per_node();
+  std::vector<int64_t> intra;
+  for (int64_t q : chunk) intra.push_back(N * q);
+  if (L > 1) {
+    item("qgZ intra-node all-to-all", CollectiveKind::kAllToAll, CommScope::kNodeLocal, false, k,
+         intra, DType::kU8);
+  }
+  if (N > 1) {
+    item("qgZ cross-node all-to-all", CollectiveKind::kAllToAll, CommScope::kCrossNode, true, k,
+         chunk, DType::kU8);
   }
 }
 
@@ -410,8 +447,12 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
     item("frozen all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.frozen_shard,
          DType::kU8, true);
   }
-  item("grad reduce-scatter", CollectiveKind::kReduceScatter, sg, stage >= 2, stage >= 2 ? k : 1,
-       shard, G);
+  if (shards.qgz_chunk.empty()) {
+    item("grad reduce-scatter", CollectiveKind::kReduceScatter, sg, stage >= 2, stage >= 2 ? k : 1,
+         shard, G);
+  } else {
+    qgz_items(shards.qgz_chunk, config, k, item);
+  }
   if (hsdp) {
     item("replica all-reduce", CollectiveKind::kAllReduce, CommScope::kReplicaGroup, stage >= 2, 1,
          shard, G);

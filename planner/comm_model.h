@@ -15,6 +15,10 @@
 //                        "hpZ all-gather" of P_u / K elements of P over the K-rank group)
 //   frozen all-gather    stage 3: 2k per unit with frozen params, f_u bytes   shard group, async
 //   grad reduce-scatter  stages 2-3: k per unit; 0-1: 1 per unit, c_u of G    shard group, async
+//                        (qgZ, stages 2-3, chunk q_u = c_u + 4 c_u / B bytes, instead:
+//                        "qgZ intra-node all-to-all" (L > 1) k per unit, N q_u bytes per peer,
+//                        node-local, blocking; "qgZ cross-node all-to-all" (N > 1) k per unit,
+//                        q_u bytes per peer, cross-node, async)
 //   replica all-reduce   s < n: 1 per unit, c_u of G (sum)                    replica group, async
 //   grad all-gather      stage 0: 1 per unit, c_u of G                        shard group, async
 //   param re-gather      stages 1-2: 1 per unit, c_u of P                     shard group, async
@@ -26,6 +30,7 @@
 //                    -> intra on*c*e, inter off*c*e (the blocking MPI_Allgather is not used by
 //                    a step)
 //     reduce-scatter MPI_Ialltoall (a rank-order sum after): the same bytes as the all-gather
+//     all-to-all     MPI_(I)alltoall, c*e to every member: the same bytes again
 //     all-reduce     all-to-all of q = ceil(c/g) then all-gather of q: 2*on*q*e, 2*off*q*e; the
 //                    blocking form with g = 2, a fp32/fp64 sum and c*e <= 4 MiB is MPI_Allreduce
 //                    itself: c*e to the other member
@@ -98,8 +103,10 @@ struct LinkModel {
 LinkModel load_link_model(const std::string& path);
 LinkModel link_model_from_json(const nlohmann::json& j, const std::string& what = "links");
 
-// kHpzGroup: hpZ's secondary group, K = hpz_partition_size consecutive ranks.
-enum class CommScope { kWorld, kShardGroup, kReplicaGroup, kHpzGroup };
+// kHpzGroup: hpZ's secondary group, K = hpz_partition_size consecutive ranks. kNodeLocal: the L
+// ranks of a node; kCrossNode: the N ranks with one local rank (qgZ's groups, [Note: quantized
+// gradients] in runtime/quantized_reduce.h).
+enum class CommScope { kWorld, kShardGroup, kReplicaGroup, kHpzGroup, kNodeLocal, kCrossNode };
 std::string_view comm_scope_name(CommScope s);
 
 struct CommConfig {

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "runtime/quantized_gather.h"
+#include "runtime/quantized_reduce.h"
 
 namespace zs {
 
@@ -20,6 +21,8 @@ struct Rules {
   const OptimizerConfig* optimizer;
   int64_t qwz_block;  // [Note: quantized weights]; 0 = off
   int hpz = 1;        // [Note: hpZ]: the secondary group's size; 1 = off
+  int64_t qgz_block;  // [Note: quantized gradients]; 0 = off (and below stage 2)
+  int node_size;      // ranks per node; 0 = the layouts' world
 };
 
 Rules rules_of(const EngineConfig& cfg, int rank) {
@@ -35,12 +38,15 @@ Rules rules_of(const EngineConfig& cfg, int rank) {
   r.optimizer = &cfg.optimizer;
   r.qwz_block = cfg.zero_quantized_weights ? cfg.zero_quantized_weights_block : 0;
   r.hpz = r.stage == 3 ? cfg.zero_hpz_partition_size : 1;
+  r.qgz_block =
+      cfg.zero_quantized_gradients && r.stage >= 2 ? cfg.zero_quantized_gradients_block : 0;
+  r.node_size = cfg.node_size;
   return r;
 }
 
-// The largest gather slot and conversion buffer over the units seen so far.
+// The largest gather slot, conversion buffer and qgZ lane buffer over the units seen so far.
 struct Maxima {
-  int64_t slot = 0, convert = 0;
+  int64_t slot = 0, convert = 0, qgz = 0;
 };
 
 // Unit u's frozen bytes (layout f beside the trainable layout l): u.frozen_bytes, the padding
@@ -130,9 +136,14 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
 void plan_shared(const Rules& r, const EngineConfig& cfg, const Maxima& max, bool on_device,
                  int64_t ranks, size_t units, BufferPlan& plan) {
   const bool fp32_grads = cfg.precision.grad_dtype == DType::kF32;
-  plan.grad_scratch_count = (r.stage >= 2 && fp32_grads) ? 2 : 1;
+  // qgZ reads the fp32 scratch only while its reduction starts and sends int8 chunks from its
+  // own buffers: one scratch, no cast send buffers.
+  const bool qgz = r.qgz_block > 0;
+  plan.grad_scratch_count = (r.stage >= 2 && fp32_grads && !qgz) ? 2 : 1;
   plan.grad_scratch_bytes = 4 * plan.max_padded_numel;
-  plan.send_count = (r.stage >= 2 && !fp32_grads) ? 2 : 0;
+  plan.send_count = (r.stage >= 2 && !fp32_grads && !qgz) ? 2 : 0;
+  plan.qgz_count = qgz ? 2 : 0;
+  plan.qgz_bytes = max.qgz;
   plan.send_bytes = r.G * plan.max_padded_numel;
   plan.recv_count = (r.stage >= 2 && cfg.micro_batches > 1) ? 2 : 0;
   plan.recv_bytes = r.G * plan.max_shard_numel;
@@ -170,6 +181,10 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
     max.slot = std::max(
         max.slot,
         gather_slot_layout(l, f, cfg.precision.param_dtype, r.stage == 3 ? r.qwz_block : 0).bytes);
+    if (r.qgz_block > 0) {
+      const int node = r.node_size > 0 ? r.node_size : l.world;
+      max.qgz = std::max(max.qgz, quantized_reduce_layout(l, node, r.qgz_block).bytes);
+    }
     plan_trainable(r, l, names.empty() ? unnamed : names[i], u, plan);
     if (r.offload && on_device) {
       plan.host_staging_bytes += round64(r.G * l.shard_numel) + round64(r.P * l.shard_numel);
@@ -197,8 +212,8 @@ int64_t BufferPlan::bytes(MemCategory c) const {
   if (c == MemCategory::kHostOffload) b += host_staging_bytes;
   if (c == MemCategory::kCommBuffers) {
     b += grad_scratch_count * grad_scratch_bytes + send_count * send_bytes +
-         recv_count * recv_bytes + gather_count * gather_bytes + convert_bytes + ctrl_bytes +
-         tied_grad_bytes;
+         recv_count * recv_bytes + qgz_count * qgz_bytes + gather_count * gather_bytes +
+         convert_bytes + ctrl_bytes + tied_grad_bytes;
     for (const UnitBufferPlan& u : units) b += u.own_convert_bytes;
   }
   return b;

@@ -22,6 +22,9 @@
 //   send buffers: 2 x G * max Psi_u in stages 2-3 when G is not fp32 (the cast gradient in flight)
 //   receive buffers: 2 x G * max S_u in stages 2-3 with micro_batches > 1 (reduced micro-batch
 //     gradient before it is added to the shard)
+//   with qgZ ([Note: quantized gradients] in runtime/quantized_reduce.h), stages 2-3: one
+//     gradient scratch and no send buffers, and 2 lane buffers of the largest unit's
+//     QuantizedReduceLayout::bytes (the int8 chunks sent and received, the fp32 node partials)
 //   gather slots: (prefetch + 1) x max over units of the unit's slot in stage 3: P * Psi_u, or,
 //     for a unit with frozen parameters, round64(P * Psi_u) + its frozen byte group F_u; with qwZ
 //     ([Note: quantized weights]) round64 of that + the gathered int8 chunks, Psi_u + 4 Psi_u / B
@@ -91,6 +94,8 @@ struct BufferPlan {
   int64_t send_bytes = 0;
   int recv_count = 0;
   int64_t recv_bytes = 0;
+  int qgz_count = 0;  // qgZ lane buffers ([Note: quantized gradients])
+  int64_t qgz_bytes = 0;
   int gather_count = 0;
   int64_t gather_bytes = 0;
   int64_t convert_bytes = 0;       // frozen conversion buffer (kCommBuffers); 0 when none

@@ -305,6 +305,10 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
       groups[i].keep_secondary(
           *hpz, Buffer(static_cast<size_t>(up.hpz_bytes), MemCategory::kParams, tracker, dev));
     }
+    if (config.zero_quantized_gradients) {  // [Note: quantized gradients]
+      groups[i].quantize_reductions(*node_local, *cross_node, node_local->size(),
+                                    config.zero_quantized_gradients_block);
+    }
     states->attach(groups[i], up);
   }
   make_ties();

@@ -324,6 +324,14 @@ WorkHandle ParamGroup::start_gather_updated_params() {
                                 static_cast<size_t>(layout_.shard_numel), P_);
 }
 
+void ParamGroup::quantize_reductions(Communicator& node_local, Communicator& cross_node,
+                                     int node_size, int64_t block) {
+  ZS_ASSERT(policy_.shard_grads && grad_state_ == GradState::kClear);
+  qgz_ = quantized_reduce_layout(layout_, node_size, block);
+  node_local_ = &node_local;
+  cross_node_ = &cross_node;
+}
+
 void ParamGroup::begin_step() {
   ZS_ASSERT(grad_state_ != GradState::kReducing);
   grad_state_ = GradState::kClear;
@@ -352,6 +360,14 @@ void ParamGroup::start_reduce(const ReduceLane& lane, int micro, int micro_batch
         comm_.start_reduce_scatter(grads_.data(), at(grads_.data(), layout_.shard_begin(rank_), G_),
                                    shard, G_, ReduceOp::kSum);
     pending_recv_ = nullptr;
+  } else if (qgz_.block > 0) {
+    // [Note: quantized gradients]: step 1 now, step 2 in flight until finish_reduce.
+    void* recv = micro == 0 ? grads_.data() : lane.recv;
+    ZS_ASSERT(recv != nullptr && (lane.qgz != nullptr || qgz_.bytes == 0));
+    set_flight_tag(tag_reduce_.c_str());
+    reduce_work_ =
+        start_quantized_reduce(qgz_, lane.scratch, lane.qgz, *node_local_, *cross_node_, G_, recv);
+    pending_recv_ = micro == 0 ? nullptr : lane.recv;
   } else {
     const void* send = lane.scratch;
     if (G_ != DType::kF32) {
