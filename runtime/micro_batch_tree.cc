@@ -8,7 +8,8 @@ namespace zs {
 
 MicroBatchTree::MicroBatchTree(int micro_batches, int64_t n, float* partials)
     : k_(micro_batches), n_(n), partials_(partials) {
-  ZS_ASSERT(k_ >= 1 && (k_ & (k_ - 1)) == 0 && n_ >= 0 && (levels(k_) == 0 || n_ == 0 || partials_));
+  ZS_ASSERT(k_ >= 1 && (k_ & (k_ - 1)) == 0 && n_ >= 0 &&
+            (levels(k_) == 0 || n_ == 0 || partials_));
 }
 
 int MicroBatchTree::levels(int micro_batches) {
