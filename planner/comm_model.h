@@ -15,10 +15,12 @@
 //                        "hpZ all-gather" of P_u / K elements of P over the K-rank group)
 //   frozen all-gather    stage 3: 2k per unit with frozen params, f_u bytes   shard group, async
 //   grad reduce-scatter  stages 2-3: k per unit; 0-1: 1 per unit, c_u of G    shard group, async
+//                        (world-invariant mode: k per unit at every stage)
 //   replica all-reduce   s < n: 1 per unit, c_u of G (sum)                    replica group, async
 //   grad all-gather      stage 0: 1 per unit, c_u of G                        shard group, async
 //   param re-gather      stages 1-2: 1 per unit, c_u of P                     shard group, async
 //   step statistics      1 all-reduce of U + 2 fp64 (loss, norm, flags)      world, blocking
+//                        (world-invariant mode: U + 2 * ExactSum::kWords fp64)
 // Bytes sent by one rank for one call, c per-rank elements (all-reduce: c in all) of e bytes,
 // g group members, of which `off` sit on other nodes than this rank and on = g - 1 - off:
 //   MpiCommunicator (flat; the world without --collectives hierarchical, and every sub-group):
@@ -120,6 +122,8 @@ struct CommConfig {
   int hpz_partition_size = 1;
   // ZeRO++ qgZ ([Note: quantized gradients]): elements per scale, 0 = off.
   int64_t quantized_gradients_block = 0;
+  // [Note: world-invariant reduction]: every stage reduce-scatters each micro-batch.
+  bool world_invariant = false;
 
   int ranks_per_node() const { return world / nodes; }
   int shard_size() const { return shard_group_size > 0 ? shard_group_size : world; }

@@ -9,6 +9,8 @@
 #   lora     LoRA on an int8 base at 1, 2, 4 ranks
 #   resume   saved at step 10 by 4 ranks, resumed at 2 and at 8 (and 1): the uninterrupted
 #            4-rank run's hash
+#   plan     zs_plan --world-invariant equals the trainer's tracked memory (the tree's partial
+#            sums under grads) and its bytes per step (stage 1: a reduce-scatter per micro-batch)
 #   refused  3 ranks, a global micro-batch count the ranks do not divide, a conflicting
 #            --gradient-accumulation-steps, bf16 gradients: one message each, no step
 source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
@@ -70,6 +72,22 @@ case "$case_name" in
       grep -qF "resumed from $work/ckpt/step-00000010" "$work/res$n.txt" ||
         { cat "$work/res$n.txt"; fail "not resumed at $n ranks"; }
       same_hash "4 ranks uninterrupted vs resumed at $n ranks" "$work/straight.txt" "$work/res$n.txt"
+    done
+    ;;
+  plan)
+    source "$(dirname "${BASH_SOURCE[0]}")/plan_check_lib.sh"
+    for stage in 1 3; do
+      log=$work/p$stage.jsonl
+      run_ok "$work/p$stage.txt" 2 "${inv[@]}" --steps 2 --dtype bf16 --zero-stage $stage --json-log "$log"
+      plan=$("$(dirname "$bin")/zs_plan" --layers 2 --heads 2 --width 64 --context 32 --vocab 256 \
+        --batch 16 --ranks 2 --nodes 1 --micro-batches 4 --zero-stage $stage --dtype bf16 \
+        --grad-dtype fp32 --world-invariant --json) || fail "zs_plan, stage $stage"
+      plan_equals_tracked "stage $stage" "$log" "$plan" params grads master optimizer comm_buffers
+      sent=$(grep '"step":2,' "$log" | head -1 | grep -o '"comm_bytes":[0-9]*' | cut -d: -f2)
+      want=$(grep -o '"intra_bytes_per_rank": [0-9]*' <<<"$plan" | head -1 | awk '{print $2}')
+      [ -n "$sent" ] && [ "$sent" = "$want" ] ||
+        fail "stage $stage: the trainer sent '$sent' bytes at step 2, zs_plan predicts '$want'"
+      echo "stage $stage: bytes sent per rank per step $sent = zs_plan's (4 reduce-scatters per unit)"
     done
     ;;
   refused)
