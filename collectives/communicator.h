@@ -7,10 +7,13 @@
 // Reductions:
 // * ops: kSum, kAvg (sum then divide by size()), kMax. Defined for fp32, fp16, bf16 and fp64;
 //   int8/uint8 reductions are rejected with zs::Error(kInvalidArgument).
-// * Determinism: reductions add the ranks' contributions in rank order 0, 1, ..., size()-1, in
-//   fp32 (fp64 for fp64), and round once to the buffer dtype at the end. Sums of fp16/bf16 thus
-//   accumulate in fp32 per element and are rounded once. The same inputs give the same bits for
-//   every call, message size and chunking: the ZeRO stages rely on it.
+// * Determinism: reductions add the ranks' contributions in one fixed binary tree over the rank
+//   index (tree(lo, hi) = tree(lo, mid) + tree(mid, hi), mid = lo + ceil((hi - lo) / 2): the
+//   balanced tree for powers of two, rank order for up to 3 ranks; [Note: deterministic
+//   reduction] in collectives/reduce_kernels.cc), in fp32 (fp64 for fp64), and round once to the
+//   buffer dtype at the end. Sums of fp16/bf16 thus accumulate in fp32 per element and are rounded
+//   once. The same inputs give the same bits for every call, message size and chunking: the ZeRO
+//   stages rely on it, and the world-invariant mode on the tree's shape.
 //
 // Asynchronous forms (start_*) return a Work handle; buffers must stay untouched until wait()
 // returns. Collectives must be called in the same order on every rank (MPI's rule).

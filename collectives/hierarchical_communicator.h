@@ -26,22 +26,22 @@
 //                 nodes: all-reduce of the piece over `cross`; (4) kAvg divides by n, one rounding
 //                 to the dtype; (5) within the node: all-gather of the rounded pieces (dtype).
 //
-// Reduction order (this replaces communicator.h's "rank order 0..n-1" for the two reductions):
-// for every element,
-//     result = round_to_dtype( sum_{k = 0..N-1} ( sum_{l = 0..L-1} x[W(k, l)] ) )
-// with both sums taken left to right in A: the inner one over the local ranks of one node in
-// local-rank order (the node-local reduce-scatter's rank order), the outer one over the nodes'
-// partial sums in cross-rank order (the order of the nodes by world rank, node order for block
-// and round-robin placements). Every addition rounds to A, as the flat reduction's do; the node
-// partials stay in A (fp32 even for fp16/bf16 inputs: they cross the network as fp32, twice the
-// bytes of the dtype), so there is exactly one rounding to the buffer dtype, at the end (after
-// the division by n for kAvg). kMax is exact and order-free: the flat result's bits (a NaN
-// anywhere gives NaN).
-// Against the flat order: the flat sum is ((x0 + x1) + x2) + ...; the hierarchical one regroups
-// it into per-node partials. The two give the same bits when every partial sum is exact in A
-// (e.g. integer-valued data with |sums| < 2^24), and in general agree within fp32 rounding: both
-// are within (n-1)·u·sum|x| of the exact sum (u = 2^-24, 2^-53 for fp64) before the final
-// rounding to the dtype, which may then differ by one unit in the last place of the dtype.
+// Reduction order: for every element,
+//     result = round_to_dtype( tree_{k = 0..N-1} ( tree_{l = 0..L-1} x[W(k, l)] ) )
+// with both sums taken in communicator.h's tree, in A: the inner one over the local ranks of one
+// node (the node-local reduce-scatter), the outer one over the nodes' partial sums in cross-rank
+// order (the order of the nodes by world rank, node order for block and round-robin placements).
+// Every addition rounds to A, as the flat reduction's do; the node partials stay in A (fp32 even
+// for fp16/bf16 inputs: they cross the network as fp32, twice the bytes of the dtype), so there
+// is exactly one rounding to the buffer dtype, at the end (after the division by n for kAvg). kMax
+// is exact and order-free: the flat result's bits (a NaN anywhere gives NaN).
+// Against the flat order: with block placement and L a power of two, the flat tree over n = N·L
+// ranks splits at every node boundary, so where N is a power of two too the two give the same
+// bits (the world-invariant mode relies on it); otherwise they regroup the sum differently, give
+// the same bits when every partial sum is exact in A (e.g. integer-valued data with |sums| <
+// 2^24), and in general agree within fp32 rounding: both are within (n-1)·u·sum|x| of the exact
+// sum (u = 2^-24, 2^-53 for fp64) before the final rounding to the dtype, which may then differ
+// by one unit in the last place of the dtype.
 //
 // Asynchronous forms: start_* runs the node-local first step of a reduction synchronously and
 // posts the cross-node step as a non-blocking collective; the remaining steps run when the Work

@@ -3,7 +3,8 @@
 // Algorithms (see [Note: deterministic reduction] in mpi_communicator.cc):
 // * all_gather   = MPI_Allgather / MPI_Iallgather (MPI_IN_PLACE when send == recv + rank*count).
 // * reduce_scatter = MPI_Alltoall of the per-rank pieces into scratch (n*count elements), then a
-//   local reduction in rank order 0..n-1 in fp32 (fp64 for fp64), rounded once to the dtype;
+//   local reduction in communicator.h's tree over the ranks in fp32 (fp64 for fp64), rounded once
+//   to the dtype;
 //   kAvg divides the fp32 sum by n before that rounding. kMax keeps NaN (a NaN from any rank
 //   makes the result NaN), so overflow flags survive a max.
 // * all_reduce   = reduce_scatter + all_gather over ceil(count/n)-element pieces; counts that do
@@ -16,7 +17,7 @@
 //   MpiCommunicatorOptions::shared_memory is on (the default; ZS_COLLECTIVES_SHM=0 turns it off),
 //   reduce_scatter and all_reduce (sync and async) run over an MPI-3 shared-memory window instead:
 //   each rank copies its input for the peers into its slot, a barrier over flags in the window,
-//   each rank reduces its piece reading every rank's contribution in rank order with the same
+//   each rank reduces its piece reading every rank's contribution in the same tree with the same
 //   kernel (same bits as the MPI path), and all_reduce copies every reduced piece out after the
 //   next barrier. Passes are bounded (512 KiB per rank by default;
 //   MpiCommunicatorOptions::shm_pass_bytes, set by ZS_COLLECTIVES_SHM_PASS=bytes, or

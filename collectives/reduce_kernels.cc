@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -12,11 +13,19 @@ namespace zs {
 namespace {
 
 // [Note: deterministic reduction]
-// Every element is reduced on its own, contributions in rank order 0..n-1, in an fp32 (fp64)
-// accumulator, and rounded once at the end. Blocking over kBlock elements only changes which
-// elements are processed together, never the order of operations within an element, so the bits
-// do not depend on the message size, the chunking or the block size. Build flags keep the
-// compiler from contracting the adds into FMAs (-ffp-contract=off) or reassociating them.
+// Every element is reduced on its own, in an fp32 (fp64) accumulator, and rounded once at the end.
+// The contributions of ranks 0..n-1 combine in one fixed binary tree over the rank index
+// (reduction_tree_split()): tree(lo, hi) = tree(lo, mid) op tree(mid, hi) with
+// mid = lo + ceil((hi - lo) / 2), a leaf being one rank's input. For n = 2^j it is the balanced
+// tree, so the sum over ranks [0, n) splits exactly at every power-of-two boundary: a reduction
+// over n = N * L ranks equals the node-local trees' results combined by the tree over the N
+// nodes (hierarchical collectives, hybrid sharding), and a tree over a global index whose
+// consecutive ranges of 2^i leaves are on one rank is cut the same way at any power-of-two world
+// size ([Note: world-invariant reduction] in runtime/engine_config.h). For n <= 3 the tree is
+// rank order. Blocking over kBlock elements only changes which elements are processed together,
+// never the order of operations within an element, so the bits do not depend on the message size,
+// the chunking or the block size. Build flags keep the compiler from contracting the adds into
+// FMAs (-ffp-contract=off) or reassociating them.
 constexpr size_t kBlock = 1024;
 
 // The fp32 sum, the gradients' reduction, at the dispatched SIMD level: one add per element, so
@@ -46,16 +55,37 @@ inline void finish(Acc* acc, size_t m, ReduceOp op, int n) {
   for (size_t j = 0; j < m; ++j) acc[j] /= d;
 }
 
+// The tree of the Note over leaves [lo, hi), into levels[depth] (each kBlock accumulators; depth
+// + 1 .. for the right subtrees); leaf(r, dst) loads rank r's m elements into dst.
+template <typename Acc, typename Leaf>
+void tree_reduce(int lo, int hi, int depth, std::vector<Acc>& levels, size_t m, ReduceOp op,
+                 const Leaf& leaf) {
+  Acc* dst = levels.data() + static_cast<size_t>(depth) * kBlock;
+  if (hi - lo == 1) return leaf(lo, dst);
+  const int mid = reduction_tree_split(lo, hi);
+  tree_reduce(lo, mid, depth, levels, m, op, leaf);
+  tree_reduce(mid, hi, depth + 1, levels, m, op, leaf);
+  combine(dst, dst + kBlock, m, op);
+}
+
+// Levels a tree over n leaves needs: its depth + 1.
+inline size_t tree_levels(int n) {
+  size_t d = 1;
+  for (int w = n; w > 1; w = w - w / 2) ++d;
+  return d;
+}
+
 // fp32 and fp64: the accumulator is the element type. src(r) is rank r's first element.
 template <typename T, typename Src>
 void reduce_same(Src src, int n, T* out, size_t count, ReduceOp op) {
-  alignas(64) T acc[kBlock];
+  thread_local std::vector<T> levels;
+  levels.resize(std::max(levels.size(), tree_levels(n) * kBlock));
   for (size_t b = 0; b < count; b += kBlock) {
     const size_t m = std::min(kBlock, count - b);
-    std::copy(src(0) + b, src(0) + b + m, acc);
-    for (int r = 1; r < n; ++r) combine(acc, src(r) + b, m, op);
-    finish(acc, m, op, n);
-    std::copy(acc, acc + m, out + b);
+    tree_reduce(0, n, 0, levels, m, op,
+                [&](int r, T* dst) { std::copy(src(r) + b, src(r) + b + m, dst); });
+    finish(levels.data(), m, op, n);
+    std::copy(levels.data(), levels.data() + m, out + b);
   }
 }
 
@@ -64,17 +94,13 @@ template <typename Src>
 void reduce_half(Src src, int n, uint16_t* out, size_t count, DType dtype, ReduceOp op) {
   auto widen = dtype == DType::kBF16 ? &bf16_to_fp32 : &fp16_to_fp32;
   auto narrow = dtype == DType::kBF16 ? &fp32_to_bf16 : &fp32_to_fp16;
-  alignas(64) float acc[kBlock];
-  alignas(64) float tmp[kBlock];
+  thread_local std::vector<float> levels;
+  levels.resize(std::max(levels.size(), tree_levels(n) * kBlock));
   for (size_t b = 0; b < count; b += kBlock) {
     const size_t m = std::min(kBlock, count - b);
-    widen(src(0) + b, acc, m);
-    for (int r = 1; r < n; ++r) {
-      widen(src(r) + b, tmp, m);
-      combine(acc, tmp, m, op);
-    }
-    finish(acc, m, op, n);
-    narrow(acc, out + b, m);
+    tree_reduce(0, n, 0, levels, m, op, [&](int r, float* dst) { widen(src(r) + b, dst, m); });
+    finish(levels.data(), m, op, n);
+    narrow(levels.data(), out + b, m);
   }
 }
 

@@ -10,7 +10,12 @@
 
 namespace zs {
 
-// out[i] = op over r = 0..n-1, in that order, of pieces[r * stride + i] for i in [0, count).
+// Where the reduction tree splits the leaves [lo, hi), hi - lo >= 2: lo + ceil((hi - lo) / 2)
+// ([Note: deterministic reduction] in reduce_kernels.cc).
+inline int reduction_tree_split(int lo, int hi) { return lo + (hi - lo + 1) / 2; }
+
+// out[i] = op over r = 0..n-1, in the tree of the Note, of pieces[r * stride + i] for i in
+// [0, count).
 // Accumulates in fp32 (fp64 for fp64) and rounds once to `dtype`; kAvg divides the sum by n before
 // rounding; kMax propagates NaN. `out` may alias one piece exactly (every input of an element is
 // read before it is written), never overlap partially. dtype must be a float type.

@@ -399,6 +399,8 @@ void declare_options(po::options_description& desc) {
       ("zero-hpz-partition-size", po::value<int>()->default_value(1),
        "ZeRO++ hpZ, as zs_train's: secondary parameter shards over groups of this many ranks "
        "(1: off; needs --ranks-per-node or --nodes)")
+      ("world-invariant", "as zs_train's: every micro-batch reduced over the ranks, the "
+       "micro-batches summed in a tree in fp32 (log2 k fp32 gradient shards more per unit)")
       ("zero-quantized-gradients", "ZeRO++ qgZ, as zs_train's: int8 block-quantized "
        "hierarchical gradient reduce-scatter (stages 2-3)")
       ("zero-quantized-gradients-block", po::value<int64_t>()->default_value(256),
@@ -629,6 +631,7 @@ void parse_quantized_weights(const po::variables_map& vm, zs::EngineConfig& e) {
 void parse_zeropp(const po::variables_map& vm, int world, zs::EngineConfig& e) {
   e.zero_hpz_partition_size = vm["zero-hpz-partition-size"].as<int>();
   e.zero_quantized_gradients = vm.count("zero-quantized-gradients") > 0;
+  e.world_invariant = vm.count("world-invariant") > 0;
   e.zero_quantized_gradients_block = vm["zero-quantized-gradients-block"].as<int64_t>();
   if (vm.count("ranks-per-node")) {
     e.node_size = vm["ranks-per-node"].as<int>();

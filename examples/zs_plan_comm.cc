@@ -81,6 +81,7 @@ CommConfig comm_config(const po::variables_map& vm, const PlanConfig& config) {
   c.align = zs::layout_align(e);
   c.quantized_weights_block = e.zero_quantized_weights ? e.zero_quantized_weights_block : 0;
   c.hpz_partition_size = e.zero_hpz_partition_size;
+  c.world_invariant = e.world_invariant;
   c.quantized_gradients_block = e.zero_quantized_gradients ? e.zero_quantized_gradients_block : 0;
   const std::string coll = vm["collectives"].as<std::string>();
   ZS_CHECK(coll == "flat" || coll == "hierarchical", ErrorCode::kInvalidArgument,

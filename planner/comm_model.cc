@@ -6,6 +6,7 @@
 
 #include "collectives/hierarchical_communicator.h"
 #include "core/error.h"
+#include "core/exact_sum.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 
@@ -338,13 +339,15 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
 }
 
 // The step's statistics: loss, sum of squares, one non-finite flag per unit (U units).
-CommItem step_statistics(const Algorithms& m, size_t U) {
+CommItem step_statistics(const Algorithms& m, size_t U, bool world_invariant) {
+  // [Note: world-invariant reduction]: the loss and the sum of squares as ExactSum words.
+  const int64_t sums = world_invariant ? 2 * ExactSum::kWords : 2;
   CommItem it;
   it.what = "step statistics";
   it.kind = CollectiveKind::kAllReduce;
   it.scope = CommScope::kWorld;
   it.hierarchical = m.hierarchical(CommScope::kWorld);
-  add(it, m.run({CollectiveKind::kAllReduce, CommScope::kWorld, static_cast<int64_t>(U) + 2,
+  add(it, m.run({CollectiveKind::kAllReduce, CommScope::kWorld, static_cast<int64_t>(U) + sums,
                  DType::kF64, /*blocking=*/true}));
   return it;
 }
@@ -448,8 +451,8 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
          DType::kU8, true);
   }
   if (shards.qgz_chunk.empty()) {
-    item("grad reduce-scatter", CollectiveKind::kReduceScatter, sg, stage >= 2, stage >= 2 ? k : 1,
-         shard, G);
+    const bool each = stage >= 2 || config.world_invariant;  // a reduction per micro-batch
+    item("grad reduce-scatter", CollectiveKind::kReduceScatter, sg, each, each ? k : 1, shard, G);
   } else {
     qgz_items(shards.qgz_chunk, config, k, item);
   }
@@ -461,7 +464,7 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   if (stage == 1 || stage == 2) {
     item("param re-gather", CollectiveKind::kAllGather, sg, true, 1, shard, P);
   }
-  if (config.world > 1) plan.items.push_back(step_statistics(m, U));
+  if (config.world > 1) plan.items.push_back(step_statistics(m, U, config.world_invariant));
   add_totals(plan);
   return plan;
 }

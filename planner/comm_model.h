@@ -19,10 +19,12 @@
 //                        "qgZ intra-node all-to-all" (L > 1) k per unit, N q_u bytes per peer,
 //                        node-local, blocking; "qgZ cross-node all-to-all" (N > 1) k per unit,
 //                        q_u bytes per peer, cross-node, async)
+//                        (world-invariant mode: k per unit at every stage)
 //   replica all-reduce   s < n: 1 per unit, c_u of G (sum)                    replica group, async
 //   grad all-gather      stage 0: 1 per unit, c_u of G                        shard group, async
 //   param re-gather      stages 1-2: 1 per unit, c_u of P                     shard group, async
 //   step statistics      1 all-reduce of U + 2 fp64 (loss, norm, flags)      world, blocking
+//                        (world-invariant mode: U + 2 * ExactSum::kWords fp64)
 // Bytes sent by one rank for one call, c per-rank elements (all-reduce: c in all) of e bytes,
 // g group members, of which `off` sit on other nodes than this rank and on = g - 1 - off:
 //   MpiCommunicator (flat; the world without --collectives hierarchical, and every sub-group):
@@ -127,6 +129,8 @@ struct CommConfig {
   int hpz_partition_size = 1;
   // ZeRO++ qgZ ([Note: quantized gradients]): elements per scale, 0 = off.
   int64_t quantized_gradients_block = 0;
+  // [Note: world-invariant reduction]: every stage reduce-scatters each micro-batch.
+  bool world_invariant = false;
 
   int ranks_per_node() const { return world / nodes; }
   int shard_size() const { return shard_group_size > 0 ? shard_group_size : world; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/micro_batch_tree.h"
 #include "runtime/quantized_gather.h"
 #include "runtime/quantized_reduce.h"
 
@@ -19,10 +20,11 @@ struct Rules {
   bool offload, params_are_master, adam, momentum;
   int rank;
   const OptimizerConfig* optimizer;
-  int64_t qwz_block;  // [Note: quantized weights]; 0 = off
-  int hpz = 1;        // [Note: hpZ]: the secondary group's size; 1 = off
-  int64_t qgz_block;  // [Note: quantized gradients]; 0 = off (and below stage 2)
-  int node_size;      // ranks per node; 0 = the layouts' world
+  int64_t qwz_block;    // [Note: quantized weights]; 0 = off
+  int hpz = 1;          // [Note: hpZ]: the secondary group's size; 1 = off
+  int64_t qgz_block;    // [Note: quantized gradients]; 0 = off (and below stage 2)
+  int node_size;        // ranks per node; 0 = the layouts' world
+  int tree_levels = 0;  // [Note: world-invariant reduction]: partial sums per unit
 };
 
 Rules rules_of(const EngineConfig& cfg, int rank) {
@@ -41,6 +43,7 @@ Rules rules_of(const EngineConfig& cfg, int rank) {
   r.qgz_block =
       cfg.zero_quantized_gradients && r.stage >= 2 ? cfg.zero_quantized_gradients_block : 0;
   r.node_size = cfg.node_size;
+  r.tree_levels = cfg.world_invariant ? MicroBatchTree::levels(cfg.micro_batches) : 0;
   return r;
 }
 
@@ -107,6 +110,7 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
 
   u.params_bytes = r.P * (r.stage == 3 ? shard : full);
   u.grads_bytes = r.G * (r.stage >= 2 ? shard : full);
+  u.tree_bytes = 4 * r.tree_levels * shard;
   u.master_numel = r.stage == 0 ? full : shard;
   u.master_begin = r.stage == 0 ? 0 : l.shard_begin(r.rank);
   u.master_bytes = r.params_are_master ? 0 : 4 * u.master_numel;
@@ -128,7 +132,8 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
   const int64_t pad_o = r.stage == 0 ? pad_full : pad_shard;
   const int64_t state_pad = narrow ? 2 * (capacity - u.states.moment_bytes())
                                    : ((r.momentum ? 4 : 0) + (r.adam ? 4 : 0)) * pad_o;
-  plan.padding_bytes_ += r.P * pad_p + r.G * pad_g + (u.master_bytes ? 4 : 0) * pad_o + state_pad;
+  plan.padding_bytes_ += r.P * pad_p + r.G * pad_g + (u.master_bytes ? 4 : 0) * pad_o + state_pad +
+                         4 * r.tree_levels * pad_shard;
 }
 
 // The buffers shared by all units: scratch, send and receive, gather slots, conversion and the
@@ -204,7 +209,7 @@ int64_t BufferPlan::bytes(MemCategory c) const {
   int64_t b = 0;
   for (const UnitBufferPlan& u : units) {
     if (c == MemCategory::kParams) b += u.params_bytes + u.hpz_bytes;
-    if (c == MemCategory::kGrads) b += u.grads_bytes;
+    if (c == MemCategory::kGrads) b += u.grads_bytes + u.tree_bytes;
     if (c == u.master_category) b += u.master_bytes;
     if (c == u.optimizer_category) b += u.exp_avg_bytes + u.exp_avg_sq_bytes;
     if (c == MemCategory::kFrozen) b += u.frozen_bytes;

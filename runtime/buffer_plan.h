@@ -8,6 +8,8 @@
 //              hpZ] in runtime/engine_config.h, K = zero_hpz_partition_size) also the secondary
 //              shard, P * Psi_u / K (hpz_bytes)
 //   grads      G * Psi_u (stages 0-1: full buffer)    or G * S_u (stages 2-3)
+//              with world_invariant and k > 1 micro-batches also log2(k) fp32 partial sums of
+//              the reduced shard, 4 * log2(k) * S_u (tree_bytes; runtime/micro_batch_tree.h)
 //   master     4 * Psi_u (stage 0) or 4 * S_u; none when the compute dtype is fp32 and the
 //              optimizer is not offloaded (the parameters are their own master)
 //   exp_avg    4 * (master elements); exp_avg_sq the same for AdamW, none for SGD. With bf16 or
@@ -74,6 +76,7 @@ struct UnitBufferPlan {
   int64_t exp_avg_sq_bytes = 0;
   int64_t frozen_bytes = 0;       // kFrozen: the frozen byte group or this rank's shard of it
   int64_t own_convert_bytes = 0;  // kCommBuffers: an owner unit's conversion buffer (see above)
+  int64_t tree_bytes = 0;         // kGrads: the micro-batch tree's partial sums (see above)
   int64_t hpz_bytes = 0;          // kParams: hpZ's secondary shard (see above); 0 when off
   MemCategory master_category = MemCategory::kMaster;
   MemCategory optimizer_category = MemCategory::kOptimizer;

@@ -21,6 +21,7 @@
 #include "runtime/buffer_plan.h"
 #include "runtime/gather_schedule.h"
 #include "runtime/host_staging.h"
+#include "runtime/invariant_stats.h"
 #include "runtime/optimizer_states.h"
 #include "runtime/param_group.h"
 #include "runtime/param_init.h"
@@ -71,6 +72,10 @@ struct Engine::Impl {
   std::vector<ParamGroup*> step_order;  // per micro-batch: forward 0..U-1, backward U-1..0
   std::vector<ParamGroup*> eval_order;  // forward only: 0..U-1
   std::vector<double> reduce_vec;       // [loss sum, sum of squares, non-finite flag per unit]
+  // [Note: world-invariant reduction]: the loss's exact sum, the gradient's chunks, the words.
+  ExactSum loss_exact;
+  std::vector<StatsChunk> stats_chunks;
+  std::vector<double> invariant_vec;
   std::vector<DeviceOps::StatsSpan> stats_spans;
   std::vector<uint8_t> finite_flags;
   // [Note: tied parameters] in unit/unit.h: the ties, each tie's fp32 gradient buffer (null when
@@ -103,6 +108,8 @@ struct Engine::Impl {
   void finish_reductions();
   void gather_reduced_grads();
   StepStats gradient_stats(double loss_sum, float scale);
+  StepStats invariant_gradient_stats(float scale);
+  void name_nonfinite(const double* flags, StepStats& stats) const;
   void apply_nonfinite_policy(StepStats& stats, int64_t t);
   void update(float lr, float grad_scale, int64_t t);
   void wait_all();
@@ -190,6 +197,9 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
   ZS_CHECK(!config_.zero_quantized_weights || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
            "zero_quantized_weights (qwZ) is implemented on the CPU backend only, not on {}",
            impl_->ops.device().to_string());
+  ZS_CHECK(!config_.world_invariant || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
+           "world_invariant is implemented on the CPU backend only, not on {}",
+           impl_->ops.device().to_string());
   ZS_CHECK((config_.zero_hpz_partition_size == 1 && !config_.zero_quantized_gradients) ||
                impl_->ops.host_accessible(),
            ErrorCode::kUnsupported, "{} is implemented on the CPU backend only, not on {}",
@@ -265,6 +275,10 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   reduce_vec.assign(2 + U, 0.0);
   finite_flags.assign(U, 1);
   for (ParamGroup& g : groups) {
+    if (config.world_invariant) {
+      append_stats_chunks(g.layout(), shard_rank, static_cast<const float*>(g.grad_shard()),
+                          g.index(), stats_chunks);
+    }
     const char* shard = static_cast<const char*>(g.grad_shard());
     for (const ShardSegment& seg : g.layout().shard_segments(shard_rank)) {
       stats_spans.push_back({shard + seg.shard_offset * static_cast<int64_t>(dtype_size(G)), G,
@@ -301,6 +315,10 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
         Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert, *shard, ops);
     if (config.zero_quantized_weights)
       groups[i].quantize_gathers(config.zero_quantized_weights_block);
+    if (config.world_invariant) {  // [Note: world-invariant reduction]
+      groups[i].reduce_in_tree(config.micro_batches, Buffer(static_cast<size_t>(up.tree_bytes),
+                                                            MemCategory::kGrads, tracker, dev));
+    }
     if (hpz && policy.shard_params) {  // [Note: hpZ]
       groups[i].keep_secondary(
           *hpz, Buffer(static_cast<size_t>(up.hpz_bytes), MemCategory::kParams, tracker, dev));
@@ -449,6 +467,7 @@ StepStats Engine::Impl::step(int64_t t) {
   const float scale = scaler.scale();
   const int k = config.micro_batches;
   double loss_sum = 0.0;
+  loss_exact = ExactSum();
   for (int m = 0; m < k; ++m) {
     model.load_micro_batch(m);
     const StepInfo info{m, k, scale, true};
@@ -457,6 +476,7 @@ StepStats Engine::Impl::step(int64_t t) {
     // Read after the backward was issued: a device model's loss() waits for the forward only,
     // while the backward already queued keeps the device busy.
     loss_sum += model.loss();
+    if (config.world_invariant) loss_exact.add(model.loss());
   }
   finish_reductions();
   gathers->finish();
@@ -556,6 +576,7 @@ void Engine::Impl::gather_reduced_grads() {
 // The finite check and the global norm: one all-reduce of the loss, the sum of squares of this
 // rank's gradient shards and one non-finite flag per unit.
 StepStats Engine::Impl::gradient_stats(double loss_sum, float scale) {
+  if (config.world_invariant) return invariant_gradient_stats(scale);
   const size_t U = groups.size();
   const int k = config.micro_batches;
   reduce_vec[0] = loss_sum;
@@ -570,14 +591,43 @@ StepStats Engine::Impl::gradient_stats(double loss_sum, float scale) {
   stats.loss = reduce_vec[0] / (static_cast<double>(k) * world);
   stats.loss_scale = scale;
   stats.grad_norm = std::sqrt(reduce_vec[1]) / (static_cast<double>(scale) * world * k);
-  // Named in backward order: the first unit whose gradient went bad is where it started.
-  for (size_t i = U; i-- > 0;) {
-    if (reduce_vec[2 + i] > 0.0) {
+  name_nonfinite(reduce_vec.data() + 2, stats);
+  return stats;
+}
+
+// Named in backward order: the first unit whose gradient went bad is where it started.
+void Engine::Impl::name_nonfinite(const double* flags, StepStats& stats) const {
+  for (size_t i = groups.size(); i-- > 0;) {
+    if (flags[i] > 0.0) {
       stats.skipped = true;
       stats.nonfinite_unit = groups[i].name();
-      break;
+      return;
     }
   }
+}
+
+// [Note: world-invariant reduction]: the loss and the sum of squares as exact sums, exchanged
+// as their words (exact integers in fp64, so the all-reduce's order cannot matter).
+StepStats Engine::Impl::invariant_gradient_stats(float scale) {
+  const size_t U = groups.size();
+  const double M = static_cast<double>(config.micro_batches) * world;
+  std::fill(finite_flags.begin(), finite_flags.end(), uint8_t{1});
+  ExactSum squares;
+  if (replica_index == 0) add_sum_of_squares(stats_chunks, squares, finite_flags);
+  constexpr size_t W = ExactSum::kWords;
+  std::vector<double>& v = invariant_vec;
+  v.assign(2 * W + U, 0.0);
+  loss_exact.to_words(v.data());
+  squares.to_words(v.data() + W);
+  for (size_t i = 0; i < U; ++i) v[2 * W + i] = finite_flags[i] ? 0.0 : 1.0;
+  set_flight_tag("step stats");
+  staging->all_reduce(comm, v.data(), v.size(), DType::kF64, ReduceOp::kSum);
+  StepStats stats;
+  stats.loss = ExactSum::from_words(v.data()).to_double() / M;
+  stats.loss_scale = scale;
+  stats.grad_norm =
+      std::sqrt(ExactSum::from_words(v.data() + W).to_double()) / (static_cast<double>(scale) * M);
+  name_nonfinite(v.data() + 2 * W, stats);
   return stats;
 }
 

@@ -64,7 +64,8 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"node_size", i(c.node_size)},
       {"zero_hpz_partition_size", i(c.zero_hpz_partition_size)},
       {"zero_quantized_gradients", i(c.zero_quantized_gradients)},
-      {"zero_quantized_gradients_block", i(c.zero_quantized_gradients_block)}};
+      {"zero_quantized_gradients_block", i(c.zero_quantized_gradients_block)},
+      {"world_invariant", i(c.world_invariant)}};
 }
 
 const char* int8_compute_name(FrozenPolicy::Int8Compute c) {
@@ -285,6 +286,24 @@ void check_quantized_weights(const EngineConfig& c) {
   check_block("zero_quantized_weights_block", c.zero_quantized_weights_block);
 }
 
+bool power_of_two(int64_t v) { return v >= 1 && (v & (v - 1)) == 0; }
+
+// [Note: world-invariant reduction]: the checks that do not need the world size.
+void check_world_invariant(const EngineConfig& c) {
+  if (!c.world_invariant) return;
+  ZS_CHECK(power_of_two(c.micro_batches), ErrorCode::kInvalidArgument,
+           "world_invariant needs a power-of-two number of micro-batches per rank, not {}: the "
+           "tree over the global micro-batches must split at every rank's range",
+           c.micro_batches);
+  ZS_CHECK(c.precision.grad_dtype == DType::kF32, ErrorCode::kInvalidArgument,
+           "world_invariant needs fp32 gradients (grad_dtype {}): a rounded partial sum would sit "
+           "at another level of the tree at another world size",
+           dtype_name(c.precision.grad_dtype));
+  ZS_CHECK(!c.zero_quantized_gradients, ErrorCode::kInvalidArgument,
+           "world_invariant with zero_quantized_gradients (qgZ): its quantized partial sums depend "
+           "on the node layout; use one or the other");
+}
+
 // [Note: hpZ] and [Note: quantized gradients]: the checks that do not need the world size.
 void check_zeropp(const EngineConfig& c) {
   ZS_CHECK(c.node_size >= 0 && c.node_size <= (1 << 20), ErrorCode::kInvalidArgument,
@@ -330,9 +349,19 @@ void EngineConfig::validate() const {
            "shard group size {} is outside 0 (all ranks) .. 2^20", shard_group_size);
   check_quantized_weights(*this);
   check_zeropp(*this);
+  check_world_invariant(*this);
 }
 
 void EngineConfig::validate_for_world(int world) const {
+  if (world_invariant) {
+    ZS_CHECK(power_of_two(world), ErrorCode::kInvalidArgument,
+             "world_invariant needs a power-of-two number of ranks, not {}", world);
+    ZS_CHECK(shard_group_size == 0 || shard_group_size == world || micro_batches == 1,
+             ErrorCode::kInvalidArgument,
+             "world_invariant with hybrid sharding (shard group size {}) needs one micro-batch per "
+             "rank, not {}: the replica all-reduce would sum across ranks after the micro-batches",
+             shard_group_size, micro_batches);
+  }
   const bool hpz = zero_hpz_partition_size > 1;
   if (!hpz && !zero_quantized_gradients) return;
   const int L = node_size > 0 ? node_size : world;  // ranks per node

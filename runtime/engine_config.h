@@ -167,6 +167,22 @@ struct EngineConfig {
   // The block is a power of two in 32..65536; layout_align() folds it in like qwZ's.
   bool zero_quantized_gradients = false;
   int64_t zero_quantized_gradients_block = 256;
+  // [Note: world-invariant reduction] The same bits at any world size. The step is M = W * k
+  // global micro-batches (W ranks of k micro-batches each; rank r's micro-batch m is global
+  // micro-batch m * W + r, as the trainer's sampler lays out its data), and every gradient
+  // element is their sum in one binary tree over the global index: its lower log2(W) levels are
+  // the reduce-scatter over the ranks (the host collectives' tree, [Note: deterministic
+  // reduction] in collectives/reduce_kernels.cc), its upper log2(k) levels are added on the rank
+  // over the micro-batches in fp32 (runtime/micro_batch_tree.h). So every stage reduce-scatters
+  // each micro-batch (stages 0-1 too: k reductions of the full buffer per step instead of one),
+  // and the partial sums stay fp32 until the update. The loss and the gradient's sum of squares
+  // are exact sums (runtime/invariant_stats.h). With the same M, a run at any power-of-two W
+  // dividing M computes the same tree, so it gives the same parameters to the bit (the sampler
+  // and the model must not depend on W either; zs_train's do not). Needs: W and k powers of two,
+  // fp32 gradients, no qgZ, hybrid sharding only with k = 1, the CPU backend. Costs log2(k)
+  // fp32 shards per unit (UnitBufferPlan::tree_bytes) and, in stages 0-1, k - 1 more
+  // reduce-scatters per step.
+  bool world_invariant = false;
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field; zs::Error(kUnsupported) for
   // frozen.int8_compute = kInt8Gemm on a process without the int8 GEMM ([Note: int8 compute]).

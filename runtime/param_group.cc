@@ -337,6 +337,13 @@ void ParamGroup::begin_step() {
   grad_state_ = GradState::kClear;
 }
 
+void ParamGroup::reduce_in_tree(int micro_batches, Buffer partials) {
+  ZS_ASSERT(grad_state_ == GradState::kClear && G_ == DType::kF32 && ops_.host_accessible());
+  tree_partials_ = std::move(partials);
+  tree_ = MicroBatchTree(micro_batches, layout_.shard_numel, tree_partials_.as<float>());
+  tree_on_ = true;
+}
+
 void ParamGroup::start_reduce(const ReduceLane& lane, int micro, int micro_batches) {
   ZS_ASSERT(grad_state_ == (micro == 0 ? GradState::kClear : GradState::kAccumulating));
   const int64_t full = layout_.padded_numel;
@@ -346,6 +353,7 @@ void ParamGroup::start_reduce(const ReduceLane& lane, int micro, int micro_batch
     grad_state_ = last ? GradState::kReduced : GradState::kAccumulating;
     return;
   }
+  if (tree_on_) return start_reduce_each(lane, micro, micro_batches);
   if (!policy_.shard_grads) {
     // A full gradient buffer: sum the micro-batches locally, reduce once, in place.
     if (micro == 0) {
@@ -385,11 +393,44 @@ void ParamGroup::start_reduce(const ReduceLane& lane, int micro, int micro_batch
   grad_state_ = GradState::kReducing;
 }
 
+// [Note: world-invariant reduction]: every micro-batch reduced over the ranks in the collectives'
+// tree, into lane.recv (sharded gradients, k > 1), the shard (k = 1) or in place in this rank's
+// region of the full buffer (full-buffer policies); finish_tree() adds it into the micro-batch
+// tree.
+void ParamGroup::start_reduce_each(const ReduceLane& lane, int micro, int micro_batches) {
+  const size_t shard = static_cast<size_t>(layout_.shard_numel);
+  set_flight_tag(tag_reduce_.c_str());
+  if (policy_.shard_grads) {
+    void* recv = micro_batches == 1 ? grads_.data() : lane.recv;
+    ZS_ASSERT(recv != nullptr);
+    reduce_work_ = comm_.start_reduce_scatter(lane.scratch, recv, shard, G_, ReduceOp::kSum);
+    pending_recv_ = recv;
+  } else {
+    ops_.convert(lane.scratch, DType::kF32, grads_.data(), G_, layout_.padded_numel);
+    void* region = at(grads_.data(), layout_.shard_begin(rank_), G_);
+    reduce_work_ = comm_.start_reduce_scatter(grads_.data(), region, shard, G_, ReduceOp::kSum);
+    pending_recv_ = region;
+  }
+  pending_micro_ = micro;
+  pending_last_ = micro == micro_batches - 1;
+  grad_state_ = GradState::kReducing;
+}
+
+void ParamGroup::finish_tree() {
+  float* out = static_cast<float*>(const_cast<void*>(grad_shard()));
+  tree_.add(pending_micro_, static_cast<const float*>(pending_recv_), out);
+  pending_recv_ = nullptr;
+}
+
 bool ParamGroup::finish_reduce() {
   ZS_ASSERT(grad_state_ == GradState::kReducing);
   reduce_work_->wait();
   reduce_work_.reset();
-  if (pending_recv_) ops_.accumulate(grads_.data(), G_, pending_recv_, G_, layout_.shard_numel);
+  if (tree_on_) {
+    finish_tree();
+  } else if (pending_recv_) {
+    ops_.accumulate(grads_.data(), G_, pending_recv_, G_, layout_.shard_numel);
+  }
   pending_recv_ = nullptr;
   grad_state_ = pending_last_ ? GradState::kReduced : GradState::kAccumulating;
   return pending_last_;

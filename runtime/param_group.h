@@ -39,6 +39,7 @@
 #include "collectives/communicator.h"
 #include "core/buffer.h"
 #include "device/device_ops.h"
+#include "runtime/micro_batch_tree.h"
 #include "runtime/quantized_gather.h"
 #include "runtime/quantized_reduce.h"
 #include "sharding/frozen_layout.h"
@@ -126,6 +127,13 @@ class ParamGroup {
   // must outlive the group. While clear.
   void quantize_reductions(Communicator& node_local, Communicator& cross_node, int node_size,
                            int64_t block);
+  // [Note: world-invariant reduction] in runtime/engine_config.h. From now on every micro-batch's
+  // gradient is reduce-scattered (the full-buffer policies too: the buffer is overwritten with
+  // each micro-batch and reduced in place), and the reduced shards of the step's `micro_batches`
+  // are added in the micro-batch tree (runtime/micro_batch_tree.h) in fp32 over `partials`
+  // (MicroBatchTree::levels(micro_batches) shards of fp32), the total landing in the gradient
+  // shard. fp32 gradients, host memory, while clear.
+  void reduce_in_tree(int micro_batches, Buffer partials);
   ParamState param_state() const { return param_state_; }
   GradState grad_state() const { return grad_state_; }
 
@@ -238,6 +246,12 @@ class ParamGroup {
   WorkHandle reduce_work_;
   void* pending_recv_ = nullptr;  // a later micro-batch's shard to add once received
   bool pending_last_ = false;
+  bool tree_on_ = false;  // [Note: world-invariant reduction]
+  MicroBatchTree tree_;
+  Buffer tree_partials_;
+  int pending_micro_ = 0;
+  void start_reduce_each(const ReduceLane& lane, int micro, int micro_batches);
+  void finish_tree();
 };
 
 }  // namespace zs

@@ -35,6 +35,7 @@
 #include "collectives/mpi_agreement.h"
 #include "collectives/mpi_communicator.h"
 #include "core/error.h"
+#include "core/exact_sum.h"
 #include "core/settings.h"
 #include "data_source.h"
 #include "kernel_report.h"
@@ -99,8 +100,32 @@ void check_same_data(Communicator& comm, const Dataset& data, const DataSource& 
   }
 }
 
+// [Note: world-invariant reduction]: --eval-batches E micro-batches over all ranks, each rank
+// taking global micro-batches r, r + W, ... (ceil(E / W) forwards on every rank: those past E are
+// computed and not counted), their losses summed exactly: the same value at any world size.
+double invariant_validation_loss(Engine& engine, nn::GptModelBase& model, const Dataset& data,
+                                 const TrainOptions& o, Communicator& comm,
+                                 std::vector<int32_t>& tokens) {
+  const int W = comm.size(), E = o.eval_batches, per_rank = (E + W - 1) / W;
+  data.fill_val(per_rank, W, comm.rank(), o.model.run.batch, tokens,
+                static_cast<int64_t>(E) * o.model.run.batch);
+  model.set_tokens(tokens);
+  ExactSum sum;
+  for (int m = 0; m < per_rank; ++m) {
+    model.load_micro_batch(m);
+    engine.forward();
+    if (m * W + comm.rank() < E) sum.add(model.loss());
+  }
+  std::vector<double> words(ExactSum::kWords);
+  sum.to_words(words.data());
+  comm.all_reduce(words.data(), words.data(), words.size(), DType::kF64, ReduceOp::kSum);
+  return ExactSum::from_words(words.data()).to_double() / E;
+}
+
 double validation_loss(Engine& engine, nn::GptModelBase& model, const Dataset& data,
                        const TrainOptions& o, Communicator& comm, std::vector<int32_t>& tokens) {
+  if (o.engine.world_invariant)
+    return invariant_validation_loss(engine, model, data, o, comm, tokens);
   data.fill_val(o.eval_batches, comm.size(), comm.rank(), o.model.run.batch, tokens);
   model.set_tokens(tokens);
   double sum = 0.0;
@@ -178,7 +203,7 @@ bool read_options(Communicator& comm, int argc, char** argv, std::optional<Train
   const bool root = comm.rank() == 0;
   return setup_phase(comm, [&] {
     parsed = parse_options(argc, argv, root);
-    if (parsed) check_world_size(*parsed, comm.size());
+    if (parsed) resolve_world_size(*parsed, comm.size());
     if (parsed) check_paths(*parsed, root);
     // Only rank 0 writes the log; the others agree on its verdict.
     if (parsed && root) check_log_path(parsed->json_log, parsed->json_log_mode);

@@ -122,7 +122,7 @@ std::vector<Flag> eval_flags(TrainOptions& o) {
        "validation loss every N steps (0: only at the end)",
        [](const Parsed& p) { ZS_CHECK(p.o.eval_every >= 0, kBad, "--eval-every must be >= 0"); }},
       {"eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches),
-       "validation micro-batches per rank",
+       "validation micro-batches per rank (with --world-invariant: over all ranks)",
        [](const Parsed& p) {
          ZS_CHECK(p.o.eval_batches >= 1 && p.o.eval_batches <= 100000, kBad,
                   "--eval-batches {} is outside 1..100000", p.o.eval_batches);
@@ -168,6 +168,19 @@ std::vector<Flag> batch_flags(TrainOptions& o, RawFlags& r) {
                                                : p.flag("gradient-accumulation-steps"),
                   p.o.engine.micro_batches);
        }},
+      {"global-micro-batches", po::value(&o.global_micro_batches)->default_value(0),
+       "micro-batches per optimizer step over all ranks: each rank takes M / ranks of them, so the "
+       "step is the same at any world size (0: --gradient-accumulation-steps per rank)",
+       [](const Parsed& p) {
+         ZS_CHECK(p.o.global_micro_batches >= 0, kBad, "{} {} is negative",
+                  p.flag("global-micro-batches"), p.o.global_micro_batches);
+       }},
+      {"world-invariant",
+       po::bool_switch(&o.engine.world_invariant),
+       "the same bits at any power-of-two world size: each micro-batch reduced over the ranks and "
+       "the micro-batches summed on the rank in one fixed binary tree, loss and gradient norm "
+       "summed exactly (docs/engine.md; with --global-micro-batches; CPU, fp32 gradients)",
+       {}},
       {"micro-batches",
        po::value<int>(),
        "deprecated alias of --gradient-accumulation-steps (not the micro-batch size)",

@@ -265,6 +265,8 @@ void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& 
       "--micro-batches is deprecated: it sets the gradient-accumulation steps per optimizer step; "
       "use --gradient-accumulation-steps (DeepSpeed's gradient_accumulation_steps). The per-rank "
       "micro-batch size is --batch (alias --micro-batch-size).");
+  o.gradient_accumulation_given =
+      vm.count("micro-batches") > 0 || !vm["gradient-accumulation-steps"].defaulted();
   o.engine.stage = zero_stage_from_int(r.stage);
   o.engine.precision.param_dtype = parse_dtype(r.dtype);
   o.engine.precision.grad_dtype = parse_dtype(r.grad_dtype);
@@ -435,7 +437,20 @@ void check_paths(const TrainOptions& o, bool root) {
   }
 }
 
-void check_world_size(const TrainOptions& o, int world_size) {
+void resolve_world_size(TrainOptions& o, int world_size) {
+  if (const int M = o.global_micro_batches; M > 0) {
+    ZS_CHECK(M % world_size == 0, ErrorCode::kInvalidArgument,
+             "--global-micro-batches {} is not a multiple of the {} ranks", M, world_size);
+    const int k = M / world_size;
+    const auto given = o.config.find("gradient-accumulation-steps");
+    ZS_CHECK(!o.gradient_accumulation_given || o.engine.micro_batches == k,
+             ErrorCode::kInvalidArgument,
+             "--global-micro-batches {} at {} ranks is {} micro-batches per rank, not the {} of "
+             "--gradient-accumulation-steps: give one of them",
+             M, world_size, k, o.engine.micro_batches);
+    o.engine.micro_batches = k;
+    if (given != o.config.end()) *given = k;
+  }
   const int S = o.engine.shard_group_size;
   ZS_CHECK(S <= world_size && world_size % std::max(S, 1) == 0, ErrorCode::kInvalidArgument,
            "--shard-group-size {} does not divide the {} ranks (0: all ranks)", S, world_size);

@@ -56,6 +56,10 @@ struct TrainOptions {
   // world size by check_world_size()).
   std::string ds_config;
   std::optional<int64_t> ds_train_batch_size;
+  // --global-micro-batches: micro-batches per optimizer step over all ranks; 0 = not given (the
+  // per-rank count is --gradient-accumulation-steps).
+  int global_micro_batches = 0;
+  bool gradient_accumulation_given = false;  // --gradient-accumulation-steps (or its alias) set
   // Every option's final value by its flag name (defaults included), for the log's header.
   nlohmann::ordered_json config;
   // The data flags as one source (data_source.h).
@@ -73,7 +77,9 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
 // every rank reads or writes, on rank 0 (`root`) for what rank 0 alone writes. Throws zs::Error.
 void check_paths(const TrainOptions& o, bool root);
 
-// The checks that need the world size (a DeepSpeed train_batch_size). Throws zs::Error.
-void check_world_size(const TrainOptions& o, int world_size);
+// What needs the world size: --global-micro-batches M sets the micro-batches per rank to M / W
+// ([Note: world-invariant reduction] in runtime/engine_config.h); a DeepSpeed train_batch_size
+// is checked. Throws zs::Error.
+void resolve_world_size(TrainOptions& o, int world_size);
 
 }  // namespace zs::train

@@ -1,5 +1,6 @@
 // Rank-seeded data every rank can predict, and the reference reduction of the determinism
-// contract (rank order, fp32 or fp64 accumulator, one rounding), for the collectives tests.
+// contract (a fixed tree over the ranks, fp32 or fp64 accumulator, one rounding), for the
+// collectives tests.
 #pragma once
 
 #include <cmath>
@@ -67,24 +68,29 @@ inline void fill(void* buf, DType dt, int r, size_t first, size_t count, uint32_
   for (size_t i = 0; i < count; ++i) store_value(buf, dt, i, input_value(dt, r, first + i, seed));
 }
 
-// out[i] = the contract's reduction over ranks 0..n-1 of their inputs at global index first + i.
+// The contract's tree over ranks [lo, hi) at global index g, in the accumulator type Acc: the
+// split of reduction_tree_split(), written out again here so that the test does not read it
+// from the code under test.
+template <typename Acc>
+Acc reference_tree(DType dt, ReduceOp op, int lo, int hi, size_t g, uint32_t seed) {
+  if (hi - lo == 1) return static_cast<Acc>(input_value(dt, lo, g, seed));
+  const int mid = lo + (hi - lo + 1) / 2;
+  const Acc a = reference_tree<Acc>(dt, op, lo, mid, g, seed);
+  const Acc x = reference_tree<Acc>(dt, op, mid, hi, g, seed);
+  return op == ReduceOp::kMax ? ((x > a || x != x) ? x : a) : a + x;
+}
+
+// out[i] = the contract's reduction over ranks 0..n-1 (the tree above) of their inputs at global
+// index first + i.
 inline void reference(void* out, DType dt, ReduceOp op, int n, size_t first, size_t count,
                       uint32_t seed) {
   for (size_t i = 0; i < count; ++i) {
     if (dt == DType::kF64) {
-      double acc = input_value(dt, 0, first + i, seed);
-      for (int r = 1; r < n; ++r) {
-        const double x = input_value(dt, r, first + i, seed);
-        acc = op == ReduceOp::kMax ? ((x > acc || x != x) ? x : acc) : acc + x;
-      }
+      double acc = reference_tree<double>(dt, op, 0, n, first + i, seed);
       if (op == ReduceOp::kAvg) acc /= static_cast<double>(n);
       static_cast<double*>(out)[i] = acc;
     } else {
-      float acc = static_cast<float>(input_value(dt, 0, first + i, seed));
-      for (int r = 1; r < n; ++r) {
-        const float x = static_cast<float>(input_value(dt, r, first + i, seed));
-        acc = op == ReduceOp::kMax ? ((x > acc || x != x) ? x : acc) : acc + x;
-      }
+      float acc = reference_tree<float>(dt, op, 0, n, first + i, seed);
       if (op == ReduceOp::kAvg) acc /= static_cast<float>(n);
       store_from_fp32(out, dt, i, acc);
     }
