@@ -6,10 +6,11 @@
 For each configuration NAME (the first is the reference: plain ZeRO-3) reads OUT/NAME.jsonl, a
 zs_train --json-log file, and writes
   OUT/table.md          per configuration: the final validation loss and its difference from the
-                        reference in %, the last step's training loss, the largest relative
-                        difference of the gradient norm from the reference's at the same step,
-                        the bytes of one step within and between nodes (all ranks, the final
-                        record's link counters) and the median step time;
+                        reference in %, the last step's training loss, the relative difference
+                        of the gradient norm from the reference's at the same step (median and
+                        largest over the steps), the bytes of one step within and between
+                        nodes (all ranks, the final record's link counters) and the median step
+                        time;
   OUT/zeropp_loss.png   training loss per step (mean over a trailing window, named in the plot)
                         and the validation losses (markers), one curve per configuration, with an
                         inset on the last 30% of the steps.
@@ -27,11 +28,13 @@ LABELS = {"zero3": "ZeRO-3", "qwz": "+ qwZ", "hpz": "+ hpZ", "qgz": "+ qgZ",
 
 
 def grad_norm_gap(run, ref):
-    """The largest |gnorm / gnorm_ref - 1| over the steps both runs have, or None."""
+    """'median (max)' of |gnorm / gnorm_ref - 1| in % over the steps both runs have, or '-'."""
     ref_by_step = {r["step"]: r.get("grad_norm") for r in ref[0]}
-    gaps = [abs(r["grad_norm"] / ref_by_step[r["step"]] - 1) for r in run[0]
-            if r.get("grad_norm") and ref_by_step.get(r["step"])]
-    return max(gaps) if gaps else None
+    gaps = sorted(abs(r["grad_norm"] / ref_by_step[r["step"]] - 1) for r in run[0]
+                  if r.get("grad_norm") and ref_by_step.get(r["step"]))
+    if run is ref or not gaps:
+        return "-"
+    return f"{100 * gaps[len(gaps) // 2]:.2f}% ({100 * gaps[-1]:.2f}%)"
 
 
 def mb(final, key):
@@ -42,8 +45,8 @@ def mb(final, key):
 
 def table(runs, names):
     """The markdown table of OUT/table.md; a run without a final record says where it stands."""
-    lines = ["| configuration | final val loss | vs ZeRO-3 | last train loss | max grad-norm "
-             "gap vs ZeRO-3 | MB / step within nodes | MB / step between nodes | median step ms |",
+    lines = ["| configuration | final val loss | vs ZeRO-3 | last train loss | grad-norm gap "
+             "vs ZeRO-3, median (max) | MB / step within nodes | MB / step between nodes | median step ms |",
              "|---|---|---|---|---|---|---|---|"]
     ref = runs[names[0]]
     for n in names:
@@ -51,8 +54,7 @@ def table(runs, names):
         steps, final = run
         val, vs = loss_cells(run, ref)
         last = f"{steps[-1]['loss']:.4f}" if steps and final else "-"
-        gap = grad_norm_gap(run, ref) if run is not ref else None
-        gap = "-" if gap is None else f"{100 * gap:.2f}%"
+        gap = grad_norm_gap(run, ref)
         ms = f"{final['median_step_ms']:.1f}" if final else "-"
         lines.append(f"| {LABELS.get(n, n)} | {val} | {vs} | {last} | {gap} | "
                      f"{mb(final, 'comm_bytes_intra_all_ranks')} | "
