@@ -28,6 +28,8 @@ std::string_view collective_kind_name(CollectiveKind k) {
       return "broadcast";
     case CollectiveKind::kBarrier:
       return "barrier";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
     case CollectiveKind::kCount:
       break;
   }
@@ -60,7 +62,8 @@ void check_collective_args(CollectiveKind kind, const void* send, const void* re
   }
   const size_t elem = dtype_size(dtype);
   const size_t blocks =
-      (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter)
+      (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter ||
+       kind == CollectiveKind::kAllToAll)
           ? static_cast<size_t>(size)
           : 1;
   size_t total = 0;
@@ -94,6 +97,7 @@ void ByteCounters::record(CollectiveKind kind, size_t count, DType dtype, int ro
   switch (kind) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
       sent[k] += (n - 1) * c;
       received[k] += (n - 1) * c;
       break;

@@ -41,6 +41,7 @@ enum class CollectiveKind : int {
   kAllReduce,
   kBroadcast,
   kBarrier,
+  kAllToAll,
   kCount
 };
 std::string_view collective_kind_name(CollectiveKind k);
@@ -48,7 +49,8 @@ std::string_view collective_kind_name(CollectiveKind k);
 // Bytes this rank sent and received, per kind of collective. Counted by the algorithm-independent
 // lower bound of a ring: all-gather and reduce-scatter of per-rank count c move (n-1)*c elements
 // each way; all-reduce of c elements moves 2*(n-1)*ceil(c/n) each way; broadcast counts c*(n-1)
-// sent at the root and c received elsewhere. With n == 1 nothing moves.
+// sent at the root and c received elsewhere; all-to-all of c elements per peer moves (n-1)*c each
+// way (the piece a rank keeps for itself does not move). With n == 1 nothing moves.
 struct ByteCounters {
   int64_t sent[static_cast<int>(CollectiveKind::kCount)] = {};
   int64_t received[static_cast<int>(CollectiveKind::kCount)] = {};
@@ -99,12 +101,17 @@ class Communicator {
   // buf[0..count) on every rank = root's buf. Any dtype.
   virtual void broadcast(void* buf, size_t count, DType dtype, int root) = 0;
   virtual void barrier() = 0;
+  // recv[r*count .. (r+1)*count) = rank r's send[rank()*count .. (rank()+1)*count): every rank
+  // sends its r-th piece of `count` elements to rank r. Any dtype (data is only moved). Never in
+  // place: send and recv (size()*count elements each) must not overlap.
+  virtual void all_to_all(const void* send, void* recv, size_t count, DType dtype) = 0;
 
   virtual WorkHandle start_all_gather(const void* send, void* recv, size_t count, DType dtype) = 0;
   virtual WorkHandle start_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
                                           ReduceOp op) = 0;
   virtual WorkHandle start_all_reduce(const void* send, void* recv, size_t count, DType dtype,
                                       ReduceOp op) = 0;
+  virtual WorkHandle start_all_to_all(const void* send, void* recv, size_t count, DType dtype) = 0;
 
   // Collective over this communicator: ranks with the same color form a new communicator,
   // ordered by (key, old rank). A negative color returns nullptr for that rank.

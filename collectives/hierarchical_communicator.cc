@@ -87,6 +87,15 @@ void record_flat_links(LinkCounters& into, CollectiveKind kind, size_t count, DT
       (recv_inter ? into.inter_node : into.intra_node).received[k] += b;
       break;
     }
+    case CollectiveKind::kAllToAll: {
+      // Direct exchanges: c to each of the L-1 ranks of this node, c to each of the n-L others.
+      const int64_t intra = c * (me.local_size - 1), inter = c * (me.size - me.local_size);
+      into.intra_node.sent[k] += intra;
+      into.intra_node.received[k] += intra;
+      into.inter_node.sent[k] += inter;
+      into.inter_node.received[k] += inter;
+      break;
+    }
     case CollectiveKind::kBroadcast:
       if (me.rank == root) {
         const int64_t others_here = me.local_size - 1;
@@ -493,6 +502,23 @@ void HierarchicalCommunicator::broadcast(void* buf, size_t count, DType dtype, i
   complete_pending();
   count_flat(CollectiveKind::kBroadcast, count, dtype, root);
   world_.broadcast(buf, count, dtype, root);
+}
+
+void HierarchicalCommunicator::all_to_all(const void* send, void* recv, size_t count, DType dtype) {
+  check_collective_args(CollectiveKind::kAllToAll, send, recv, count, dtype, ReduceOp::kSum, 0,
+                        me_.rank, me_.size);
+  complete_pending();
+  count_flat(CollectiveKind::kAllToAll, count, dtype, 0);
+  world_.all_to_all(send, recv, count, dtype);
+}
+
+WorkHandle HierarchicalCommunicator::start_all_to_all(const void* send, void* recv, size_t count,
+                                                      DType dtype) {
+  check_collective_args(CollectiveKind::kAllToAll, send, recv, count, dtype, ReduceOp::kSum, 0,
+                        me_.rank, me_.size);
+  complete_pending();
+  count_flat(CollectiveKind::kAllToAll, count, dtype, 0);
+  return world_.start_all_to_all(send, recv, count, dtype);
 }
 
 void HierarchicalCommunicator::barrier() {

@@ -55,7 +55,7 @@
 // remaining node-local step: wait for it first, or go through this communicator. Likewise a flat
 // Work (set_hierarchical(false)) must be complete before set_hierarchical(true).
 //
-// broadcast, barrier and split are the world's (flat).
+// broadcast, barrier, all_to_all (and start_all_to_all) and split are the world's (flat).
 //
 // [Note: link counters]
 // counters() is communicator.h's ByteCounters for the top-level calls: calls per collective;
@@ -74,10 +74,12 @@
 //   2(n-1)·ceil(c/n)·e); in the ring k*L+l -> k*L+l+1 only the edge out of the last rank of a node
 //   crosses nodes, so the rank with l = L-1 sends its B inter-node and the rank with l = 0
 //   receives its B inter-node; all else is intra-node (everything when N = 1, nothing when
-//   L = 1). broadcast (the root sends c to each of the others): the root's sends to ranks on
-//   other nodes, and a receiver's c when the root is on another node, are inter-node.
-//   The model is a lower bound, not what MPI's algorithm moves: e.g. the flat reduce-scatter of
-//   MpiCommunicator is an all-to-all, which sends (n-L)·c·e per rank across nodes.
+//   L = 1). all_to_all (c per peer, direct exchanges): (L-1)·c·e intra-node and (n-L)·c·e
+//   inter-node, each way, on every rank. broadcast (the root sends c to each of the others): the
+//   root's sends to ranks on other nodes, and a receiver's c when the root is on another node, are
+//   inter-node. The model is a lower bound, not what MPI's algorithm moves: e.g. the flat
+//   reduce-scatter of MpiCommunicator is an all-to-all, which sends (n-L)·c·e per rank across
+//   nodes.
 // * calls, in each class: top-level calls of that kind whose algorithm uses that class (every
 //   call where the class exists: L > 1 for intra_node, N > 1 for inter_node).
 //
@@ -147,12 +149,14 @@ class HierarchicalCommunicator final : public Communicator {
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override;
   void broadcast(void* buf, size_t count, DType dtype, int root) override;
   void barrier() override;
+  void all_to_all(const void* send, void* recv, size_t count, DType dtype) override;
 
   WorkHandle start_all_gather(const void* send, void* recv, size_t count, DType dtype) override;
   WorkHandle start_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op) override;
   WorkHandle start_all_reduce(const void* send, void* recv, size_t count, DType dtype,
                               ReduceOp op) override;
+  WorkHandle start_all_to_all(const void* send, void* recv, size_t count, DType dtype) override;
 
   // The world's split (an MpiCommunicator, flat).
   std::unique_ptr<Communicator> split(int color, int key) override;

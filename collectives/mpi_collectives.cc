@@ -33,9 +33,12 @@ bool complete(std::vector<MPI_Request>& reqs, bool block, int* rc) {
 // ---------------------------------------------------------------------------------------------
 // Work handles
 
+// Requests only: an all-gather's, or (kind kAllToAll) an all-to-all's.
 class MpiCommunicator::AllGatherWork final : public Work {
  public:
-  AllGatherWork(MpiCommunicator* c, size_t count, DType dt) : c_(c), count_(count), dt_(dt) {}
+  AllGatherWork(MpiCommunicator* c, size_t count, DType dt,
+                CollectiveKind kind = CollectiveKind::kAllGather)
+      : c_(c), count_(count), dt_(dt), kind_(kind) {}
   ~AllGatherWork() override {
     if (done_) return;
     try {
@@ -53,12 +56,15 @@ class MpiCommunicator::AllGatherWork final : public Work {
     int rc = MPI_SUCCESS;
     if (!complete(reqs, block, &rc)) return false;
     done_ = true;
-    c_->check_mpi(rc, "MPI_Iallgather (wait)", CollectiveKind::kAllGather, count_, dt_);
+    const bool gather = kind_ == CollectiveKind::kAllGather;
+    c_->check_mpi(rc, gather ? "MPI_Iallgather (wait)" : "MPI_Ialltoall (wait)", kind_, count_,
+                  dt_);
     return true;
   }
   MpiCommunicator* c_;
   size_t count_;
   DType dt_;
+  CollectiveKind kind_;
   bool done_ = false;
 };
 
@@ -361,6 +367,28 @@ void MpiCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) 
   bcast_raw(buf, count, dtype, root);
 }
 
+uint64_t MpiCommunicator::begin_all_to_all(const void* send, const void* recv, size_t count,
+                                           DType dtype) {
+  const auto kind = CollectiveKind::kAllToAll;
+  validate(kind, send, recv, count, dtype, ReduceOp::kSum, 0);
+  const size_t span = static_cast<size_t>(size_) * count * dtype_size(dtype);
+  const char* s = static_cast<const char*>(send);
+  const char* r = static_cast<const char*>(recv);
+  ZS_CHECK(count == 0 || s + span <= r || r + span <= s, ErrorCode::kInvalidArgument,
+           "all_to_all: send and receive buffers overlap (rank {} of {}, count {} x {})", rank_,
+           size_, count, dtype_name(dtype));
+  Record rec{record_begin(kind, count, dtype)};
+  check_agreement(kind, count, dtype, ReduceOp::kSum, 0);
+  count_bytes(kind, count, dtype, 0);
+  shm_drain(nullptr);  // earlier window operations first, in call order
+  return std::exchange(rec.seq, 0);
+}
+
+void MpiCommunicator::all_to_all(const void* send, void* recv, size_t count, DType dtype) {
+  Record rec{begin_all_to_all(send, recv, count, dtype)};
+  alltoall_raw(send, recv, count, dtype, nullptr, CollectiveKind::kAllToAll);
+}
+
 void MpiCommunicator::barrier() {
   Record rec{record_begin(CollectiveKind::kBarrier, 0, DType::kU8)};
   count_bytes(CollectiveKind::kBarrier, 0, DType::kU8, 0);
@@ -413,6 +441,14 @@ WorkHandle MpiCommunicator::start_all_reduce(const void* send, void* recv, size_
   alltoall_raw(src, w->exchange_, ceil_div(count, static_cast<size_t>(size_)), dtype,
                &w->exchange_reqs, kind);
   pending_phase2_.push_back(w.get());
+  return recorded(std::move(w), std::exchange(rec.seq, 0));
+}
+
+WorkHandle MpiCommunicator::start_all_to_all(const void* send, void* recv, size_t count,
+                                             DType dtype) {
+  Record rec{begin_all_to_all(send, recv, count, dtype)};
+  auto w = std::make_unique<AllGatherWork>(this, count, dtype, CollectiveKind::kAllToAll);
+  alltoall_raw(send, recv, count, dtype, &w->reqs, CollectiveKind::kAllToAll);
   return recorded(std::move(w), std::exchange(rec.seq, 0));
 }
 

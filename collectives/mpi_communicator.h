@@ -9,6 +9,8 @@
 // * all_reduce   = reduce_scatter + all_gather over ceil(count/n)-element pieces; counts that do
 //   not divide by n are padded into scratch. Same contract, same bits as reduce_scatter.
 // * broadcast    = MPI_Bcast; barrier = MPI_Barrier.
+// * all_to_all   = MPI_Alltoall / MPI_Ialltoall straight between the caller's buffers (no
+//   scratch); pending shared-memory window operations complete first (call order).
 // * Shared-memory path ([Note: shared-memory window] in mpi_shm.cc): when every rank of the
 //   communicator shares one node (MPI_COMM_TYPE_SHARED gives the same size) and
 //   MpiCommunicatorOptions::shared_memory is on (the default; ZS_COLLECTIVES_SHM=0 turns it off),
@@ -124,12 +126,14 @@ class MpiCommunicator final : public Communicator {
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override;
   void broadcast(void* buf, size_t count, DType dtype, int root) override;
   void barrier() override;
+  void all_to_all(const void* send, void* recv, size_t count, DType dtype) override;
 
   WorkHandle start_all_gather(const void* send, void* recv, size_t count, DType dtype) override;
   WorkHandle start_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op) override;
   WorkHandle start_all_reduce(const void* send, void* recv, size_t count, DType dtype,
                               ReduceOp op) override;
+  WorkHandle start_all_to_all(const void* send, void* recv, size_t count, DType dtype) override;
 
   std::unique_ptr<Communicator> split(int color, int key) override;
   // Ranks that share memory (one node): MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), keyed by rank.
@@ -168,7 +172,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm handle() const { return comm_; }
 
  private:
-  class AllGatherWork;
+  class AllGatherWork;  // also the all-to-all's (requests only, no scratch)
   class ReduceScatterWork;
   class AllReduceWork;
   class ShmWork;
@@ -204,6 +208,8 @@ class MpiCommunicator final : public Communicator {
                      std::vector<MPI_Request>* reqs, CollectiveKind op, MPI_Comm comm);
   void alltoall_raw(const void* send, void* recv, size_t count, DType dtype,
                     std::vector<MPI_Request>* reqs, CollectiveKind op);
+  // all_to_all's checks and counting; returns the flight-recorder entry.
+  uint64_t begin_all_to_all(const void* send, const void* recv, size_t count, DType dtype);
   void bcast_raw(void* buf, size_t count, DType dtype, int root);
   // Holds a slot for a synchronous call; returns it on scope exit, exceptions included.
   struct SlotGuard {

@@ -389,6 +389,29 @@ WorkHandle NcclCommunicator::start_all_reduce(const void* send, void* recv, size
   return std::make_unique<NcclWork>(this, std::move(done));
 }
 
+WorkHandle NcclCommunicator::start_all_to_all(const void* send, void* recv, size_t count,
+                                              DType dtype) {
+  validate(CollectiveKind::kAllToAll, send, recv, count, dtype, ReduceOp::kSum, 0);
+  count_bytes(CollectiveKind::kAllToAll, count, dtype, 0);
+  const size_t piece = count * dtype_size(dtype);
+  auto done = enqueue(CollectiveKind::kAllToAll, count, dtype, [&] {
+    // Why a nested group: NCCL fuses the point-to-point pairs into one operation.
+    ncclResult_t rc = ncclGroupStart();
+    for (int r = 0; r < size_ && rc == ncclSuccess; ++r) {
+      const size_t off = static_cast<size_t>(r) * piece;
+      rc = ncclSend(static_cast<const char*>(send) + off, count, nccl_type(dtype), r, comm_,
+                    comm_stream_);
+      if (rc == ncclSuccess) {
+        rc = ncclRecv(static_cast<char*>(recv) + off, count, nccl_type(dtype), r, comm_,
+                      comm_stream_);
+      }
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    return rc != ncclSuccess ? rc : end;
+  });
+  return std::make_unique<NcclWork>(this, std::move(done));
+}
+
 // A synchronous call = start + wait; inside a group the compute stream's wait moves to group_end
 // (the group's event is recorded there; the Work's destructor skips an unrecorded event).
 void NcclCommunicator::finish_sync(Work& w) {
@@ -411,6 +434,10 @@ void NcclCommunicator::reduce_scatter(const void* send, void* recv, size_t count
 void NcclCommunicator::all_reduce(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op) {
   finish_sync(*start_all_reduce(send, recv, count, dtype, op));
+}
+
+void NcclCommunicator::all_to_all(const void* send, void* recv, size_t count, DType dtype) {
+  finish_sync(*start_all_to_all(send, recv, count, dtype));
 }
 
 void NcclCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {

@@ -100,12 +100,15 @@ class NcclCommunicator final : public Communicator {
   void broadcast(void* buf, size_t count, DType dtype, int root) override;
   // Host-blocking; not for use inside a step (see [Note: NCCL streams and events]).
   void barrier() override;
+  // Grouped ncclSend/ncclRecv, one pair per peer (the piece for oneself included).
+  void all_to_all(const void* send, void* recv, size_t count, DType dtype) override;
 
   WorkHandle start_all_gather(const void* send, void* recv, size_t count, DType dtype) override;
   WorkHandle start_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op) override;
   WorkHandle start_all_reduce(const void* send, void* recv, size_t count, DType dtype,
                               ReduceOp op) override;
+  WorkHandle start_all_to_all(const void* send, void* recv, size_t count, DType dtype) override;
 
   // ncclCommSplit: ranks with the same color form a new communicator ordered by (key, old rank),
   // on the same device and compute stream. A negative color returns nullptr for that rank.

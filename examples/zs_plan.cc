@@ -302,6 +302,7 @@ std::string buffers_note(const zs::BufferPlan& b) {
   part(b.grad_scratch_count, b.grad_scratch_bytes, "fp32 unit-gradient scratch");
   part(b.send_count, b.send_bytes, "reduce-scatter send");
   part(b.recv_count, b.recv_bytes, "reduce-scatter receive");
+  part(b.qgz_count, b.qgz_bytes, "qgZ int8 chunks and partials");
   part(b.gather_count, b.gather_bytes, "gather/prefetch");
   part(b.convert_bytes > 0 ? 1 : 0, b.convert_bytes, "frozen base conversion");
   if (b.ctrl_bytes > 0) parts += fmt::format(", {} bytes device control", b.ctrl_bytes);
@@ -395,6 +396,13 @@ void declare_options(po::options_description& desc) {
        "one fp32 scale per --zero-quantized-weights-block elements")
       ("zero-quantized-weights-block", po::value<int64_t>()->default_value(256),
        "elements per qwZ scale (a power of two in 32..65536)")
+      ("zero-hpz-partition-size", po::value<int>()->default_value(1),
+       "ZeRO++ hpZ, as zs_train's: secondary parameter shards over groups of this many ranks "
+       "(1: off; needs --ranks-per-node or --nodes)")
+      ("zero-quantized-gradients", "ZeRO++ qgZ, as zs_train's: int8 block-quantized "
+       "hierarchical gradient reduce-scatter (stages 2-3)")
+      ("zero-quantized-gradients-block", po::value<int64_t>()->default_value(256),
+       "elements per qgZ scale (a power of two in 32..65536)")
       ("reserve-gb", po::value<double>()->default_value(0.0),
        "per-device framework reserve in GB (e.g. 0.5-1 for the CUDA context)")
       ("device", po::value<std::string>()->default_value("cpu"),
@@ -616,6 +624,21 @@ void parse_quantized_weights(const po::variables_map& vm, zs::EngineConfig& e) {
                     static_cast<int>(e.stage)));
 }
 
+// --zero-hpz-partition-size and --zero-quantized-gradients with the node layout they need
+// ([Note: node layout]: --ranks-per-node, or --ranks / --nodes), refused as zs_train refuses them.
+void parse_zeropp(const po::variables_map& vm, int world, zs::EngineConfig& e) {
+  e.zero_hpz_partition_size = vm["zero-hpz-partition-size"].as<int>();
+  e.zero_quantized_gradients = vm.count("zero-quantized-gradients") > 0;
+  e.zero_quantized_gradients_block = vm["zero-quantized-gradients-block"].as<int64_t>();
+  if (vm.count("ranks-per-node")) {
+    e.node_size = vm["ranks-per-node"].as<int>();
+  } else if (vm.count("nodes") && vm["nodes"].as<int>() >= 1) {
+    e.node_size = world / vm["nodes"].as<int>();
+  }
+  e.validate();
+  e.validate_for_world(world);
+}
+
 void parse_engine(const po::variables_map& vm, const Adapters& ad, Options& o) {
   zs::EngineConfig& e = o.config.engine;
   e.stage = zs::zero_stage_from_int(vm["zero-stage"].as<int>());
@@ -677,6 +700,7 @@ Options parse_options(const po::variables_map& vm) {
   if (c.world < 1) throw BadFlag(fmt::format("--ranks {} < 1", c.world));
   c.ranks_per_node = vm.count("ranks-per-node") ? vm["ranks-per-node"].as<int>() : c.world;
   parse_engine(vm, ad, o);
+  parse_zeropp(vm, c.world, o.config.engine);
   parse_run(vm, o);
   return o;
 }

@@ -80,6 +80,8 @@ CommConfig comm_config(const po::variables_map& vm, const PlanConfig& config) {
   c.micro_batches = e.micro_batches;
   c.align = zs::layout_align(e);
   c.quantized_weights_block = e.zero_quantized_weights ? e.zero_quantized_weights_block : 0;
+  c.hpz_partition_size = e.zero_hpz_partition_size;
+  c.quantized_gradients_block = e.zero_quantized_gradients ? e.zero_quantized_gradients_block : 0;
   const std::string coll = vm["collectives"].as<std::string>();
   ZS_CHECK(coll == "flat" || coll == "hierarchical", ErrorCode::kInvalidArgument,
            "--collectives '{}' is not one of flat, hierarchical", coll);
@@ -122,18 +124,18 @@ void print_comm_table(const CommConfig& c, const CommPlan& p, const LinkModel* l
       c.world, c.nodes, c.ranks_per_node(), collectives_name(c), c.shard_size(),
       c.shard_size() < c.world ? fmt::format(", {} replicas", c.world / c.shard_size()).c_str()
                                : "");
-  std::printf("  %-20s %-22s %-13s %6s %15s %15s %10s\n", "what", "collective", "scope", "calls",
+  std::printf("  %-25s %-22s %-13s %6s %15s %15s %10s\n", "what", "collective", "scope", "calls",
               "intra B/rank", "inter B/rank", links ? "time ms" : "");
   for (const CommItem& it : p.items) {
     std::printf(
-        "  %-20s %-22s %-13s %6lld %15s %15s %10s\n", it.what.c_str(),
+        "  %-25s %-22s %-13s %6lld %15s %15s %10s\n", it.what.c_str(),
         fmt::format("{}{}", collective_kind_name(it.kind), it.hierarchical ? " (2-lvl)" : "")
             .c_str(),
         std::string(comm_scope_name(it.scope)).c_str(), static_cast<long long>(it.calls),
         grouped(it.intra_rank).c_str(), grouped(it.inter_rank).c_str(),
         links ? fmt::format("{:.3f}", it.time_s * 1e3).c_str() : "");
   }
-  std::printf("  %-20s %-22s %-13s %6s %15s %15s %10s\n", "total", "", "", "",
+  std::printf("  %-25s %-22s %-13s %6s %15s %15s %10s\n", "total", "", "", "",
               grouped(p.intra_rank).c_str(), grouped(p.inter_rank).c_str(),
               links ? fmt::format("{:.3f}", p.time_s * 1e3).c_str() : "");
   std::printf(

@@ -77,6 +77,13 @@ class Algorithms {
       for (int i = 0; i < n_; ++i) g.push_back(i);
     } else if (scope == CommScope::kShardGroup) {
       for (int i = 0; i < s_; ++i) g.push_back(s_ * (r / s_) + i);
+    } else if (scope == CommScope::kHpzGroup) {
+      const int K = c_.hpz_partition_size;
+      for (int i = 0; i < K; ++i) g.push_back(K * (r / K) + i);
+    } else if (scope == CommScope::kNodeLocal) {
+      for (int i = 0; i < L_; ++i) g.push_back(L_ * node(r) + i);
+    } else if (scope == CommScope::kCrossNode) {
+      for (int k = 0; k < N_; ++k) g.push_back(r % L_ + k * L_);
     } else {
       for (int j = 0; j < n_ / s_; ++j) g.push_back(r % s_ + j * s_);
     }
@@ -88,6 +95,12 @@ class Algorithms {
   std::pair<int, int> group_shape(CommScope scope) const {
     const int g = scope == CommScope::kWorld ? n_ : scope == CommScope::kShardGroup ? s_ : n_ / s_;
     if (scope == CommScope::kWorld) return {L_, N_};
+    if (scope == CommScope::kHpzGroup) {  // within a node: K divides L ([Note: hpZ])
+      const int K = c_.hpz_partition_size;
+      return L_ % K == 0 ? std::pair<int, int>{K, 1} : std::pair<int, int>{0, 0};
+    }
+    if (scope == CommScope::kNodeLocal) return {L_, 1};
+    if (scope == CommScope::kCrossNode) return {1, N_};
     if (scope == CommScope::kShardGroup) {
       if (L_ % s_ == 0) return {s_, 1};
       if (s_ % L_ == 0) return {L_, s_ / L_};
@@ -219,6 +232,12 @@ std::string_view comm_scope_name(CommScope s) {
       return "world";
     case CommScope::kShardGroup:
       return "shard group";
+    case CommScope::kHpzGroup:
+      return "hpZ group";
+    case CommScope::kNodeLocal:
+      return "node-local";
+    case CommScope::kCrossNode:
+      return "cross-node";
     default:
       return "replica group";
   }
@@ -261,6 +280,19 @@ void CommConfig::validate() const {
       ErrorCode::kInvalidArgument,
       "zero_quantized_weights_block {} needs stage 3 (not {}) and must divide the alignment {}",
       quantized_weights_block, static_cast<int>(stage), align);
+  ZS_CHECK(hpz_partition_size == 1 || (hpz_partition_size > 1 && stage == ZeroStage::k3 &&
+                                       world % hpz_partition_size == 0 && shard_size() == world),
+           ErrorCode::kInvalidArgument,
+           "hpz_partition_size {} needs stage 3 (not {}), no hybrid sharding and must divide the "
+           "{} ranks",
+           hpz_partition_size, static_cast<int>(stage), world);
+  ZS_CHECK(quantized_gradients_block == 0 ||
+               (stage >= ZeroStage::k2 && quantized_gradients_block > 0 &&
+                align % quantized_gradients_block == 0 && shard_size() == world),
+           ErrorCode::kInvalidArgument,
+           "zero_quantized_gradients_block {} needs stage 2 or 3 (not {}), no hybrid sharding "
+           "(shard group {} of {}) and must divide the alignment {}",
+           quantized_gradients_block, static_cast<int>(stage), shard_size(), world, align);
   ZS_CHECK(dtype_is_float(param_dtype) && dtype_is_float(grad_dtype), ErrorCode::kInvalidArgument,
            "parameter and gradient dtypes must be float types, not {} and {}",
            dtype_name(param_dtype), dtype_name(grad_dtype));
@@ -273,6 +305,7 @@ namespace {
 struct UnitShards {
   std::vector<int64_t> shard, frozen_shard;
   std::vector<int64_t> qwz_chunk;  // qwZ: the bytes of one rank's int8 chunk; else empty
+  std::vector<int64_t> qgz_chunk;  // qgZ: the same for a gradient shard; else empty
 };
 
 UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
@@ -295,10 +328,12 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
           compute_frozen_layout(model.frozen[u], storage, config.param_dtype, s).bytes.shard_numel;
     }
   }
-  const int64_t B = config.quantized_weights_block;
-  if (B > 0) {
-    for (int64_t c : out.shard) out.qwz_chunk.push_back(c + 4 * (c / B));  // c is a multiple of B
-  }
+  auto chunks = [&](int64_t B, std::vector<int64_t>& into) {
+    if (B <= 0) return;
+    for (int64_t c : out.shard) into.push_back(c + 4 * (c / B));  // c is a multiple of B
+  };
+  chunks(config.quantized_weights_block, out.qwz_chunk);
+  chunks(config.stage >= ZeroStage::k2 ? config.quantized_gradients_block : 0, out.qgz_chunk);
   return out;
 }
 
@@ -332,6 +367,23 @@ void add_totals(CommPlan& plan) {
   }
 }
 
+// [Note: quantized gradients]: the two all-to-alls of each reduction, per unit and micro-batch;
+// `item` is plan_communication's. Step 1 (L > 1) is synchronous, step 2 (N > 1) in flight.
+template <typename Item>
+void qgz_items(const std::vector<int64_t>& chunk, const CommConfig& config, int k, Item& item) {
+  const int N = config.nodes, L = config.ranks_per_node();
+  std::vector<int64_t> intra;
+  for (int64_t q : chunk) intra.push_back(N * q);
+  if (L > 1) {
+    item("qgZ intra-node all-to-all", CollectiveKind::kAllToAll, CommScope::kNodeLocal, false, k,
+         intra, DType::kU8);
+  }
+  if (N > 1) {
+    item("qgZ cross-node all-to-all", CollectiveKind::kAllToAll, CommScope::kCrossNode, true, k,
+         chunk, DType::kU8);
+  }
+}
+
 }  // namespace
 
 CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
@@ -350,9 +402,9 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   // stage 3 gathers it once per micro-batch, not twice.
   std::vector<char> held(U, 0);
   for (int o : tied_owner_units(model.ties)) held[static_cast<size_t>(o)] = 1;
-  auto item = [&](const char* what, CollectiveKind kind, CommScope scope, bool overlappable,
-                  int64_t per_unit_calls, const std::vector<int64_t>& counts, DType dt,
-                  bool once_if_held = false) {
+  // `calls(u)` calls of `kind` per unit u, each of counts[u] elements of dt.
+  auto item_calls = [&](const char* what, CollectiveKind kind, CommScope scope, bool overlappable,
+                        const auto& calls, const std::vector<int64_t>& counts, DType dt) {
     CommItem it;
     it.what = what;
     it.kind = kind;
@@ -362,24 +414,45 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
     for (size_t u = 0; u < U; ++u) {
       if (counts[u] == 0) continue;
       const CallResult r = m.run({kind, scope, counts[u], dt, /*blocking=*/false});
-      const int64_t calls = once_if_held && held[u] ? per_unit_calls / 2 : per_unit_calls;
-      for (int64_t i = 0; i < calls; ++i) add(it, r);
+      for (int64_t i = 0; i < calls(u); ++i) add(it, r);
     }
     if (it.calls > 0) plan.items.push_back(std::move(it));
   };
+  auto item = [&](const char* what, CollectiveKind kind, CommScope scope, bool overlappable,
+                  int64_t per_unit_calls, const std::vector<int64_t>& counts, DType dt,
+                  bool once_if_held = false) {
+    item_calls(
+        what, kind, scope, overlappable,
+        [&](size_t u) { return once_if_held && held[u] ? per_unit_calls / 2 : per_unit_calls; },
+        counts, dt);
+  };
   const CommScope sg = hsdp ? CommScope::kShardGroup : CommScope::kWorld;
   if (stage == 3) {
+    // [Note: hpZ]: a step's first gather of a unit goes over the world, the others over the group.
+    const int K = config.hpz_partition_size;
+    auto world_calls = [&](size_t u) -> int64_t { return K > 1 ? 1 : held[u] ? k : 2 * k; };
     if (shards.qwz_chunk.empty()) {
-      item("param all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shard, P, true);
+      item_calls("param all-gather", CollectiveKind::kAllGather, sg, true, world_calls, shard, P);
     } else {
-      item("qwZ all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.qwz_chunk,
-           DType::kU8, true);
+      item_calls("qwZ all-gather", CollectiveKind::kAllGather, sg, true, world_calls,
+                 shards.qwz_chunk, DType::kU8);
+    }
+    if (K > 1) {
+      std::vector<int64_t> part(U);
+      for (size_t u = 0; u < U; ++u) part[u] = shard[u] * config.shard_size() / K;
+      item_calls(
+          "hpZ all-gather", CollectiveKind::kAllGather, CommScope::kHpzGroup, true,
+          [&](size_t u) -> int64_t { return (held[u] ? k : 2 * k) - 1; }, part, P);
     }
     item("frozen all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.frozen_shard,
          DType::kU8, true);
   }
-  item("grad reduce-scatter", CollectiveKind::kReduceScatter, sg, stage >= 2, stage >= 2 ? k : 1,
-       shard, G);
+  if (shards.qgz_chunk.empty()) {
+    item("grad reduce-scatter", CollectiveKind::kReduceScatter, sg, stage >= 2, stage >= 2 ? k : 1,
+         shard, G);
+  } else {
+    qgz_items(shards.qgz_chunk, config, k, item);
+  }
   if (hsdp) {
     item("replica all-reduce", CollectiveKind::kAllReduce, CommScope::kReplicaGroup, stage >= 2, 1,
          shard, G);

@@ -11,8 +11,14 @@
 // parameter / gradient dtype's bytes. What one step issues (runtime/engine.cc, param_group.cc):
 //   param all-gather     stage 3: 2k per unit (forward, backward), c_u of P   shard group, async
 //                        (qwZ: "qwZ all-gather", c_u + 4 c_u / B bytes: int8 codes, fp32 scales)
+//                        (hpZ, K ranks: the first of a step over the world, the other 2k - 1
+//                        "hpZ all-gather" of P_u / K elements of P over the K-rank group)
 //   frozen all-gather    stage 3: 2k per unit with frozen params, f_u bytes   shard group, async
 //   grad reduce-scatter  stages 2-3: k per unit; 0-1: 1 per unit, c_u of G    shard group, async
+//                        (qgZ, stages 2-3, chunk q_u = c_u + 4 c_u / B bytes, instead:
+//                        "qgZ intra-node all-to-all" (L > 1) k per unit, N q_u bytes per peer,
+//                        node-local, blocking; "qgZ cross-node all-to-all" (N > 1) k per unit,
+//                        q_u bytes per peer, cross-node, async)
 //   replica all-reduce   s < n: 1 per unit, c_u of G (sum)                    replica group, async
 //   grad all-gather      stage 0: 1 per unit, c_u of G                        shard group, async
 //   param re-gather      stages 1-2: 1 per unit, c_u of P                     shard group, async
@@ -24,6 +30,7 @@
 //                    -> intra on*c*e, inter off*c*e (the blocking MPI_Allgather is not used by
 //                    a step)
 //     reduce-scatter MPI_Ialltoall (a rank-order sum after): the same bytes as the all-gather
+//     all-to-all     MPI_(I)alltoall, c*e to every member: the same bytes again
 //     all-reduce     all-to-all of q = ceil(c/g) then all-gather of q: 2*on*q*e, 2*off*q*e; the
 //                    blocking form with g = 2, a fp32/fp64 sum and c*e <= 4 MiB is MPI_Allreduce
 //                    itself: c*e to the other member
@@ -96,7 +103,10 @@ struct LinkModel {
 LinkModel load_link_model(const std::string& path);
 LinkModel link_model_from_json(const nlohmann::json& j, const std::string& what = "links");
 
-enum class CommScope { kWorld, kShardGroup, kReplicaGroup };
+// kHpzGroup: hpZ's secondary group, K = hpz_partition_size consecutive ranks. kNodeLocal: the L
+// ranks of a node; kCrossNode: the N ranks with one local rank (qgZ's groups, [Note: quantized
+// gradients] in runtime/quantized_reduce.h).
+enum class CommScope { kWorld, kShardGroup, kReplicaGroup, kHpzGroup, kNodeLocal, kCrossNode };
 std::string_view comm_scope_name(CommScope s);
 
 struct CommConfig {
@@ -113,6 +123,10 @@ struct CommConfig {
   // ZeRO++ qwZ ([Note: quantized weights] in runtime/engine_config.h), stage 3: the parameter
   // all-gathers send int8 chunks, c + 4c/B bytes, instead of c elements of P. 0 = off.
   int64_t quantized_weights_block = 0;
+  // ZeRO++ hpZ ([Note: hpZ] in runtime/engine_config.h): the secondary group's size, 1 = off.
+  int hpz_partition_size = 1;
+  // ZeRO++ qgZ ([Note: quantized gradients]): elements per scale, 0 = off.
+  int64_t quantized_gradients_block = 0;
 
   int ranks_per_node() const { return world / nodes; }
   int shard_size() const { return shard_group_size > 0 ? shard_group_size : world; }

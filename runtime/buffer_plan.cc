@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "runtime/quantized_gather.h"
+#include "runtime/quantized_reduce.h"
 
 namespace zs {
 
@@ -19,6 +20,9 @@ struct Rules {
   int rank;
   const OptimizerConfig* optimizer;
   int64_t qwz_block;  // [Note: quantized weights]; 0 = off
+  int hpz = 1;        // [Note: hpZ]: the secondary group's size; 1 = off
+  int64_t qgz_block;  // [Note: quantized gradients]; 0 = off (and below stage 2)
+  int node_size;      // ranks per node; 0 = the layouts' world
 };
 
 Rules rules_of(const EngineConfig& cfg, int rank) {
@@ -33,12 +37,16 @@ Rules rules_of(const EngineConfig& cfg, int rank) {
   r.rank = rank;
   r.optimizer = &cfg.optimizer;
   r.qwz_block = cfg.zero_quantized_weights ? cfg.zero_quantized_weights_block : 0;
+  r.hpz = r.stage == 3 ? cfg.zero_hpz_partition_size : 1;
+  r.qgz_block =
+      cfg.zero_quantized_gradients && r.stage >= 2 ? cfg.zero_quantized_gradients_block : 0;
+  r.node_size = cfg.node_size;
   return r;
 }
 
-// The largest gather slot and conversion buffer over the units seen so far.
+// The largest gather slot, conversion buffer and qgZ lane buffer over the units seen so far.
 struct Maxima {
-  int64_t slot = 0, convert = 0;
+  int64_t slot = 0, convert = 0, qgz = 0;
 };
 
 // Unit u's frozen bytes (layout f beside the trainable layout l): u.frozen_bytes, the padding
@@ -73,6 +81,19 @@ std::vector<char> owners_converting(const std::vector<TiedParam>& ties,
   return own;
 }
 
+// [Note: hpZ]: unit u's secondary shard, the elements [h * Psi_u / K, (h + 1) * Psi_u / K) of
+// its padded group (h = rank mod K), which are the world shards h * W/K .. (h + 1) * W/K - 1.
+// Returns the padding elements in it.
+int64_t plan_secondary(const Rules& r, const GroupLayout& l, UnitBufferPlan& u) {
+  if (r.hpz <= 1) return 0;
+  const int per = l.world / r.hpz, h = r.rank % r.hpz;
+  u.hpz_bytes = r.P * (l.padded_numel / r.hpz);
+  int64_t held = 0;
+  for (int j = h * per; j < (h + 1) * per; ++j)
+    for (const ShardSegment& s : l.shard_segments(j)) held += s.length;
+  return l.padded_numel / r.hpz - held;
+}
+
 // Unit u's trainable buffers (layout l), and the padding they add to the plan.
 void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std::string>& names,
                     UnitBufferPlan& u, BufferPlan& plan) {
@@ -102,7 +123,7 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
     u.exp_avg_sq_bytes = round64(u.exp_avg_sq_bytes);
   }
 
-  const int64_t pad_p = r.stage == 3 ? pad_shard : pad_full;
+  const int64_t pad_p = (r.stage == 3 ? pad_shard : pad_full) + plan_secondary(r, l, u);
   const int64_t pad_g = r.stage >= 2 ? pad_shard : pad_full;
   const int64_t pad_o = r.stage == 0 ? pad_full : pad_shard;
   const int64_t state_pad = narrow ? 2 * (capacity - u.states.moment_bytes())
@@ -115,9 +136,14 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
 void plan_shared(const Rules& r, const EngineConfig& cfg, const Maxima& max, bool on_device,
                  int64_t ranks, size_t units, BufferPlan& plan) {
   const bool fp32_grads = cfg.precision.grad_dtype == DType::kF32;
-  plan.grad_scratch_count = (r.stage >= 2 && fp32_grads) ? 2 : 1;
+  // qgZ reads the fp32 scratch only while its reduction starts and sends int8 chunks from its
+  // own buffers: one scratch, no cast send buffers.
+  const bool qgz = r.qgz_block > 0;
+  plan.grad_scratch_count = (r.stage >= 2 && fp32_grads && !qgz) ? 2 : 1;
   plan.grad_scratch_bytes = 4 * plan.max_padded_numel;
-  plan.send_count = (r.stage >= 2 && !fp32_grads) ? 2 : 0;
+  plan.send_count = (r.stage >= 2 && !fp32_grads && !qgz) ? 2 : 0;
+  plan.qgz_count = qgz ? 2 : 0;
+  plan.qgz_bytes = max.qgz;
   plan.send_bytes = r.G * plan.max_padded_numel;
   plan.recv_count = (r.stage >= 2 && cfg.micro_batches > 1) ? 2 : 0;
   plan.recv_bytes = r.G * plan.max_shard_numel;
@@ -155,6 +181,10 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
     max.slot = std::max(
         max.slot,
         gather_slot_layout(l, f, cfg.precision.param_dtype, r.stage == 3 ? r.qwz_block : 0).bytes);
+    if (r.qgz_block > 0) {
+      const int node = r.node_size > 0 ? r.node_size : l.world;
+      max.qgz = std::max(max.qgz, quantized_reduce_layout(l, node, r.qgz_block).bytes);
+    }
     plan_trainable(r, l, names.empty() ? unnamed : names[i], u, plan);
     if (r.offload && on_device) {
       plan.host_staging_bytes += round64(r.G * l.shard_numel) + round64(r.P * l.shard_numel);
@@ -173,7 +203,7 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
 int64_t BufferPlan::bytes(MemCategory c) const {
   int64_t b = 0;
   for (const UnitBufferPlan& u : units) {
-    if (c == MemCategory::kParams) b += u.params_bytes;
+    if (c == MemCategory::kParams) b += u.params_bytes + u.hpz_bytes;
     if (c == MemCategory::kGrads) b += u.grads_bytes;
     if (c == u.master_category) b += u.master_bytes;
     if (c == u.optimizer_category) b += u.exp_avg_bytes + u.exp_avg_sq_bytes;
@@ -182,8 +212,8 @@ int64_t BufferPlan::bytes(MemCategory c) const {
   if (c == MemCategory::kHostOffload) b += host_staging_bytes;
   if (c == MemCategory::kCommBuffers) {
     b += grad_scratch_count * grad_scratch_bytes + send_count * send_bytes +
-         recv_count * recv_bytes + gather_count * gather_bytes + convert_bytes + ctrl_bytes +
-         tied_grad_bytes;
+         recv_count * recv_bytes + qgz_count * qgz_bytes + gather_count * gather_bytes +
+         convert_bytes + ctrl_bytes + tied_grad_bytes;
     for (const UnitBufferPlan& u : units) b += u.own_convert_bytes;
   }
   return b;

@@ -4,7 +4,9 @@
 //
 // Per unit (Psi_u = padded group elements, S_u = shard elements, P/G = compute/gradient dtype
 // sizes):
-//   params     P * Psi_u (stages 0-2: full replica)   or P * S_u (stage 3)
+//   params     P * Psi_u (stages 0-2: full replica)   or P * S_u (stage 3); with hpZ ([Note:
+//              hpZ] in runtime/engine_config.h, K = zero_hpz_partition_size) also the secondary
+//              shard, P * Psi_u / K (hpz_bytes)
 //   grads      G * Psi_u (stages 0-1: full buffer)    or G * S_u (stages 2-3)
 //   master     4 * Psi_u (stage 0) or 4 * S_u; none when the compute dtype is fp32 and the
 //              optimizer is not offloaded (the parameters are their own master)
@@ -20,6 +22,9 @@
 //   send buffers: 2 x G * max Psi_u in stages 2-3 when G is not fp32 (the cast gradient in flight)
 //   receive buffers: 2 x G * max S_u in stages 2-3 with micro_batches > 1 (reduced micro-batch
 //     gradient before it is added to the shard)
+//   with qgZ ([Note: quantized gradients] in runtime/quantized_reduce.h), stages 2-3: one
+//     gradient scratch and no send buffers, and 2 lane buffers of the largest unit's
+//     QuantizedReduceLayout::bytes (the int8 chunks sent and received, the fp32 node partials)
 //   gather slots: (prefetch + 1) x max over units of the unit's slot in stage 3: P * Psi_u, or,
 //     for a unit with frozen parameters, round64(P * Psi_u) + its frozen byte group F_u; with qwZ
 //     ([Note: quantized weights]) round64 of that + the gathered int8 chunks, Psi_u + 4 Psi_u / B
@@ -69,6 +74,7 @@ struct UnitBufferPlan {
   int64_t exp_avg_sq_bytes = 0;
   int64_t frozen_bytes = 0;       // kFrozen: the frozen byte group or this rank's shard of it
   int64_t own_convert_bytes = 0;  // kCommBuffers: an owner unit's conversion buffer (see above)
+  int64_t hpz_bytes = 0;          // kParams: hpZ's secondary shard (see above); 0 when off
   MemCategory master_category = MemCategory::kMaster;
   MemCategory optimizer_category = MemCategory::kOptimizer;
   int64_t master_begin = 0;  // first padded-group element of the fp32 master held here
@@ -88,6 +94,8 @@ struct BufferPlan {
   int64_t send_bytes = 0;
   int recv_count = 0;
   int64_t recv_bytes = 0;
+  int qgz_count = 0;  // qgZ lane buffers ([Note: quantized gradients])
+  int64_t qgz_bytes = 0;
   int gather_count = 0;
   int64_t gather_bytes = 0;
   int64_t convert_bytes = 0;       // frozen conversion buffer (kCommBuffers); 0 when none

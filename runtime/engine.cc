@@ -46,6 +46,9 @@ struct Engine::Impl {
   // [Note: hybrid sharding] in engine_config.h. Without it `shard` is `comm` and there are no
   // replicas; the layouts, plan and states are always those of the shard group.
   std::unique_ptr<Communicator> shard_owned, replica_comm;
+  // ZeRO++ ([Note: node layout] in engine_config.h): qgZ's node-local and cross-node
+  // communicators and hpZ's secondary-shard group; null when off.
+  std::unique_ptr<Communicator> node_local, cross_node, hpz;
   Communicator* shard = nullptr;
   int shard_rank = 0;
   int shard_size = 1;
@@ -87,6 +90,7 @@ struct Engine::Impl {
   void check_agreement(const std::vector<GroupLayout>& layouts,
                        const std::vector<FrozenLayout>& frozen);
   void make_shard_groups();
+  void make_node_groups();
   void make_groups(const std::vector<GroupLayout>& layouts, const std::vector<FrozenLayout>& frozen,
                    std::vector<std::vector<ParamSpec>> specs);
   void make_schedules();
@@ -186,6 +190,12 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
   ZS_CHECK(!config_.zero_quantized_weights || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
            "zero_quantized_weights (qwZ) is implemented on the CPU backend only, not on {}",
            impl_->ops.device().to_string());
+  ZS_CHECK((config_.zero_hpz_partition_size == 1 && !config_.zero_quantized_gradients) ||
+               impl_->ops.host_accessible(),
+           ErrorCode::kUnsupported, "{} is implemented on the CPU backend only, not on {}",
+           config_.zero_quantized_gradients ? "zero_quantized_gradients (qgZ)"
+                                            : "zero_hpz_partition_size (hpZ)",
+           impl_->ops.device().to_string());
   impl_->build(layouts, frozen, std::move(specs));
 }
 
@@ -246,6 +256,7 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   staging = std::make_unique<HostStaging>(ops, std::move(ctrl), tracker);
   check_agreement(layouts, frozen);  // before the large allocations
   make_shard_groups();
+  make_node_groups();
   states = OptimizerStates::create(config, plan, ops, tracker, shard_rank);
   make_groups(layouts, frozen, std::move(specs));
   make_schedules();
@@ -290,6 +301,14 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
         Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert, *shard, ops);
     if (config.zero_quantized_weights)
       groups[i].quantize_gathers(config.zero_quantized_weights_block);
+    if (hpz && policy.shard_params) {  // [Note: hpZ]
+      groups[i].keep_secondary(
+          *hpz, Buffer(static_cast<size_t>(up.hpz_bytes), MemCategory::kParams, tracker, dev));
+    }
+    if (config.zero_quantized_gradients) {  // [Note: quantized gradients]
+      groups[i].quantize_reductions(*node_local, *cross_node, node_local->size(),
+                                    config.zero_quantized_gradients_block);
+    }
     states->attach(groups[i], up);
   }
   make_ties();
@@ -363,6 +382,23 @@ void Engine::Impl::make_shard_groups() {
   ZS_ASSERT(replica_comm && replica_comm->size() == world / shard_size &&
             replica_comm->rank() == replica_index);
   shard = shard_owned.get();
+}
+
+// [Note: node layout] in engine_config.h: with block placement the ranks of node k are
+// [L*k, L*k + L); qgZ reduces over the node's ranks and then over the ranks with the same local
+// rank, hpZ gathers over groups of K consecutive ranks. Split once every rank agrees.
+void Engine::Impl::make_node_groups() {
+  config.validate_for_world(world);
+  const int L = config.node_size > 0 ? config.node_size : world;
+  if (config.zero_quantized_gradients) {
+    node_local = comm.split(rank / L, rank);
+    cross_node = comm.split(rank % L, rank);
+    ZS_ASSERT(node_local->size() == L && cross_node->size() == world / L);
+  }
+  if (const int K = config.zero_hpz_partition_size; K > 1) {
+    hpz = comm.split(rank / K, rank);
+    ZS_ASSERT(hpz->size() == K && hpz->rank() == rank % K);
+  }
 }
 
 void Engine::Impl::init_parameters() {
@@ -627,6 +663,9 @@ int Engine::shard_group_rank() const { return impl_->shard_rank; }
 int Engine::replica_index() const { return impl_->replica_index; }
 Communicator& Engine::shard_communicator() { return *impl_->shard; }
 Communicator* Engine::replica_communicator() { return impl_->replica_comm.get(); }
+Communicator* Engine::node_local_communicator() { return impl_->node_local.get(); }
+Communicator* Engine::cross_node_communicator() { return impl_->cross_node.get(); }
+Communicator* Engine::hpz_communicator() { return impl_->hpz.get(); }
 
 int64_t Engine::num_params() const {
   int64_t n = 0;

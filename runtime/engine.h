@@ -136,6 +136,13 @@ class Engine {
   // and the step's statistics (one small all-reduce) go over `comm`.
   Communicator& shard_communicator();
   Communicator* replica_communicator();
+  // ZeRO++ communicators ([Note: node layout] in engine_config.h), for their byte counters; null
+  // when the switch is off. qgZ: the ranks of this rank's node (local-rank order) and the ranks
+  // with its local rank (one per node, node order). hpZ: its group of zero_hpz_partition_size
+  // consecutive ranks.
+  Communicator* node_local_communicator();
+  Communicator* cross_node_communicator();
+  Communicator* hpz_communicator();
 
   int64_t num_params() const;         // Psi: trainable parameter elements, without padding
   int64_t num_frozen_params() const;  // frozen parameter elements

@@ -60,7 +60,11 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"shard_group_size", i(c.shard_group_size)},
       {"max_consecutive_skips", i(c.max_consecutive_skips)},
       {"zero_quantized_weights", i(c.zero_quantized_weights)},
-      {"zero_quantized_weights_block", i(c.zero_quantized_weights_block)}};
+      {"zero_quantized_weights_block", i(c.zero_quantized_weights_block)},
+      {"node_size", i(c.node_size)},
+      {"zero_hpz_partition_size", i(c.zero_hpz_partition_size)},
+      {"zero_quantized_gradients", i(c.zero_quantized_gradients)},
+      {"zero_quantized_gradients_block", i(c.zero_quantized_gradients_block)}};
 }
 
 const char* int8_compute_name(FrozenPolicy::Int8Compute c) {
@@ -127,6 +131,8 @@ int64_t layout_align(const EngineConfig& c) {
   if (c.optimizer.state_dtype == optim::StateDType::kI8) a = std::lcm(a, c.optimizer.state_block);
   // [Note: quantized weights]: whole qwZ blocks per shard.
   if (c.zero_quantized_weights) a = std::lcm(a, c.zero_quantized_weights_block);
+  // [Note: quantized gradients]: whole qgZ blocks per shard.
+  if (c.zero_quantized_gradients) a = std::lcm(a, c.zero_quantized_gradients_block);
   return a;
 }
 
@@ -263,6 +269,11 @@ void check_loss_scale(const optim::LossScalerConfig& l) {
            l.hysteresis);
 }
 
+void check_block(const char* name, int64_t b) {
+  ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, ErrorCode::kInvalidArgument,
+           "{} {} is not a power of two in 32..65536", name, b);
+}
+
 // [Note: quantized weights]: stage 3 (the only stage that gathers parameters) and a block that
 // is a power of two in 32..65536.
 void check_quantized_weights(const EngineConfig& c) {
@@ -271,9 +282,26 @@ void check_quantized_weights(const EngineConfig& c) {
            "zero_quantized_weights (qwZ) quantizes stage 3's parameter all-gather: ZeRO stage {} "
            "does not gather parameters (use stage 3 or turn it off)",
            static_cast<int>(c.stage));
-  const int64_t b = c.zero_quantized_weights_block;
-  ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, ErrorCode::kInvalidArgument,
-           "zero_quantized_weights_block {} is not a power of two in 32..65536", b);
+  check_block("zero_quantized_weights_block", c.zero_quantized_weights_block);
+}
+
+// [Note: hpZ] and [Note: quantized gradients]: the checks that do not need the world size.
+void check_zeropp(const EngineConfig& c) {
+  ZS_CHECK(c.node_size >= 0 && c.node_size <= (1 << 20), ErrorCode::kInvalidArgument,
+           "node_size {} is outside 0 (one node) .. 2^20", c.node_size);
+  ZS_CHECK(c.zero_hpz_partition_size >= 1 && c.zero_hpz_partition_size <= (1 << 20),
+           ErrorCode::kInvalidArgument, "zero_hpz_partition_size {} is outside 1 (off) .. 2^20",
+           c.zero_hpz_partition_size);
+  ZS_CHECK(c.zero_hpz_partition_size == 1 || c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
+           "zero_hpz_partition_size {} (hpZ) keeps secondary shards of stage 3's gathered "
+           "parameters: ZeRO stage {} does not gather parameters (use stage 3 or set it to 1)",
+           c.zero_hpz_partition_size, static_cast<int>(c.stage));
+  if (!c.zero_quantized_gradients) return;
+  ZS_CHECK(c.stage == ZeroStage::k2 || c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
+           "zero_quantized_gradients (qgZ) quantizes the reduce-scatter of sharded gradients: ZeRO "
+           "stage {} keeps whole gradients (use stage 2 or 3 or turn it off)",
+           static_cast<int>(c.stage));
+  check_block("zero_quantized_gradients_block", c.zero_quantized_gradients_block);
 }
 
 }  // namespace
@@ -301,6 +329,29 @@ void EngineConfig::validate() const {
   ZS_CHECK(shard_group_size >= 0 && shard_group_size <= (1 << 20), ErrorCode::kInvalidArgument,
            "shard group size {} is outside 0 (all ranks) .. 2^20", shard_group_size);
   check_quantized_weights(*this);
+  check_zeropp(*this);
+}
+
+void EngineConfig::validate_for_world(int world) const {
+  const bool hpz = zero_hpz_partition_size > 1;
+  if (!hpz && !zero_quantized_gradients) return;
+  const int L = node_size > 0 ? node_size : world;  // ranks per node
+  ZS_CHECK(world % L == 0, ErrorCode::kInvalidArgument,
+           "node_size {} does not divide the world size {}", node_size, world);
+  const char* which = hpz ? "zero_hpz_partition_size (hpZ)" : "zero_quantized_gradients (qgZ)";
+  ZS_CHECK(shard_group_size == 0 || shard_group_size == world, ErrorCode::kInvalidArgument,
+           "{} with hybrid sharding (shard group size {}) is not implemented: use one or the other",
+           which, shard_group_size);
+  if (!hpz) return;
+  const int K = zero_hpz_partition_size;
+  ZS_CHECK(L < world, ErrorCode::kInvalidArgument,
+           "zero_hpz_partition_size {} (hpZ) on one node ({} ranks, node_size {}): the "
+           "parameter gathers are node-local already; hpZ needs more than one node",
+           K, world, node_size);
+  ZS_CHECK(L % K == 0, ErrorCode::kInvalidArgument,
+           "zero_hpz_partition_size {} (hpZ) does not divide the {} ranks of a node (node_size): "
+           "the secondary gather would leave the node",
+           K, L);
 }
 
 }  // namespace zs

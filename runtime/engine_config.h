@@ -149,16 +149,38 @@ struct EngineConfig {
   // (layout_align()), so blocks never straddle ranks. Why linear and not float8: docs/engine.md.
   bool zero_quantized_weights = false;
   int64_t zero_quantized_weights_block = 256;
+  // [Note: node layout] Ranks per node, block placement: rank r is on node r / node_size with
+  // local rank r % node_size. 0 = every rank on one node. The library cannot see nodes: the
+  // trainer fills it from its topology (collectives/topology.h), the planner from its flags.
+  // hpZ and qgZ need it; it must divide the world size.
+  int node_size = 0;
+  // [Note: hpZ] ZeRO++ hpZ (DeepSpeed's zero_hpz_partition_size), stage 3 only: K > 1 ranks
+  // (consecutive, so a group of a node's ranks when K divides node_size) keep a secondary shard
+  // of each unit's compute-dtype parameters, taken from the forward gather, and later gathers of
+  // the unit in the same step (the backward's, a recompute's) all-gather it within those K ranks
+  // instead of over the world. 1 = off. K must divide the world size and node_size, and the
+  // world must span more than one node (on one node the gather is already node-local).
+  int zero_hpz_partition_size = 1;
+  // [Note: quantized gradients] ZeRO++ qgZ (DeepSpeed's zero_quantized_gradients), stages 2-3:
+  // the gradient reduce-scatter becomes two int8 block-quantized all-to-alls, within the node
+  // then across nodes, each followed by an fp32 sum in rank order (runtime/quantized_reduce.h).
+  // The block is a power of two in 32..65536; layout_align() folds it in like qwZ's.
+  bool zero_quantized_gradients = false;
+  int64_t zero_quantized_gradients_block = 256;
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field; zs::Error(kUnsupported) for
   // frozen.int8_compute = kInt8Gemm on a process without the int8 GEMM ([Note: int8 compute]).
   void validate() const;
+  // The checks that need the world size (node_size, hpZ and qgZ against `world` ranks, with
+  // hybrid sharding): throws zs::Error(kInvalidArgument) naming the switch. The engine calls it.
+  void validate_for_world(int world) const;
 };
 
 // The alignment (elements) the engine lays its groups out with: `align`, or with int8 optimizer
 // states lcm(align, optimizer.state_block), so that every state block lies inside one parameter
 // and one rank's shard ([Note: optimizer state storage] in runtime/state_storage.h); with qwZ
-// also a multiple of zero_quantized_weights_block ([Note: quantized weights]). The planner lays
+// also a multiple of zero_quantized_weights_block ([Note: quantized weights]), and with qgZ of
+// zero_quantized_gradients_block ([Note: quantized gradients]). The planner lays
 // out with the same value.
 int64_t layout_align(const EngineConfig& c);
 

@@ -29,6 +29,8 @@ void GatherSchedule::begin(std::span<ParamGroup* const> order) {
     hold_mark_[i] = o ? 2 : 1;
     o = !o;
   }
+  // [Note: hpZ]: the parameters may have changed since the last sequence (an update, a load).
+  for (ParamGroup* g : order) g->forget_secondary();
   order_ = order;
   cursor_ = 0;
   next_to_start_ = 0;

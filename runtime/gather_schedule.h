@@ -38,7 +38,8 @@ class GatherSchedule {
 
   // Marks the groups whose index has held[index] != 0 as held (before the first begin()).
   void hold(std::vector<char> held) { held_ = std::move(held); }
-  // Starts a sequence over `order` (which must outlive it).
+  // Starts a sequence over `order` (which must outlive it). hpZ's secondary shards are
+  // forgotten: the first gather of each group in the sequence goes over the world.
   void begin(std::span<ParamGroup* const> order);
   // `g` must be the next group of the order. Returns its parameter views.
   std::span<const ParamView> acquire(ParamGroup& g);

@@ -151,6 +151,16 @@ void ParamGroup::quantize_gathers(int64_t block) {
   slot_layout_ = gather_slot_layout(layout_, frozen_, P_, block);
 }
 
+void ParamGroup::keep_secondary(Communicator& hpz, Buffer secondary) {
+  ZS_ASSERT(policy_.shard_params && param_state_ == ParamState::kSharded && ops_.host_accessible());
+  ZS_ASSERT(layout_.padded_numel % hpz.size() == 0 &&
+            secondary.size() ==
+                static_cast<size_t>(layout_.padded_numel / hpz.size()) * dtype_size(P_));
+  hpz_ = &hpz;
+  secondary_ = std::move(secondary);
+  secondary_valid_ = false;
+}
+
 void ParamGroup::convert_frozen(const void* frozen_bytes) {
   if (!any_convert_) return;
   for (const FrozenRecord& r : frozen_.records) {
@@ -209,6 +219,12 @@ void ParamGroup::start_gather(int slot, void* slot_data) {
 // rank's int8 chunk, encoded in place in the slot's chunk area and gathered in place.
 void ParamGroup::start_param_gather(void* slot_data) {
   set_flight_tag(tag_gather_.c_str());
+  from_secondary_ = hpz_ != nullptr && secondary_valid_;
+  if (from_secondary_) {  // [Note: hpZ]: within the secondary group, the parameters as gathered
+    gather_work_ = hpz_->start_all_gather(
+        secondary_.data(), slot_data, static_cast<size_t>(layout_.padded_numel / hpz_->size()), P_);
+    return;
+  }
   if (qwz_.block == 0) {
     gather_work_ = comm_.start_all_gather(params_.data(), slot_data,
                                           static_cast<size_t>(layout_.shard_numel), P_);
@@ -225,10 +241,16 @@ std::span<const ParamView> ParamGroup::wait_gather() {
   ZS_ASSERT(param_state_ == ParamState::kGathering);
   if (gather_work_) {
     gather_work_->wait();
-    if (qwz_.block > 0) {
+    if (qwz_.block > 0 && !from_secondary_) {
       decode_weight_chunks(
           qwz_, static_cast<const uint8_t*>(at(slot_data_, slot_layout_.quant_offset, DType::kU8)),
           P_, slot_data_);
+    }
+    if (hpz_ && !from_secondary_) {  // keep this rank's part for the later gathers of the step
+      const int64_t part = layout_.padded_numel / hpz_->size();
+      std::memcpy(secondary_.data(), at(slot_data_, part * hpz_->rank(), P_),
+                  static_cast<size_t>(part) * dtype_size(P_));
+      secondary_valid_ = true;
     }
   }
   gather_work_.reset();
@@ -302,6 +324,14 @@ WorkHandle ParamGroup::start_gather_updated_params() {
                                 static_cast<size_t>(layout_.shard_numel), P_);
 }
 
+void ParamGroup::quantize_reductions(Communicator& node_local, Communicator& cross_node,
+                                     int node_size, int64_t block) {
+  ZS_ASSERT(policy_.shard_grads && grad_state_ == GradState::kClear);
+  qgz_ = quantized_reduce_layout(layout_, node_size, block);
+  node_local_ = &node_local;
+  cross_node_ = &cross_node;
+}
+
 void ParamGroup::begin_step() {
   ZS_ASSERT(grad_state_ != GradState::kReducing);
   grad_state_ = GradState::kClear;
@@ -330,6 +360,14 @@ void ParamGroup::start_reduce(const ReduceLane& lane, int micro, int micro_batch
         comm_.start_reduce_scatter(grads_.data(), at(grads_.data(), layout_.shard_begin(rank_), G_),
                                    shard, G_, ReduceOp::kSum);
     pending_recv_ = nullptr;
+  } else if (qgz_.block > 0) {
+    // [Note: quantized gradients]: step 1 now, step 2 in flight until finish_reduce.
+    void* recv = micro == 0 ? grads_.data() : lane.recv;
+    ZS_ASSERT(recv != nullptr && (lane.qgz != nullptr || qgz_.bytes == 0));
+    set_flight_tag(tag_reduce_.c_str());
+    reduce_work_ =
+        start_quantized_reduce(qgz_, lane.scratch, lane.qgz, *node_local_, *cross_node_, G_, recv);
+    pending_recv_ = micro == 0 ? nullptr : lane.recv;
   } else {
     const void* send = lane.scratch;
     if (G_ != DType::kF32) {

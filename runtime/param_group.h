@@ -40,6 +40,7 @@
 #include "core/buffer.h"
 #include "device/device_ops.h"
 #include "runtime/quantized_gather.h"
+#include "runtime/quantized_reduce.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 #include "sharding/sharding_policy.h"
@@ -54,6 +55,7 @@ struct ReduceLane {
   float* scratch = nullptr;  // fp32, full group: the unit's backward writes its gradient here
   void* send = nullptr;      // grad dtype, full group; null when the gradient dtype is fp32
   void* recv = nullptr;      // grad dtype, one shard; null with one micro-batch
+  uint8_t* qgz = nullptr;    // qgZ's chunks and partials (QuantizedReduceLayout); null when off
 };
 
 class ParamGroup {
@@ -106,6 +108,24 @@ class ParamGroup {
   // slot's compute-dtype parameters (slot_bytes() grows by the chunks). Sharded parameters only,
   // host-addressable buffers only, while sharded.
   void quantize_gathers(int64_t block);
+  // [Note: hpZ] in runtime/engine_config.h. From now on a completed gather that went over the
+  // world also copies this rank's part of the gathered parameters (element range
+  // [h * padded / K, (h + 1) * padded / K) with K = hpz.size(), h = hpz.rank()) into `secondary`
+  // (P * padded / K bytes), and until forget_secondary() every later gather all-gathers those
+  // parts over `hpz` instead: the same bits, from within the group. The trainable parameters
+  // only; frozen bytes are still gathered over the world. Sharded parameters only, while sharded.
+  void keep_secondary(Communicator& hpz, Buffer secondary);
+  // The parameters may have changed since the secondary shard was taken (a new step or
+  // evaluation: GatherSchedule::begin): the next gather goes over the world again.
+  void forget_secondary() { secondary_valid_ = false; }
+  // Whether the next gather would read the secondary shard.
+  bool secondary_valid() const { return secondary_valid_; }
+  // [Note: quantized gradients] From now on every sharded-gradient reduction (stages 2-3) is qgZ's
+  // over `node_local` (this rank's node) and `cross_node` (its local rank's ranks), nodes of
+  // `node_size` ranks, blocks of `block` elements, through ReduceLane::qgz. Both communicators
+  // must outlive the group. While clear.
+  void quantize_reductions(Communicator& node_local, Communicator& cross_node, int node_size,
+                           int64_t block);
   ParamState param_state() const { return param_state_; }
   GradState grad_state() const { return grad_state_; }
 
@@ -189,6 +209,13 @@ class ParamGroup {
   FrozenLayout frozen_;
   GatherSlotLayout slot_layout_;  // where the frozen bytes and the qwZ chunks are in a slot
   QuantizedGatherLayout qwz_;     // qwz_.block > 0: gathers are quantized
+  Communicator* hpz_ = nullptr;   // [Note: hpZ]: the secondary group; null when off
+  Buffer secondary_;              // this rank's part of the gathered parameters (P)
+  bool secondary_valid_ = false;  // secondary_ holds the current parameters
+  bool from_secondary_ = false;   // the gather in flight reads secondary_
+  QuantizedReduceLayout qgz_;     // qgz_.block > 0: reductions are quantized
+  Communicator* node_local_ = nullptr;
+  Communicator* cross_node_ = nullptr;
   ShardingPolicy policy_;
   DType P_, G_;
   int rank_;

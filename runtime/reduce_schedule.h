@@ -7,7 +7,7 @@
 // A policy that reduces every micro-batch (policy.shard_grads) alternates two lanes, so one unit
 // computes while the previous one's reduce-scatter is in flight; a lane's reduction is finished
 // only when the lane is needed again. Otherwise one lane, whose scratch is folded into the full
-// gradient buffer at once (ParamGroup::start_reduce).
+// gradient buffer at once (ParamGroup::start_reduce). With qgZ a lane also lends its qgZ buffer.
 //
 // Reductions are finished oldest first. With replicas ([Note: hybrid sharding] in
 // runtime/engine_config.h) the schedule starts, when a group's last reduce-scatter of the step is
@@ -88,7 +88,7 @@ class ReduceSchedule {
   Communicator* replicas_;
   DeviceOps& ops_;
   std::function<void(ParamGroup&)> on_final_;
-  std::vector<Buffer> scratch_, send_, recv_;
+  std::vector<Buffer> scratch_, send_, recv_, qgz_;
   std::vector<ReduceLane> lanes_;
   std::vector<size_t> lane_scratch_;           // lane -> index in scratch_
   std::vector<std::vector<GradViews>> views_;  // [group][scratch]

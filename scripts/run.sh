@@ -81,8 +81,9 @@ case "$mode" in
     # collectives, the checkpoints and the settings parser (docs/reliability.md). MPI's own
     # allocations are not ours to free at exit: leak checking is off.
     if [ "${ZS_SKIP_SANITIZE:-0}" != 1 ]; then
-      sanitized=(engine_test param_group_test qwz_test agreement_test device_path_test checkpoint_test
-                 collectives_mpi_test collectives_errors_test layout_test core_settings_test
+      sanitized=(engine_test param_group_test qwz_test hpz_test qgz_test agreement_test
+                 device_path_test checkpoint_test collectives_mpi_test collectives_errors_test
+                 layout_test core_settings_test
                  state_dtype_test)
       cmake -S . -B "$build_dir-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZS_CUDA=OFF \
         -DZS_SANITIZE=address,undefined >/dev/null

@@ -87,12 +87,27 @@ std::string lower(std::string s) {
 }
 
 void map_zero(const Section& z, DsConfig& out) {
-  z.only({"stage", "offload_optimizer", "offload_param", "zero_quantized_weights"});
+  z.only({"stage", "offload_optimizer", "offload_param", "zero_quantized_weights",
+          "zero_hpz_partition_size", "zero_quantized_gradients",
+          "zeroshard_quantized_gradients_block"});
   if (z.has("stage"))
     out.settings.push_back({z.key("stage"), "zero-stage", std::to_string(z.integer("stage"))});
   if (z.has("zero_quantized_weights")) {  // ZeRO++ qwZ
     out.settings.push_back({z.key("zero_quantized_weights"), "zero-quantized-weights",
                             z.boolean("zero_quantized_weights") ? "true" : "false", true});
+  }
+  if (z.has("zero_hpz_partition_size")) {  // ZeRO++ hpZ
+    out.settings.push_back({z.key("zero_hpz_partition_size"), "zero-hpz-partition-size",
+                            std::to_string(z.integer("zero_hpz_partition_size"))});
+  }
+  if (z.has("zero_quantized_gradients")) {  // ZeRO++ qgZ
+    out.settings.push_back({z.key("zero_quantized_gradients"), "zero-quantized-gradients",
+                            z.boolean("zero_quantized_gradients") ? "true" : "false", true});
+  }
+  if (z.has("zeroshard_quantized_gradients_block")) {
+    out.settings.push_back({z.key("zeroshard_quantized_gradients_block"),
+                            "zero-quantized-gradients-block",
+                            std::to_string(z.integer("zeroshard_quantized_gradients_block"))});
   }
   if (z.has("offload_optimizer")) {
     const Section off = z.sub("offload_optimizer");

@@ -51,6 +51,10 @@ StepBytes LinkMeter::read() const {
   };
   add(&engine_.shard_communicator(), shard_place_);
   add(engine_.replica_communicator(), replica_place_);
+  // ZeRO++ ([Note: node layout] in runtime/engine_config.h): node-local and cross-node groups.
+  add(engine_.node_local_communicator(), {true, false});
+  add(engine_.cross_node_communicator(), {true, true});
+  add(engine_.hpz_communicator(), {true, false});
   return b;
 }
 

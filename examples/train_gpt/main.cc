@@ -42,6 +42,7 @@
 #include "memory_check.h"
 #include "model_description.h"
 #include "nn/gpt.h"
+#include "node_layout.h"
 #include "options.h"
 #include "run_log.h"
 #include "run_report.h"
@@ -230,6 +231,11 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
   // directories, or node-local copies that differ, are refused here.
   if (!setup_phase(comm, [&] { check_same_data(comm, *r.data, o.data_source()); })) return false;
   Communicator& ecomm = r.backend->engine_comm();
+  if (o.engine.zero_hpz_partition_size > 1 || o.engine.zero_quantized_gradients) {
+    const char* what = o.engine.zero_quantized_gradients ? "--zero-quantized-gradients (qgZ)"
+                                                         : "--zero-hpz-partition-size (hpZ)";
+    if (!setup_phase(comm, [&] { o.engine.node_size = block_node_size(comm, what); })) return false;
+  }
   return setup_phase(comm, [&] {
     r.engine = std::make_unique<Engine>(*r.model, ecomm, o.engine, &r.tracker, r.backend->ops());
   });

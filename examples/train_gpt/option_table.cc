@@ -222,6 +222,39 @@ std::vector<Flag> engine_flags(TrainOptions& o, RawFlags& r) {
                   "{} {} is not a power of two in 32..65536",
                   p.flag("zero-quantized-weights-block"), b);
        }},
+      {"zero-hpz-partition-size", po::value(&o.engine.zero_hpz_partition_size)->default_value(1),
+       "ZeRO++ hpZ (stage 3): groups of this many consecutive ranks (a node's, or a divisor of "
+       "it) keep a secondary shard of the parameters from the forward gather, so the backward "
+       "gathers within the node; costs (params / K) x compute-dtype bytes per rank (1: off; "
+       "CPU only; needs more than one node)",
+       [](const Parsed& p) {
+         const int k = p.o.engine.zero_hpz_partition_size;
+         ZS_CHECK(k >= 1, kBad, "{} {} is not 1 (off) or more", p.flag("zero-hpz-partition-size"),
+                  k);
+         ZS_CHECK(k == 1 || p.raw.stage == 3, kBad,
+                  "{} keeps secondary shards of stage 3's gathered parameters: --zero-stage {} "
+                  "does not gather parameters",
+                  p.flag("zero-hpz-partition-size"), p.raw.stage);
+       }},
+      {"zero-quantized-gradients", po::bool_switch(&o.engine.zero_quantized_gradients),
+       "ZeRO++ qgZ (stages 2-3): reduce-scatter gradients as int8 codes with one fp32 scale per "
+       "--zero-quantized-gradients-block elements, in two all-to-alls (within each node, then "
+       "across nodes) with fp32 sums (CPU only)",
+       [](const Parsed& p) {
+         ZS_CHECK(!p.o.engine.zero_quantized_gradients || p.raw.stage >= 2, kBad,
+                  "{} quantizes the reduce-scatter of sharded gradients: --zero-stage {} keeps "
+                  "whole gradients (use 2 or 3)",
+                  p.flag("zero-quantized-gradients"), p.raw.stage);
+       }},
+      {"zero-quantized-gradients-block",
+       po::value(&o.engine.zero_quantized_gradients_block)->default_value(256),
+       "elements per fp32 scale of --zero-quantized-gradients: a power of two in 32..65536 (the "
+       "layout alignment becomes a multiple of it)",
+       [&b = o.engine.zero_quantized_gradients_block](const Parsed& p) {
+         ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, kBad,
+                  "{} {} is not a power of two in 32..65536",
+                  p.flag("zero-quantized-gradients-block"), b);
+       }},
       {"collectives", po::value(&o.collectives)->default_value(o.collectives),
        "hierarchical: the engine's all-rank collectives in two levels, within each node then "
        "across nodes, where the job spans nodes of more than one rank each (elsewhere they are "

@@ -353,6 +353,27 @@ TEST(HierarchicalCommunicator, FlatModeIsTheWorld) {
                   false, 6, false, &worst, &max_abs);
 }
 
+// all_to_all is the world's (flat) in both modes: the world's bytes, and the link counters of
+// the flat model, (L-1)*c*e within the node and (n-L)*c*e across nodes.
+TEST(HierarchicalCommunicator, AllToAllIsTheWorlds) {
+  Fixture f;
+  auto& h = f.h;
+  const int n = h.size(), L = h.local_size();
+  const size_t c = 37;
+  std::vector<uint8_t> send(n * c * 2), a(n * c * 2), b(n * c * 2);
+  fill(send.data(), DType::kBF16, h.rank(), 0, n * c, 8);
+  h.reset_counters();
+  h.all_to_all(send.data(), a.data(), c, DType::kBF16);
+  f.world->all_to_all(send.data(), b.data(), c, DType::kBF16);
+  EXPECT_EQ(a, b);
+  h.start_all_to_all(send.data(), a.data(), c, DType::kBF16)->wait();
+  EXPECT_EQ(a, b);
+  const int k = static_cast<int>(CollectiveKind::kAllToAll);
+  EXPECT_EQ(h.counters().sent[k], 2 * (n - 1) * int64_t{c} * 2);
+  EXPECT_EQ(h.link_counters().intra_node.sent[k], 2 * (L - 1) * int64_t{c} * 2);
+  EXPECT_EQ(h.link_counters().inter_node.received[k], 2 * (n - L) * int64_t{c} * 2);
+}
+
 // [Note: link counters], hierarchical mode: the sub-collectives' ring bytes by class.
 TEST(HierarchicalCommunicator, LinkCountersHierarchical) {
   Fixture f;
@@ -442,6 +463,17 @@ TEST(HierarchicalCommunicator, FlatLinkModel) {
     EXPECT_EQ(lc.inter_node.sent[kb], r == 1 ? 80 : 0);
     EXPECT_EQ(lc.intra_node.received[kb], r == 0 ? 40 : 0);
     EXPECT_EQ(lc.inter_node.received[kb], r >= 2 ? 40 : 0);
+  }
+  // All-to-all of 6 bytes per peer: 6 to the other rank of the node, 12 to the other node.
+  for (int r = 0; r < 4; ++r) {
+    LinkCounters lc;
+    record_flat_links(lc, CollectiveKind::kAllToAll, 6, DType::kU8,
+                      RankPlace{r, 4, r / 2, 2, r % 2, 2}, 0, 0);
+    const int k = at(CollectiveKind::kAllToAll);
+    EXPECT_EQ(lc.intra_node.sent[k], 6);
+    EXPECT_EQ(lc.intra_node.received[k], 6);
+    EXPECT_EQ(lc.inter_node.sent[k], 12);
+    EXPECT_EQ(lc.inter_node.received[k], 12);
   }
   // One node: everything intra-node; one rank per node: everything inter-node.
   LinkCounters one, spread;

@@ -152,6 +152,43 @@ TEST(MpiCommunicator, SameBitsWhateverTheMessageSize) {
   }
 }
 
+// Rank r's piece for rank p is the elements with global index (r * n + p) * count + i.
+void check_all_to_all(MpiCommunicator& c, DType dt, size_t count, bool async, uint32_t seed) {
+  SCOPED_TRACE(trace("all_to_all", dt, count, async, false));
+  const int n = c.size(), me = c.rank();
+  const size_t e = dtype_size(dt);
+  std::vector<uint8_t> send(n * count * e + 1), recv(n * count * e + 1), want(n * count * e + 1);
+  for (int p = 0; p < n; ++p) {
+    fill(send.data() + p * count * e, dt, me, (me * n + p) * count, count, seed);
+    fill(want.data() + p * count * e, dt, p, (p * n + me) * count, count, seed);
+  }
+  if (async) {
+    auto w = c.start_all_to_all(send.data(), recv.data(), count, dt);
+    w->wait();
+  } else {
+    c.all_to_all(send.data(), recv.data(), count, dt);
+  }
+  EXPECT_EQ(first_mismatch(recv.data(), want.data(), n * count, dt), -1);
+}
+
+TEST(MpiCommunicator, AllToAllEveryDtype) {
+  auto c = MpiCommunicator::world();
+  for (DType dt : kAllTypes) {
+    for (size_t count : gather_counts(dt)) {
+      for (bool async : {false, true}) check_all_to_all(*c, dt, count, async, 11);
+    }
+  }
+  // Bytes: (n-1) * count * e each way; overlapping buffers are refused.
+  c->reset_counters();
+  std::vector<float> buf(4 * c->size());
+  c->all_to_all(buf.data(), buf.data() + 2 * c->size(), 2, DType::kF32);
+  const int k = static_cast<int>(CollectiveKind::kAllToAll);
+  EXPECT_EQ(c->counters().sent[k], (c->size() - 1) * 2 * 4);
+  EXPECT_EQ(c->counters().received[k], (c->size() - 1) * 2 * 4);
+  EXPECT_EQ(c->counters().calls[k], 1);
+  EXPECT_THROW(c->all_to_all(buf.data(), buf.data() + 1, 2, DType::kF32), Error);
+}
+
 // Counts above the chunk limit go through several MPI calls over derived datatypes.
 TEST(MpiCommunicator, ChunkedPathGivesTheSameResults) {
   auto c = MpiCommunicator::world();
@@ -161,6 +198,7 @@ TEST(MpiCommunicator, ChunkedPathGivesTheSameResults) {
       check_all_gather(*c, DType::kF16, 100, async, in_place, 3);
       check_reduce_scatter(*c, DType::kBF16, ReduceOp::kSum, 100, async, in_place, 4);
       check_all_reduce(*c, DType::kF32, ReduceOp::kAvg, 103, async, in_place, 5);
+      if (!in_place) check_all_to_all(*c, DType::kU8, 100, async, 6);
     }
   std::vector<uint8_t> buf(50), want(50);
   fill(want.data(), DType::kU8, 0, 0, 50, 9);

@@ -20,3 +20,16 @@ plan_equals_tracked() {
   [ "$ta" -ge "$pa" ] || fail "$label: activations tracked $ta < planned $pa"
   echo "$label: ${line}equal; activations tracked $ta, planned $pa (+$((ta - pa)) oneDNN scratchpads)"
 }
+
+# links_equal label log plan: the trainer's link counters in log's last record (bytes within and
+# between nodes, all ranks, per step) equal zs_plan's counted bytes per link class.
+links_equal() {
+  local label=$1 log=$2 plan=$3 class got want
+  for class in intra inter; do
+    got=$(tail -1 "$log" | grep -o "\"comm_bytes_${class}_all_ranks\":[0-9]*" | cut -d: -f2)
+    want=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["communication"]["counted_'$class'_bytes_all_ranks"])' <<<"$plan")
+    [ -n "$got" ] && [ "$got" = "$want" ] ||
+      fail "$label: $class-node bytes per step counted '$got', zs_plan '$want'"
+    echo "$label: $class-node bytes per step (all ranks) $got = zs_plan's"
+  done
+}

@@ -61,3 +61,14 @@ help_has() {
   local t
   for t in "$@"; do grep -qF -- "$t" "$work/help.txt" || fail "--help: no '$t'"; done
 }
+
+# resumes_bitwise label np reference args...: zs_train at np ranks with args and --steps 12,
+# saving every 6 steps, then resumed from step 6, prints reference's param_hash.
+resumes_bitwise() {
+  local label=$1 np=$2 ref=$3
+  shift 3
+  run_ok "$work/a.txt" "$np" "$@" --steps 12 --save-dir "$work/ckpt" --save-every 6
+  run_ok "$work/b.txt" "$np" "$@" --steps 12 --resume-from "$work/ckpt/step-00000006"
+  grep -qF "resumed from $work/ckpt/step-00000006" "$work/b.txt" || { cat "$work/b.txt"; fail "$label: not resumed"; }
+  same_hash "$label: uninterrupted vs resumed at step 6" "$ref" "$work/b.txt"
+}

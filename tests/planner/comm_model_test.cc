@@ -2,6 +2,8 @@
 // worked out by hand. The model: unit A = {1000, 24} (offsets 0 and 1024, end 1048), unit B =
 // {4096}, align 32. Shards: s = 4: A round_up(262, 32) = 288, B 1024 (sum 1312); s = 2: A
 // round_up(524, 32) = 544, B 2048 (sum 2592).
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -116,6 +118,45 @@ TEST(CommModel, QuantizedWeightsStage3TwoByTwo) {
   bad.stage = ZeroStage::k3;
   bad.quantized_weights_block = 64;  // does not divide align 32
   EXPECT_THROW(plan_communication(two_units(), bad, nullptr), Error);
+}
+
+// qgZ, block 32, 2 nodes x 2 ranks, stage 2: chunks of c + 4c/32 bytes (sum 1476 as above) in
+// two all-to-alls instead of the reduce-scatter: N chunks to the other local rank, one to the
+// other node; on one node of 4 only the first, to 3 peers.
+TEST(CommModel, QuantizedGradientsAllToAlls) {
+  auto has = [](const CommPlan& p, const std::string& what) {
+    return std::any_of(p.items.begin(), p.items.end(),
+                       [&](const CommItem& it) { return it.what == what; });
+  };
+  CommConfig c = config(4, 2, 2, DType::kBF16);
+  c.quantized_gradients_block = 32;
+  const CommPlan p = plan_communication(two_units(), c, nullptr);
+  EXPECT_FALSE(has(p, "grad reduce-scatter"));
+  const CommItem& intra = find(p, "qgZ intra-node all-to-all");
+  EXPECT_EQ(intra.kind, CollectiveKind::kAllToAll);
+  EXPECT_EQ(intra.scope, CommScope::kNodeLocal);
+  EXPECT_EQ(intra.calls, 2);
+  EXPECT_EQ(intra.intra_rank, 2 * 1476);
+  EXPECT_EQ(intra.inter_rank, 0);
+  EXPECT_EQ(intra.counted_intra_all, 4 * 2 * 1476);
+  EXPECT_FALSE(intra.overlappable);
+  const CommItem& cross = find(p, "qgZ cross-node all-to-all");
+  EXPECT_EQ(cross.scope, CommScope::kCrossNode);
+  EXPECT_EQ(cross.inter_rank, 1476);
+  EXPECT_EQ(cross.intra_rank, 0);
+  EXPECT_EQ(cross.counted_inter_all, 4 * 1476);
+  EXPECT_EQ(cross.counted_intra_all, 0);
+  EXPECT_TRUE(cross.overlappable);
+  c.nodes = 1;
+  const CommPlan one = plan_communication(two_units(), c, nullptr);
+  EXPECT_EQ(find(one, "qgZ intra-node all-to-all").intra_rank, 3 * 1476);
+  EXPECT_FALSE(has(one, "qgZ cross-node all-to-all"));
+  CommConfig bad = config(4, 2, 1, DType::kBF16);
+  bad.quantized_gradients_block = 32;
+  EXPECT_THROW(plan_communication(two_units(), bad, nullptr), Error);  // stage 1
+  bad.stage = ZeroStage::k3;
+  bad.shard_group_size = 2;
+  EXPECT_THROW(plan_communication(two_units(), bad, nullptr), Error);  // hybrid sharding
 }
 
 // HSDP, shard group = the node's 2 ranks: gathers and reduce-scatters stay on the node; the

@@ -143,6 +143,14 @@ class FakeDeviceComm final : public Communicator {
     c_.broadcast(b, n, dt, root);
   }
   void barrier() override { c_.barrier(); }
+  void all_to_all(const void* s, void* r, size_t n, DType dt) override {
+    ops_.flush();
+    c_.all_to_all(s, r, n, dt);
+  }
+  WorkHandle start_all_to_all(const void* s, void* r, size_t n, DType dt) override {
+    ops_.flush();
+    return c_.start_all_to_all(s, r, n, dt);
+  }
   WorkHandle start_all_gather(const void* s, void* r, size_t n, DType dt) override {
     ops_.flush();
     ops_.trace.push_back("G");

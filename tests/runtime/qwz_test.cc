@@ -14,13 +14,13 @@
 
 #include <gtest/gtest.h>
 
-#include "checkpoint/checkpoint.h"
 #include "core/convert.h"
 #include "core/error.h"
 #include "core/state_quant.h"
 #include "mlp_model.h"
 #include "plan_check.h"
 #include "planner/comm_model.h"
+#include "resume_check.h"
 #include "runtime/engine.h"
 #include "test_world.h"
 
@@ -258,26 +258,7 @@ TEST(Qwz, Fp16LossScaleSkipsAndGradientNormAsPlainZero3) {
   }
 }
 
-TEST(Qwz, ResumesBitwise) {
-  const std::string dir = testing::shared_temp_dir("zs_qwz_");
-  const EngineConfig c = make_config(true);
-  MlpModel straight_model(MlpShape{}, world().size(), world().rank(), 1);
-  Engine straight(straight_model, world(), c);
-  std::string path;
-  for (int s = 0; s < 5; ++s) {
-    straight_model.set_step(s);
-    straight.step();
-    if (s == 1) path = save_checkpoint(straight, world(), dir);
-  }
-  MlpModel resumed_model(MlpShape{}, world().size(), world().rank(), 1);
-  Engine resumed(resumed_model, world(), c);
-  load_checkpoint(resumed, world(), path);
-  for (int s = 2; s < 5; ++s) {
-    resumed_model.set_step(s);
-    resumed.step();
-  }
-  EXPECT_EQ(resumed.param_hash(), straight.param_hash());
-}
+TEST(Qwz, ResumesBitwise) { testing::expect_resume_bitwise(make_config(true), "zs_qwz_"); }
 
 int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 

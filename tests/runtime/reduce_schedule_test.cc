@@ -31,6 +31,8 @@ class RecordingReplicas final : public Communicator {
   void all_reduce(const void*, void*, size_t, DType, ReduceOp) override { log_.push_back("?"); }
   void broadcast(void*, size_t, DType, int) override { log_.push_back("?"); }
   void barrier() override {}
+  void all_to_all(const void*, void*, size_t, DType) override { log_.push_back("?"); }
+  WorkHandle start_all_to_all(const void*, void*, size_t, DType) override { return nullptr; }
   WorkHandle start_all_gather(const void*, void*, size_t, DType) override { return nullptr; }
   WorkHandle start_reduce_scatter(const void*, void*, size_t, DType, ReduceOp) override {
     return nullptr;
