@@ -16,7 +16,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
 
 export ZS_FAKE_NODES=2
-zpp=(--zero-quantized-weights --zero-hpz-partition-size 2)
+zpp=(--zero-quantized-weights --zero-hpz-partition-size 2 --zero-quantized-gradients)
 py=/usr/bin/python3
 
 # field LOG NAME: NAME of every step record, one per line.
@@ -53,7 +53,7 @@ case "$case_name" in
   odd)
     odd=(--layers 2 --heads 2 --width 40 --context 17 --vocab 263 --batch 4 --warmup 2
          --eval-every 3 --eval-batches 1 --sample-tokens 8 --threads 1)
-    blocks=(--zero-quantized-weights-block 1024)
+    blocks=(--zero-quantized-weights-block 1024 --zero-quantized-gradients-block 1024)
     run_ok "$work/a.txt" 4 "${odd[@]}" --steps 4 "${zpp[@]}" "${blocks[@]}"
     run_ok "$work/b.txt" 4 "${odd[@]}" --steps 4 "${zpp[@]}" "${blocks[@]}"
     same_hash "odd sizes, blocks of 1024, twice" "$work/a.txt" "$work/b.txt"
