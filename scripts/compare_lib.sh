@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Sourced by the comparison scripts (scripts/finetune_compare.sh, scripts/states_compare.sh): the
-# mpirun launcher and the pretrained base that their fine-tuning runs start from.
+# Sourced by the comparison scripts (scripts/finetune_compare.sh, scripts/states_compare.sh,
+# scripts/zeropp_compare.sh, scripts/scaling_experiment.sh): the mpirun launcher, the pretrained
+# base that their fine-tuning runs start from, and the check that a program has a switch.
 
 # compare_mpirun NP: sets the array `mpi` to the mpirun command line of NP ranks on this node.
 compare_mpirun() {
@@ -28,4 +29,14 @@ compare_pretrain() {
   echo "== pretraining the base: $steps steps on the shipped corpus"
   compare_run "$out/pretrain.txt" "$bin" "$@" --steps "$steps" --warmup $((steps / 10)) \
     --eval-every 0 --export-safetensors "$base"
+}
+
+# has_switches HELP FLAGS...: whether the --help text HELP lists (as an option, at the start of
+# a line) every --switch among FLAGS; other words of FLAGS (values) are ignored.
+has_switches() {
+  local help=$1 f
+  shift
+  for f in "$@"; do
+    case $f in --*) grep -qE -- "^  $f( |\$)" <<<"$help" || return 1 ;; esac
+  done
 }

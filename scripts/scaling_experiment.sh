@@ -5,7 +5,7 @@
 # byte counters as ground truth); scripts/scaling_report.py writes the report.
 #
 #   scripts/scaling_experiment.sh [--out DIR] [--build DIR] [--rates "1gbit 10gbit"]
-#       [--layouts "1x2 2x1 2x2 4x1"] [--configs "zero2 zero3 hier3 hsdp3"] [--steps 8]
+#       [--layouts "1x2 2x1 2x2 4x1"] [--configs "zero2 zero3 hier3 hsdp3 ..."] [--steps 8]
 #       [--base-steps 3] [--links-dir DIR] [--fit] [--timeout SECONDS] [--quick]
 #       [--check-bytes TOL] [--data FILE]
 #       [-- TRAIN_GPT_MODEL_FLAGS...]
@@ -14,6 +14,12 @@
 #   zero2  --zero-stage 2, flat collectives       zero3  --zero-stage 3, flat
 #   hier3  --zero-stage 3 --collectives hierarchical (only where N > 1 and L > 1)
 #   hsdp3  --zero-stage 3 --shard-group-size L    (HSDP, shard group = node; only where N > 1)
+# ZeRO++ (issue 29), each zero3's flags (flat) plus its switches:
+#   qwz3   --zero-quantized-weights                (int8 weight all-gathers)
+#   hpz3   --zero-hpz-partition-size L             (node-local secondary shards; N > 1, L > 1)
+#   qgz3   --zero-quantized-gradients              (int8 hierarchical gradient reduction; N > 1)
+#   zpp3   all three                               (N > 1, L > 1)
+# A configuration whose switch train_gpt does not list in its --help is skipped with a note.
 # Model (after --, default below): a small GPT, fp32, 1 thread per rank, so that 4 ranks fit the
 # 2 cores of the machines this was written on, and communication is a large share of a step.
 #
@@ -30,7 +36,10 @@
 #   predicted (node-local) communication. The reference of a configuration runs its flags on one
 #   node with as many ranks (--rate none: no inter-node link), so it shares the cores as the run
 #   does (4 ranks on 2 cores are twice as slow whatever the network); what remains is what the
-#   inter-node links add. A 1-rank run (no communication at all) is listed beside them.
+#   inter-node links add. A 1-rank run (no communication at all) is listed beside them. hpz3,
+#   qgz3 and zpp3 need nodes: their reference runs with ZS_FAKE_NODES=N on its one node (the same
+#   algorithms, every byte over shared memory), predicted by zs_plan with --nodes N and the
+#   intra-node fit for both link classes (OUT/links/intra_only_RATE.json).
 # * Link fits: data/links/sim_RATE.json if present (--links-dir to look elsewhere); --fit (or a
 #   missing file) runs bench_collectives --fit-out on 1x2 (intra-node) and 2x1 (inter-node) first
 #   and writes DIR/links/sim_RATE.json.
@@ -46,7 +55,7 @@ out=scaling_report
 build="$root/build"
 rates="1gbit 10gbit"
 layouts="1x2 2x1 2x2 4x1"
-configs="zero2 zero3 hier3 hsdp3"
+configs="zero2 zero3 hier3 hsdp3 qwz3 hpz3 qgz3 zpp3"
 steps=8
 base_steps=3
 links_dir="$root/data/links"
@@ -91,6 +100,9 @@ done
 mkdir -p "$out/runs" "$out/links" || exit 1
 out="$(cd "$out" && pwd)"
 cores=$(nproc)
+# Debian's python3 has python3-matplotlib; another python3 writes the report without plots.
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
 log() { echo "scaling_experiment: $*" >&2; }
 
 # One sim_cluster run of COMMAND (in the head namespace); returns sim_cluster's status.
@@ -119,14 +131,45 @@ links_for() {  # rate -> path of its links file (fits it when needed)
   echo "$f"
 }
 
+train_help=$("$train" --help 2>&1)
+# shellcheck source=scripts/compare_lib.sh
+source "$here/compare_lib.sh"
+
 config_flags() {  # config N L -> train_gpt flags, or nothing when it does not apply
+  local z3="--zero-stage 3 --collectives flat" hpz="--zero-hpz-partition-size $3" f=""
+  local qwz=--zero-quantized-weights qgz=--zero-quantized-gradients multi=0
+  [ "$2" -gt 1 ] && [ "$3" -gt 1 ] && multi=1
   case "$1" in
-    zero2) echo "--zero-stage 2 --collectives flat" ;;
-    zero3) echo "--zero-stage 3 --collectives flat" ;;
-    hier3) if [ "$2" -gt 1 ] && [ "$3" -gt 1 ]; then echo "--zero-stage 3 --collectives hierarchical"; fi ;;
-    hsdp3) if [ "$2" -gt 1 ]; then echo "--zero-stage 3 --shard-group-size $3"; fi ;;
+    zero2) f="--zero-stage 2 --collectives flat" ;;
+    zero3) f="$z3" ;;
+    hier3) [ $multi = 0 ] || f="--zero-stage 3 --collectives hierarchical" ;;
+    hsdp3) [ "$2" = 1 ] || f="--zero-stage 3 --shard-group-size $3" ;;
+    qwz3) f="$z3 $qwz" ;;
+    hpz3) [ $multi = 0 ] || f="$z3 $hpz" ;;
+    qgz3) [ "$2" = 1 ] || f="$z3 $qgz" ;;
+    zpp3) [ $multi = 0 ] || f="$z3 $qwz $hpz $qgz" ;;
     *) log "unknown configuration '$1'"; return 2 ;;
   esac
+  # shellcheck disable=SC2086
+  if [ -n "$f" ] && ! has_switches "$train_help" $f; then
+    log "$1: skipped: $train has no switch of '$f' (not built yet)"
+    return 0
+  fi
+  echo "$f"
+}
+
+# Configurations that need nodes: their one-node reference runs with ZS_FAKE_NODES=N.
+needs_nodes() { case "$1" in hpz3 | qgz3 | zpp3) return 0 ;; esac; return 1; }
+
+# intra_only LINKS: a links file with the intra-node fit for both classes (the fake-node
+# references' prediction: their "inter-node" bytes move over shared memory); prints its path.
+intra_only() {
+  local f
+  f="$out/links/intra_only_$(basename "$1")"
+  "$py" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+d["inter_node"] = dict(d["intra_node"], fit="the intra-node fit (a one-node reference)")
+json.dump(d, open(sys.argv[2], "w"), indent=2)' "$1" "$f" && echo "$f"
 }
 
 # The inner command: counters before, mpirun, counters after (JSON), in the head namespace.
@@ -160,9 +203,10 @@ chmod +x "$inner"
 
 run_train() {  # name nodes rpn rate steps flags...
   local name=$1 n=$2 l=$3 rate=$4 s=$5; shift 5
-  local prefix="$out/runs/$name.s$s"
+  local prefix="$out/runs/$name.s$s" fake=()
+  [ "$fake_nodes" = 0 ] || fake=(env "ZS_FAKE_NODES=$fake_nodes")
   rm -f "$prefix.jsonl"
-  sim "$n" "$l" "$rate" -- "$inner" "$prefix" "$train" --data "$data" --steps "$s" \
+  sim "$n" "$l" "$rate" -- "$inner" "$prefix" "${fake[@]}" "$train" --data "$data" --steps "$s" \
     --warmup 0 --eval-every 0 --eval-batches 1 --sample-tokens 0 --log-every 1 --json-log "$prefix.jsonl" \
     "${model[@]}" "$@"
   local rc=$?
@@ -172,12 +216,15 @@ run_train() {  # name nodes rpn rate steps flags...
 }
 
 failed=0
+fake_nodes=0  # > 0 while a fake-node reference runs (ZS_FAKE_NODES for train_gpt, zs_plan's --nodes)
 manifest="$out/manifest.jsonl"
 : >"$manifest"
 
 # A configuration's reference: its flags on one node of N*L ranks (HSDP: also its group size).
 ref_name() {  # cfg nodes rpn
-  if [ "$1" = hsdp3 ]; then echo "ref_$1_1x$(($2 * $3))_s$3"; else echo "ref_$1_1x$(($2 * $3))"; fi
+  if [ "$1" = hsdp3 ]; then echo "ref_$1_1x$(($2 * $3))_s$3"
+  elif needs_nodes "$1"; then echo "ref_$1_1x$(($2 * $3))_f$2"
+  else echo "ref_$1_1x$(($2 * $3))"; fi
 }
 
 # Both runs of one configuration, zs_plan's prediction for it, and its manifest line.
@@ -194,7 +241,7 @@ run_config() {  # name cfg nodes rpn rate links role flags...
   # The prediction: zs_plan with the model's dimensions as train_gpt builds them.
   # shellcheck disable=SC2046
   "$plan" --family gpt $(printf '%s\n' "${model[@]}" | "$here/scaling_report.py" --plan-args) \
-    --ranks $((n * l)) --nodes "$n" "$@" ${links:+--links "$links"} \
+    --ranks $((n * l)) --nodes "$((fake_nodes > 0 ? fake_nodes : n))" "$@" ${links:+--links "$links"} \
     --json >"$out/runs/$name.plan.json" 2>"$out/runs/$name.plan.err" ||
     { log "zs_plan failed for $name:"; cat "$out/runs/$name.plan.err" >&2; failed=1; }
   printf '{"name": "%s", "config": "%s", "nodes": %s, "ranks_per_node": %s, "rate": "%s", '\
@@ -220,8 +267,14 @@ for layout in $layouts; do
     ref=$(ref_name "$cfg" "$n" "$l")
     case "$done_refs" in *" $ref "*) continue ;; esac
     done_refs="$done_refs$ref "
+    ref_links=$links1
+    if needs_nodes "$cfg"; then
+      fake_nodes=$n
+      [ -z "$links1" ] || ref_links=$(intra_only "$links1") || failed=1
+    fi
     # shellcheck disable=SC2086
-    run_config "$ref" "$cfg" 1 $((n * l)) none "$links1" reference $flags || exit 77
+    run_config "$ref" "$cfg" 1 $((n * l)) none "$ref_links" reference $flags || exit 77
+    fake_nodes=0
   done
 done
 for rate in $rates; do
@@ -240,8 +293,5 @@ for rate in $rates; do
     done
   done
 done
-# Debian's python3 has python3-matplotlib; another python3 writes the report without plots.
-py=python3
-[ -x /usr/bin/python3 ] && py=/usr/bin/python3
 "$py" "$here/scaling_report.py" "$out" "${check[@]}" || failed=1
 exit $failed

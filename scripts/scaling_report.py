@@ -26,7 +26,9 @@ import sys
 PLAN_FLAGS = ("--layers", "--width", "--heads", "--context", "--dtype", "--grad-dtype",
               "--micro-batches")
 CONFIG_LABELS = {"zero2": "ZeRO-2 flat", "zero3": "ZeRO-3 flat", "hier3": "ZeRO-3 hierarchical",
-                 "hsdp3": "ZeRO-3 HSDP (shard group = node)"}
+                 "hsdp3": "ZeRO-3 HSDP (shard group = node)", "qwz3": "ZeRO-3 + qwZ",
+                 "hpz3": "ZeRO-3 + hpZ", "qgz3": "ZeRO-3 + qgZ", "zpp3": "ZeRO-3 + qwZ + hpZ + qgZ"}
+ZEROPP = ("qwz3", "hpz3", "qgz3", "zpp3", "hsdp3")
 
 
 def plan_args(lines):
@@ -204,9 +206,38 @@ def write_markdown(out, rows, refs):
             continue
         lines.append(f"| {r['name']} | {r['label']} | {r['ranks']} | {r['median_step_ms']:.1f} | "
                      f"{r['median_tokens_per_s']:.0f} | {r['predicted_comm_ms']:.2f} |")
+    lines += zeropp_section(rows)
     lines += ["", "Plots: step_time.png, tokens_per_s.png, inter_bytes.png, comm_time.png", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines))
+
+
+def zeropp_section(rows):
+    """Markdown lines: each ZeRO++ configuration (and HSDP) against flat ZeRO-3 of the same layout
+    and rate: the inter-node volume cut (interface counters and model) and the step-time change,
+    measured and predicted (the serialized comm difference), or nothing without such pairs."""
+    good = [r for r in rows if "error" not in r]
+    base = {(r["layout"], r["rate"]): r for r in good if r["config"] == "zero3"}
+    pairs = [(r, base[(r["layout"], r["rate"])]) for r in good
+             if r["config"] in ZEROPP and (r["layout"], r["rate"]) in base and
+             r["model_inter_all_ranks"]]
+    if not pairs:
+        return []
+    lines = ["", "## ZeRO++ against flat ZeRO-3 (same layout and rate)", "",
+             "| config | layout | rate | inter MB (iface) | cut vs ZeRO-3, iface | cut, model | "
+             "step ms | ZeRO-3 step ms | step change, measured | predicted (serialized comm) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r, z in pairs:
+        cut_i = z["iface_inter_per_step"] / r["iface_inter_per_step"]
+        cut_m = z["model_inter_all_ranks"] / r["model_inter_all_ranks"]
+        d_meas = r["median_step_ms"] - z["median_step_ms"]
+        d_pred = r["predicted_comm_ms"] - z["predicted_comm_ms"]
+        lines.append(f"| {r['label']} | {r['layout']} | {r['rate']} | "
+                     f"{fmt_b(r['iface_inter_per_step'])} | {cut_i:.2f}x | {cut_m:.2f}x | "
+                     f"{r['median_step_ms']:.1f} | {z['median_step_ms']:.1f} | "
+                     f"{d_meas:+.1f} ms ({d_meas / z['median_step_ms']:+.0%}) | "
+                     f"{d_pred:+.1f} ms |")
+    return lines
 
 
 def plot(out, rows):

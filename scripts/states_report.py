@@ -22,7 +22,7 @@ import sys
 from plot_runs import load, series
 
 RUNS = (("main", "default run: license text"), ("ft", "full fine-tuning: C++ code"))
-STYLES = (("-", "o"), ("--", "s"), ("-.", "D"), (":", "^"))
+STYLES = (("-", "o"), ("--", "s"), ("-.", "D"), (":", "^"), ("-", "v"))
 
 
 def read(path):
@@ -97,12 +97,9 @@ def panel(ax, runs, names, title):
     ax.legend(fontsize=7, loc="lower left", ncol=2)
 
 
-def main():
-    if len(sys.argv) < 3:
-        sys.exit(__doc__.split("\n\n")[1].strip())
-    out, names = sys.argv[1], sys.argv[2:]
-    runs = {k: {n: read(os.path.join(out, f"{k}-{n}.jsonl")) for n in names} for k, _ in RUNS}
-    text = table(runs, names)
+def write_report(out, text, png, panels, figsize):
+    """Writes TEXT to OUT/table.md and prints it, then draws one panel per (draw, *args) of PANELS
+    (draw(ax, *args)) side by side into OUT/PNG; returns 77 when matplotlib is missing, else 0."""
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(text)
     print(text, end="")
@@ -112,16 +109,26 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("states_report: SKIP: matplotlib is not installed (apt install python3-matplotlib)")
+        print(f"{os.path.basename(sys.argv[0])}: SKIP: matplotlib is not installed "
+              "(apt install python3-matplotlib)")
         return 77
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    for ax, (kind, title) in zip(axes, RUNS):
-        panel(ax, runs[kind], names, title)
+    fig, axes = plt.subplots(1, len(panels), figsize=figsize, squeeze=False)
+    for ax, (draw, *args) in zip(axes[0], panels):
+        draw(ax, *args)
     fig.tight_layout()
-    path = os.path.join(out, "states.png")
+    path = os.path.join(out, png)
     fig.savefig(path, dpi=90)
     print(path)
     return 0
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__.split("\n\n")[1].strip())
+    out, names = sys.argv[1], sys.argv[2:]
+    runs = {k: {n: read(os.path.join(out, f"{k}-{n}.jsonl")) for n in names} for k, _ in RUNS}
+    panels = [(panel, runs[kind], names, title) for kind, title in RUNS]
+    return write_report(out, table(runs, names), "states.png", panels, (13, 5))
 
 
 if __name__ == "__main__":
