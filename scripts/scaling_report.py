@@ -76,6 +76,7 @@ def load_run(out, name, steps, base):
         "log_inter_all_ranks": fin.get("comm_bytes_inter_all_ranks"),
         "log_intra_all_ranks": fin.get("comm_bytes_intra_all_ranks"),
         "log_bytes_per_rank_max": fin.get("comm_bytes_per_step"),
+        "param_hash": fin.get("param_hash"),
     }
 
 
@@ -207,9 +208,28 @@ def write_markdown(out, rows, refs):
         lines.append(f"| {r['name']} | {r['label']} | {r['ranks']} | {r['median_step_ms']:.1f} | "
                      f"{r['median_tokens_per_s']:.0f} | {r['predicted_comm_ms']:.2f} |")
     lines += zeropp_section(rows)
+    lines += hash_section(rows, refs)
     lines += ["", "Plots: step_time.png, tokens_per_s.png, inter_bytes.png, comm_time.png", ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines))
+
+
+def hash_section(rows, refs):
+    """Every run's final param_hash (the long run), and whether they agree: with zs_train's
+    --world-invariant --global-micro-batches M among the model flags every layout computes the
+    same step (docs/engine.md, "World-invariant mode"), so one hash is expected."""
+    runs = [r for r in refs + rows if "error" not in r and r.get("param_hash")]
+    if not runs:
+        return []
+    hashes = sorted({r["param_hash"] for r in runs})
+    lines = ["", "## Final parameters", "",
+             f"{len(runs)} runs, {len(hashes)} distinct final param_hash"
+             + (" (every layout computed the same parameters)" if len(hashes) == 1 else "")
+             + ":", "", "| run | layout | rate | param_hash |", "|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r.get('label', r.get('name'))} | {r.get('layout', '1x' + str(r['ranks']))} "
+                     f"| {r.get('rate', 'none')} | {r['param_hash']} |")
+    return lines
 
 
 def zeropp_section(rows):
