@@ -316,7 +316,7 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
            "the model lists frozen parameters for {} units, not its {}", model.frozen.size(), U);
   const int s = config.shard_size();
   const DType storage = config.frozen_storage.value_or(config.param_dtype);
-  UnitShards out{std::vector<int64_t>(U, 0), std::vector<int64_t>(U, 0), {}};
+  UnitShards out{std::vector<int64_t>(U, 0), std::vector<int64_t>(U, 0), {}, {}};
   for (size_t u = 0; u < U; ++u) {
     const bool has_frozen = !model.frozen.empty() && !model.frozen[u].empty();
     ZS_CHECK(!model.units[u].empty() || has_frozen, ErrorCode::kInvalidArgument,

@@ -52,10 +52,10 @@ struct Maxima {
   int64_t slot = 0, convert = 0, qgz = 0;
 };
 
-// Unit u's frozen bytes (layout f beside the trainable layout l): u.frozen_bytes, the padding
-// they add to the plan, and the maxima.
-void plan_frozen(const Rules& r, const FrozenLayout& f, const GroupLayout& l, UnitBufferPlan& u,
-                 BufferPlan& plan, Maxima& max, bool own_convert) {
+// Unit u's frozen bytes (layout f): u.frozen_bytes, the padding they add to the plan, and the
+// maxima.
+void plan_frozen(const Rules& r, const FrozenLayout& f, UnitBufferPlan& u, BufferPlan& plan,
+                 Maxima& max, bool own_convert) {
   const GroupLayout& fb = f.bytes;
   u.frozen_bytes = r.stage == 3 ? fb.shard_numel : fb.padded_numel;
   int64_t held = 0;  // record bytes in what this rank stores
@@ -180,7 +180,7 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
   for (size_t i = 0; i < layouts.size(); ++i) {
     const GroupLayout& l = layouts[i];
     UnitBufferPlan u;
-    if (!frozen.empty() && !frozen[i].empty()) plan_frozen(r, frozen[i], l, u, plan, max, own[i]);
+    if (!frozen.empty() && !frozen[i].empty()) plan_frozen(r, frozen[i], u, plan, max, own[i]);
     const FrozenLayout none;
     const FrozenLayout& f = frozen.empty() ? none : frozen[i];
     max.slot = std::max(

@@ -121,7 +121,9 @@ TEST(Hpz, BytesAndMemoryEqualTheFormulasAndThePlans) {
     if (it.kind != CollectiveKind::kAllGather) continue;
     (it.scope == CommScope::kHpzGroup ? group_predicted : world_predicted) +=
         it.intra_rank + it.inter_rank;
-    if (it.scope == CommScope::kHpzGroup) EXPECT_EQ(it.inter_rank, 0) << "left the node";
+    if (it.scope == CommScope::kHpzGroup) {
+      EXPECT_EQ(it.inter_rank, 0) << "left the node";
+    }
   }
   EXPECT_EQ(world_predicted, world_bytes);
   EXPECT_EQ(group_predicted, group_bytes);
