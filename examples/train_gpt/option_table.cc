@@ -179,7 +179,8 @@ std::vector<Flag> batch_flags(TrainOptions& o, RawFlags& r) {
        po::bool_switch(&o.engine.world_invariant),
        "the same bits at any power-of-two world size: each micro-batch reduced over the ranks and "
        "the micro-batches summed on the rank in one fixed binary tree, loss and gradient norm "
-       "summed exactly (docs/engine.md; with --global-micro-batches; CPU, fp32 gradients)",
+       "summed exactly (docs/engine.md; with --global-micro-batches and the same --threads at "
+       "every world size; CPU, fp32 gradients)",
        {}},
       {"micro-batches",
        po::value<int>(),

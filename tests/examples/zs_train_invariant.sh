@@ -16,7 +16,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
 
 base=(--layers 2 --heads 2 --width 64 --context 32 --batch 2 --warmup 2 --eval-every 5
-      --eval-batches 4 --sample-tokens 8 --world-invariant)
+      --eval-batches 4 --sample-tokens 8 --world-invariant --threads 1)
 inv=("${base[@]}" --global-micro-batches 8)
 last_line() { grep -E '^step +[0-9]+/' "$1" | tail -1 | grep -oE 'loss [0-9.]+|val loss [0-9.]+' | tr '\n' ' '; }
 
