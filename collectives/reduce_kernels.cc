@@ -56,14 +56,21 @@ inline void finish(Acc* acc, size_t m, ReduceOp op, int n) {
 }
 
 // The tree of the Note over leaves [lo, hi), into levels[depth] (each kBlock accumulators; depth
-// + 1 .. for the right subtrees); leaf(r, dst) loads rank r's m elements into dst.
+// + 1 .. for the right subtrees). leaf(r, tmp) returns rank r's m elements in the accumulator
+// type: a pointer into the source where it has that type (no copy), else tmp after widening into
+// it. A right subtree of one leaf is combined straight from what leaf() returns.
 template <typename Acc, typename Leaf>
 void tree_reduce(int lo, int hi, int depth, std::vector<Acc>& levels, size_t m, ReduceOp op,
                  const Leaf& leaf) {
   Acc* dst = levels.data() + static_cast<size_t>(depth) * kBlock;
-  if (hi - lo == 1) return leaf(lo, dst);
+  if (hi - lo == 1) {
+    const Acc* x = leaf(lo, dst);
+    if (x != dst) std::copy(x, x + m, dst);
+    return;
+  }
   const int mid = reduction_tree_split(lo, hi);
   tree_reduce(lo, mid, depth, levels, m, op, leaf);
+  if (hi - mid == 1) return combine(dst, leaf(mid, dst + kBlock), m, op);
   tree_reduce(mid, hi, depth + 1, levels, m, op, leaf);
   combine(dst, dst + kBlock, m, op);
 }
@@ -82,8 +89,7 @@ void reduce_same(Src src, int n, T* out, size_t count, ReduceOp op) {
   levels.resize(std::max(levels.size(), tree_levels(n) * kBlock));
   for (size_t b = 0; b < count; b += kBlock) {
     const size_t m = std::min(kBlock, count - b);
-    tree_reduce(0, n, 0, levels, m, op,
-                [&](int r, T* dst) { std::copy(src(r) + b, src(r) + b + m, dst); });
+    tree_reduce(0, n, 0, levels, m, op, [&](int r, T*) { return src(r) + b; });
     finish(levels.data(), m, op, n);
     std::copy(levels.data(), levels.data() + m, out + b);
   }
@@ -98,7 +104,10 @@ void reduce_half(Src src, int n, uint16_t* out, size_t count, DType dtype, Reduc
   levels.resize(std::max(levels.size(), tree_levels(n) * kBlock));
   for (size_t b = 0; b < count; b += kBlock) {
     const size_t m = std::min(kBlock, count - b);
-    tree_reduce(0, n, 0, levels, m, op, [&](int r, float* dst) { widen(src(r) + b, dst, m); });
+    tree_reduce(0, n, 0, levels, m, op, [&](int r, float* tmp) {
+      widen(src(r) + b, tmp, m);
+      return static_cast<const float*>(tmp);
+    });
     finish(levels.data(), m, op, n);
     narrow(levels.data(), out + b, m);
   }

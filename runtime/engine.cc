@@ -475,8 +475,9 @@ StepStats Engine::Impl::step(int64_t t) {
     backward(m, info);
     // Read after the backward was issued: a device model's loss() waits for the forward only,
     // while the backward already queued keeps the device busy.
-    loss_sum += model.loss();
-    if (config.world_invariant) loss_exact.add(model.loss());
+    const double loss = model.loss();
+    loss_sum += loss;
+    if (config.world_invariant) loss_exact.add(loss);
   }
   finish_reductions();
   gathers->finish();

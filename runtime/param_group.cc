@@ -419,7 +419,6 @@ void ParamGroup::start_reduce_each(const ReduceLane& lane, int micro, int micro_
 void ParamGroup::finish_tree() {
   float* out = static_cast<float*>(const_cast<void*>(grad_shard()));
   tree_.add(pending_micro_, static_cast<const float*>(pending_recv_), out);
-  pending_recv_ = nullptr;
 }
 
 bool ParamGroup::finish_reduce() {

@@ -53,7 +53,7 @@ QuantizedGatherLayout quantized_gather_layout(const GroupLayout& l, int64_t bloc
   QuantizedGatherLayout q;
   q.block = block;
   q.shard_numel = l.shard_numel;
-  q.chunk_bytes = l.shard_numel + 4 * (l.shard_numel / block);
+  q.chunk_bytes = quantized_chunk_bytes(l.shard_numel, block);
   q.world = l.world;
   return q;
 }

@@ -32,6 +32,12 @@ struct QuantizedGatherLayout {
   int64_t bytes() const { return chunk_bytes * world; }  // the gathered chunks
 };
 
+// Bytes of one encoded chunk of `numel` elements (a multiple of block): the int8 codes, then one
+// fp32 scale per block. qgZ's chunks (runtime/quantized_reduce.h) are the same.
+inline int64_t quantized_chunk_bytes(int64_t numel, int64_t block) {
+  return numel + 4 * (numel / block);
+}
+
 // The chunk layout of group `l` with blocks of `block` elements. Throws zs::Error(kInvalidArgument)
 // naming zero_quantized_weights_block when the block does not divide the shard size.
 QuantizedGatherLayout quantized_gather_layout(const GroupLayout& l, int64_t block);

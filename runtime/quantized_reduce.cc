@@ -115,7 +115,7 @@ QuantizedReduceLayout quantized_reduce_layout(const GroupLayout& l, int node_siz
   QuantizedReduceLayout q;
   q.block = block;
   q.shard_numel = l.shard_numel;
-  q.chunk_bytes = l.shard_numel + 4 * (l.shard_numel / block);
+  q.chunk_bytes = quantized_chunk_bytes(l.shard_numel, block);
   q.local = node_size;
   q.nodes = l.world / node_size;
   if (l.world == 1 || l.shard_numel == 0) return q;
