@@ -30,13 +30,3 @@ compare_pretrain() {
   compare_run "$out/pretrain.txt" "$bin" "$@" --steps "$steps" --warmup $((steps / 10)) \
     --eval-every 0 --export-safetensors "$base"
 }
-
-# has_switches HELP FLAGS...: whether the --help text HELP lists (as an option, at the start of
-# a line) every --switch among FLAGS; other words of FLAGS (values) are ignored.
-has_switches() {
-  local help=$1 f
-  shift
-  for f in "$@"; do
-    case $f in --*) grep -qE -- "^  $f( |\$)" <<<"$help" || return 1 ;; esac
-  done
-}

@@ -19,7 +19,6 @@
 #   hpz3   --zero-hpz-partition-size L             (node-local secondary shards; N > 1, L > 1)
 #   qgz3   --zero-quantized-gradients              (int8 hierarchical gradient reduction; N > 1)
 #   zpp3   all three                               (N > 1, L > 1)
-# A configuration whose switch train_gpt does not list in its --help is skipped with a note.
 # Model (after --, default below): a small GPT, fp32, 1 thread per rank, so that 4 ranks fit the
 # 2 cores of the machines this was written on, and communication is a large share of a step.
 #
@@ -131,7 +130,6 @@ links_for() {  # rate -> path of its links file (fits it when needed)
   echo "$f"
 }
 
-train_help=$("$train" --help 2>&1)
 # shellcheck source=scripts/compare_lib.sh
 source "$here/compare_lib.sh"
 
@@ -150,11 +148,6 @@ config_flags() {  # config N L -> train_gpt flags, or nothing when it does not a
     zpp3) [ $multi = 0 ] || f="$z3 $qwz $hpz $qgz" ;;
     *) log "unknown configuration '$1'"; return 2 ;;
   esac
-  # shellcheck disable=SC2086
-  if [ -n "$f" ] && ! has_switches "$train_help" $f; then
-    log "$1: skipped: $train has no switch of '$f' (not built yet)"
-    return 0
-  fi
   echo "$f"
 }
 

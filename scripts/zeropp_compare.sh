@@ -10,14 +10,12 @@
 #   zero3  plain ZeRO-3 (the reference)         qwz  + --zero-quantized-weights
 #   hpz    + --zero-hpz-partition-size np/nodes  qgz  + --zero-quantized-gradients
 #   zpp    all three
-# A configuration whose switch this zs_train does not have (its --help does not list it) is
-# skipped with a note, and the report names it "not run". Logs: OUT/NAME.{txt,jsonl}; an
-# existing OUT/NAME.jsonl with a final record is kept (delete it to run again), so runs may be
-# made in several invocations. Then scripts/zeropp_report.py writes OUT/table.md (final
-# validation loss and its difference from zero3, bytes per step within and between nodes, median
-# step) and OUT/zeropp_loss.png. Validation every steps/8 steps (evaluation leaves the training's
-# bits alone). --quick: a tiny model and 10 steps (a smoke run). Exit 77 when PY has no
-# matplotlib (the table is written), 2 on bad arguments, 1 on a failed run.
+# Logs: OUT/NAME.{txt,jsonl}; an existing OUT/NAME.jsonl with a final record is kept (delete it to
+# run again), so runs may be made in several invocations. Then scripts/zeropp_report.py writes
+# OUT/table.md (final validation loss and its difference from zero3, bytes per step within and
+# between nodes, median step) and OUT/zeropp_loss.png. Validation every steps/8 steps
+# (evaluation leaves the training's bits alone). --quick: a tiny model and 10 steps (a smoke run).
+# Exit 77 when PY has no matplotlib (the table is written), 2 on bad arguments, 1 on a failed run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$here/build out=$here/zeropp-compare steps=200 np=4 nodes=2
@@ -57,17 +55,11 @@ declare -A flags=(
   [qgz]="--zero-quantized-gradients"
   [zpp]="--zero-quantized-weights $hpz --zero-quantized-gradients"
 )
-help=$("$bin" --help 2>&1)
 names=()
 for n in $configs; do
   [ -n "${flags[$n]+set}" ] ||
     { echo "zeropp_compare.sh: unknown configuration '$n' (zero3 qwz hpz qgz zpp)" >&2; exit 2; }
   names+=("$n")
-  # shellcheck disable=SC2086
-  if ! has_switches "$help" ${flags[$n]}; then
-    echo "== $n: skipped, $bin has no ${flags[$n]} (not built yet)"
-    continue
-  fi
   if grep -q '"final"' "$out/$n.jsonl" 2>/dev/null; then
     echo "== $n: kept $out/$n.jsonl (delete it to run again)"
     continue
