@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -138,9 +139,19 @@ void describe_lock(int fd, const fs::path& dir, const std::string& run_id) {
 }
 
 // The run whose checkpoints `dir` holds: its owner file's, else (a directory written before
-// owner files) the latest checkpoint's run id; "" when unknown.
-std::string holder_of(const fs::path& dir, const std::vector<int64_t>& held) {
-  if (std::optional<std::string> o = save_dir_owner(dir.string())) return *o;
+// owner files) the latest checkpoint's run id; "" when unknown. `overwrite`: an owner file that is
+// not one counts as unknown (it is set aside with the checkpoints) instead of refusing.
+std::string holder_of(const fs::path& dir, const std::vector<int64_t>& held, bool overwrite) {
+  try {
+    if (std::optional<std::string> o = save_dir_owner(dir.string())) return *o;
+  } catch (const Error& e) {
+    if (overwrite) return "";
+    throw Error(e.code(),
+                fmt::format("{}; if the checkpoints in {} are this run's, remove it and "
+                            "resume (the latest checkpoint names its run); to start a fresh run "
+                            "over them, give --overwrite",
+                            e.what(), dir.string()));
+  }
   if (held.empty()) return "";
   try {
     return read_checkpoint_info((dir / ckpt::step_dir_name(held.back())).string()).run_id;
@@ -156,50 +167,140 @@ bool inside(const fs::path& ckpt_dir, const fs::path& dir) {
   return !ec1 && !ec2 && c.parent_path() == d;
 }
 
-void remove_checkpoints(const fs::path& dir) {
+constexpr const char* kAsidePrefix = ".replaced-";
+
+// What a replacement moves: the checkpoints, the interrupted saves and the owner file.
+bool replaced_entry(const std::string& name) {
+  return ckpt::parse_step_dir_name(name) >= 0 || name.rfind(".tmp-step-", 0) == 0 ||
+         name == kOwnerFileName;
+}
+
+// Moves every entry of `from` that replaced_entry() names into `to` (created), then syncs both.
+void move_entries(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  std::vector<fs::path> victims;
+  fs::create_directories(to, ec);
+  ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot create: {}", to.string(), ec.message());
+  std::vector<fs::path> moving;
+  for (const fs::directory_entry& d : fs::directory_iterator(from, ec))
+    if (replaced_entry(d.path().filename().string())) moving.push_back(d.path());
+  ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot list: {}", from.string(), ec.message());
+  for (const fs::path& p : moving) ckpt::rename_path(p.string(), (to / p.filename()).string());
+  ckpt::sync_dir(to.string());
+  ckpt::sync_dir(from.string());
+}
+
+void remove_tree(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot remove: {}", p.string(), ec.message());
+}
+
+// Puts the checkpoints set aside in `aside` back into `dir`: this run's owner file and interrupted
+// saves go, the old run's owner file (if it had one) and checkpoints return.
+void put_back(const fs::path& dir, const fs::path& aside) {
+  std::error_code ec;
   for (const fs::directory_entry& d : fs::directory_iterator(dir, ec)) {
     const std::string name = d.path().filename().string();
-    if (ckpt::parse_step_dir_name(name) >= 0 || name.rfind(".tmp-step-", 0) == 0)
-      victims.push_back(d.path());
+    if (name == kOwnerFileName || name.rfind(".tmp-step-", 0) == 0) remove_tree(d.path());
   }
-  ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot list: {}", dir.string(), ec.message());
-  for (const fs::path& p : victims) {
-    fs::remove_all(p, ec);
-    ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot remove: {}", p.string(), ec.message());
-  }
+  move_entries(aside, dir);
+  remove_tree(aside);
   ckpt::sync_dir(dir.string());
+}
+
+// Rank 0, with the lock held: a replacement a killed job left behind (DIR/.replaced-RUN) is
+// finished when that job saved a complete checkpoint, else undone. Returns what was done, for
+// the user; "" when there was nothing.
+std::string settle_replacements(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> asides;
+  for (const fs::directory_entry& d : fs::directory_iterator(dir, ec))
+    if (d.path().filename().string().rfind(kAsidePrefix, 0) == 0) asides.push_back(d.path());
+  std::string note;
+  for (const fs::path& aside : asides) {
+    const std::string run = aside.filename().string().substr(std::strlen(kAsidePrefix));
+    const std::vector<int64_t> saved = checkpoint_steps(dir.string());
+    const std::vector<int64_t> held = checkpoint_steps(aside.string());
+    if (saved.empty()) {
+      put_back(dir, aside);
+      note += fmt::format(
+          "{}the checkpoints of run {} ({}) were set aside by --overwrite for a run that ended "
+          "before its first checkpoint: put back into {}",
+          note.empty() ? "" : "; ", run, steps_text(held), dir.string());
+    } else {
+      remove_tree(aside);
+      ckpt::sync_dir(dir.string());
+      note += fmt::format(
+          "{}removed the checkpoints of run {} ({}) that --overwrite had set aside in {}: the run "
+          "that replaced them saved step {}",
+          note.empty() ? "" : "; ", run, steps_text(held), aside.string(), saved.back());
+    }
+  }
+  return note;
 }
 
 }  // namespace
 
-SaveDir::~SaveDir() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+void SaveDir::restore_replaced() noexcept {
+  if (aside_.empty()) return;
+  try {
+    put_back(fs::path(dir_), fs::path(aside_));
+  } catch (const std::exception& e) {
+    // The next claim of the directory puts them back (settle_replacements); say where they are.
+    std::fprintf(stderr,
+                 "warning: %s: could not put back the checkpoints set aside in %s (%s); "
+                 "the next run in this directory will\n",
+                 dir_.c_str(), aside_.c_str(), e.what());
+  }
+  aside_.clear();
 }
+
+void SaveDir::release() noexcept {
+  restore_replaced();
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  lock_fd_ = -1;
+}
+
+SaveDir::~SaveDir() { release(); }
 
 SaveDir::SaveDir(SaveDir&& o) noexcept
     : dir_(std::move(o.dir_)),
       run_id_(std::move(o.run_id_)),
-      removed_(std::move(o.removed_)),
-      removed_run_(std::move(o.removed_run_)),
+      replaced_(std::move(o.replaced_)),
+      replaced_run_(std::move(o.replaced_run_)),
+      aside_(std::move(o.aside_)),
+      resume_from_(std::move(o.resume_from_)),
+      note_(std::move(o.note_)),
       lock_fd_(o.lock_fd_) {
   o.lock_fd_ = -1;
   o.run_id_.clear();
+  o.aside_.clear();
 }
 
 SaveDir& SaveDir::operator=(SaveDir&& o) noexcept {
   if (this != &o) {
-    if (lock_fd_ >= 0) ::close(lock_fd_);
+    release();
     dir_ = std::move(o.dir_);
     run_id_ = std::move(o.run_id_);
-    removed_ = std::move(o.removed_);
-    removed_run_ = std::move(o.removed_run_);
+    replaced_ = std::move(o.replaced_);
+    replaced_run_ = std::move(o.replaced_run_);
+    aside_ = std::move(o.aside_);
+    resume_from_ = std::move(o.resume_from_);
+    note_ = std::move(o.note_);
     lock_fd_ = o.lock_fd_;
     o.lock_fd_ = -1;
     o.run_id_.clear();
+    o.aside_.clear();
   }
   return *this;
+}
+
+bool SaveDir::finish_replacing() {
+  if (aside_.empty()) return false;
+  remove_tree(fs::path(aside_));
+  ckpt::sync_dir(dir_);
+  aside_.clear();
+  return true;
 }
 
 SaveDir SaveDir::claim(Communicator& comm, const std::string& dir_name, const SaveDirOptions& opt) {
@@ -225,37 +326,39 @@ SaveDir SaveDir::claim(Communicator& comm, const std::string& dir_name, const Sa
 
   SaveDir out;
   out.dir_ = dir_name;
-  std::string run_id;
+  std::string run_id, resume = opt.resume_from;
   fail_together(comm, [&] {
     if (rank != 0) return;
     std::error_code ec;
     fs::remove(probe, ec);
     out.lock_fd_ = take_lock(dir);
+    out.note_ = settle_replacements(dir);
+    if (opt.resume_latest) resume = latest_checkpoint(dir_name).value_or("");
     // The run: the resumed checkpoint's, or a new one (also for a checkpoint written before run
     // ids: it then continues under a new id).
     std::string continues;
-    if (!opt.resume_from.empty()) continues = read_checkpoint_info(opt.resume_from).run_id;
+    if (!resume.empty()) continues = read_checkpoint_info(resume).run_id;
     run_id = continues.empty() ? random_hex64() : continues;
     const std::vector<int64_t> held = checkpoint_steps(dir_name);
-    const std::string holder = holder_of(dir, held);
+    const std::string holder = holder_of(dir, held, opt.overwrite && resume.empty());
     bool ours = held.empty() || holder == run_id;
     // A checkpoint from before run ids, resumed inside its own directory: adopt the directory.
-    if (!ours && holder.empty() && continues.empty() && !opt.resume_from.empty())
-      ours = inside(opt.resume_from, dir);
+    if (!ours && holder.empty() && continues.empty() && !resume.empty()) ours = inside(resume, dir);
     if (!ours) {
       const std::string whose = holder.empty() ? "of unknown id" : holder;
-      if (!opt.overwrite || !opt.resume_from.empty()) {
+      if (!opt.overwrite || !resume.empty()) {
         const std::string mine =
-            opt.resume_from.empty()
-                ? std::string("this run starts fresh")
-                : fmt::format("this run continues run {} from {}", run_id, opt.resume_from);
+            resume.empty() ? std::string("this run starts fresh")
+                           : fmt::format("this run continues run {} from {}", run_id, resume);
         fail(ErrorCode::kInvalidArgument,
              "{} holds the checkpoints of another run (run {}, {}); {}{}{}", dir_name, whose,
              steps_text(held), mine, opt.choices.empty() ? "" : ": ", opt.choices);
       }
-      remove_checkpoints(dir);
-      out.removed_ = held;
-      out.removed_run_ = whose;
+      const fs::path aside = dir / (kAsidePrefix + (holder.empty() ? "unknown" : holder));
+      move_entries(dir, aside);
+      out.aside_ = aside.string();
+      out.replaced_ = held;
+      out.replaced_run_ = whose;
     }
     const nlohmann::json owner = {{"format", kOwnerFormat},
                                   {"run_id", run_id},
@@ -266,6 +369,7 @@ SaveDir SaveDir::claim(Communicator& comm, const std::string& dir_name, const Sa
     describe_lock(out.lock_fd_, dir, run_id);
   });
   out.run_id_ = broadcast_string(comm, run_id);
+  out.resume_from_ = broadcast_string(comm, resume);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,13 @@ namespace zs::train {
 namespace {
 
 namespace po = boost::program_options;
+
+// "step 3" or "steps 3, 6".
+std::string steps_text(const std::vector<int64_t>& steps) {
+  std::string out = steps.size() == 1 ? "step " : "steps ";
+  for (size_t i = 0; i < steps.size(); ++i) out += (i ? ", " : "") + std::to_string(steps[i]);
+  return out;
+}
 
 DType export_dtype(const CheckpointFlags& f) {
   const DType dt = parse_dtype(f.export_dtype);
@@ -55,6 +63,7 @@ std::string trainer_state_json(const TrainerState& s) {
   j["step"] = s.step;
   j["data_cursor"] = s.data_cursor;
   j["rng"] = s.rng;
+  if (s.invariant_micro_batches > 0) j["world_invariant_micro_batches"] = s.invariant_micro_batches;
   return j.dump();
 }
 
@@ -65,10 +74,28 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& pat
     s.step = j.at("step").get<int64_t>();
     s.data_cursor = j.at("data_cursor").get<int64_t>();
     s.rng = j.at("rng").get<uint64_t>();
+    s.invariant_micro_batches = j.value("world_invariant_micro_batches", int64_t{0});
   } catch (const nlohmann::json::exception& e) {
     fail(ErrorCode::kCorruptData, "{}: the trainer state is not train_gpt's ({})", path, e.what());
   }
   return s;
+}
+
+// [Note: world-invariant reduction]: a checkpoint continues with the uninterrupted run's bits only
+// with the same global micro-batches; a mismatch is refused, a checkpoint written outside the mode
+// gets a note (`root`: rank 0 prints it).
+void check_invariant_resume(const TrainerState& saved, const TrainerState& run,
+                            const std::string& path, bool root) {
+  const int64_t saved_m = saved.invariant_micro_batches, m = run.invariant_micro_batches;
+  ZS_CHECK(m == 0 || saved_m == 0 || saved_m == m, ErrorCode::kInvalidArgument,
+           "{}: written in world-invariant mode with --global-micro-batches {}; this run gives {}, "
+           "which would not continue it with the same bits: give --global-micro-batches {}",
+           path, saved_m, m, saved_m);
+  if (m > 0 && saved_m == 0 && root)
+    std::printf(
+        "resume: %s was not written in world-invariant mode; the steps from here on are "
+        "world-invariant\n",
+        path.c_str());
 }
 
 // Where this run's frozen base comes from, for the manifest and the messages of a load.
@@ -78,34 +105,29 @@ std::string base_source(const CheckpointFlags& f) {
   return "random init: no --init-safetensors or --init-from-hf given";
 }
 
-// The checkpoint to resume, the same on every rank: --resume-from, --resume's latest complete
-// one in --save-dir, or "" (a fresh start).
-std::string checkpoint_to_resume(Communicator& comm, const CheckpointFlags& flags) {
-  if (!flags.resume) return flags.resume_from;
-  std::string latest;
-  if (comm.rank() == 0) latest = latest_checkpoint(flags.save_dir).value_or("");
-  const std::string path = broadcast_string(comm, latest);
-  if (path.empty() && comm.rank() == 0)
-    std::printf("resume: no complete checkpoint in %s, starting fresh\n", flags.save_dir.c_str());
-  return path;
-}
-
-SaveDir claim_save_dir(Communicator& comm, const CheckpointFlags& flags, const std::string& path) {
+// Claims --save-dir (checkpoint/save_dir.h), choosing --resume's checkpoint once a killed job's
+// --overwrite is settled; says what the claim found and set aside. Nothing without --save-dir.
+SaveDir claim_save_dir(Communicator& comm, const CheckpointFlags& flags) {
   if (flags.save_dir.empty()) return SaveDir();
   SaveDirOptions o;
-  o.resume_from = path;
+  o.resume_from = flags.resume_from;
+  o.resume_latest = flags.resume;
   o.overwrite = flags.overwrite;
-  o.choices = path.empty() ? "give --resume to continue it, --overwrite to replace it, or another "
-                             "--save-dir"
-                           : "give another --save-dir, or resume a checkpoint of that run";
+  o.choices = flags.resume || !flags.resume_from.empty()
+                  ? "give another --save-dir, or resume a checkpoint of that run"
+                  : "give --resume to continue it, --overwrite to replace it, or another "
+                    "--save-dir";
   SaveDir dir = SaveDir::claim(comm, flags.save_dir, o);
-  if (comm.rank() == 0 && !dir.removed_steps().empty()) {
-    std::string steps;
-    for (int64_t s : dir.removed_steps()) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
-    std::printf("--overwrite: removed the checkpoints of run %s from %s (step%s %s)\n",
-                dir.removed_run().c_str(), flags.save_dir.c_str(),
-                dir.removed_steps().size() == 1 ? "" : "s", steps.c_str());
-  }
+  if (comm.rank() != 0) return dir;
+  if (!dir.note().empty()) std::printf("%s: %s\n", flags.save_dir.c_str(), dir.note().c_str());
+  if (flags.resume && dir.resume_from().empty())
+    std::printf("resume: no complete checkpoint in %s, starting fresh\n", flags.save_dir.c_str());
+  if (!dir.replaced_steps().empty())
+    std::printf(
+        "--overwrite: the checkpoints of run %s (%s) are set aside in %s until this run's first "
+        "checkpoint is complete\n",
+        dir.replaced_run().c_str(), steps_text(dir.replaced_steps()).c_str(),
+        dir.replaced_dir().c_str());
   return dir;
 }
 
@@ -177,10 +199,24 @@ void add_hf_flags(po::options_description& d, CheckpointFlags& f) {
 SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
                   const nn::GptConfig& model, const std::string& model_json, TrainerState& state) {
   check_flags(flags);
-  const std::string path = checkpoint_to_resume(comm, flags);
   // Before any weights are read: a directory this run may not write refuses the run at once.
-  SaveDir dir = claim_save_dir(comm, flags, path);
+  // What it replaces stays until this run's first checkpoint is complete (save_if_due).
+  SaveDir dir = claim_save_dir(comm, flags);
+  const std::string path = flags.save_dir.empty() ? flags.resume_from : dir.resume_from();
   state.run_id = dir.run_id();
+  CheckpointLoadOptions opt;
+  if (!path.empty()) {
+    // The model first, in the flags' terms, before any weights are read. A checkpoint from
+    // before the components were described resumes as the GPT-2 it is.
+    const CheckpointInfo saved = read_checkpoint_info(path);
+    opt.expect_model_description = description_to_expect(saved.model_description, model_json);
+    const std::string change =
+        describe_model_change(saved.model_description, opt.expect_model_description);
+    ZS_CHECK(change.empty(), ErrorCode::kInvalidArgument,
+             "{}: the checkpoint does not match this run's model: {}", path, change);
+    check_invariant_resume(parse_trainer_state(saved.trainer_state, path), state, path,
+                           comm.rank() == 0);
+  }
   // A checkpoint holds no frozen base: it is loaded first, so that the checkpoint's adapters are
   // checked against the base they were trained on and continue on it.
   const bool frozen = engine.num_frozen_params() > 0;
@@ -188,15 +224,12 @@ SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& fla
     load_initial_weights(engine, comm, flags, model,
                          path.empty() ? "initial weights" : "frozen base");
   if (path.empty()) return dir;
-  CheckpointLoadOptions opt;
-  // A checkpoint from before the components were described resumes as the GPT-2 it is.
-  opt.expect_model_description =
-      description_to_expect(read_checkpoint_info(path).model_description, model_json);
   if (frozen) opt.frozen_base_source = base_source(flags);
   const CheckpointInfo info = load_checkpoint(engine, comm, path, opt);
-  const std::string run_id = state.run_id;
+  const TrainerState mine = state;
   state = parse_trainer_state(info.trainer_state, path);
-  state.run_id = run_id;
+  state.run_id = mine.run_id;
+  state.invariant_micro_batches = mine.invariant_micro_batches;
   ZS_CHECK(state.step == info.step, ErrorCode::kCorruptData,
            "{}: trainer step {} differs from the checkpoint's step {}", path, state.step,
            info.step);
@@ -211,7 +244,8 @@ SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& fla
 }
 
 void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                 const std::string& model_json, const TrainerState& state, bool last_step) {
+                 const std::string& model_json, const TrainerState& state, SaveDir& dir,
+                 bool last_step) {
   if (flags.save_dir.empty()) return;
   const bool due = last_step || (flags.save_every > 0 && state.step % flags.save_every == 0);
   if (!due) return;
@@ -225,6 +259,13 @@ void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flag
   if (engine.num_frozen_params() > 0) opt.frozen_base_source = base_source(flags);
   const std::string path = save_checkpoint(engine, comm, flags.save_dir, opt);
   if (comm.rank() == 0) std::printf("saved checkpoint %s\n", path.c_str());
+  const std::vector<int64_t> replaced = dir.replaced_steps();
+  if (dir.finish_replacing())
+    std::printf(
+        "--overwrite: removed the checkpoints of run %s from %s (%s) now that %s is "
+        "complete\n",
+        dir.replaced_run().c_str(), flags.save_dir.c_str(), steps_text(replaced).c_str(),
+        path.c_str());
 }
 
 void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,

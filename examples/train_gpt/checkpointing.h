@@ -20,6 +20,10 @@ struct TrainerState {
   int64_t step = 0;         // optimizer steps done
   int64_t data_cursor = 0;  // position of the distributed sampler
   uint64_t rng = 0;         // the trainer's RNG state (sampling, generation)
+  // World-invariant mode's micro-batches per step over all ranks (--global-micro-batches); 0
+  // outside the mode. Stored so that a resume with another M, whose bits would differ from the
+  // uninterrupted run's, is refused.
+  int64_t invariant_micro_batches = 0;
   // The run's id (checkpoint/save_dir.h): drawn at a fresh start, the checkpoint's when resumed;
   // empty without --save-dir. Kept in each checkpoint's manifest, not in the trainer state.
   std::string run_id;
@@ -45,10 +49,11 @@ void add_checkpoint_flags(boost::program_options::options_description& desc,
 // The Hugging Face group: --export-hf, --init-from-hf (docs/interop.md).
 void add_hf_flags(boost::program_options::options_description& desc, CheckpointFlags& flags);
 
-// After the engine is built, before the first step, in this order: picks the checkpoint to resume
-// (--resume-from, or --resume's latest in --save-dir); claims --save-dir for this run (shared by
-// every rank, not written by another job, not holding another run's checkpoints unless
-// --overwrite: checkpoint/save_dir.h); loads the initial weights (--init-safetensors,
+// After the engine is built, before the first step, in this order: claims --save-dir for this
+// run (shared by every rank, not written by another job, not holding another run's checkpoints
+// unless --overwrite, which sets them aside until the first save: checkpoint/save_dir.h) and
+// picks the checkpoint to resume (--resume-from, or --resume's latest in --save-dir); loads the
+// initial weights (--init-safetensors,
 // --init-from-hf) unless a checkpoint is resumed into an engine without frozen parameters; loads
 // the checkpoint, whose adapters are checked against (and continue on) the frozen base just
 // loaded. `model` is the engine's model's config (checked against an HF config.json);
@@ -57,9 +62,11 @@ void add_hf_flags(boost::program_options::options_description& desc, CheckpointF
 // Errors are thrown on every rank alike. Collective.
 SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
                   const nn::GptConfig& model, const std::string& model_json, TrainerState& state);
-// After each step: saves when due (every save_every steps, and after the last step). Collective.
+// After each step: saves when due (every save_every steps, and after the last step); the first
+// complete save removes what --overwrite set aside (`dir`, start_run's claim). Collective.
 void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                 const std::string& model_json, const TrainerState& state, bool last_step);
+                 const std::string& model_json, const TrainerState& state, SaveDir& dir,
+                 bool last_step);
 // At the end: writes the consolidated model (safetensors file, HF directory) when asked.
 // Collective.
 void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,

@@ -271,6 +271,7 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
 bool start_checkpoints(Communicator& comm, Run& r, Clock::time_point start) {
   const TrainOptions& o = r.o;
   r.state.rng = o.engine.seed ^ 0x5eedull;
+  r.state.invariant_micro_batches = o.engine.world_invariant ? o.global_micro_batches : 0;
   r.mjson = model_description(o);
   return setup_phase(comm, [&] {
     r.save_dir = start_run(*r.engine, comm, o.checkpoint, o.model, r.mjson, r.state);
@@ -341,6 +342,12 @@ void print_banner(const Run& r, int W) {
   if (const HierarchicalCommunicator* h = r.backend->hierarchical()) {
     std::printf("collectives: %s\n", describe_collectives(*h, o.collectives).c_str());
   }
+  if (o.engine.world_invariant)
+    std::printf(
+        "world-invariant: %d micro-batches per step over all ranks (%d per rank here), each "
+        "reduced over the ranks and summed in one fixed tree: the same bits at any power-of-two "
+        "world size with --global-micro-batches %d and --threads %d\n",
+        o.global_micro_batches, o.engine.micro_batches, o.global_micro_batches, r.model->threads());
   std::fflush(stdout);
 }
 
@@ -363,6 +370,8 @@ void write_header(Run& r, int W, const std::vector<std::string>& args,
                          ? "hierarchical"
                          : "flat";
   h["tokens_per_step"] = r.tokens_per_step;
+  h["world_invariant"] = o.engine.world_invariant;
+  h["global_micro_batches"] = W * o.engine.micro_batches;
   h["resumed_at_step"] = r.state.step;
   h["command_line"] = args;
   h["config"] = o.config;
@@ -433,7 +442,7 @@ LoopTotals train(Run& r, Communicator& comm, Clock::time_point start) {
     if (comm.rank() == 0 && ((s + 1) % o.log_every == 0 || s == first || s + 1 == o.steps))
       print_step_line(rep);
     if (r.json.enabled()) r.json.write("step", step_record(rep));
-    save_if_due(*r.engine, comm, o.checkpoint, r.mjson, r.state, s + 1 == o.steps);
+    save_if_due(*r.engine, comm, o.checkpoint, r.mjson, r.state, r.save_dir, s + 1 == o.steps);
   }
   return t;
 }

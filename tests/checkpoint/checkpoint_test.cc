@@ -803,17 +803,117 @@ TEST(SaveDir, FreshRunRefusedOnAnotherRunsCheckpoints) {
                fmt::format("{} holds the checkpoints of another run (run {}, steps 1, 2); this "
                            "run starts fresh: resume it, overwrite it, or save elsewhere",
                            dir.path(), first));
-  // Nothing was changed by the refusal; overwriting removes them, and the new run owns the
-  // directory.
+  // Nothing was changed by the refusal. Overwriting sets them aside (the new run owns the
+  // directory) until its first checkpoint is complete; a claim that ends without one puts them
+  // back.
   EXPECT_EQ(checkpoint_steps(dir.path()), (std::vector<int64_t>{1, 2}));
-  SaveDir d = claim(dir.path(), "", true);
-  EXPECT_NE(d.run_id(), first);
-  if (world().rank() == 0) {
-    EXPECT_EQ(d.removed_steps(), (std::vector<int64_t>{1, 2}));
-    EXPECT_EQ(d.removed_run(), first);
+  {
+    SaveDir d = claim(dir.path(), "", true);
+    EXPECT_NE(d.run_id(), first);
+    if (world().rank() == 0) {
+      EXPECT_EQ(d.replaced_steps(), (std::vector<int64_t>{1, 2}));
+      EXPECT_EQ(d.replaced_run(), first);
+      EXPECT_EQ(d.replaced_dir(), dir / (".replaced-" + first));
+      EXPECT_EQ(checkpoint_steps(d.replaced_dir()), (std::vector<int64_t>{1, 2}));
+    }
+    EXPECT_TRUE(checkpoint_steps(dir.path()).empty());
+    EXPECT_EQ(save_dir_owner(dir.path()), d.run_id());
+    world().barrier();  // before rank 0's destructor puts them back
   }
-  EXPECT_TRUE(checkpoint_steps(dir.path()).empty());
+  world().barrier();
+  EXPECT_EQ(checkpoint_steps(dir.path()), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(save_dir_owner(dir.path()), first);
+  EXPECT_FALSE(fs::exists(dir / (".replaced-" + first)));
+  // A resume of the first run still works after the refused replacement.
+  EXPECT_EQ(claim(dir.path(), dir / "step-00000002").run_id(), first);
+  // The first complete save of the new run removes them.
+  SaveDir d = claim(dir.path(), "", true);
+  a.train(1);
+  save_as(a, d);
+  EXPECT_EQ(d.finish_replacing(), world().rank() == 0);
+  EXPECT_FALSE(d.finish_replacing());
+  world().barrier();  // rank 0 removed them
+  EXPECT_EQ(checkpoint_steps(dir.path()), (std::vector<int64_t>{3}));
+  EXPECT_FALSE(fs::exists(dir / (".replaced-" + first)));
   EXPECT_EQ(save_dir_owner(dir.path()), d.run_id());
+}
+
+// What a job killed between its --overwrite claim and its first save leaves behind (the old run's
+// checkpoints in .replaced-RUN, the new owner file) is settled by the next claim: put back when the
+// new run saved nothing, removed when it did.
+TEST(SaveDir, KilledReplacementIsSettledByTheNextClaim) {
+  TempDir dir(world());
+  Rig a(world(), make_config(3));
+  std::string first;
+  {
+    SaveDir d = claim(dir / "a");
+    first = d.run_id();
+    a.train(1);
+    save_as(a, d);
+  }
+  // A copy of the directory as the killed job left it (its lock dies with it).
+  auto snapshot = [&](const std::string& to) {
+    on_rank0([&] {
+      fs::copy(dir / "a", to, fs::copy_options::recursive);
+      fs::remove(fs::path(to) / kLockFileName);
+    });
+    world().barrier();
+  };
+  {
+    SaveDir d = claim(dir / "a", "", true);
+    snapshot(dir / "killed-before-save");
+    a.train(1);
+    save_as(a, d);
+    snapshot(dir / "killed-after-save");
+  }
+  {
+    SaveDir d = claim(dir / "killed-before-save", dir / "killed-before-save/step-00000001");
+    EXPECT_EQ(d.run_id(), first);
+    if (world().rank() == 0)
+      EXPECT_NE(d.note().find(fmt::format("the checkpoints of run {} (step 1) were set aside by "
+                                          "--overwrite for a run that ended before its first "
+                                          "checkpoint: put back",
+                                          first)),
+                std::string::npos)
+          << d.note();
+  }
+  EXPECT_EQ(checkpoint_steps(dir / "killed-before-save"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(save_dir_owner(dir / "killed-before-save"), first);
+  SaveDirOptions latest;
+  latest.resume_latest = true;
+  {
+    SaveDir d = SaveDir::claim(world(), dir / "killed-after-save", latest);
+    EXPECT_EQ(d.resume_from(), dir / "killed-after-save/step-00000002");
+    if (world().rank() == 0)
+      EXPECT_NE(d.note().find("the run that replaced them saved step 2"), std::string::npos)
+          << d.note();
+  }
+  EXPECT_EQ(checkpoint_steps(dir / "killed-after-save"), (std::vector<int64_t>{2}));
+  EXPECT_FALSE(fs::exists(dir / ("killed-after-save/.replaced-" + first)));
+}
+
+// An owner file that is not one: a resume is refused saying how to recover; --overwrite sets it
+// aside with the checkpoints.
+TEST(SaveDir, CorruptOwnerFile) {
+  TempDir dir(world());
+  Rig a(world(), make_config(1));
+  a.train(1);
+  std::string path;
+  {
+    SaveDir d = claim(dir.path());
+    path = save_as(a, d);
+  }
+  on_rank0([&] { std::ofstream(dir / kOwnerFileName, std::ios::trunc) << "{\"format\": 3"; });
+  world().barrier();
+  expect_error([&] { claim(dir.path(), path); }, ErrorCode::kCorruptData,
+               fmt::format("not an owner file (expected {{\"format\": \"zeroshard-save-dir\", "
+                           "\"run_id\": ...}}); if the checkpoints in {} are this run's, remove "
+                           "it and resume",
+                           dir.path()));
+  SaveDir d = claim(dir.path(), "", true);
+  if (world().rank() == 0) EXPECT_EQ(d.replaced_run(), "of unknown id");
+  EXPECT_TRUE(checkpoint_steps(dir.path()).empty());
+  world().barrier();  // before rank 0's destructor puts them back
 }
 
 TEST(SaveDir, ResumedRunKeepsItsIdAndOnlyItsOwnDirectory) {
@@ -830,7 +930,7 @@ TEST(SaveDir, ResumedRunKeepsItsIdAndOnlyItsOwnDirectory) {
   {
     SaveDir d = claim(dir / "a", path);
     EXPECT_EQ(d.run_id(), id);
-    EXPECT_TRUE(d.removed_steps().empty());
+    EXPECT_TRUE(d.replaced_steps().empty());
     a.train(1);
     save_as(a, d);  // the same run's directory: saves
   }
