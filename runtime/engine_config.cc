@@ -97,17 +97,29 @@ optim::StateDType param_state_dtype(const OptimizerConfig& c, std::string_view n
 }
 
 void check_state_fp32_patterns(const OptimizerConfig& c,
-                               const std::vector<std::vector<std::string>>& names) {
+                               const std::vector<std::vector<std::string>>& names,
+                               const std::vector<std::vector<std::string>>& frozen) {
+  auto first_match = [](const std::string& p, const std::vector<std::vector<std::string>>& all) {
+    for (const auto& unit : all)
+      for (const std::string& n : unit)
+        if (matches(p, n)) return n;
+    return std::string();
+  };
+  std::string example;
+  for (const auto& unit : names)
+    if (example.empty() && !unit.empty()) example = unit.front();
   for (const std::string& p : c.state_fp32) {
-    bool hit = false;
-    for (const auto& unit : names)
-      hit = hit || std::any_of(unit.begin(), unit.end(),
-                               [&p](const std::string& n) { return matches(p, n); });
-    const std::string example = names.empty() || names.front().empty()
-                                    ? std::string("the model's parameters have no names")
-                                    : "names are unit.param, e.g. " + names.front().front();
-    ZS_CHECK(hit, ErrorCode::kInvalidArgument,
-             "optimizer.state_fp32 pattern '{}' matches no trainable parameter ({})", p, example);
+    if (!first_match(p, names).empty()) continue;
+    const std::string names_are = example.empty()
+                                      ? std::string("the model's parameters have no names")
+                                      : "trainable names are unit.param, e.g. " + example;
+    const std::string hit_frozen = first_match(p, frozen);
+    ZS_CHECK(hit_frozen.empty(), ErrorCode::kInvalidArgument,
+             "optimizer.state_fp32 pattern '{}' matches only frozen parameters ({} is frozen: it "
+             "has no optimizer state; {})",
+             p, hit_frozen, names_are);
+    fail(ErrorCode::kInvalidArgument,
+         "optimizer.state_fp32 pattern '{}' matches no trainable parameter ({})", p, names_are);
   }
 }
 

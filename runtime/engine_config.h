@@ -60,9 +60,11 @@ struct OptimizerConfig {
 // The engine and the planner both decide by this function.
 optim::StateDType param_state_dtype(const OptimizerConfig& c, std::string_view name, int64_t numel);
 // Throws zs::Error(kInvalidArgument) naming the first c.state_fp32 pattern that matches none of
-// `names` (every unit's trainable parameters, "unit.param"; tied borrowers are their owners').
+// `names` (every unit's trainable parameters, "unit.param"; tied borrowers are their owners'),
+// saying so when it matches one of `frozen` (the frozen parameters' names, when known).
 void check_state_fp32_patterns(const OptimizerConfig& c,
-                               const std::vector<std::vector<std::string>>& names);
+                               const std::vector<std::vector<std::string>>& names,
+                               const std::vector<std::vector<std::string>>& frozen = {});
 // "fp32" (fp32 states, or SGD), "bf16 (fp32 under N elements)" or "int8 (block B, fp32 under N
 // elements)", with " and for [P, Q]" before the ')' when state_fp32 names patterns (sorted, each
 // once): the storage of the moments, as logs and checkpoints name it.

@@ -26,6 +26,21 @@ std::string model_description(const TrainOptions& o);
 // (no "norm" key: a GPT-2), `current` without each component field whose value is GPT-2's, so that
 // such a checkpoint resumes as GPT-2 and a run of another architecture is refused naming the first
 // component that differs.
+// The architecture a description (architecture_json()'s fields, as JSON text) holds; one written
+// before the components were stored is a GPT-2. Throws zs::Error(kCorruptData) naming `where` for
+// a description that is not one.
+nn::GptArchitecture architecture_from_description(const std::string& text,
+                                                  const std::string& where);
+
+// A rotary model's description expects the checkpoint's context: nothing in its parameters
+// depends on it (learned positions do: their table is context x width).
 std::string description_to_expect(const std::string& saved, const std::string& current);
+
+// Why a checkpoint whose stored description is `saved` is not this run's model `expected`
+// (description_to_expect()'s result), in the user's terms: the family when the components say
+// another one, else the flag first in --help's order whose value differs ("--width 128 in this
+// run, 64 in the checkpoint"), then the fields that follow from it; LoRA adapters present on one
+// side only are named as such. Empty when they agree.
+std::string describe_model_change(const std::string& saved, const std::string& expected);
 
 }  // namespace zs::train

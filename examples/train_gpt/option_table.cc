@@ -92,9 +92,23 @@ std::vector<Flag> data_flags(TrainOptions& o) {
        [](const Parsed& p) {
          ZS_CHECK(!given(p.vm, "data") || p.o.train_shards.empty(), kBad,
                   "--data and --train-shards name two data sources: give one");
-         ZS_CHECK(!p.o.train_shards.empty() || p.o.model.arch.vocab >= 256, kBad,
-                  "--vocab {} is too small for byte data (--data): bytes need 256",
-                  p.o.model.arch.vocab);
+         if (p.o.train_shards.empty() && p.o.model.arch.vocab < 256) {
+           // Name what the user gave: the vocabulary's source and the data's.
+           const int v = p.o.model.arch.vocab;
+           const std::string vocab =
+               given(p.vm, "vocab") || p.o.checkpoint.init_from_hf.empty()
+                   ? fmt::format("--vocab {}", v)
+                   : fmt::format("--init-from-hf {}: config.json's vocab_size {}",
+                                 p.o.checkpoint.init_from_hf, v);
+           const std::string data = given(p.vm, "data")
+                                        ? "byte data (--data)"
+                                        : "byte data (the shipped corpus: no --data or "
+                                          "--train-shards given)";
+           fail(kBad,
+                "{} is too small for {}: bytes need 256; give --train-shards of tokens "
+                "below {}",
+                vocab, data, v);
+         }
        }},
       {"train-shards", po::value(&o.train_shards),
        "training tokens instead of --data: llm.c's token shards (uint16 or uint32), a file or a "

@@ -2,18 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "core/settings.h"
 #include "dataset.h"
 #include "ds_config.h"
+#include "examples/model_options.h"
 #include "examples/state_options.h"
 #include "hf_architecture.h"
+#include "model_description.h"
 #include "nn/gpt_activations.h"
 #include "option_table.h"
 #include "paths.h"
@@ -251,13 +255,46 @@ void configure_frozen_base(const po::variables_map& vm, const RawFlags& r, Train
   o.model.adapters.int8.outlier_threshold = threshold;
 }
 
+// The checkpoint a --resume or --resume-from run will continue, as far as the flags tell before
+// the save directory is claimed; "" when none.
+std::string checkpoint_to_continue(const CheckpointFlags& c) {
+  if (!c.resume_from.empty()) return c.resume_from;
+  if (c.resume && !c.save_dir.empty()) return latest_checkpoint(c.save_dir).value_or("");
+  return "";
+}
+
+// --init-from-hf's architecture (config.json, the flags given override it). A full fine-tune
+// resumed after that directory is gone takes it from the checkpoint, which holds every
+// parameter; a LoRA run needs its frozen base and is refused saying so.
+nn::GptArchitecture hf_or_resumed_architecture(const po::variables_map& vm, TrainOptions& o) {
+  const std::string& dir = o.checkpoint.init_from_hf;
+  std::error_code ec;
+  const std::string resumed = checkpoint_to_continue(o.checkpoint);
+  if (std::filesystem::exists(dir, ec) || resumed.empty()) return architecture_from_hf(vm, dir);
+  ZS_CHECK(!o.model.adapters.lora.enabled(), ErrorCode::kInvalidArgument,
+           "--init-from-hf {}: does not exist, and this LoRA run needs it: {} holds only the "
+           "adapters, trained on that frozen base; give the base's directory",
+           dir, resumed);
+  po::variables_map given_flags;
+  for (const auto& [name, value] : vm)
+    if (!value.defaulted()) given_flags.insert({name, value});
+  const nn::GptArchitecture arch = examples::architecture_from_options(
+      given_flags,
+      architecture_from_description(read_checkpoint_info(resumed).model_description, resumed));
+  o.notes.push_back(fmt::format(
+      "--init-from-hf {} does not exist: the model is the one {} describes, and the checkpoint "
+      "holds every parameter (the directory is not read when resuming)",
+      dir, resumed));
+  o.checkpoint.init_from_hf.clear();
+  return arch;
+}
+
 // The flags' values onto TrainOptions' fields (aliases, dtypes, adapters, optimizer), refusing
 // what does not parse.
 void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& r,
                    TrainOptions& o) {
   o.model.arch = train_gpt_architecture(vm);
-  if (!o.checkpoint.init_from_hf.empty())
-    o.model.arch = architecture_from_hf(vm, o.checkpoint.init_from_hf);
+  if (!o.checkpoint.init_from_hf.empty()) o.model.arch = hf_or_resumed_architecture(vm, o);
   if (!o.checkpoint.export_hf.empty()) check_hf_export(o.model.arch, o.checkpoint.export_hf);
   o.model.run.batch = resolve_alias(vm, "batch", o.notes, nullptr);
   o.engine.micro_batches = resolve_alias(
@@ -359,8 +396,12 @@ void configure_state_storage(const po::variables_map& vm, const FlagName& flag, 
 void check_state_names(const FlagName& flag, const TrainOptions& o) {
   if (o.engine.optimizer.state_fp32.empty()) return;
   const nn::TransformerShape shape = nn::transformer_shape_of(o.model.arch, o.model.adapters);
+  // With LoRA the base is frozen: a pattern naming it is told so.
+  std::vector<std::vector<std::string>> frozen;
+  if (o.model.adapters.lora.enabled())
+    frozen = nn::transformer_model_desc(nn::transformer_shape_of(o.model.arch)).names;
   try {
-    check_state_fp32_patterns(o.engine.optimizer, nn::transformer_model_desc(shape).names);
+    check_state_fp32_patterns(o.engine.optimizer, nn::transformer_model_desc(shape).names, frozen);
   } catch (const Error& e) {
     fail(ErrorCode::kInvalidArgument, "{}: {}", flag("optimizer-state-fp32"), e.what());
   }
@@ -433,11 +474,40 @@ void check_paths(const TrainOptions& o, bool root) {
   for (const PathFlag& f : path_flags()) {
     const auto it = o.config.find(f.name);
     if (it == o.config.end() || !it->is_string() || (!f.every_rank && !root)) continue;
+    // A resumed full fine-tune whose --init-from-hf is gone (hf_or_resumed_architecture).
+    if (std::string_view(f.name) == "init-from-hf" && o.checkpoint.init_from_hf.empty()) continue;
     check_path(f.name, it->get<std::string>(), f.use);
+  }
+  // The files a directory export writes, in a directory that exists: a directory or device of
+  // that name would fail the export after training.
+  if (!root) return;
+  struct DirFiles {
+    const std::string& dir;
+    const char* flag;
+    const char* files[2];
+  };
+  const DirFiles exports[] = {
+      {o.checkpoint.export_hf, "export-hf", {"model.safetensors", "config.json"}},
+      {o.checkpoint.export_adapters,
+       "export-adapters",
+       {"adapter_model.safetensors", "adapter_config.json"}}};
+  for (const DirFiles& e : exports) {
+    std::error_code ec;
+    if (e.dir.empty() || !std::filesystem::is_directory(e.dir, ec)) continue;
+    for (const char* file : e.files)
+      check_path(e.flag, (std::filesystem::path(e.dir) / file).string(), PathUse::kWriteFile);
   }
 }
 
 void resolve_world_size(TrainOptions& o, int world_size) {
+  // [Note: world-invariant reduction]: the step's micro-batches must not depend on the world
+  // size, so the mode needs them given over all ranks.
+  ZS_CHECK(!o.engine.world_invariant || o.global_micro_batches > 0, ErrorCode::kInvalidArgument,
+           "--world-invariant needs --global-micro-batches M, the micro-batches per step over all "
+           "ranks, the same at every world size (--global-micro-batches {} is this run's {} per "
+           "rank at {} ranks)",
+           static_cast<int64_t>(o.engine.micro_batches) * world_size, o.engine.micro_batches,
+           world_size);
   if (const int M = o.global_micro_batches; M > 0) {
     ZS_CHECK(M % world_size == 0, ErrorCode::kInvalidArgument,
              "--global-micro-batches {} is not a multiple of the {} ranks", M, world_size);

@@ -124,6 +124,9 @@ void check_write(std::string_view flag, const std::string& path, PathUse use) {
 std::span<const PathFlag> path_flags() { return kPathFlags; }
 
 std::vector<std::string> glob_paths(const std::string& pattern) {
+  // A path that exists as written is that path, whatever its characters ("br[1]/train.bin").
+  struct stat st {};
+  if (stat_path(pattern, st)) return {pattern};
   glob_t g{};
   std::vector<std::string> paths;
   if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)

@@ -31,8 +31,8 @@ struct PathFlag {
 // train_gpt's path flags, in --help's order.
 std::span<const PathFlag> path_flags();
 
-// The paths POSIX glob() matches for `pattern`, sorted (a pattern without wildcards: the path
-// itself when it exists); empty when nothing matches.
+// `pattern` itself when a path of that name exists (brackets and stars in a real name are not
+// wildcards), else the paths POSIX glob() matches for it, sorted; empty when nothing matches.
 std::vector<std::string> glob_paths(const std::string& pattern);
 
 // Throws zs::Error(kInvalidArgument) naming --`flag` and `path` when the path cannot serve `use`:

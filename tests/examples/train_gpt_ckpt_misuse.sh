@@ -71,7 +71,7 @@ lora_case() {
 case "$case_name" in
   lora_fp32)
     lora_case fp32 --init-safetensors "$work/base.safetensors" resume
-    expect "changed --lora-alpha" '"lora-alpha": 8.0 in the checkpoint, 16.0 in the model' \
+    expect "changed --lora-alpha" '--lora-alpha 16.0 in this run, 8.0 in the checkpoint' \
       "${ft[@]}" --lora-alpha 16 --init-safetensors "$work/base.safetensors" \
       --resume-from "$work/ck1/step-00000003"
     ;;
@@ -94,9 +94,9 @@ case "$case_name" in
     lora_case int8 --init-safetensors "$work/base.safetensors" resume-from --int8-compute dequantize
     base=("${tiny[@]}" --steps 6 --init-safetensors "$work/base.safetensors"
           --resume-from "$work/ck1/step-00000003")
-    expect "changed --base-dtype" '"base-dtype": "int8" in the checkpoint, "bf16" in the model' \
+    expect "changed --base-dtype" '--base-dtype bf16 in this run, int8 in the checkpoint' \
       "${base[@]}" --lora-rank 4 --base-dtype bf16
-    expect "changed --lora-rank" '"lora-rank": 4 in the checkpoint, 8 in the model' \
+    expect "changed --lora-rank" '--lora-rank 8 in this run, 4 in the checkpoint' \
       "${base[@]}" --lora-rank 8 --base-dtype int8 --int8-compute dequantize
     ;;
   owner)

@@ -12,7 +12,9 @@
 #   plan     zs_plan --world-invariant equals the trainer's tracked memory (the tree's partial
 #            sums under grads) and its bytes per step (stage 1: a reduce-scatter per micro-batch)
 #   refused  3 ranks, a global micro-batch count the ranks do not divide, a conflicting
-#            --gradient-accumulation-steps, bf16 gradients: one message each, no step
+#            --gradient-accumulation-steps, bf16 gradients, no --global-micro-batches at all (the
+#            mode would depend on the world size), a resume with another M: one message each,
+#            no step
 source "$(dirname "${BASH_SOURCE[0]}")/train_gpt_lib.sh"
 
 base=(--layers 2 --heads 2 --width 64 --context 32 --batch 2 --warmup 2 --eval-every 5
@@ -66,6 +68,8 @@ case "$case_name" in
     run_ok "$work/save.txt" 4 "${inv[@]}" --steps 20 --dtype bf16 --save-dir "$work/ckpt" \
       --save-every 10
     same_hash "saving run vs uninterrupted" "$work/straight.txt" "$work/save.txt"
+    grep -qF "world-invariant: 8 micro-batches per step over all ranks (2 per rank here)" \
+      "$work/straight.txt" || { cat "$work/straight.txt"; fail "the banner does not state the mode and M"; }
     for n in 2 8 1; do
       run_ok "$work/res$n.txt" "$n" "${inv[@]}" --steps 20 --dtype bf16 \
         --resume-from "$work/ckpt/step-00000010"
@@ -88,6 +92,8 @@ case "$case_name" in
       [ -n "$sent" ] && [ "$sent" = "$want" ] ||
         fail "stage $stage: the trainer sent '$sent' bytes at step 2, zs_plan predicts '$want'"
       echo "stage $stage: bytes sent per rank per step $sent = zs_plan's (4 reduce-scatters per unit)"
+      grep -m1 '"type":"header"' "$log" | grep -qF '"world_invariant":true,"global_micro_batches":8' ||
+        fail "stage $stage: the log's header does not state the mode and M"
     done
     ;;
   refused)
@@ -104,6 +110,11 @@ case "$case_name" in
       "${base[@]}" --steps 2 --global-micro-batches 6
     expect "bf16 gradients" "world_invariant needs fp32 gradients (grad_dtype bf16)" \
       "${inv[@]}" --steps 2 --dtype bf16 --grad-dtype bf16
+    expect "no global micro-batches" "--world-invariant needs --global-micro-batches M, the micro-batches per step over all ranks, the same at every world size (--global-micro-batches 2 is this run's 1 per rank at 2 ranks)" \
+      "${base[@]}" --steps 2
+    run_ok "$work/s.txt" 2 "${inv[@]}" --steps 2 --save-dir "$work/ck"
+    expect "resume with another M" "$work/ck/step-00000002: written in world-invariant mode with --global-micro-batches 8; this run gives 4" \
+      "${base[@]}" --steps 4 --global-micro-batches 4 --resume-from "$work/ck/step-00000002"
     help_has "--world-invariant" "--global-micro-batches arg (=0)"
     ;;
   *)

@@ -66,9 +66,9 @@ case "$case_name" in
       { cat "$work/r4.txt"; fail "2 -> 4 ranks: not resumed"; }
     [ -n "$(hash_of "$work/r4.txt")" ] || fail "2 -> 4 ranks: no param_hash"
     echo "2 -> 4 ranks: resumed, $(grep -E '^step +6/6' "$work/r4.txt" | cut -c1-40)"
-    expect "other --kv-heads" "its description differs at \"kv_heads\": 2 in the checkpoint, 4 in the model" \
+    expect "other --kv-heads" "the checkpoint does not match this run's model: --kv-heads 4 in this run, 2 in the checkpoint" \
       "${arch[@]}" --width 64 --kv-heads 4 "${opts[@]}" --steps 6 --resume-from "$work/ckpt/step-00000003"
-    expect "other --norm" "its description differs at \"norm\": \"rmsnorm\" in the checkpoint, \"layernorm\" in the model" \
+    expect "other --norm" "the checkpoint does not match this run's model: --norm layernorm in this run, rmsnorm in the checkpoint" \
       "${small[@]}" --steps 6 --norm layernorm --resume-from "$work/ckpt/step-00000003"
     ;;
   refused)
