@@ -166,8 +166,9 @@ void add_checkpoint_flags(po::options_description& d, CheckpointFlags& f) {
   d.add_options()                                                                                //
       ("save-dir", po::value(&f.save_dir), "directory of sharded checkpoints (step-NNNNNNNN/)")  //
       ("overwrite", po::bool_switch(&f.overwrite),
-       "a fresh run into a --save-dir holding another run's checkpoints removes them before the "
-       "first step (without it the run is refused)")  //
+       "a fresh run into a --save-dir holding another run's checkpoints sets them aside and "
+       "removes them once its own first checkpoint is complete (put back if it ends sooner; "
+       "without --overwrite the run is refused)")  //
       ("save-every", po::value(&f.save_every)->default_value(f.save_every),
        "save every N optimizer steps (0: only after the last step) when --save-dir is set")  //
       ("keep", po::value(&f.keep)->default_value(f.keep),
