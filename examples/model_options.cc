@@ -88,6 +88,12 @@ void apply_family(const std::string& family, nn::GptArchitecture& a) {
 
 }  // namespace
 
+const nn::GptArchitecture& default_architecture() {
+  static const nn::GptArchitecture a = {
+      .layers = 4, .heads = 4, .width = 128, .context = 128, .vocab = 256, .ffn_mult = 4};
+  return a;
+}
+
 void add_architecture_options(po::options_description& desc, const nn::GptArchitecture* defaults,
                               bool with_vocab) {
   for (const ArchitectureFlag& f : flags(with_vocab)) {

@@ -14,6 +14,10 @@
 
 namespace zs::examples {
 
+// The model of both programs when no model flag is given: zs_train's byte-level GPT (4 layers,
+// width 128, 4 heads, context 128, vocabulary 256: the bytes; GPT-2's components).
+const nn::GptArchitecture& default_architecture();
+
 // Declares the architecture flags on `desc`: the dimensions (--vocab only with `with_vocab`), then
 // --ffn, --family and the component flags. With `defaults` each dimension takes and shows its
 // value there (the trainer: `--layers arg (=4)`) and --family shows gpt2; without, a flag not
