@@ -153,6 +153,11 @@ void check_architecture(const po::variables_map& vm, const nn::GptArchitecture& 
            "--kv-heads {} does not divide --heads {} (each key/value head serves a group "
            "of query heads)",
            a.kv_heads, a.heads);
+  // [Note: dependent flags] in examples/engine_options.h: the theta of learned positions would
+  // be stored and never used.
+  ZS_CHECK(!vm.count("rope-theta") || a.positions == nn::PositionKind::kRotary, kBad,
+           "--rope-theta applies to rotary positions (--positions rotary or --family llama), not "
+           "learned ones");
   if (a.positions == nn::PositionKind::kRotary) {
     const char* from = given(vm, "positions") ? "--positions rotary" : "--family llama";
     ZS_CHECK(std::isfinite(a.rope_theta) && a.rope_theta > 1.0f, kBad,

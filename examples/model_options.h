@@ -57,8 +57,8 @@ void apply_component_options(const boost::program_options::variables_map& vm,
 
 // Checks `arch` as the flags gave it, naming the flags: --kv-heads must divide --heads, rotary
 // positions need an even head dim (--width / --heads), --ffn, --norm-eps and --rope-theta in
-// range. The rest is the model's to check (GptArchitecture::validate, TransformerShape::validate).
-// Throws zs::Error(kInvalidArgument).
+// range, and --rope-theta only with rotary positions. The rest is the model's to check
+// (GptArchitecture::validate, TransformerShape::validate). Throws zs::Error(kInvalidArgument).
 void check_architecture(const boost::program_options::variables_map& vm,
                         const nn::GptArchitecture& arch);
 
