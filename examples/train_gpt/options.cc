@@ -238,7 +238,7 @@ void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& 
 void configure_optimizer(const po::variables_map& vm, const FlagName& flag, RawFlags& r,
                          TrainOptions& o) {
   const bool sgd = o.engine.optimizer.kind == OptimizerKind::kSgd;
-  for (const char* name : {"adam-eps", "beta1", "beta2", "momentum"}) {
+  for (const char* name : {"adam-eps", "beta1", "beta2", "weight-decay", "momentum"}) {
     const bool adam_flag = std::string(name) != "momentum";
     ZS_CHECK(!given(vm, name) || adam_flag != sgd, ErrorCode::kInvalidArgument,
              "{} applies to --optimizer {}, not {}", flag(name), adam_flag ? "adamw" : "sgd",
@@ -256,6 +256,22 @@ void configure_optimizer(const po::variables_map& vm, const FlagName& flag, RawF
   o.engine.optimizer.schedule.warmup_steps = r.warmup;
   o.engine.optimizer.schedule.total_steps = o.steps;
   o.engine.optimizer.schedule.min_ratio = r.min_lr_ratio;
+}
+
+// zs_train's own flags that refine another ([Note: dependent flags] in
+// examples/engine_options.h): refused when given without it.
+void check_dependent_flags(const po::variables_map& vm, const FlagName& flag,
+                           const TrainOptions& o) {
+  auto require = [&](const char* name, bool holds, const char* what) {
+    ZS_CHECK(holds || !given(vm, name), ErrorCode::kInvalidArgument, "{} applies to {}", flag(name),
+             what);
+  };
+  const CheckpointFlags& c = o.checkpoint;
+  require("keep", !c.save_dir.empty(), "--save-dir, which is not given");
+  require("export-dtype",
+          !c.export_safetensors.empty() || !c.export_hf.empty() || !c.export_adapters.empty(),
+          "--export-safetensors, --export-hf or --export-adapters, none of which is given");
+  require("sample-prompt", o.sample_tokens > 0, "the sample, and --sample-tokens 0 writes none");
 }
 
 // --optimizer-state-fp32's patterns against the model's parameter names (the planner's, which are
@@ -320,6 +336,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   resolve_flags(vm, flag, r, o);
   check_flags(groups, ParsedFlags{vm, flag, o, r});  // ranges, before any work
   configure_optimizer(vm, flag, r, o);
+  check_dependent_flags(vm, flag, o);
   if (o.device != "cpu") o.collectives = "flat";  // NCCL's own algorithms
   o.memory_check = vm["memory-check"].as<std::string>() == "on";
   configure_loss_scaler(vm, flag, vm["dtype"].as<std::string>(), o.engine);

@@ -13,7 +13,8 @@
 #                 --grad-dtype defaults to fp32 in both.
 #   dependent     a flag given without the flag it refines is refused naming both, by zs_train
 #                 (one message, exit 2 on every rank, no step) and by zs_plan (exit 2): the ZeRO++
-#                 blocks, the LoRA flags, --prefetch below stage 3, --export-adapters; the same
+#                 blocks, the LoRA flags, --prefetch below stage 3, --export-adapters, and
+#                 zs_train's own (--keep, --export-dtype, --sample-prompt, --weight-decay); the same
 #                 flags with what they refine are accepted
 #   rope          --rope-theta on learned positions is refused; a non-finite or non-positive theta
 #                 is refused by zs_train, by zs_plan and in a Hugging Face config.json
@@ -103,6 +104,15 @@ case "$case_name" in
     done
     expect2 "--export-adapters" "--export-adapters writes LoRA adapters: give --lora-rank" \
       "${tiny[@]}" --steps 2 --export-adapters "$ck"
+    # zs_train's own: checkpoints, exports, the sample, AdamW's decay.
+    expect2 "--keep" "--keep applies to --save-dir, which is not given" "${tiny[@]}" --steps 2 --keep 2
+    expect2 "--export-dtype" "--export-dtype applies to --export-safetensors, --export-hf or --export-adapters, none of which is given" \
+      "${tiny[@]}" --steps 2 --export-dtype bf16
+    expect2 "--sample-prompt" "--sample-prompt applies to the sample, and --sample-tokens 0 writes none" \
+      --layers 2 --heads 2 --width 64 --context 32 --batch 4 --threads 1 --steps 2 \
+      --sample-tokens 0 --sample-prompt "Once"
+    expect2 "--weight-decay" "--weight-decay applies to --optimizer adamw, not sgd" \
+      "${tiny[@]}" --steps 2 --optimizer sgd --weight-decay 0.01
     # With what they refine, the same flags are accepted (zs_plan plans them).
     for args in "--zero-quantized-weights --zero-quantized-weights-block 128" \
                 "--zero-quantized-gradients --zero-quantized-gradients-block 64" \
