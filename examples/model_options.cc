@@ -88,6 +88,12 @@ void apply_family(const std::string& family, nn::GptArchitecture& a) {
 
 }  // namespace
 
+const nn::GptArchitecture& default_architecture() {
+  static const nn::GptArchitecture a = {
+      .layers = 4, .heads = 4, .width = 128, .context = 128, .vocab = 256, .ffn_mult = 4};
+  return a;
+}
+
 void add_architecture_options(po::options_description& desc, const nn::GptArchitecture* defaults,
                               bool with_vocab) {
   for (const ArchitectureFlag& f : flags(with_vocab)) {
@@ -147,6 +153,11 @@ void check_architecture(const po::variables_map& vm, const nn::GptArchitecture& 
            "--kv-heads {} does not divide --heads {} (each key/value head serves a group "
            "of query heads)",
            a.kv_heads, a.heads);
+  // [Note: dependent flags] in examples/engine_options.h: the theta of learned positions would
+  // be stored and never used.
+  ZS_CHECK(!vm.count("rope-theta") || a.positions == nn::PositionKind::kRotary, kBad,
+           "--rope-theta applies to rotary positions (--positions rotary or --family llama), not "
+           "learned ones");
   if (a.positions == nn::PositionKind::kRotary) {
     const char* from = given(vm, "positions") ? "--positions rotary" : "--family llama";
     ZS_CHECK(std::isfinite(a.rope_theta) && a.rope_theta > 1.0f, kBad,

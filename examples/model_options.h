@@ -14,6 +14,10 @@
 
 namespace zs::examples {
 
+// The model of both programs when no model flag is given: zs_train's byte-level GPT (4 layers,
+// width 128, 4 heads, context 128, vocabulary 256: the bytes; GPT-2's components).
+const nn::GptArchitecture& default_architecture();
+
 // Declares the architecture flags on `desc`: the dimensions (--vocab only with `with_vocab`), then
 // --ffn, --family and the component flags. With `defaults` each dimension takes and shows its
 // value there (the trainer: `--layers arg (=4)`) and --family shows gpt2; without, a flag not
@@ -53,8 +57,8 @@ void apply_component_options(const boost::program_options::variables_map& vm,
 
 // Checks `arch` as the flags gave it, naming the flags: --kv-heads must divide --heads, rotary
 // positions need an even head dim (--width / --heads), --ffn, --norm-eps and --rope-theta in
-// range. The rest is the model's to check (GptArchitecture::validate, TransformerShape::validate).
-// Throws zs::Error(kInvalidArgument).
+// range, and --rope-theta only with rotary positions. The rest is the model's to check
+// (GptArchitecture::validate, TransformerShape::validate). Throws zs::Error(kInvalidArgument).
 void check_architecture(const boost::program_options::variables_map& vm,
                         const nn::GptArchitecture& arch);
 

@@ -2,10 +2,11 @@
 // It combines the model's figures from nn (nn/transformer_shapes.h: each unit's parameter sizes,
 // and the activations zeroshard's GPT allocates, nn/gpt_activations.h) with the runtime's plan of
 // model states and communication buffers (planner/memory_plan.h, what the engine allocates): to
-// the byte. docs/memory.md explains the arithmetic and the output.
+// the byte. It takes zs_train's flags for the run (examples/model_options.h, engine_options.h),
+// with their meanings and defaults. docs/memory.md explains the arithmetic and the output.
 //
-//   zs_plan --params 7.5e9 --ranks 64 --zero-stage 1 --dtype fp16
-//   zs_plan --model llama-7b --ranks 8 --zero-stage 3 --dtype bf16 --batch 16 --fit 80
+//   zs_plan --params 7.5e9 --ranks 64 --zero-stage 1 --dtype fp16 --grad-dtype fp16
+//   zs_plan --model llama-7b --ranks 8 --zero-stage 3 --dtype bf16 --global-batch 16 --fit 80
 //   zs_plan --model gpt2-medium --ranks 8 --zero-stage 3 --dtype bf16 --device cuda --fit 80
 //   zs_plan --model gpt-6b --ranks 2 --zero-stage 3 --dtype bf16 --lora-rank 8 --base-dtype int8
 #include <algorithm>
@@ -24,10 +25,11 @@
 #include "checkpoint/checkpoint_io.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "examples/engine_options.h"
 #include "examples/model_options.h"
-#include "examples/state_options.h"
 #include "interop/hf_config.h"
 #include "nn/gpt_activations.h"
+#include "nn/threads.h"
 #include "nn/transformer_shapes.h"
 #include "planner/memory_plan.h"
 #include "planner/transformer_plan.h"
@@ -43,20 +45,6 @@ constexpr double kGB = 1e9;
 struct BadFlag : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-zs::DType parse_dtype(const std::string& s, const char* flag) {
-  if (s == "fp32" || s == "f32" || s == "float32") return zs::DType::kF32;
-  if (s == "bf16" || s == "bfloat16") return zs::DType::kBF16;
-  if (s == "fp16" || s == "f16" || s == "float16") return zs::DType::kF16;
-  throw BadFlag(fmt::format("{} '{}' is not one of fp32, bf16, fp16", flag, s));
-}
-
-// As train_gpt's --base-dtype: a float dtype or int8 (vector-wise, one fp32 scale per row).
-zs::DType parse_base_dtype(const std::string& s) {
-  if (s == "int8" || s == "i8") return zs::DType::kI8;
-  if (s == "fp32" || s == "bf16" || s == "fp16") return parse_dtype(s, "--base-dtype");
-  throw BadFlag(fmt::format("--base-dtype '{}' is not one of fp32, bf16, fp16, int8", s));
-}
 
 // The frozen base's encoded bytes on one rank holding all of it, without alignment or shard
 // padding ([Note: frozen records] in sharding/frozen_layout.h): int8, numel + 4 rows per matrix
@@ -90,12 +78,6 @@ zs::nn::CpuGemm parse_cpu_gemm(const std::string& s) {
   return zs::nn::this_process_cpu_gemm();
 }
 
-zs::DeviceKind parse_device(const std::string& s) {
-  if (s == "cpu") return zs::DeviceKind::kCpu;
-  if (s == "cuda") return zs::DeviceKind::kCuda;
-  throw BadFlag(fmt::format("--device '{}' is not one of cpu, cuda", s));
-}
-
 const char* device_name(zs::DeviceKind d) { return d == zs::DeviceKind::kCuda ? "cuda" : "cpu"; }
 
 const char* family_name(zs::nn::TransformerFamily f) {
@@ -113,6 +95,7 @@ struct Options {
   int fit_rows = 12;
   std::string optimizer;                                // --optimizer, as given: adamw | sgd
   zs::nn::CpuGemm cpu_gemm = zs::nn::CpuGemm::kOnednn;  // --cpu-gemm, resolved
+  int threads = 1;  // --threads, resolved: the team oneDNN sizes the GEMM scratchpads for
 };
 
 // ", LoRA r=8 on qkv,fc, frozen base in int8", or nothing without adapters.
@@ -131,9 +114,11 @@ std::string describe_lora(const Options& o) {
 std::string describe_config(const Options& o) {
   const zs::EngineConfig& e = o.config.engine;
   return fmt::format(
-      "{} ranks ({} per node) on {}, ZeRO stage {}, {} params, {} grads, {}, offload {}, "
+      "{} ranks ({} per node) on {}{}, ZeRO stage {}, {} params, {} grads, {}, offload {}, "
       "activation checkpointing {}, {} micro-batch(es){}",
       o.config.world, o.config.ranks_per_node, device_name(o.config.device),
+      o.config.device == zs::DeviceKind::kCpu ? fmt::format(" ({} thread(s) per rank)", o.threads)
+                                              : std::string(),
       static_cast<int>(e.stage), zs::dtype_name(e.precision.param_dtype),
       zs::dtype_name(e.precision.grad_dtype),
       e.optimizer.kind == zs::OptimizerKind::kAdamW
@@ -194,6 +179,7 @@ nlohmann::json plan_json(const zs::MemoryPlan& p) {
                       {"head_bytes", a.head},
                       {"workspace_bytes", a.workspace},
                       {"gemm_workspace_bytes", a.gemm_workspace},
+                      {"gemm_scratchpads_bytes", a.gemm_scratchpads},
                       {"pinned_host_bytes", a.pinned_host}};
   return j;
 }
@@ -284,12 +270,14 @@ void print_activation_rows(const Options& o, const zs::MemoryPlan& p) {
   if (!a.counted) return;
   std::printf("  %-24s %18s %10s   per layer %s GB kept, %s GB checkpointed\n", "", "", "",
               human(a.per_layer).c_str(), human(a.per_layer_checkpointed).c_str());
+  std::string gemm;
+  if (a.gemm_workspace > 0) gemm += " + GEMM workspace " + human(a.gemm_workspace);
+  if (a.gemm_scratchpads > 0) gemm += " + oneDNN scratchpads " + human(a.gemm_scratchpads);
   std::printf(
       "  %-24s %18s %10s   blocks %s + recompute %s + head %s + workspace %s + "
       "inputs %s%s GB\n",
       "", "", "", human(a.blocks).c_str(), human(a.recompute).c_str(), human(a.head).c_str(),
-      human(a.workspace).c_str(), human(a.inputs).c_str(),
-      a.gemm_workspace > 0 ? (" + GEMM workspace " + human(a.gemm_workspace)).c_str() : "");
+      human(a.workspace).c_str(), human(a.inputs).c_str(), gemm.c_str());
 }
 
 // The communication and prefetch buffers, e.g. "1 x 0.01 GB fp32 unit-gradient scratch, ...".
@@ -353,83 +341,49 @@ void print_table(const Options& o, const zs::MemoryPlan& p) {
 
 // ---- Phase 1: the flags ----
 
-void declare_options(po::options_description& desc) {
+// zs_train's flags that describe the run (examples/model_options.h, engine_options.h), with the
+// same names, meanings and defaults, and zs_plan's own: the model description, the cluster and
+// the output.
+void declare_options(po::options_description& all) {
+  po::options_description plan("zs_plan's own");
   // clang-format off
-  desc.add_options()
+  plan.add_options()
       ("help,h", "show this help")
       ("params", po::value<double>(), "bare parameter count (e.g. 7.5e9), split into ~equal units")
       ("model", po::value<std::string>(),
        "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b | llama-3-8b")
       ("from-hf", po::value<std::string>(),
        "the model a Hugging Face directory's config.json describes (GPT-2, Llama, Mistral, "
-       "Qwen2; a rotary model's context: --context, default max_position_embeddings)");
-  // As the trainer's: the dimensions, --vocab, --family and the components (model_options.h).
-  zs::examples::add_architecture_options(desc, nullptr, true);
-  desc.add_options()
+       "Qwen2; a rotary model's context: --context, default max_position_embeddings)")
       ("ranks", po::value<int>()->default_value(1), "world size N")
       ("ranks-per-node", po::value<int>(), "ranks per node (default: all ranks on one node)")
-      ("zero-stage", po::value<int>()->default_value(3), "ZeRO stage 0-3")
-      ("dtype", po::value<std::string>()->default_value("bf16"), "compute dtype: fp32 | bf16 | fp16")
-      ("grad-dtype", po::value<std::string>(), "gradient dtype: fp32 or the compute dtype "
-       "(default: the compute dtype)")
-      ("optimizer", po::value<std::string>()->default_value("adamw"), "adamw | sgd (momentum 0.9)")
-      ("offload", "keep fp32 master and Adam states on the host (stages 1-3, AdamW)")
-      ("optimizer-state-dtype", po::value<std::string>()->default_value("fp32"),
-       "AdamW's m and v, as zs_train's: fp32 | bf16 | int8 (one fp32 scale per "
-       "--optimizer-state-block elements: 2 + 8/B bytes per parameter); parameters under "
-       "--optimizer-state-min-numel elements or named by --optimizer-state-fp32 keep fp32")
-      ("optimizer-state-block", po::value<int64_t>()->default_value(256),
-       "elements per int8 state scale (a power of two >= 64)")
-      ("optimizer-state-code", po::value<std::string>()->default_value("float8"),
-       "code book of int8 states, as zs_train's: float8 | dynamic (the bytes are the same)")
-      ("optimizer-state-min-numel", po::value<int64_t>()->default_value(4096),
-       "parameters with fewer elements keep fp32 optimizer states")
-      ("optimizer-state-fp32", po::value<std::string>(),
-       "PATTERN[,PATTERN...]: parameters that keep fp32 optimizer states, by name, as zs_train's "
-       "(embed.wte, block.*.qkv.weight; needs a model with names: not --params)")
-      ("checkpoint-activations", "keep only each block's input; recompute in backward")
-      ("batch", po::value<int64_t>(), "global batch in sequences per optimizer step "
-       "(default: one per rank and micro-batch)")
-      ("micro-batches", po::value<int>()->default_value(1), "gradient-accumulation steps")
-      ("prefetch", po::value<int>()->default_value(1), "stage 3 gather prefetch depth")
-      ("zero-quantized-weights", "ZeRO++ qwZ, as zs_train's: stage 3 gathers int8 codes with "
-       "one fp32 scale per --zero-quantized-weights-block elements")
-      ("zero-quantized-weights-block", po::value<int64_t>()->default_value(256),
-       "elements per qwZ scale (a power of two in 32..65536)")
-      ("zero-hpz-partition-size", po::value<int>()->default_value(1),
-       "ZeRO++ hpZ, as zs_train's: secondary parameter shards over groups of this many ranks "
-       "(1: off; needs --ranks-per-node or --nodes)")
-      ("world-invariant", "as zs_train's: every micro-batch reduced over the ranks, the "
-       "micro-batches summed in a tree in fp32 (log2 k fp32 gradient shards more per unit)")
-      ("zero-quantized-gradients", "ZeRO++ qgZ, as zs_train's: int8 block-quantized "
-       "hierarchical gradient reduce-scatter (stages 2-3)")
-      ("zero-quantized-gradients-block", po::value<int64_t>()->default_value(256),
-       "elements per qgZ scale (a power of two in 32..65536)")
+      ("global-batch", po::value<int64_t>(), "sequences per optimizer step over all ranks, "
+       "instead of --batch: the micro-batch is N / (ranks x gradient-accumulation steps)")
+      ("offload", po::bool_switch(), "alias of --offload-optimizer")
       ("reserve-gb", po::value<double>()->default_value(0.0),
        "per-device framework reserve in GB (e.g. 0.5-1 for the CUDA context)")
-      ("device", po::value<std::string>()->default_value("cpu"),
-       "cpu | cuda: plan the CPU engine and GptModel, or the engine on a GPU and CudaGptModel "
-       "(its activations, cuBLASLt workspace and device control buffer)")
       ("cpu-gemm", po::value<std::string>()->default_value("auto"),
        "auto | native | widened | eigen: how the CPU GPT's bf16 products run (native: oneDNN's "
        "bf16 kernels; widened: operands widened to fp32 into a GEMM workspace, AVX2 CPUs; auto: "
-       "what this machine does)")
-      ("lora-rank", po::value<int>()->default_value(0), "LoRA adapter rank r (0: off), as "
-       "train_gpt's: the base is frozen and only the adapters train (a gpt shape: --model or "
-       "--layers ...)")
-      ("lora-targets", po::value<std::string>()->default_value("qkv,proj,fc,fc_proj"),
-       "comma-separated linears to adapt: qkv, proj, fc, fc_proj")
-      ("base-dtype", po::value<std::string>(), "storage of the frozen base: fp32 | bf16 | fp16 | "
-       "int8 (vector-wise: one fp32 scale per row of a matrix); default: the compute dtype")
-      ("int8-compute", po::value<std::string>(), "with --base-dtype int8, as train_gpt's: "
-       "auto (default: int8-gemm where this CPU has it) | dequantize | int8-gemm")
-      ("int8-outlier-threshold", po::value<float>(), "with the int8 GEMM, as train_gpt's "
-       "(default 6; 0 disables the outlier decomposition)")
+       "what this machine does); oneDNN's scratchpads are this machine's")
       ("fit", po::value<double>(), "list the cheapest configurations whose device total fits "
        "in this many GB per device")
       ("json", "print one JSON object instead of the table");
   // clang-format on
-  zs::plan::add_comm_options(desc);  // the communication per step (docs/scaling.md)
+  zs::plan::add_comm_options(plan);  // the communication per step (docs/scaling.md)
+  po::options_description model(
+      "Model, as zs_train's (without --params, --model or --from-hf: zs_train's default, 4 "
+      "layers, width 128, 4 heads, context 128, vocab 256; these flags override the model's)");
+  zs::examples::add_architecture_options(model, nullptr, true);
+  po::options_description batch("Batch and compute, as zs_train's");
+  zs::examples::add_batch_options(batch);
+  po::options_description engine("Engine: sharding and precision, as zs_train's");
+  zs::examples::add_engine_options(engine);
+  po::options_description states("Optimizer states, as zs_train's");
+  zs::examples::add_optimizer_state_options(states);
+  po::options_description finetune("Fine-tuning (LoRA, frozen base), as zs_train's");
+  zs::examples::add_finetune_options(finetune);
+  all.add(plan).add(model).add(batch).add(engine).add(states).add(finetune);
 }
 
 // The flags of the command line; BadFlag for what Boost refuses.
@@ -444,49 +398,6 @@ po::variables_map parse_flags(int argc, char** argv, const po::options_descripti
   return vm;
 }
 
-// The adapters and the frozen base's storage, as train_gpt maps them.
-struct Adapters {
-  zs::nn::GptLoraConfig lora;
-  std::optional<zs::DType> base_dtype;
-  zs::FrozenPolicy::Int8Compute int8_compute = zs::FrozenPolicy::Int8Compute::kAuto;
-  zs::nn::GptInt8Config int8;
-};
-
-zs::FrozenPolicy::Int8Compute parse_int8_compute(const std::string& m) {
-  using I8 = zs::FrozenPolicy::Int8Compute;
-  if (m == "dequantize") return I8::kDequantize;
-  if (m == "int8-gemm") return I8::kInt8Gemm;
-  if (m != "auto")
-    throw BadFlag(fmt::format("--int8-compute '{}' is not one of auto, dequantize, int8-gemm", m));
-  return I8::kAuto;
-}
-
-Adapters parse_adapters(const po::variables_map& vm) {
-  Adapters ad;
-  ad.lora.rank = vm["lora-rank"].as<int>();
-  if (ad.lora.rank != 0 && vm.count("params"))
-    throw BadFlag("--lora-rank needs the model's linears: give --model or --layers/--width/...");
-  if (vm.count("base-dtype") && ad.lora.rank == 0)
-    throw BadFlag("--base-dtype needs a frozen base: give --lora-rank");
-  // [Note: int8 base compute] as train_gpt maps it: the model accepts int8 records of an int8
-  // base unless told to dequantize; the engine's policy decides whether it hands them over.
-  if (vm.count("base-dtype")) ad.base_dtype = parse_base_dtype(vm["base-dtype"].as<std::string>());
-  const bool int8_base = ad.base_dtype == zs::DType::kI8;
-  for (const char* f : {"int8-compute", "int8-outlier-threshold"})
-    if (vm.count(f) && !int8_base)
-      throw BadFlag(fmt::format("--{} applies to an int8 base: give --base-dtype int8", f));
-  if (vm.count("int8-compute"))
-    ad.int8_compute = parse_int8_compute(vm["int8-compute"].as<std::string>());
-  ad.int8.accept = int8_base && ad.int8_compute != zs::FrozenPolicy::Int8Compute::kDequantize;
-  if (vm.count("int8-outlier-threshold")) {
-    ad.int8.outlier_threshold = vm["int8-outlier-threshold"].as<float>();
-    if (!(ad.int8.outlier_threshold >= 0.0f && std::isfinite(ad.int8.outlier_threshold)))
-      throw BadFlag(fmt::format("--int8-outlier-threshold {} must be a finite number >= 0",
-                                ad.int8.outlier_threshold));
-  }
-  return ad;
-}
-
 // --from-hf DIR: the architecture DIR/config.json describes (interop/hf_config.h), with --context
 // for a rotary model (default: max_position_embeddings); a dimension flag given must agree.
 zs::nn::TransformerShape shape_from_hf(const po::variables_map& vm, std::string& name) {
@@ -497,17 +408,18 @@ zs::nn::TransformerShape shape_from_hf(const po::variables_map& vm, std::string&
   zs::nn::GptArchitecture arch = hf.arch;
   zs::examples::apply_architecture_options(vm, arch);
   zs::examples::apply_component_options(vm, arch);
+  zs::examples::check_architecture(vm, arch);
   zs::nn::check_hf_config(hf, arch, path);
   name = fmt::format("--from-hf {} ({})", dir, zs::nn::hf_class_name(hf.family));
   return zs::nn::transformer_shape_of(arch);
 }
 
-// --from-hf DIR, or --model NAME (or the default GPT-2 shape), then the dimension flags over it,
-// then --family and the component flags (model_options.h); `name` gets the model's name.
+// --from-hf DIR, --model NAME or zs_train's default model, then the dimension flags over it, then
+// --family and the component flags (model_options.h); `name` gets the model's name.
 zs::nn::TransformerShape shape_from_flags(const po::variables_map& vm, std::string& name) {
   if (vm.count("from-hf")) return shape_from_hf(vm, name);
-  zs::nn::TransformerShape s;
-  name = "custom";
+  zs::nn::GptArchitecture a = zs::examples::default_architecture();
+  name = zs::examples::architecture_options_given(vm) ? "custom" : "zs_train's default";
   if (vm.count("model")) {
     name = vm["model"].as<std::string>();
     auto found = zs::nn::transformer_shape_by_name(name);
@@ -522,159 +434,62 @@ zs::nn::TransformerShape shape_from_flags(const po::variables_map& vm, std::stri
           fmt::format("--family {} and --model {} both choose the components: give one "
                       "(component flags such as --kv-heads refine --model)",
                       vm["family"].as<std::string>(), name));
-    s = *found;
+    zs::examples::apply_architecture_options(vm, *found);
+    a = found->arch();
+  } else {
+    zs::examples::apply_architecture_options(vm, a);  // --ffn's default follows --width here
   }
-  zs::examples::apply_architecture_options(vm, s);
-  zs::nn::GptArchitecture a = s.arch();
   zs::examples::apply_component_options(vm, a);
   zs::examples::check_architecture(vm, a);
   return zs::nn::transformer_shape_of(a);
 }
 
-// The model: --params N, or a transformer shape with its adapters (o.shape).
-void parse_model(const po::variables_map& vm, bool dims, const Adapters& ad, Options& o) {
+// The model: --params N, or a transformer shape with the run's adapters (o.shape).
+void parse_model(const po::variables_map& vm, const zs::nn::GptAdapters& adapters, Options& o) {
   if (vm.count("params")) {
     const double n = vm["params"].as<double>();
     if (!(n >= 1.0 && n < 1e15) || std::floor(n) != n)
       throw BadFlag(fmt::format("--params {} is not a whole count in [1, 1e15)", n));
+    if (adapters.lora.rank != 0)
+      throw BadFlag("--lora-rank needs the model's linears: give --model or --layers/--width/...");
     o.model = zs::ModelDesc::from_param_count(static_cast<int64_t>(n));
     o.model_name = fmt::format("--params {:.4g}", n);
-  } else if (vm.count("model") || vm.count("from-hf") || dims) {
-    zs::nn::TransformerShape s = shape_from_flags(vm, o.model_name);
-    zs::nn::GptLoraConfig lora = ad.lora;
-    // Typed targets (names valid for the shape's architecture; checked with it below).
-    if (lora.rank != 0)
-      lora.targets = zs::nn::parse_gpt_lora_targets(vm["lora-targets"].as<std::string>());
-    s.adapters = {lora, ad.int8};
-    o.model = zs::nn::transformer_model_desc(s);  // validates the shape
-    o.shape = s;
-    o.model_name += fmt::format(
-        " ({}: {} layers, width {}, {} heads, FFN {}, vocab {}, context {})", family_name(s.family),
-        s.layers, s.width, s.heads, s.ffn_width(), s.vocab, s.context);
-  } else {
-    throw BadFlag("no model: give --params N, --model NAME or --layers/--width/--heads/...");
+    return;
   }
+  zs::nn::TransformerShape s = shape_from_flags(vm, o.model_name);
+  s.adapters = adapters;
+  o.model = zs::nn::transformer_model_desc(s);  // validates the shape
+  o.shape = s;
+  o.model_name += fmt::format(" ({}: {} layers, width {}, {} heads, FFN {}, vocab {}, context {})",
+                              family_name(s.family), s.layers, s.width, s.heads, s.ffn_width(),
+                              s.vocab, s.context);
 }
 
-// --optimizer-state-min-numel and --optimizer-state-fp32 (state dtype `d`), refused as zs_train
-// refuses them.
-void parse_state_exceptions(const po::variables_map& vm, const std::string& d,
-                            zs::EngineConfig& e) {
-  const int64_t n = vm["optimizer-state-min-numel"].as<int64_t>();
-  if (n < 0) throw BadFlag(fmt::format("--optimizer-state-min-numel {} must not be negative", n));
-  for (const char* name : {"optimizer-state-min-numel", "optimizer-state-fp32"}) {
-    if (d == "fp32" && vm.count(name) && !vm[name].defaulted())
-      throw BadFlag(
-          fmt::format("--{} applies to --optimizer-state-dtype bf16 or int8, not fp32 "
-                      "(every parameter keeps fp32 states)",
-                      name));
-  }
-  e.optimizer.state_min_numel = n;
-  if (vm.count("optimizer-state-fp32")) {
-    e.optimizer.state_fp32 = zs::examples::split_state_patterns(
-        "--optimizer-state-fp32", vm["optimizer-state-fp32"].as<std::string>());
-  }
+// The sequences per optimizer step over all ranks: --batch x accumulation steps x ranks, or
+// --global-batch (which must divide into micro-batches).
+int64_t global_batch(const po::variables_map& vm, const zs::examples::RunFlags& f, int world) {
+  const int64_t per_step = static_cast<int64_t>(world) * f.engine.micro_batches;
+  if (!vm.count("global-batch")) return per_step * f.batch;
+  const int64_t g = vm["global-batch"].as<int64_t>();
+  if (zs::examples::flag_given(vm, "batch") || zs::examples::flag_given(vm, "micro-batch-size"))
+    throw BadFlag("--global-batch and --batch both set the micro-batch: give one");
+  if (g < 1 || g % per_step != 0)
+    throw BadFlag(fmt::format(
+        "--global-batch {} is not a positive multiple of --ranks {} x {} gradient-accumulation "
+        "steps",
+        g, world, f.engine.micro_batches));
+  return g;
 }
 
-// The engine's settings: stage, dtypes, frozen storage, optimizer, offload, batches.
-// --optimizer-state-dtype and --optimizer-state-block, refused as zs_train refuses them.
-void parse_state_storage(const po::variables_map& vm, zs::EngineConfig& e) {
-  using zs::optim::StateDType;
-  const std::string d = vm["optimizer-state-dtype"].as<std::string>();
-  const int64_t b = vm["optimizer-state-block"].as<int64_t>();
-  if (d != "fp32" && d != "bf16" && d != "int8")
-    throw BadFlag(fmt::format("--optimizer-state-dtype '{}' is not one of fp32, bf16, int8", d));
-  if (d != "fp32" && e.optimizer.kind != zs::OptimizerKind::kAdamW)
-    throw BadFlag(
-        fmt::format("--optimizer-state-dtype {} applies to --optimizer adamw, not sgd "
-                    "(SGD keeps its momentum in fp32)",
-                    d));
-  if (!vm["optimizer-state-block"].defaulted() && d != "int8")
-    throw BadFlag(
-        fmt::format("--optimizer-state-block applies to --optimizer-state-dtype int8, "
-                    "not {}",
-                    d));
-  if (b < 64 || b > (int64_t{1} << 20) || (b & (b - 1)) != 0)
-    throw BadFlag(
-        fmt::format("--optimizer-state-block {} is not a power of two in 64..1048576", b));
-  e.optimizer.state_dtype = d == "int8"   ? StateDType::kI8
-                            : d == "bf16" ? StateDType::kBF16
-                                          : StateDType::kF32;
-  e.optimizer.state_block = b;
-  const std::string code = vm["optimizer-state-code"].as<std::string>();
-  if (!vm["optimizer-state-code"].defaulted() && d != "int8")
-    throw BadFlag(
-        fmt::format("--optimizer-state-code applies to --optimizer-state-dtype int8, not {}", d));
-  if (code != "float8" && code != "dynamic")
-    throw BadFlag(fmt::format("--optimizer-state-code '{}' is not one of float8, dynamic", code));
-  e.optimizer.state_code = zs::parse_state_code(code.c_str());
-  parse_state_exceptions(vm, d, e);
-}
-
-// --zero-quantized-weights and its block, refused as zs_train refuses them.
-void parse_quantized_weights(const po::variables_map& vm, zs::EngineConfig& e) {
-  e.zero_quantized_weights = vm.count("zero-quantized-weights") > 0;
-  const int64_t b = vm["zero-quantized-weights-block"].as<int64_t>();
-  if (b < 32 || b > 65536 || (b & (b - 1)) != 0)
-    throw BadFlag(
-        fmt::format("--zero-quantized-weights-block {} is not a power of two in 32..65536", b));
-  e.zero_quantized_weights_block = b;
-  if (e.zero_quantized_weights && e.stage != zs::ZeroStage::k3)
-    throw BadFlag(
-        fmt::format("--zero-quantized-weights quantizes stage 3's parameter "
-                    "all-gather: --zero-stage {} does not gather parameters",
-                    static_cast<int>(e.stage)));
-}
-
-// --zero-hpz-partition-size and --zero-quantized-gradients with the node layout they need
-// ([Note: node layout]: --ranks-per-node, or --ranks / --nodes), refused as zs_train refuses them.
-void parse_zeropp(const po::variables_map& vm, int world, zs::EngineConfig& e) {
-  e.zero_hpz_partition_size = vm["zero-hpz-partition-size"].as<int>();
-  e.zero_quantized_gradients = vm.count("zero-quantized-gradients") > 0;
-  e.world_invariant = vm.count("world-invariant") > 0;
-  e.zero_quantized_gradients_block = vm["zero-quantized-gradients-block"].as<int64_t>();
-  if (vm.count("ranks-per-node")) {
-    e.node_size = vm["ranks-per-node"].as<int>();
-  } else if (vm.count("nodes") && vm["nodes"].as<int>() >= 1) {
-    e.node_size = world / vm["nodes"].as<int>();
-  }
-  e.validate();
-  e.validate_for_world(world);
-}
-
-void parse_engine(const po::variables_map& vm, const Adapters& ad, Options& o) {
-  zs::EngineConfig& e = o.config.engine;
-  e.stage = zs::zero_stage_from_int(vm["zero-stage"].as<int>());
-  e.precision.param_dtype = parse_dtype(vm["dtype"].as<std::string>(), "--dtype");
-  e.precision.grad_dtype = vm.count("grad-dtype")
-                               ? parse_dtype(vm["grad-dtype"].as<std::string>(), "--grad-dtype")
-                               : e.precision.param_dtype;
-  e.frozen.storage = ad.base_dtype;
-  e.frozen.int8_compute = ad.int8_compute;
-  if (!o.model.frozen.empty()) {
-    o.frozen_record_bytes = frozen_record_bytes(
-        o.model, e.frozen.storage_or(e.precision.param_dtype), e.precision.param_dtype);
-  }
-  o.optimizer = vm["optimizer"].as<std::string>();
-  if (o.optimizer != "adamw" && o.optimizer != "sgd")
-    throw BadFlag(fmt::format("--optimizer '{}' is not one of adamw, sgd", o.optimizer));
-  e.optimizer.kind = o.optimizer == "adamw" ? zs::OptimizerKind::kAdamW : zs::OptimizerKind::kSgd;
-  e.offload.optimizer = vm.count("offload") > 0;
-  parse_state_storage(vm, e);
-  e.micro_batches = vm["micro-batches"].as<int>();
-  e.prefetch = vm["prefetch"].as<int>();
-  parse_quantized_weights(vm, e);
-}
-
-// The run around the engine: ranks, device, batch, reserve, --fit.
-void parse_run(const po::variables_map& vm, Options& o) {
+// The run around the engine: device, batch, threads, reserve, --fit.
+void parse_run(const po::variables_map& vm, const zs::examples::RunFlags& f, Options& o) {
   zs::PlanConfig& c = o.config;
-  c.checkpoint_activations = vm.count("checkpoint-activations") > 0;
-  c.device = parse_device(vm["device"].as<std::string>());
+  c.checkpoint_activations = f.checkpoint_activations;
+  c.device = f.device_kind();
   o.cpu_gemm = parse_cpu_gemm(vm["cpu-gemm"].as<std::string>());
-  c.global_batch = vm.count("batch") ? vm["batch"].as<int64_t>() : 0;
-  if (vm.count("batch") && c.global_batch < 1)
-    throw BadFlag(fmt::format("--batch {} < 1", c.global_batch));
+  c.global_batch = global_batch(vm, f, c.world);
+  // As zs_train: 0 is the cores over the ranks of a node (here: of --ranks-per-node).
+  o.threads = f.threads > 0 ? f.threads : zs::nn::default_threads_for(c.ranks_per_node);
   const double reserve = vm["reserve-gb"].as<double>();
   if (!(reserve >= 0.0 && reserve <= 1e9))
     throw BadFlag(fmt::format("--reserve-gb {} is outside [0, 1e9]", reserve));
@@ -686,8 +501,8 @@ void parse_run(const po::variables_map& vm, Options& o) {
   }
 }
 
-// Every flag into Options: the model, the ranks, the engine, the run; the first bad flag met in
-// that order is the one named.
+// Every flag into Options: the run's flags as zs_train reads them, the model, the ranks, the
+// engine, the run; the first bad flag met in that order is the one named.
 Options parse_options(const po::variables_map& vm) {
   Options o;
   o.json = vm.count("json") > 0;
@@ -696,15 +511,33 @@ Options parse_options(const po::variables_map& vm) {
     throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
   if (vm.count("from-hf") && (vm.count("params") || vm.count("model")))
     throw BadFlag("--from-hf takes no --params or --model: give one model description");
-  const Adapters ad = parse_adapters(vm);
-  parse_model(vm, dims, ad, o);
+  if (vm["offload"].as<bool>() && zs::examples::flag_given(vm, "offload-optimizer"))
+    throw BadFlag("--offload is another name for --offload-optimizer: give one of them");
+  zs::examples::RunFlags f = zs::examples::run_flags_from(vm, zs::examples::plain_flag_name);
+  if (vm["offload"].as<bool>()) f.engine.offload.optimizer = true;
+  for (const std::string& note : f.notes) std::fprintf(stderr, "zs_plan: note: %s\n", note.c_str());
+  parse_model(vm, f.adapters, o);
   zs::PlanConfig& c = o.config;
   c.world = vm["ranks"].as<int>();
   if (c.world < 1) throw BadFlag(fmt::format("--ranks {} < 1", c.world));
   c.ranks_per_node = vm.count("ranks-per-node") ? vm["ranks-per-node"].as<int>() : c.world;
-  parse_engine(vm, ad, o);
-  parse_zeropp(vm, c.world, o.config.engine);
-  parse_run(vm, o);
+  zs::examples::resolve_world(c.world, f.global_micro_batches, f.accumulation_given, f.engine);
+  // [Note: node layout]: --ranks-per-node, or --ranks / --nodes.
+  if (vm.count("ranks-per-node")) {
+    f.engine.node_size = c.ranks_per_node;
+  } else if (vm.count("nodes") && vm["nodes"].as<int>() >= 1) {
+    f.engine.node_size = c.world / vm["nodes"].as<int>();
+  }
+  f.engine.validate();
+  f.engine.validate_for_world(c.world);
+  c.engine = f.engine;
+  o.optimizer = vm["optimizer"].as<std::string>();
+  if (!o.model.frozen.empty()) {
+    const zs::DType compute = c.engine.precision.param_dtype;
+    o.frozen_record_bytes =
+        frozen_record_bytes(o.model, c.engine.frozen.storage_or(compute), compute);
+  }
+  parse_run(vm, f, o);
   return o;
 }
 
@@ -746,6 +579,7 @@ nlohmann::json result_json(const Options& o, const zs::MemoryPlan& plan,
   j["offload"] = e.offload.optimizer;
   j["checkpoint_activations"] = c.checkpoint_activations;
   j["micro_batches"] = e.micro_batches;
+  j["threads"] = o.threads;
   j["num_trainable_params"] = plan.num_params;
   j["num_frozen_params"] = plan.num_frozen_params;
   j["frozen_record_bytes"] = o.frozen_record_bytes;
@@ -785,9 +619,8 @@ void print_fits(const Options& o, const std::vector<zs::FitCandidate>& fits) {
 // Returns the exit code. Phases: the flags, the plan, the output (JSON or the table).
 int run(int argc, char** argv) {
   po::options_description desc(
-      "zs_plan: per-rank memory of a zeroshard training configuration (docs/memory.md)\n"
-      "Model (one of): --params N | --model NAME | --layers/--width/... (these override "
-      "--model's); GB = 1e9 bytes");
+      "zs_plan: per-rank memory of a zeroshard training configuration (docs/memory.md), given "
+      "zs_train's flags (the same names, meanings and defaults) and its own; GB = 1e9 bytes");
   declare_options(desc);
   const po::variables_map vm = parse_flags(argc, argv, desc);
   if (vm.count("help")) {
@@ -801,7 +634,7 @@ int run(int argc, char** argv) {
     // The model's activations (nn) for each micro-batch and checkpointing the runtime asks for:
     // the engine's device is the model's, the compute dtype the parameters'.
     o.model.activations = zs::nn::transformer_activations(
-        *o.shape, o.config.engine.precision.param_dtype, o.config.device, o.cpu_gemm);
+        *o.shape, o.config.engine.precision.param_dtype, o.config.device, o.cpu_gemm, o.threads);
   }
   const zs::MemoryPlan plan = zs::plan_memory(o.model, o.config);  // zs::Error -> exit 2 in main
   std::vector<zs::FitCandidate> fits;

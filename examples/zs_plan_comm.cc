@@ -47,12 +47,7 @@ void add_comm_options(po::options_description& desc) {
       ("nodes", po::value<int>(), "nodes the ranks are spread over, in blocks (default: --ranks / "
        "--ranks-per-node); prints the communication per step")
       ("links", po::value<std::string>(), "alpha-beta per link class (bench_collectives "
-       "--fit-out, e.g. data/links/sim_1gbit.json): predicts communication time")
-      ("shard-group-size", po::value<int>()->default_value(0), "hybrid sharding: shard over groups "
-       "of this many ranks, replicate across them (0: all ranks)")
-      ("collectives", po::value<std::string>()->default_value("hierarchical"),
-       "hierarchical (train_gpt's default: two levels, node-local then across nodes, where the "
-       "layout has more than one node of more than one rank) | flat");
+       "--fit-out, e.g. data/links/sim_1gbit.json): predicts communication time");
   // clang-format on
 }
 
@@ -83,10 +78,8 @@ CommConfig comm_config(const po::variables_map& vm, const PlanConfig& config) {
   c.hpz_partition_size = e.zero_hpz_partition_size;
   c.world_invariant = e.world_invariant;
   c.quantized_gradients_block = e.zero_quantized_gradients ? e.zero_quantized_gradients_block : 0;
-  const std::string coll = vm["collectives"].as<std::string>();
-  ZS_CHECK(coll == "flat" || coll == "hierarchical", ErrorCode::kInvalidArgument,
-           "--collectives '{}' is not one of flat, hierarchical", coll);
-  c.hierarchical = coll == "hierarchical";
+  // Checked with the engine flags (examples/engine_options.h).
+  c.hierarchical = vm["collectives"].as<std::string>() == "hierarchical";
   return c;
 }
 

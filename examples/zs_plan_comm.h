@@ -1,6 +1,6 @@
 // zs_plan's "communication per step" section: the flags that describe the cluster (--nodes,
-// --links, --shard-group-size, --collectives) and the table of planner/comm_model.h's plan
-// (docs/scaling.md, "The communication model").
+// --links; --shard-group-size and --collectives are zs_train's, examples/engine_options.h) and
+// the table of planner/comm_model.h's plan (docs/scaling.md, "The communication model").
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -10,10 +10,11 @@
 
 namespace zs::plan {
 
-// Adds --nodes, --links, --shard-group-size and --collectives to zs_plan's options.
+// Adds --nodes and --links to zs_plan's options.
 void add_comm_options(boost::program_options::options_description& desc);
 
-// Whether any of those flags was given (the section is printed only then).
+// Whether any of those flags, --shard-group-size or --collectives was given (the section is
+// printed only then).
 bool comm_requested(const boost::program_options::variables_map& vm);
 
 // The section for `model` under `config` (world, ranks per node, stage, dtypes, micro-batches,

@@ -103,7 +103,13 @@ float rope_theta_of(const json& j, const std::string& where) {
            "{}: \"rope_scaling\" is {}; rope scaling (Llama-3.1 style and others) is not "
            "implemented",
            where, j.contains("rope_scaling") ? j.at("rope_scaling").dump() : "");
-  float theta = optional_field<float>(j, "rope_theta", 10000.0f, where);
+  // Finite and above 1, as GptArchitecture::validate() wants it, named by its key here.
+  auto checked = [&where](float theta, const char* key) {
+    ZS_CHECK(std::isfinite(theta) && theta > 1.0f, kBad,
+             "{}: \"{}\" is {}; rotary positions need a finite theta above 1", where, key, theta);
+    return theta;
+  };
+  float theta = checked(optional_field<float>(j, "rope_theta", 10000.0f, where), "rope_theta");
   if (!j.contains("rope_parameters") || j.at("rope_parameters").is_null()) return theta;
   const json& rp = j.at("rope_parameters");
   ZS_CHECK(rp.is_object(), kBad, "{}: \"rope_parameters\" is {}, an object expected", where,
@@ -119,7 +125,8 @@ float rope_theta_of(const json& j, const std::string& where) {
              "{}: \"rope_parameters.{}\" is {}; zeroshard's rotary positions take rope_theta only",
              where, key, value.dump());
   }
-  return optional_field<float>(rp, "rope_theta", theta, where);
+  return checked(optional_field<float>(rp, "rope_theta", theta, where),
+                 "rope_parameters.rope_theta");
 }
 
 // Fields of the Llama family that would change what the model computes and that our decoder does

@@ -10,20 +10,10 @@
 
 namespace zs::nn {
 
-Attention::Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker,
-                     GemmWorkspace* ws)
-    : Attention(B, T, C, H, H, mm, tracker, ws) {}
-
-Attention::Attention(int B, int T, int C, int H, int KV, DType mm, MemoryTracker* tracker,
-                     GemmWorkspace* ws)
-    : B_(B), T_(T), C_(C), H_(H), KV_(KV), hd_(C / H), h_(T >= 16 ? T / 2 : 0), mm_(mm) {
-  ZS_CHECK(C % H == 0, ErrorCode::kInvalidArgument, "attention: width {} not divisible by heads {}",
-           C, H);
-  ZS_CHECK(KV > 0 && H % KV == 0, ErrorCode::kInvalidArgument,
-           "attention: heads {} not divisible by key/value heads {}", H, KV);
+std::array<Attention::SplitDescs, 6> Attention::gemm_descs(int B, int T, int C, int H, DType mm) {
   const int64_t bh = static_cast<int64_t>(B) * H;
-  const int64_t D = hd_, h = h_, tt = static_cast<int64_t>(T) * T, td = T * D;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
+  const int64_t D = C / H, h = T >= 16 ? T / 2 : 0, tt = static_cast<int64_t>(T) * T, td = T * D;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   // One GEMM over the per-head matrices; sq = T*T or T*D batch strides, ld = row strides.
   auto g = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, float alpha, int64_t lda,
                int64_t sa, int64_t ldb, int64_t sb, int64_t ldc, int64_t sc) {
@@ -42,11 +32,14 @@ Attention::Attention(int B, int T, int C, int H, int KV, DType mm, MemoryTracker
     d.stride_b = sb;
     d.ldc = ldc;
     d.stride_c = sc;
-    return Gemm(d, tracker, ws);
+    return d;
   };
-  auto both = [&](Split& s, auto make) {
-    if (h > 0) s.top = make(true);
+  auto both = [&](auto make) {
+    SplitDescs s;
+    s.has_top = h > 0;
+    if (s.has_top) s.top = make(true);
     s.bottom = make(false);
+    return s;
   };
   // S = scale Q K^T: rows [0,h) x keys [0,h); rows [h,T) x all keys.
   auto scores = [&](float alpha) {
@@ -55,8 +48,6 @@ Attention::Attention(int B, int T, int C, int H, int KV, DType mm, MemoryTracker
                  : g(T - h, T, D, false, true, alpha, D, td, D, td, T, tt);
     };
   };
-  both(qk_, scores(scale));
-  both(dp_, scores(1.0f));  // dP = dO V^T
   // O = P V: rows [0,h) use keys [0,h); rows [h,T) all keys. Same for dQ = scale dS K.
   auto rows_by_keys = [&](float alpha) {
     return [&, alpha](bool top) {
@@ -64,8 +55,6 @@ Attention::Attention(int B, int T, int C, int H, int KV, DType mm, MemoryTracker
                  : g(T - h, D, T, false, false, alpha, T, tt, D, td, D, td);
     };
   };
-  both(pv_, rows_by_keys(1.0f));
-  both(dq_, rows_by_keys(scale));
   // dV = P^T dO: keys [0,h) get all queries; keys [h,T) only queries [h,T). Same for
   // dK = scale dS^T Q.
   auto keys_by_rows = [&](float alpha) {
@@ -74,13 +63,40 @@ Attention::Attention(int B, int T, int C, int H, int KV, DType mm, MemoryTracker
                  : g(T - h, D, T - h, true, false, alpha, T, tt, D, td, D, td);
     };
   };
-  both(dv_, keys_by_rows(1.0f));
-  both(dk_, keys_by_rows(scale));
+  return {both(scores(scale)),      both(scores(1.0f)) /* dP = dO V^T */,
+          both(rows_by_keys(1.0f)), both(rows_by_keys(scale)),
+          both(keys_by_rows(1.0f)), both(keys_by_rows(scale))};
+}
+
+Attention::Attention(int B, int T, int C, int H, DType mm, MemoryTracker* tracker,
+                     GemmWorkspace* ws)
+    : Attention(B, T, C, H, H, mm, tracker, ws) {}
+
+Attention::Attention(int B, int T, int C, int H, int KV, DType mm, MemoryTracker* tracker,
+                     GemmWorkspace* ws)
+    : B_(B), T_(T), C_(C), H_(H), KV_(KV), hd_(C / H), h_(T >= 16 ? T / 2 : 0), mm_(mm) {
+  ZS_CHECK(C % H == 0, ErrorCode::kInvalidArgument, "attention: width {} not divisible by heads {}",
+           C, H);
+  ZS_CHECK(KV > 0 && H % KV == 0, ErrorCode::kInvalidArgument,
+           "attention: heads {} not divisible by key/value heads {}", H, KV);
+  const std::array<SplitDescs, 6> g = gemm_descs(B, T, C, H, mm);
+  Split* splits[] = {&qk_, &dp_, &pv_, &dq_, &dv_, &dk_};
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (g[i].has_top) splits[i]->top = Gemm(g[i].top, tracker, ws);
+    splits[i]->bottom = Gemm(g[i].bottom, tracker, ws);
+  }
   if (qk_.bottom.widens()) {
     if (ws == nullptr) ws = (own_ws_ = std::make_unique<GemmWorkspace>(tracker)).get();
     ws->reserve(pair_workspace_need(B, T, C, H));
     ws_ = ws;
   }
+}
+
+int64_t Attention::scratchpad_bytes() const {
+  size_t b = 0;
+  for (const Split* s : {&qk_, &pv_, &dp_, &dv_, &dq_, &dk_})
+    b += s->top.scratchpad_bytes() + s->bottom.scratchpad_bytes();
+  return static_cast<int64_t>(b);
 }
 
 namespace {

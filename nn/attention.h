@@ -8,6 +8,7 @@
 // AttentionActs, the temporaries in AttentionWork, both owned by the caller.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -51,6 +52,8 @@ class Attention {
   // dout [B*T, C] fp32 -> dqkv [B*T, C + 2 KV hd] fp32 (overwrites; dK, dV summed over groups).
   void backward(const float* dout, const AttentionActs& acts, const AttentionWork& work,
                 float* dqkv);
+  // oneDNN's scratchpads of its products ([Note: GEMM scratchpads] in nn/gemm.h).
+  int64_t scratchpad_bytes() const;
 
  private:
   // [Note: causal split] Each batched product is run as two GEMMs over the query rows [0, h) and
@@ -77,6 +80,14 @@ class Attention {
  public:
   // The workspace bytes the pairs need on a widening path.
   static size_t pair_workspace_need(int B, int T, int C, int H);
+  // One split's products ([Note: causal split]): top only when has_top (T >= 16).
+  struct SplitDescs {
+    bool has_top = false;
+    GemmDesc top, bottom;
+  };
+  // The products the constructor builds, in the order qk, dp, pv, dq, dv, dk (planners size their
+  // workspace and scratchpads from these; key/value heads do not change them).
+  static std::array<SplitDescs, 6> gemm_descs(int B, int T, int C, int H, DType mm);
 };
 
 }  // namespace zs::nn

@@ -147,6 +147,54 @@ size_t gemm_workspace_need(const GemmDesc& d) {
   return ws_layout(d, gemm_path(d.dtype).widened, false).total;
 }
 
+namespace {
+// The product's memory descriptors and primitive descriptor (inputs in bf16, or fp32 when
+// `widen`), refused when oneDNN has none; Gemm's constructor and gemm_scratchpad_bytes() alike.
+struct MatmulDescs {
+  dnnl::memory::desc a, b, c, bias;
+  dnnl::matmul::primitive_desc pd;
+};
+MatmulDescs matmul_descs(const GemmDesc& d, bool widen) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  const dt in = d.dtype == DType::kBF16 && !widen ? dt::bf16 : dt::f32;
+  const bool b3 = d.batch > 1;
+  // Logical (rows, cols) with strides (row stride rs, col stride cs, batch stride bs).
+  auto mk = [&](int64_t r, int64_t c, int64_t rs, int64_t cs, int64_t bs, dt t) {
+    return b3 ? dnnl::memory::desc(dims{d.batch, r, c}, t, dims{bs, rs, cs})
+              : dnnl::memory::desc(dims{r, c}, t, dims{rs, cs});
+  };
+  const int64_t la = d.ld_a(), lb = d.ld_b();
+  MatmulDescs m;
+  m.a = d.trans_a ? mk(d.m, d.k, 1, la, d.batch_stride_a(), in)
+                  : mk(d.m, d.k, la, 1, d.batch_stride_a(), in);
+  m.b = d.trans_b ? mk(d.k, d.n, 1, lb, d.batch_stride_b(), in)
+                  : mk(d.k, d.n, lb, 1, d.batch_stride_b(), in);
+  m.c = mk(d.m, d.n, d.ld_c(), 1, d.batch_stride_c(), dt::f32);
+  m.bias = b3 ? dnnl::memory::desc(dims{1, 1, d.n}, dt::f32, dims{d.n, d.n, 1})
+              : dnnl::memory::desc(dims{1, d.n}, dt::f32, dims{d.n, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
+  if (d.accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  m.pd = try_matmul(m.a, m.b, d.bias ? &m.bias : nullptr, m.c, attr);
+  ZS_CHECK(m.pd, ErrorCode::kUnsupported,
+           "gemm: oneDNN has no {} matmul for batch {} m {} n {} k {} on this CPU ({}; path {})",
+           in == dt::bf16 ? "bf16" : "fp32", d.batch, d.m, d.n, d.k, cpu_features_string(),
+           gemm_path(d.dtype).name);
+  return m;
+}
+}  // namespace
+
+size_t gemm_scratchpad_bytes(const GemmDesc& d, bool widened) {
+  check_desc(d);
+  return matmul_descs(d, widened).pd.scratchpad_desc().get_size();
+}
+
 struct Gemm::Impl {
   dnnl::matmul prim;
   dnnl::memory a, b, c, bias, scratch_mem;
@@ -159,48 +207,19 @@ struct Gemm::Impl {
 Gemm::Gemm(const GemmDesc& d, MemoryTracker* tracker, GemmWorkspace* ws)
     : desc_(d), impl_(std::make_unique<Impl>()) {
   check_desc(d);
-  using dt = dnnl::memory::data_type;
-  using dims = dnnl::memory::dims;
   impl_->widen = gemm_path(d.dtype).widened;
-  const dt in = d.dtype == DType::kBF16 && !impl_->widen ? dt::bf16 : dt::f32;
-  const bool b3 = d.batch > 1;
-  // Logical (rows, cols) with strides (row stride rs, col stride cs, batch stride bs).
-  auto mk = [&](int64_t r, int64_t c, int64_t rs, int64_t cs, int64_t bs, dt t) {
-    return b3 ? dnnl::memory::desc(dims{d.batch, r, c}, t, dims{bs, rs, cs})
-              : dnnl::memory::desc(dims{r, c}, t, dims{rs, cs});
-  };
-  const int64_t la = d.ld_a(), lb = d.ld_b();
-  const auto a_md = d.trans_a ? mk(d.m, d.k, 1, la, d.batch_stride_a(), in)
-                              : mk(d.m, d.k, la, 1, d.batch_stride_a(), in);
-  const auto b_md = d.trans_b ? mk(d.k, d.n, 1, lb, d.batch_stride_b(), in)
-                              : mk(d.k, d.n, lb, 1, d.batch_stride_b(), in);
-  const auto c_md = mk(d.m, d.n, d.ld_c(), 1, d.batch_stride_c(), dt::f32);
-  const auto bias_md = b3 ? dnnl::memory::desc(dims{1, 1, d.n}, dt::f32, dims{d.n, d.n, 1})
-                          : dnnl::memory::desc(dims{1, d.n}, dt::f32, dims{d.n, 1});
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
-  if (d.accumulate) {
-    dnnl::post_ops po;
-    po.append_sum(1.0f);
-    attr.set_post_ops(po);
-  }
+  const MatmulDescs m = matmul_descs(d, impl_->widen);
+  const dnnl::matmul::primitive_desc& pd = m.pd;
   auto& eng = cpu_engine();
-  const dnnl::matmul::primitive_desc pd =
-      try_matmul(a_md, b_md, d.bias ? &bias_md : nullptr, c_md, attr);
-  ZS_CHECK(pd, ErrorCode::kUnsupported,
-           "gemm: oneDNN has no {} matmul for batch {} m {} n {} k {} on this CPU ({}; path {})",
-           in == dt::bf16 ? "bf16" : "fp32", d.batch, d.m, d.n, d.k, cpu_features_string(),
-           gemm_path(d.dtype).name);
   impl_->prim = dnnl::matmul(pd);
   const size_t sbytes = pd.scratchpad_desc().get_size();
   if (sbytes > 0) impl_->scratch = Buffer(sbytes, MemCategory::kActivations, tracker);
-  impl_->a = dnnl::memory(a_md, eng, DNNL_MEMORY_NONE);
-  impl_->b = dnnl::memory(b_md, eng, DNNL_MEMORY_NONE);
-  impl_->c = dnnl::memory(c_md, eng, DNNL_MEMORY_NONE);
+  impl_->a = dnnl::memory(m.a, eng, DNNL_MEMORY_NONE);
+  impl_->b = dnnl::memory(m.b, eng, DNNL_MEMORY_NONE);
+  impl_->c = dnnl::memory(m.c, eng, DNNL_MEMORY_NONE);
   impl_->args = {{DNNL_ARG_SRC, impl_->a}, {DNNL_ARG_WEIGHTS, impl_->b}, {DNNL_ARG_DST, impl_->c}};
   if (d.bias) {
-    impl_->bias = dnnl::memory(bias_md, eng, DNNL_MEMORY_NONE);
+    impl_->bias = dnnl::memory(m.bias, eng, DNNL_MEMORY_NONE);
     impl_->args[DNNL_ARG_BIAS] = impl_->bias;
   }
   impl_->scratch_mem = dnnl::memory(pd.scratchpad_desc(), eng,
@@ -221,6 +240,8 @@ void Gemm::run(const void* a, const void* b, float* c, const float* bias) {
 }
 
 bool Gemm::widens() const { return impl_ != nullptr && impl_->widen; }
+
+size_t Gemm::scratchpad_bytes() const { return impl_ != nullptr ? impl_->scratch.size() : 0; }
 
 void Gemm::run_widened(const float* a, const float* b, float* c, const float* bias) {
   ZS_ASSERT(widens());
@@ -245,6 +266,7 @@ bool gemm_uses_onednn() { return false; }
 
 // Eigen's run() widens into its own layout (the product follows the operands): no run_widened().
 bool Gemm::widens() const { return false; }
+size_t Gemm::scratchpad_bytes() const { return 0; }
 void Gemm::run_widened(const float*, const float*, float*, const float*) { ZS_ASSERT(false); }
 
 const GemmPath& gemm_path(DType dtype) {
@@ -258,6 +280,11 @@ const GemmPath& gemm_path(DType dtype) {
 size_t gemm_workspace_need(const GemmDesc& d) {
   check_desc(d);
   return ws_layout(d, d.dtype == DType::kBF16, true).total;
+}
+
+size_t gemm_scratchpad_bytes(const GemmDesc& d, bool) {
+  check_desc(d);
+  return 0;
 }
 
 struct Gemm::Impl {

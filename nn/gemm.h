@@ -94,6 +94,13 @@ void widen_bf16(const void* src, float* dst, int64_t n);
 // extents (64-byte aligned) when its inputs are widened, plus Eigen's m x n product.
 size_t gemm_workspace_need(const GemmDesc& desc);
 
+// [Note: GEMM scratchpads] oneDNN's scratchpad for a product of `desc`: the bytes a Gemm of it
+// registers under kActivations besides the workspace. The library sizes it for this CPU and for
+// the OpenMP team of the calling thread (a planner asks under the ThreadScope the model builds
+// its products with); `widened`: bf16 inputs run as an fp32 product ([Note: GEMM paths]). Builds
+// a primitive descriptor only, allocates nothing; 0 in Eigen builds. Throws as Gemm's constructor.
+size_t gemm_scratchpad_bytes(const GemmDesc& desc, bool widened);
+
 class Gemm {
  public:
   Gemm();
@@ -112,6 +119,8 @@ class Gemm {
   bool widens() const;
   void run_widened(const float* a, const float* b, float* c, const float* bias = nullptr);
   const GemmDesc& desc() const { return desc_; }
+  // The library's scratchpad this Gemm registered (gemm_scratchpad_bytes(); 0 with Eigen).
+  size_t scratchpad_bytes() const;
   double flops() const { return 2.0 * desc_.batch * desc_.m * desc_.n * desc_.k; }
 
  private:

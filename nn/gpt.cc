@@ -85,8 +85,14 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
                                ws, int8_ws.get());
     }
     act_bytes += static_cast<int64_t>(int8_ws->size());
+    for (const Int8Linear& l : int8_lin) act_bytes += l.scratchpad_bytes();
   }
   act_bytes += static_cast<int64_t>(gemm_ws->size());
+  // [Note: GEMM scratchpads] in nn/gemm.h: oneDNN's, registered by each product.
+  for (const Linear* l : {&qkv_lin, &proj_lin, &fc_lin, &fcproj_lin, &head_lin})
+    act_bytes += l->scratchpad_bytes();
+  act_bytes += attn.scratchpad_bytes();
+  for (const LoraAdapter& l : lora) act_bytes += l.scratchpad_bytes();
 }
 
 Buffer GptModel::State::act(int64_t bytes) {
@@ -160,7 +166,9 @@ double GptModel::loss() const { return state_->loss; }
 int64_t GptModel::activation_bytes() const { return state_->act_bytes; }
 
 ActivationPlan GptModel::activation_plan() const {
-  return gpt_activation_plan(config(), DeviceKind::kCpu, this_process_cpu_gemm());
+  GptActivationDims d = GptActivationDims::of(config());
+  d.threads = threads_;  // the team its products were built for
+  return gpt_activation_plan(d, DeviceKind::kCpu, this_process_cpu_gemm());
 }
 
 void GptModel::load_ids(const int32_t* tokens) {

@@ -23,13 +23,10 @@
 #include "core/memory_tracker.h"
 #include "nn/gpt_config.h"
 #include "nn/gpt_model_base.h"
+#include "nn/threads.h"  // default_threads()
 #include "unit/unit.h"
 
 namespace zs::nn {
-
-// Cores available to this process divided by the ranks on this node (OMPI_COMM_WORLD_LOCAL_SIZE,
-// 1 when unset), at least 1.
-int default_threads();
 
 class GptModel : public GptModelBase {
  public:

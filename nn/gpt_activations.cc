@@ -1,9 +1,11 @@
 #include "nn/gpt_activations.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -13,6 +15,7 @@
 #include "nn/gemm.h"
 #include "nn/linear.h"
 #include "nn/lora.h"
+#include "nn/threads.h"
 
 namespace zs::nn {
 
@@ -21,6 +24,48 @@ namespace {
 constexpr int64_t kF4 = 4;  // fp32 and int32
 
 int64_t aligned64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// The CPU model's matmul dtype: bf16 for bf16 compute, else fp32 (fp16 products run in fp32).
+DType cpu_mm(const GptActivationDims& d) {
+  return d.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+}
+
+// nn/gpt.cc's five Linears: qkv, proj, fc, fc_proj, head.
+struct LinearShape {
+  int in = 0, out = 0;
+  bool bias = false, residual = false;
+};
+std::array<LinearShape, 5> gpt_linear_shapes(const GptActivationDims& d) {
+  const int C = static_cast<int>(d.width), F = static_cast<int>(d.ffn);
+  return {LinearShape{C, static_cast<int>(d.qkv_cols()), d.qkv_bias, false},
+          LinearShape{C, C, d.proj_bias, true},
+          LinearShape{C, static_cast<int>(d.fc_cols()), d.mlp_bias, false},
+          LinearShape{F, C, d.mlp_bias, true},
+          LinearShape{C, static_cast<int>(d.vocab), false, false}};
+}
+
+// nn/gpt.cc's LoRA adapters: one per adapted linear, its output rows base_out apart.
+struct LoraShape {
+  int64_t in = 0, out = 0, base_out = 0;
+};
+std::vector<LoraShape> gpt_lora_shapes(const GptActivationDims& d) {
+  std::vector<LoraShape> v;
+  for (int t = 0; t < kNumGptLoraTargets && d.lora_count() > 0; ++t) {
+    if (!((d.lora_targets >> t) & 1u)) continue;
+    const auto target = static_cast<GptLoraTarget>(t);
+    LoraShape l;
+    int64_t base_in = 0;
+    gpt_lora_linear_shape(target, d.arch(), &l.in, &l.out);
+    gpt_lora_linear_shape(gpt_lora_base_linear(target), d.arch(), &base_in, &l.base_out);
+    v.push_back(l);
+  }
+  return v;
+}
+
+std::array<Attention::SplitDescs, 6> attention_descs(const GptActivationDims& d) {
+  return Attention::gemm_descs(static_cast<int>(d.batch), static_cast<int>(d.context),
+                               static_cast<int>(d.width), static_cast<int>(d.heads), cpu_mm(d));
+}
 
 }  // namespace
 
@@ -50,8 +95,10 @@ GptActivationDims GptActivationDims::of(const GptConfig& c) {
   d.checkpoint = c.run.checkpoint_activations;
   d.lora_rank = c.adapters.lora.rank;
   d.lora_targets = c.adapters.lora.target_mask();
+  if (c.adapters.lora.enabled()) d.lora_scale = c.adapters.lora.scaling();
   d.int8_accept = c.adapters.int8.accept;
   d.int8_outlier_threshold = c.adapters.int8.outlier_threshold;
+  d.threads = c.run.threads;
   return d;
 }
 
@@ -180,68 +227,62 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
     if (widen) b += aligned64(kF4 * g.a_extent()) + aligned64(kF4 * g.b_extent());
     return b;
   };
-  auto desc = [](int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
-    GemmDesc g;
-    g.batch = batch;
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.trans_a = ta;
-    g.trans_b = tb;
-    return g;
-  };
   // nn/linear.cc: forward y = x W^T, backward data dx = dy W, backward weight dW = dy^T x; on the
   // widened oneDNN path Linear::backward keeps dy widened for both, then max(W, x) after it.
   const int64_t M = d.tokens();
   const bool pairs = cpu_gemm == CpuGemm::kOnednnWidened;
-  auto linear = [&](int64_t in, int64_t out) {
-    const int64_t pair = pairs ? static_cast<int64_t>(Linear::backward_workspace_need(
-                                     M, static_cast<int>(in), static_cast<int>(out)))
-                               : 0;
-    return std::max({need(desc(1, M, out, in, false, true)),
-                     need(desc(1, M, in, out, false, false)),
-                     need(desc(1, out, in, M, true, false)), pair});
-  };
-  const int64_t C = d.width, F = d.ffn, V = d.vocab, T = d.context;
-  int64_t b = std::max(
-      {linear(C, d.qkv_cols()), linear(C, C), linear(C, d.fc_cols()), linear(F, C), linear(C, V)});
-  // nn/lora.cc: LoraAdapter's six products per adapted linear, each its own Gemm.
-  for (int t = 0; t < kNumGptLoraTargets && d.lora_count() > 0; ++t) {
-    if (!((d.lora_targets >> t) & 1u)) continue;
-    int64_t in = 0, out = 0;
-    const auto target = static_cast<GptLoraTarget>(t);
-    int64_t base_in = 0, base_out = 0;
-    gpt_lora_linear_shape(target, d.arch(), &in, &out);
-    gpt_lora_linear_shape(gpt_lora_base_linear(target), d.arch(), &base_in, &base_out);
-    for (const GemmDesc& g : LoraAdapter::gemm_descs(M, in, out, d.lora_rank, base_out))
+  int64_t b = 0;
+  const DType mm = cpu_mm(d);
+  for (const LinearShape& l : gpt_linear_shapes(d)) {
+    for (const GemmDesc& g : Linear::gemm_descs(M, l.in, l.out, l.bias, l.residual, mm))
       b = std::max(b, need(g));
+    if (pairs)
+      b = std::max(b, static_cast<int64_t>(Linear::backward_workspace_need(M, l.in, l.out)));
   }
-  // nn/attention.cc: per (sequence, head) products, causal rows split at h = T/2 (T >= 16) into a
-  // top part over keys [0, h) and a bottom part ([Note: causal split]); qk and dp, pv and dq, dv
-  // and dk share shapes. lda/ldb are row strides, sa/sb per-head strides.
-  const int64_t bh = d.batch * d.heads, D = C / d.heads;
-  const int64_t h = T >= 16 ? T / 2 : 0, tt = T * T, td = T * D;
-  auto strided = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t sa,
-                     int64_t ldb, int64_t sb) {
-    GemmDesc g = desc(bh, m, n, k, ta, tb);
-    g.lda = lda;
-    g.stride_a = sa;
-    g.ldb = ldb;
-    g.stride_b = sb;
-    return need(g);
-  };
-  auto split = [&](int64_t top, int64_t bottom) { return std::max(h > 0 ? top : 0, bottom); };
-  b = std::max(b, split(strided(h, h, D, false, true, D, td, D, td),
-                        strided(T - h, T, D, false, true, D, td, D, td)));
-  b = std::max(b, split(strided(h, D, h, false, false, T, tt, D, td),
-                        strided(T - h, D, T, false, false, T, tt, D, td)));
-  b = std::max(b, split(strided(h, D, T, true, false, T, tt, D, td),
-                        strided(T - h, D, T - h, true, false, T, tt, D, td)));
+  // nn/lora.cc: LoraAdapter's six products per adapted linear, each its own Gemm.
+  for (const LoraShape& l : gpt_lora_shapes(d))
+    for (const GemmDesc& g :
+         LoraAdapter::gemm_descs(M, l.in, l.out, d.lora_rank, l.base_out, mm, d.lora_scale))
+      b = std::max(b, need(g));
+  // nn/attention.cc: per (sequence, head) products, causal rows split ([Note: causal split]).
+  for (const Attention::SplitDescs& s : attention_descs(d)) {
+    if (s.has_top) b = std::max(b, need(s.top));
+    b = std::max(b, need(s.bottom));
+  }
   // On the widened oneDNN path nn::Attention widens each operand once per split pair.
   if (pairs) {
     b = std::max(b, static_cast<int64_t>(Attention::pair_workspace_need(
-                        static_cast<int>(d.batch), static_cast<int>(T), static_cast<int>(C),
-                        static_cast<int>(d.heads))));
+                        static_cast<int>(d.batch), static_cast<int>(d.context),
+                        static_cast<int>(d.width), static_cast<int>(d.heads))));
+  }
+  return b;
+}
+
+int64_t gpt_cpu_gemm_scratchpad_bytes(const GptActivationDims& d, CpuGemm cpu_gemm) {
+  if (cpu_gemm == CpuGemm::kEigen || !gemm_uses_onednn()) return 0;
+  const bool widened = cpu_gemm == CpuGemm::kOnednnWidened;
+  ThreadScope scope(d.threads > 0 ? d.threads : default_threads());  // as GptModel's constructor
+  const int64_t M = d.tokens();
+  const DType mm = cpu_mm(d);
+  int64_t b = 0;
+  auto add = [&](const GemmDesc& g) {
+    b += static_cast<int64_t>(gemm_scratchpad_bytes(g, widened));
+  };
+  for (const LinearShape& l : gpt_linear_shapes(d))
+    for (const GemmDesc& g : Linear::gemm_descs(M, l.in, l.out, l.bias, l.residual, mm)) add(g);
+  for (const Attention::SplitDescs& s : attention_descs(d)) {
+    if (s.has_top) add(s.top);
+    add(s.bottom);
+  }
+  for (const LoraShape& l : gpt_lora_shapes(d))
+    for (const GemmDesc& g :
+         LoraAdapter::gemm_descs(M, l.in, l.out, d.lora_rank, l.base_out, mm, d.lora_scale))
+      add(g);
+  if (d.int8_accept) {  // [Note: int8 base compute]
+    const bool int8 = Int8Linear::resolves_to_int8(Int8Path::kAuto);
+    for (int t = 0; t < kNumGptLinears; ++t)
+      b += Int8Linear::scratchpad_need(gpt_int8_linear_desc(d, static_cast<GptLoraTarget>(t)), int8,
+                                       false, widened);
   }
   return b;
 }
@@ -345,6 +386,7 @@ ActivationPlan gpt_activation_plan(const GptActivationDims& d, DeviceKind device
                 n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.dmlp + n.wscratch +
                 n.pscratch + n.lora_t + n.lora_t_mm + n.lora_wscratch + n.int8_ws;
   a.gemm_workspace = gpt_cpu_gemm_workspace_bytes(d, cpu_gemm);
+  a.gemm_scratchpads = gpt_cpu_gemm_scratchpad_bytes(d, cpu_gemm);
   return a;
 }
 

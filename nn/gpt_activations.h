@@ -21,7 +21,8 @@
 // with fp16 compute one adapter's A and B converted to fp32; the GEMM workspace covers their
 // products too.
 //
-// Pure functions of their arguments; thread-safe (this_process_cpu_gemm() asks oneDNN once).
+// Functions of their arguments and of this machine: this_process_cpu_gemm() asks oneDNN once,
+// and the GEMM scratchpads are oneDNN's for this CPU (gpt_cpu_gemm_scratchpad_bytes); thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -66,8 +67,12 @@ struct GptActivationDims {
   bool checkpoint = false;
   int64_t lora_rank = 0;      // r; 0: no adapters
   uint32_t lora_targets = 0;  // bit t: GptLoraTarget t adapted (GptLoraConfig::target_mask())
+  float lora_scale = 1.0f;    // s = alpha / r (GptLoraConfig::scaling()): the products' alpha
   bool int8_accept = false;   // GptAdapters::int8.accept ([Note: int8 base compute])
   float int8_outlier_threshold = 0.0f;
+  // The OpenMP team GptModel builds its products for (GptRunConfig::threads; 0: default_threads()):
+  // oneDNN sizes their scratchpads per thread.
+  int threads = 0;
 
   int64_t lora_count() const;  // adapted linears per block (0 without adapters)
 
@@ -138,8 +143,15 @@ Int8LinearDesc gpt_int8_linear_desc(const GptActivationDims& d, GptLoraTarget t)
 // backward pair and an attention split pair (Linear::backward_workspace_need,
 // Attention::pair_workspace_need) on the widened oneDNN path, plus the fp32 m x n product for
 // kEigen; with LoRA, the adapters' products too (LoraAdapter, nn/lora.h). oneDNN's own
-// scratchpads are the library's choice and not included.
+// scratchpads are apart: gpt_cpu_gemm_scratchpad_bytes.
 int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gemm);
+
+// oneDNN's scratchpads of every product GptModel builds ([Note: GEMM scratchpads] in nn/gemm.h):
+// the five linears, attention, the LoRA adapters and the int8 base's layers, asked of this
+// process's oneDNN for `cpu_gemm`'s input types under a ThreadScope of d.threads, as GptModel
+// builds them. 0 for kEigen and in Eigen builds. The library picks these sizes for this CPU: a
+// plan made on another CPU may differ by them.
+int64_t gpt_cpu_gemm_scratchpad_bytes(const GptActivationDims& d, CpuGemm cpu_gemm);
 
 // [Note: token upload] (nn/cuda/gpt_cuda_state.h): inputs, targets and the embedding-gradient
 // index (order, rows, offsets [M + 1]) in one int32 array of kCudaGptIdsPerToken M + 1 ids.

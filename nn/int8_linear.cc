@@ -230,7 +230,19 @@ dnnl::stream& int8_stream() {
 }
 
 // acc[m, n] (s32) = a[m, k] (s8, rows of lda) b (s8): b_rows_n: b stored [n][k] (W^T of W's
-// rows) or else [k][n].
+// rows) or else [k][n]. The primitive descriptor, with a user scratchpad.
+dnnl::matmul::primitive_desc s8_matmul_desc(int64_t m, int64_t n, int64_t k, bool b_rows_n) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  const dnnl::memory::desc a_md({m, k}, dt::s8, dims{k, 1});
+  const dnnl::memory::desc b_md({k, n}, dt::s8, b_rows_n ? dims{1, k} : dims{n, 1});
+  const dnnl::memory::desc c_md({m, n}, dt::s32, dims{n, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, int8_engine());
+}
+
+// The product of s8_matmul_desc(m, n, k, b_rows_n).
 struct S8Matmul {
   dnnl::matmul prim;
   dnnl::memory a, b, c;
@@ -240,22 +252,14 @@ struct S8Matmul {
 
   S8Matmul() = default;
   S8Matmul(int64_t m, int64_t n, int64_t k, bool b_rows_n, MemoryTracker* tracker) {
-    using dt = dnnl::memory::data_type;
-    using dims = dnnl::memory::dims;
-    const dnnl::memory::desc a_md({m, k}, dt::s8, dims{k, 1});
-    const dnnl::memory::desc b_md({k, n}, dt::s8, b_rows_n ? dims{1, k} : dims{n, 1});
-    const dnnl::memory::desc c_md({m, n}, dt::s32, dims{n, 1});
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr,
-                                          int8_engine());
+    const dnnl::matmul::primitive_desc pd = s8_matmul_desc(m, n, k, b_rows_n);
     impl = pd.impl_info_str();
     prim = dnnl::matmul(pd);
     const size_t sbytes = pd.scratchpad_desc().get_size();
     if (sbytes > 0) scratch = Buffer(sbytes, MemCategory::kActivations, tracker);
-    a = dnnl::memory(a_md, int8_engine(), DNNL_MEMORY_NONE);
-    b = dnnl::memory(b_md, int8_engine(), DNNL_MEMORY_NONE);
-    c = dnnl::memory(c_md, int8_engine(), DNNL_MEMORY_NONE);
+    a = dnnl::memory(pd.src_desc(), int8_engine(), DNNL_MEMORY_NONE);
+    b = dnnl::memory(pd.weights_desc(), int8_engine(), DNNL_MEMORY_NONE);
+    c = dnnl::memory(pd.dst_desc(), int8_engine(), DNNL_MEMORY_NONE);
     args = {{DNNL_ARG_SRC, a},
             {DNNL_ARG_WEIGHTS, b},
             {DNNL_ARG_DST, c},
@@ -270,6 +274,11 @@ struct S8Matmul {
     int8_stream().wait();
   }
 };
+
+// oneDNN's scratchpad of S8Matmul(m, n, k, b_rows_n) for the calling thread's team.
+size_t s8_scratchpad_bytes(int64_t m, int64_t n, int64_t k, bool b_rows_n) {
+  return s8_matmul_desc(m, n, k, b_rows_n).scratchpad_desc().get_size();
+}
 
 // The kernel oneDNN picks for a small s8 product ("" when it has none).
 std::string probe_s8() {
@@ -290,6 +299,9 @@ bool onednn_has_vnni() {
 
 struct Int8Linear::Prims {
   S8Matmul fwd, bwd;
+  int64_t scratchpad_bytes() const {
+    return static_cast<int64_t>(fwd.scratch.size() + bwd.scratch.size());
+  }
 };
 
 bool int8_gemm_available() {
@@ -310,7 +322,9 @@ std::string int8_gemm_description() {
 
 #else
 
-struct Int8Linear::Prims {};
+struct Int8Linear::Prims {
+  int64_t scratchpad_bytes() const { return 0; }
+};
 bool int8_gemm_available() { return false; }
 std::string int8_gemm_description() { return "int8 gemm: unavailable (built without oneDNN)"; }
 
@@ -322,6 +336,26 @@ bool Int8Linear::resolves_to_int8(Int8Path path) {
 
 int64_t Int8Linear::workspace_need(const Int8LinearDesc& d, bool int8_gemm, bool int8_backward) {
   return layout_of(d, int8_gemm, int8_gemm && int8_backward).total;
+}
+
+int64_t Int8Linear::scratchpad_need(const Int8LinearDesc& d, bool int8_gemm, bool int8_backward,
+                                    bool widened) {
+  int64_t b = 0;
+  const bool bwd = int8_gemm && int8_backward;
+  if (!int8_gemm || !bwd) {  // the constructor's deq_
+    for (const GemmDesc& g : Linear::gemm_descs(d.M, static_cast<int>(d.in),
+                                                static_cast<int>(d.out), d.bias, d.residual, d.mm))
+      b += static_cast<int64_t>(gemm_scratchpad_bytes(g, widened));
+  }
+#ifdef ZS_NN_HAVE_DNNL
+  if (int8_gemm) b += static_cast<int64_t>(s8_scratchpad_bytes(d.M, d.out, d.in, true));
+  if (bwd) b += static_cast<int64_t>(s8_scratchpad_bytes(d.M, d.in, d.out, false));
+#endif
+  return b;
+}
+
+int64_t Int8Linear::scratchpad_bytes() const {
+  return deq_.scratchpad_bytes() + (prims_ != nullptr ? prims_->scratchpad_bytes() : 0);
 }
 
 Int8Linear::Int8Linear() = default;

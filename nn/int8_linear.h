@@ -115,6 +115,13 @@ class Int8Linear {
   static int64_t workspace_need(const Int8LinearDesc& d, bool int8_gemm, bool int8_backward);
   // Whether `path` resolves to the int8 GEMM in this process (kAuto: int8_gemm_available()).
   static bool resolves_to_int8(Int8Path path);
+  // oneDNN's scratchpads of the products a layer of `d` builds on that path ([Note: GEMM
+  // scratchpads] in nn/gemm.h): the dequantize path's Linear (`widened`: its bf16 products run
+  // widened) and the s8 products, for the calling thread's OpenMP team.
+  static int64_t scratchpad_need(const Int8LinearDesc& d, bool int8_gemm, bool int8_backward,
+                                 bool widened);
+  // The scratchpads this layer registered (scratchpad_need() of its path).
+  int64_t scratchpad_bytes() const;
 
  private:
   struct Prims;

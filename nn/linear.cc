@@ -4,9 +4,8 @@
 
 namespace zs::nn {
 
-Linear::Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm,
-               MemoryTracker* tracker, GemmWorkspace* ws)
-    : M_(M), in_(in), out_(out) {
+std::array<GemmDesc, 3> Linear::gemm_descs(int64_t M, int in, int out, bool bias, bool residual,
+                                           DType mm) {
   GemmDesc f;  // y[M, out] = x[M, in] * W^T, W stored [out][in] = [n][k]
   f.m = M;
   f.n = out;
@@ -15,13 +14,11 @@ Linear::Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm,
   f.dtype = mm;
   f.bias = bias;
   f.accumulate = residual;
-  fwd_ = Gemm(f, tracker, ws);
   GemmDesc d;  // dx[M, in] = dy[M, out] * W[out, in]
   d.m = M;
   d.n = in;
   d.k = out;
   d.dtype = mm;
-  bwd_data_ = Gemm(d, tracker, ws);
   GemmDesc w;  // dW[out, in] += dy^T x, dy stored [M][out] = [k][m]
   w.m = out;
   w.n = in;
@@ -29,12 +26,26 @@ Linear::Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm,
   w.trans_a = true;
   w.dtype = mm;
   w.accumulate = true;
-  bwd_weight_ = Gemm(w, tracker, ws);
+  return {f, d, w};
+}
+
+Linear::Linear(int64_t M, int in, int out, bool bias, bool residual, DType mm,
+               MemoryTracker* tracker, GemmWorkspace* ws)
+    : M_(M), in_(in), out_(out) {
+  const std::array<GemmDesc, 3> g = gemm_descs(M, in, out, bias, residual, mm);
+  fwd_ = Gemm(g[0], tracker, ws);
+  bwd_data_ = Gemm(g[1], tracker, ws);
+  bwd_weight_ = Gemm(g[2], tracker, ws);
   if (bwd_data_.widens()) {
     if (ws == nullptr) ws = (own_ws_ = std::make_unique<GemmWorkspace>(tracker)).get();
     ws->reserve(backward_workspace_need(M, in, out));
     ws_ = ws;
   }
+}
+
+int64_t Linear::scratchpad_bytes() const {
+  return static_cast<int64_t>(fwd_.scratchpad_bytes() + bwd_data_.scratchpad_bytes() +
+                              bwd_weight_.scratchpad_bytes());
 }
 
 namespace {

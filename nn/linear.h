@@ -6,6 +6,7 @@
 // bf16); outputs and gradients are fp32.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -32,11 +33,17 @@ class Linear {
   void backward(const void* dy, const void* x, const void* w, float* dx, float* dw);
 
   int64_t rows() const { return M_; }
+  // oneDNN's scratchpads of its products ([Note: GEMM scratchpads] in nn/gemm.h).
+  int64_t scratchpad_bytes() const;
   int in() const { return in_; }
   int out() const { return out_; }
   // The workspace bytes backward() needs on a widening path: dy, then max(w, x) (64-byte
   // aligned fp32 spans).
   static size_t backward_workspace_need(int64_t M, int in, int out);
+  // The products the constructor builds, forward, backward data, backward weight (planners size
+  // their workspace and scratchpads from these).
+  static std::array<GemmDesc, 3> gemm_descs(int64_t M, int in, int out, bool bias, bool residual,
+                                            DType mm);
 
  private:
   int64_t M_ = 0;

@@ -47,6 +47,13 @@ LoraAdapter::LoraAdapter(int64_t M, int64_t in, int64_t out, int64_t rank, float
   bwd_dx_ = Gemm(g[5], tracker, ws);
 }
 
+int64_t LoraAdapter::scratchpad_bytes() const {
+  size_t b = 0;
+  for (const Gemm* g : {&fwd_u_, &fwd_y_, &bwd_db_, &bwd_v_, &bwd_da_, &bwd_dx_})
+    b += g->scratchpad_bytes();
+  return static_cast<int64_t>(b);
+}
+
 void LoraAdapter::forward(const void* x, const void* a, const void* b, float* u32, void* u,
                           float* y) {
   if (mm_ == DType::kF32) {

@@ -43,6 +43,9 @@ class LoraAdapter {
   void backward(const void* dy, const void* x, const void* u, const void* a, const void* b,
                 float* v32, void* v, float* dx, float* da, float* db);
 
+  // oneDNN's scratchpads of its products ([Note: GEMM scratchpads] in nn/gemm.h).
+  int64_t scratchpad_bytes() const;
+
   // The six products in the order above, with alpha = scale where s applies; for planners
   // (gpt_cpu_gemm_workspace_bytes, nn/gpt_activations.h) and the constructor alike.
   static std::array<GemmDesc, 6> gemm_descs(int64_t M, int64_t in, int64_t out, int64_t rank,

@@ -7,23 +7,25 @@
 #include <thread>
 
 #include "core/settings.h"
-#include "nn/gpt.h"
 
 namespace zs::nn {
 
-int default_threads() {
+int default_threads_for(int local) {
   int cores = 0;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
   if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
   if (cores <= 0) cores = 1;
-  // The launcher's count of ranks on this node (LaunchEnvironment::openmpi_local_size).
-  int local = LaunchEnvironment::from_environment().openmpi_local_size.value_or(1);
   if (local <= 0) local = 1;
   // An mpirun that binds each rank to one core already shrinks the affinity mask.
   if (cores < local) return 1;
   const int t = cores / local;
   return t < 1 ? 1 : t;
+}
+
+int default_threads() {
+  // The launcher's count of ranks on this node (LaunchEnvironment::openmpi_local_size).
+  return default_threads_for(LaunchEnvironment::from_environment().openmpi_local_size.value_or(1));
 }
 
 ThreadScope::ThreadScope(int n) {

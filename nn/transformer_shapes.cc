@@ -175,7 +175,7 @@ std::vector<std::string> transformer_shape_names() {
 
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
                                            DType compute_dtype, bool checkpoint, DeviceKind device,
-                                           CpuGemm cpu_gemm) {
+                                           CpuGemm cpu_gemm, int threads) {
   shape.validate();
   ZS_CHECK(micro_batch >= 1, ErrorCode::kInvalidArgument, "micro-batch of {} sequences < 1",
            micro_batch);
@@ -193,6 +193,7 @@ ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_
   d.batch = micro_batch;
   d.compute_dtype = compute_dtype;
   d.checkpoint = checkpoint;
+  d.threads = threads;
   return gpt_activation_plan(d, device, cpu_gemm);
 }
 

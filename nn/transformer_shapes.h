@@ -94,13 +94,14 @@ std::vector<std::string> transformer_shape_names();
 // Activations of one rank at `micro_batch` sequences per micro-batch: gpt_activation_plan() for
 // the shape's architecture, the bytes nn::GptModel (kCpu, its GEMM workspace for `cpu_gemm`
 // included) or nn::CudaGptModel (kCuda, its cuBLASLt workspace included, and its pinned host
-// bytes) allocates for GptConfig{arch(), run {batch = micro_batch, compute_dtype, checkpoint},
-// adapters}. Throws zs::Error(kInvalidArgument) for a bad shape or micro_batch < 1, and
+// bytes) allocates for GptConfig{arch(), run {batch = micro_batch, compute_dtype, checkpoint,
+// threads}, adapters} (threads: the OpenMP team, which sizes oneDNN's scratchpads; 0:
+// default_threads()). Throws zs::Error(kInvalidArgument) for a bad shape or micro_batch < 1, and
 // zs::Error(kUnsupported) for adapters or a component the CUDA model lacks on kCuda
 // (check_gpt_lora_device, check_gpt_cuda_components).
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
                                            DType compute_dtype, bool checkpoint,
                                            DeviceKind device = DeviceKind::kCpu,
-                                           CpuGemm cpu_gemm = CpuGemm::kOnednn);
+                                           CpuGemm cpu_gemm = CpuGemm::kOnednn, int threads = 0);
 
 }  // namespace zs::nn

@@ -38,10 +38,10 @@ ModelDesc transformer_model_desc(const TransformerShape& shape) {
 }
 
 ActivationFn transformer_activations(const TransformerShape& shape, DType compute_dtype,
-                                     DeviceKind device, CpuGemm cpu_gemm) {
+                                     DeviceKind device, CpuGemm cpu_gemm, int threads) {
   return [=](int64_t micro_batch, bool checkpoint) {
     return transformer_activation_plan(shape, micro_batch, compute_dtype, checkpoint, device,
-                                       cpu_gemm);
+                                       cpu_gemm, threads);
   };
 }
 

@@ -4,7 +4,7 @@
 // memory check before work and the planner's tests use. Apart from zs_nn (library zs_planner)
 // because it names the runtime's planner types, which zs_nn never depends on.
 //
-// Pure functions of their arguments; thread-safe.
+// Functions of their arguments (and of this CPU: nn/gpt_activations.h); thread-safe.
 #pragma once
 
 #include "core/buffer.h"
@@ -20,9 +20,10 @@ namespace zs::nn {
 ModelDesc transformer_model_desc(const TransformerShape& shape);
 
 // transformer_activation_plan() of `shape` for whatever micro-batch and checkpointing the planner
-// asks: in `compute_dtype`, on `device`, the CPU products on `cpu_gemm`.
+// asks: in `compute_dtype`, on `device`, the CPU products on `cpu_gemm` built for `threads` (0:
+// default_threads()).
 ActivationFn transformer_activations(const TransformerShape& shape, DType compute_dtype,
                                      DeviceKind device = DeviceKind::kCpu,
-                                     CpuGemm cpu_gemm = CpuGemm::kOnednn);
+                                     CpuGemm cpu_gemm = CpuGemm::kOnednn, int threads = 0);
 
 }  // namespace zs::nn

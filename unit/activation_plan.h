@@ -6,10 +6,10 @@
 // (zeroshard's GPT: nn/gpt_activations.h, the function its constructors allocate from).
 //
 // Contract: total() is what the model registers with the memory tracker under
-// MemCategory::kActivations (library scratch whose size the model does not choose, such as
-// oneDNN's scratchpads, excepted), pinned_host what it registers under MemCategory::kOther. The
-// split (per layer, blocks, head, workspace) is for reports; a model without layers may put
-// everything in `workspace`. The buffers are reused by every micro-batch of a step.
+// MemCategory::kActivations (library scratch included: gemm_scratchpads), pinned_host what it
+// registers under MemCategory::kOther. The split (per layer, blocks, head, workspace) is for
+// reports; a model without layers may put everything in `workspace`. The buffers are reused by
+// every micro-batch of a step.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +33,16 @@ struct ActivationPlan {
   // The matrix-product workspace the model sizes and registers itself (zeroshard's GPT: the
   // shared CPU GEMM workspace, or the cuBLASLt workspace on CUDA).
   int64_t gemm_workspace = 0;
+  // The matrix-product library's own scratch, which it sizes for the CPU and the thread team and
+  // the model asks for and registers (zeroshard's GPT: oneDNN's scratchpads, [Note: GEMM
+  // scratchpads] in nn/gemm.h).
+  int64_t gemm_scratchpads = 0;
   // Pinned host buffers of the model (token staging, read-backs), registered under kOther. Host
   // memory: not in total() nor in a device total.
   int64_t pinned_host = 0;
-  int64_t total() const { return inputs + blocks + recompute + head + workspace + gemm_workspace; }
+  int64_t total() const {
+    return inputs + blocks + recompute + head + workspace + gemm_workspace + gemm_scratchpads;
+  }
 };
 
 }  // namespace zs

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "examples/engine_options.h"
 #include "examples/model_options.h"
 
 namespace po = boost::program_options;
@@ -14,10 +15,6 @@ namespace {
 
 using Parsed = ParsedFlags;
 constexpr ErrorCode kBad = ErrorCode::kInvalidArgument;
-
-// train_gpt's byte-level GPT: the architecture flags' defaults (--vocab 256: the bytes).
-const nn::GptArchitecture kArchitecture = {
-    .layers = 4, .heads = 4, .width = 128, .context = 128, .vocab = 256, .ffn_mult = 4};
 
 bool finite_at_least(double v, double lo) { return std::isfinite(v) && v >= lo; }
 
@@ -163,147 +160,9 @@ std::vector<Flag> eval_flags(TrainOptions& o) {
   };
 }
 
-std::vector<Flag> batch_flags(TrainOptions& o, RawFlags& r) {
+// After the engine flags zs_plan shares (examples/engine_options.h).
+std::vector<Flag> engine_flags(TrainOptions& o) {
   return {
-      {"batch", po::value<int>()->default_value(16),
-       "micro-batch: sequences per rank per forward/backward (DeepSpeed's "
-       "train_micro_batch_size_per_gpu)",
-       [](const Parsed& p) {
-         ZS_CHECK(p.o.model.run.batch >= 1, kBad, "{} {} must be at least 1", p.flag("batch"),
-                  p.o.model.run.batch);
-       }},
-      {"micro-batch-size", po::value<int>(), "alias of --batch", {}},
-      {"gradient-accumulation-steps", po::value<int>()->default_value(1),
-       "micro-batches accumulated per optimizer step",
-       [](const Parsed& p) {
-         ZS_CHECK(p.o.engine.micro_batches >= 1, kBad,
-                  "{} {} must be at least 1 (micro-batches per optimizer step)",
-                  given(p.vm, "micro-batches") ? "--micro-batches"
-                                               : p.flag("gradient-accumulation-steps"),
-                  p.o.engine.micro_batches);
-       }},
-      {"global-micro-batches", po::value(&o.global_micro_batches)->default_value(0),
-       "micro-batches per optimizer step over all ranks: each rank takes M / ranks of them, so the "
-       "step is the same at any world size (0: --gradient-accumulation-steps per rank)",
-       [](const Parsed& p) {
-         ZS_CHECK(p.o.global_micro_batches >= 0, kBad, "{} {} is negative",
-                  p.flag("global-micro-batches"), p.o.global_micro_batches);
-       }},
-      {"world-invariant",
-       po::bool_switch(&o.engine.world_invariant),
-       "the same bits at any power-of-two world size: each micro-batch reduced over the ranks and "
-       "the micro-batches summed on the rank in one fixed binary tree, loss and gradient norm "
-       "summed exactly (docs/engine.md; with --global-micro-batches and the same --threads at "
-       "every world size; CPU, fp32 gradients)",
-       {}},
-      {"micro-batches",
-       po::value<int>(),
-       "deprecated alias of --gradient-accumulation-steps (not the micro-batch size)",
-       {}},
-      {"checkpoint-activations",
-       po::bool_switch(&r.checkpoint_activations),
-       "recompute each block's forward in backward (less activation memory)",
-       {}},
-      {"threads",
-       po::value(&o.model.run.threads)->default_value(0),
-       "compute threads per rank (0: cores / ranks on this node)",
-       {}},
-  };
-}
-
-std::vector<Flag> engine_flags(TrainOptions& o, RawFlags& r) {
-  return {
-      {"zero-stage", po::value(&r.stage)->default_value(3), "ZeRO stage: 0, 1, 2 or 3", {}},
-      {"dtype",
-       po::value(&r.dtype)->default_value(r.dtype),
-       "compute dtype: fp32, bf16 or fp16",
-       {}},
-      {"grad-dtype",
-       po::value(&r.grad_dtype)->default_value(r.grad_dtype),
-       "accumulated-gradient and reduction dtype: fp32 or the compute dtype",
-       {}},
-      {"prefetch",
-       po::value(&o.engine.prefetch)->default_value(1),
-       "units gathered ahead of use in stage 3 (0: none)",
-       {}},
-      {"shard-group-size",
-       po::value(&o.engine.shard_group_size)->default_value(0),
-       "hybrid sharding (HSDP): shard the model states over groups of this many ranks and "
-       "replicate across groups, e.g. the ranks of one node (0: all ranks; must divide them)",
-       {}},
-      {"zero-quantized-weights", po::bool_switch(&o.engine.zero_quantized_weights),
-       "ZeRO++ qwZ (stage 3): gather parameters as int8 codes with one fp32 scale per "
-       "--zero-quantized-weights-block elements, 1 + 4/B bytes per element instead of the "
-       "compute dtype's, dequantized before compute (CPU only)",
-       [](const Parsed& p) {
-         ZS_CHECK(!p.o.engine.zero_quantized_weights || p.raw.stage == 3, kBad,
-                  "{} quantizes stage 3's parameter all-gather: --zero-stage {} does not gather "
-                  "parameters",
-                  p.flag("zero-quantized-weights"), p.raw.stage);
-       }},
-      {"zero-quantized-weights-block",
-       po::value(&o.engine.zero_quantized_weights_block)->default_value(256),
-       "elements per fp32 scale of --zero-quantized-weights: a power of two in 32..65536 (the "
-       "layout alignment becomes a multiple of it)",
-       [&b = o.engine.zero_quantized_weights_block](const Parsed& p) {
-         ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, kBad,
-                  "{} {} is not a power of two in 32..65536",
-                  p.flag("zero-quantized-weights-block"), b);
-       }},
-      {"zero-hpz-partition-size", po::value(&o.engine.zero_hpz_partition_size)->default_value(1),
-       "ZeRO++ hpZ (stage 3): groups of this many consecutive ranks (a node's, or a divisor of "
-       "it) keep a secondary shard of the parameters from the forward gather, so the backward "
-       "gathers within the node; costs (params / K) x compute-dtype bytes per rank (1: off; "
-       "CPU only; needs more than one node)",
-       [](const Parsed& p) {
-         const int k = p.o.engine.zero_hpz_partition_size;
-         ZS_CHECK(k >= 1, kBad, "{} {} is not 1 (off) or more", p.flag("zero-hpz-partition-size"),
-                  k);
-         ZS_CHECK(k == 1 || p.raw.stage == 3, kBad,
-                  "{} keeps secondary shards of stage 3's gathered parameters: --zero-stage {} "
-                  "does not gather parameters",
-                  p.flag("zero-hpz-partition-size"), p.raw.stage);
-       }},
-      {"zero-quantized-gradients", po::bool_switch(&o.engine.zero_quantized_gradients),
-       "ZeRO++ qgZ (stages 2-3): reduce-scatter gradients as int8 codes with one fp32 scale per "
-       "--zero-quantized-gradients-block elements, in two all-to-alls (within each node, then "
-       "across nodes) with fp32 sums (CPU only)",
-       [](const Parsed& p) {
-         ZS_CHECK(!p.o.engine.zero_quantized_gradients || p.raw.stage >= 2, kBad,
-                  "{} quantizes the reduce-scatter of sharded gradients: --zero-stage {} keeps "
-                  "whole gradients (use 2 or 3)",
-                  p.flag("zero-quantized-gradients"), p.raw.stage);
-       }},
-      {"zero-quantized-gradients-block",
-       po::value(&o.engine.zero_quantized_gradients_block)->default_value(256),
-       "elements per fp32 scale of --zero-quantized-gradients: a power of two in 32..65536 (the "
-       "layout alignment becomes a multiple of it)",
-       [&b = o.engine.zero_quantized_gradients_block](const Parsed& p) {
-         ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, kBad,
-                  "{} {} is not a power of two in 32..65536",
-                  p.flag("zero-quantized-gradients-block"), b);
-       }},
-      {"collectives", po::value(&o.collectives)->default_value(o.collectives),
-       "hierarchical: the engine's all-rank collectives in two levels, within each node then "
-       "across nodes, where the job spans nodes of more than one rank each (elsewhere they are "
-       "flat); or flat: always one level (docs/scaling.md)",
-       [](const Parsed& p) {
-         const std::string& c = p.o.collectives;
-         ZS_CHECK(c == "flat" || c == "hierarchical", kBad,
-                  "--collectives '{}' is not one of flat, hierarchical", c);
-         ZS_CHECK(c == "flat" || p.o.device == "cpu" || !given(p.vm, "collectives"),
-                  ErrorCode::kUnsupported,
-                  "--collectives hierarchical is implemented for --device cpu only (MPI), not {}",
-                  p.o.device);
-       }},
-      {"offload-optimizer",
-       po::bool_switch(&r.offload),
-       "keep the fp32 master and Adam state in host memory and update them with the CPU Adam",
-       {}},
-      {"device",
-       po::value(&o.device)->default_value(o.device),
-       "cpu, or cuda (one GPU per rank, NCCL; needs a CUDA build, docs/gpu.md)",
-       {}},
       {"peak-tflops",
        po::value(&o.peak_tflops)->default_value(0.0, "0"),
        "per-rank peak TFLOP/s for the MFU figure (0: known GPUs only)",
@@ -337,10 +196,10 @@ std::vector<Flag> scaler_flags() {
   };
 }
 
+// After --optimizer and the state flags zs_plan shares (examples/engine_options.h).
 std::vector<Flag> optimizer_flags(TrainOptions& o, RawFlags& r) {
   OptimizerConfig& opt = o.engine.optimizer;
   return {
-      {"optimizer", po::value(&r.optimizer)->default_value(r.optimizer), "adamw or sgd", {}},
       {"lr", po::value(&r.lr)->default_value(r.lr, "2e-3"), "peak learning rate",
        [](const Parsed& p) {
          ZS_CHECK(finite_at_least(p.raw.lr, 0.0), kBad, "{} {} must be a finite number >= 0",
@@ -382,37 +241,6 @@ std::vector<Flag> optimizer_flags(TrainOptions& o, RawFlags& r) {
        }},
       {"momentum", po::value(&opt.sgd.momentum)->default_value(0.9f, "0.9"),
        "SGD momentum, in [0, 1)", unit_interval("momentum", opt.sgd.momentum)},
-      {"optimizer-state-dtype",
-       po::value(&r.state_dtype)->default_value(r.state_dtype),
-       "storage of AdamW's m and v: fp32, bf16 (rounded to nearest even) or int8 (8-bit block-wise "
-       "codes, one fp32 scale per --optimizer-state-block elements: 2 + 8/B bytes per parameter "
-       "instead of 8); parameters under --optimizer-state-min-numel elements or named by "
-       "--optimizer-state-fp32 keep fp32 states (CPU only)",
-       {}},
-      {"optimizer-state-block", po::value(&opt.state_block)->default_value(opt.state_block),
-       "elements per scale of int8 optimizer states: a power of two >= 64",
-       [&b = opt.state_block](const Parsed& p) {
-         ZS_CHECK(b >= 64 && b <= (int64_t{1} << 20) && (b & (b - 1)) == 0, kBad,
-                  "{} {} is not a power of two in 64..1048576", p.flag("optimizer-state-block"), b);
-       }},
-      {"optimizer-state-code",
-       po::value(&r.state_code)->default_value(r.state_code),
-       "code book of int8 optimizer states: float8 (3 mantissa bits, E4M3 for m and E5M3 for v "
-       "under the block's absmax; the fast kernels) or dynamic (bitsandbytes' dynamic map)",
-       {}},
-      {"optimizer-state-min-numel",
-       po::value(&opt.state_min_numel)->default_value(opt.state_min_numel),
-       "parameters with fewer elements keep fp32 optimizer states (bitsandbytes' min_8bit_size)",
-       [&n = opt.state_min_numel](const Parsed& p) {
-         ZS_CHECK(n >= 0, kBad, "{} {} must not be negative", p.flag("optimizer-state-min-numel"),
-                  n);
-       }},
-      {"optimizer-state-fp32",
-       po::value(&r.state_fp32),
-       "PATTERN[,PATTERN...]: parameters that keep fp32 optimizer states, by name as checkpoints "
-       "spell them (embed.wte, block.0.qkv.weight, head.lm_head.weight); shell globs (fnmatch: "
-       "'*' spans dots, e.g. '*.wte'); each must match a trainable parameter",
-       {}},
       {"clip", po::value(&o.engine.clip_norm)->default_value(1.0f, "1"),
        "clip the global gradient norm to this (0: off)",
        [&clip = o.engine.clip_norm](const Parsed& p) {
@@ -422,42 +250,17 @@ std::vector<Flag> optimizer_flags(TrainOptions& o, RawFlags& r) {
   };
 }
 
-std::vector<Flag> finetune_flags(TrainOptions& o, RawFlags& r) {
-  nn::GptLoraConfig& lora = o.model.adapters.lora;
+// After the LoRA and frozen-base flags zs_plan shares (examples/engine_options.h).
+std::vector<Flag> finetune_flags(TrainOptions& o) {
   return {
-      {"lora-rank",
-       po::value(&lora.rank)->default_value(0),
-       "LoRA adapter rank r (0: off); the base is frozen, only adapters train",
-       {}},
-      {"lora-alpha",
-       po::value(&lora.alpha)->default_value(8.0f, "8"),
-       "LoRA alpha: the adapters are scaled by alpha / r",
-       {}},
-      {"lora-targets",
-       po::value(&r.lora_targets)->default_value(r.lora_targets),
-       "comma-separated linears to adapt: qkv, proj, fc, fc_proj",
-       {}},
-      {"base-dtype",
-       po::value(&r.base_dtype),
-       "storage of the frozen base: fp32, bf16, fp16 or int8 (vector-wise, one scale per row); "
-       "default: the compute dtype",
-       {}},
-      {"int8-compute",
-       po::value(&r.int8_compute)->default_value(r.int8_compute),
-       "with --base-dtype int8, how the base linears compute: int8-gemm (int8 x int8 products, "
-       "needs VNNI), dequantize (into the compute dtype first), auto (int8-gemm where the CPU has "
-       "VNNI under the ISA caps)",
-       {}},
-      {"int8-outlier-threshold",
-       po::value(&r.outlier_threshold)->default_value(6.0f, "6"),
-       "int8 GEMM: activation columns with max |x| above this are computed in fp32 against the "
-       "dequantized weight columns (LLM.int8()'s decomposition); 0 disables",
-       {}},
-      {"export-adapters",
-       po::value(&o.checkpoint.export_adapters),
+      {"export-adapters", po::value(&o.checkpoint.export_adapters),
        "at the end, write the adapters alone in Hugging Face PEFT's layout to this directory "
        "(adapter_model.safetensors in --export-dtype, adapter_config.json)",
-       {}},
+       [](const Parsed& p) {
+         // [Note: dependent flags] in examples/engine_options.h.
+         ZS_CHECK(p.o.checkpoint.export_adapters.empty() || p.o.model.adapters.lora.rank > 0, kBad,
+                  "--export-adapters writes LoRA adapters: give --lora-rank");
+       }},
   };
 }
 
@@ -477,7 +280,7 @@ std::vector<FlagGroup> train_gpt_flags(TrainOptions& o, RawFlags& r) {
   for (Flag& f : eval_flags(o)) general.push_back(std::move(f));
   CheckpointFlags& ck = o.checkpoint;
   auto architecture = [](po::options_description& d) {
-    examples::add_architecture_options(d, &kArchitecture, true);
+    examples::add_architecture_options(d, &examples::default_architecture(), true);
   };
   return {
       {"Run", {}, std::move(general)},
@@ -485,18 +288,19 @@ std::vector<FlagGroup> train_gpt_flags(TrainOptions& o, RawFlags& r) {
       {"Model (dimensions, then --family's components; a component flag overrides the family)",
        architecture,
        {}},
-      {"Batch and compute", {}, batch_flags(o, r)},
-      {"Engine: sharding and precision", {}, engine_flags(o, r)},
+      {"Batch and compute", examples::add_batch_options, {}},
+      {"Engine: sharding and precision", examples::add_engine_options, engine_flags(o)},
       {"Loss scaling (--dtype fp16 only; default: dynamic)", {}, scaler_flags()},
-      {"Optimizer", {}, optimizer_flags(o, r)},
+      {"Optimizer", examples::add_optimizer_state_options, optimizer_flags(o, r)},
       {"Checkpoints", [&ck](po::options_description& d) { add_checkpoint_flags(d, ck); }, {}},
       {"Hugging Face interop", [&ck](po::options_description& d) { add_hf_flags(d, ck); }, {}},
-      {"Fine-tuning (LoRA, frozen base; docs/finetune.md)", {}, finetune_flags(o, r)},
+      {"Fine-tuning (LoRA, frozen base; docs/finetune.md)", examples::add_finetune_options,
+       finetune_flags(o)},
   };
 }
 
 nn::GptArchitecture train_gpt_architecture(const po::variables_map& vm) {
-  return examples::architecture_from_options(vm, kArchitecture);
+  return examples::architecture_from_options(vm, examples::default_architecture());
 }
 
 void declare_flags(po::options_description& all, const std::vector<FlagGroup>& groups) {

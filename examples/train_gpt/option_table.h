@@ -16,17 +16,12 @@
 namespace zs::train {
 
 // The flags whose values TrainOptions does not hold as given: parse_options() turns them into
-// TrainOptions' fields.
+// TrainOptions' fields. (The flags zs_plan shares, examples/engine_options.h, are read from the
+// variables_map into examples::RunFlags.)
 struct RawFlags {
-  std::string dtype = "bf16", grad_dtype = "fp32", optimizer = "adamw", config_file, schedule;
-  std::string lora_targets = "qkv,proj,fc,fc_proj", base_dtype, int8_compute = "auto";
-  std::string state_dtype = "fp32";   // --optimizer-state-dtype
-  std::string state_code = "float8";  // --optimizer-state-code
-  std::string state_fp32;             // --optimizer-state-fp32 (comma-separated patterns)
-  int stage = 3;
-  float lr = 2e-3f, min_lr_ratio = 0.1f, outlier_threshold = 6.0f;
+  std::string config_file, schedule;
+  float lr = 2e-3f, min_lr_ratio = 0.1f;
   int64_t warmup = 50;
-  bool checkpoint_activations = false, offload = false;
 };
 
 // True when flag `name` was given (on the command line, in --config or --deepspeed-config), not
@@ -60,7 +55,7 @@ struct Flag {
 };
 
 // A --help section: flags declared elsewhere first (`declare`: the architecture, checkpoint and
-// Hugging Face flags), then the table's.
+// Hugging Face flags, and those zs_plan shares: examples/engine_options.h), then the table's.
 struct FlagGroup {
   std::string caption;
   std::function<void(boost::program_options::options_description&)> declare;

@@ -14,8 +14,8 @@
 #include "core/settings.h"
 #include "dataset.h"
 #include "ds_config.h"
+#include "examples/engine_options.h"
 #include "examples/model_options.h"
-#include "examples/state_options.h"
 #include "hf_architecture.h"
 #include "model_description.h"
 #include "nn/gpt_activations.h"
@@ -42,10 +42,6 @@ nlohmann::ordered_json any_json(const boost::any& v) {
   if (auto* p = boost::any_cast<std::string>(&v)) return *p;
   return "(unprintable)";
 }
-
-// Flags with a second spelling: the canonical name first.
-const std::map<std::string, std::string> kAliases = {
-    {"gradient-accumulation-steps", "micro-batches"}, {"batch", "micro-batch-size"}};
 
 // Merges the DeepSpeed file into vm under the rule of ds_config.h: an explicit flag that the
 // file also sets must agree with it. Returns flag -> key path, for messages.
@@ -75,7 +71,8 @@ std::map<std::string, std::string> merge_ds_config(const DsConfig& ds, const std
            it->second, value[s.flag].dump(), s.key, v.dump());
     }
     std::vector<std::string> names = {s.flag};
-    if (auto a = kAliases.find(s.flag); a != kAliases.end()) names.push_back(a->second);
+    const auto& aliases = examples::run_flag_aliases();
+    if (auto a = aliases.find(s.flag); a != aliases.end()) names.push_back(a->second);
     for (const std::string& n : names) {
       if (given(vm, n) && any_json(vm[n].value()) != v) {
         fail(ErrorCode::kInvalidArgument,
@@ -89,22 +86,6 @@ std::map<std::string, std::string> merge_ds_config(const DsConfig& ds, const std
     po::store(parsed, vm);  // explicit flags were stored first and stay (they are equal)
   }
   return from;
-}
-
-// Resolves a flag and its alias (both unbound, the canonical one with a default).
-int resolve_alias(const po::variables_map& vm, const std::string& name,
-                  std::vector<std::string>& notes, const char* note) {
-  const std::string& alias = kAliases.at(name);
-  int v = vm[name].as<int>();
-  if (given(vm, alias)) {
-    const int a = vm[alias].as<int>();
-    ZS_CHECK(!given(vm, name) || a == v, ErrorCode::kInvalidArgument,
-             "--{} {} and --{} {} disagree: --{} is another name for --{}; give one of them", alias,
-             a, name, v, alias, name);
-    v = a;
-    if (note != nullptr) notes.emplace_back(note);
-  }
-  return v;
 }
 
 bool finite_at_least(double v, double lo) { return std::isfinite(v) && v >= lo; }
@@ -228,33 +209,6 @@ bool read_flags(int argc, char** argv, const po::options_description& all, bool 
   return true;
 }
 
-// --base-dtype and the int8 flags onto the engine's frozen policy and the model's adapters.
-void configure_frozen_base(const po::variables_map& vm, const RawFlags& r, TrainOptions& o) {
-  if (!r.base_dtype.empty()) {
-    o.engine.frozen.storage = r.base_dtype == "int8" ? DType::kI8 : parse_dtype(r.base_dtype);
-    ZS_CHECK(o.model.adapters.lora.rank > 0, ErrorCode::kInvalidArgument,
-             "--base-dtype {} needs a frozen base: give --lora-rank", r.base_dtype);
-  }
-  using I8 = FrozenPolicy::Int8Compute;
-  const std::map<std::string, I8> modes = {
-      {"auto", I8::kAuto}, {"dequantize", I8::kDequantize}, {"int8-gemm", I8::kInt8Gemm}};
-  const auto m = modes.find(r.int8_compute);
-  ZS_CHECK(m != modes.end(), ErrorCode::kInvalidArgument,
-           "--int8-compute {} is not one of auto, dequantize, int8-gemm", r.int8_compute);
-  const float threshold = r.outlier_threshold;
-  ZS_CHECK(std::isfinite(threshold) && threshold >= 0.0f, ErrorCode::kInvalidArgument,
-           "--int8-outlier-threshold {} must be a finite number >= 0 (0 disables)", threshold);
-  const bool int8_base = o.engine.frozen.storage == DType::kI8;
-  for (const char* f : {"int8-compute", "int8-outlier-threshold"}) {
-    ZS_CHECK(int8_base || !given(vm, f), ErrorCode::kInvalidArgument,
-             "--{} applies to an int8 base: give --base-dtype int8 (and --lora-rank)", f);
-  }
-  o.engine.frozen.int8_compute = m->second;
-  // [Note: int8 base compute]: the model accepts int8 records unless told to dequantize.
-  o.model.adapters.int8.accept = int8_base && m->second != I8::kDequantize;
-  o.model.adapters.int8.outlier_threshold = threshold;
-}
-
 // The checkpoint a --resume or --resume-from run will continue, as far as the flags tell before
 // the save directory is claimed; "" when none.
 std::string checkpoint_to_continue(const CheckpointFlags& c) {
@@ -289,39 +243,29 @@ nn::GptArchitecture hf_or_resumed_architecture(const po::variables_map& vm, Trai
   return arch;
 }
 
-// The flags' values onto TrainOptions' fields (aliases, dtypes, adapters, optimizer), refusing
-// what does not parse.
+// The flags' values onto TrainOptions' fields: the architecture, then the flags zs_plan shares
+// (examples/engine_options.h: batch, engine, optimizer states, adapters), refusing what does not
+// parse or contradicts them.
 void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& r,
                    TrainOptions& o) {
   o.model.arch = train_gpt_architecture(vm);
   if (!o.checkpoint.init_from_hf.empty()) o.model.arch = hf_or_resumed_architecture(vm, o);
   if (!o.checkpoint.export_hf.empty()) check_hf_export(o.model.arch, o.checkpoint.export_hf);
-  o.model.run.batch = resolve_alias(vm, "batch", o.notes, nullptr);
-  o.engine.micro_batches = resolve_alias(
-      vm, "gradient-accumulation-steps", o.notes,
-      "--micro-batches is deprecated: it sets the gradient-accumulation steps per optimizer step; "
-      "use --gradient-accumulation-steps (DeepSpeed's gradient_accumulation_steps). The per-rank "
-      "micro-batch size is --batch (alias --micro-batch-size).");
-  o.gradient_accumulation_given =
-      vm.count("micro-batches") > 0 || !vm["gradient-accumulation-steps"].defaulted();
-  o.engine.stage = zero_stage_from_int(r.stage);
-  o.engine.precision.param_dtype = parse_dtype(r.dtype);
-  o.engine.precision.grad_dtype = parse_dtype(r.grad_dtype);
-  o.engine.offload.optimizer = r.offload;
+  examples::RunFlags f = examples::run_flags_from(
+      vm, [&flag](const std::string& name) { return flag(name); }, o.engine);
+  o.engine = f.engine;
+  o.model.run.batch = f.batch;
+  o.model.run.checkpoint_activations = f.checkpoint_activations;
+  o.model.run.threads = f.threads;
   o.model.run.compute_dtype = o.engine.precision.param_dtype;
-  o.model.adapters.lora.targets = nn::parse_gpt_lora_targets(r.lora_targets);
-  configure_frozen_base(vm, r, o);
+  o.model.adapters = f.adapters;
+  o.gradient_accumulation_given = f.accumulation_given;
+  o.global_micro_batches = f.global_micro_batches;
+  o.device = f.device;
+  o.collectives = f.collectives;
+  for (std::string& n : f.notes) o.notes.push_back(std::move(n));
   if (!o.checkpoint.export_adapters.empty())
     check_peft_export(o.model, o.checkpoint.export_adapters);
-  o.model.run.checkpoint_activations = r.checkpoint_activations;
-  if (r.optimizer == "adamw") {
-    o.engine.optimizer.kind = OptimizerKind::kAdamW;
-  } else if (r.optimizer == "sgd") {
-    o.engine.optimizer.kind = OptimizerKind::kSgd;
-  } else {
-    fail(ErrorCode::kInvalidArgument, "{} '{}' is not one of adamw, sgd", flag("optimizer"),
-         r.optimizer);
-  }
   // A default that depends on the run's length follows it: only a value the user gave is refused.
   if (!given(vm, "warmup")) r.warmup = std::min(r.warmup, o.steps);
 }
@@ -331,11 +275,11 @@ void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& 
 void configure_optimizer(const po::variables_map& vm, const FlagName& flag, RawFlags& r,
                          TrainOptions& o) {
   const bool sgd = o.engine.optimizer.kind == OptimizerKind::kSgd;
-  for (const char* name : {"adam-eps", "beta1", "beta2", "momentum"}) {
+  for (const char* name : {"adam-eps", "beta1", "beta2", "weight-decay", "momentum"}) {
     const bool adam_flag = std::string(name) != "momentum";
     ZS_CHECK(!given(vm, name) || adam_flag != sgd, ErrorCode::kInvalidArgument,
              "{} applies to --optimizer {}, not {}", flag(name), adam_flag ? "adamw" : "sgd",
-             r.optimizer);
+             sgd ? "sgd" : "adamw");
   }
   if (r.schedule == "constant") {
     ZS_CHECK(!given(vm, "min-lr-ratio"), ErrorCode::kInvalidArgument,
@@ -351,43 +295,20 @@ void configure_optimizer(const po::variables_map& vm, const FlagName& flag, RawF
   o.engine.optimizer.schedule.min_ratio = r.min_lr_ratio;
 }
 
-// --optimizer-state-dtype onto the engine ([Note: optimizer state storage]): narrow states are
-// AdamW's, on the CPU; the block applies to int8 states.
-void configure_state_storage(const po::variables_map& vm, const FlagName& flag, const RawFlags& r,
-                             TrainOptions& o) {
-  using optim::StateDType;
-  const std::map<std::string, StateDType> dtypes = {
-      {"fp32", StateDType::kF32}, {"bf16", StateDType::kBF16}, {"int8", StateDType::kI8}};
-  const auto it = dtypes.find(r.state_dtype);
-  ZS_CHECK(it != dtypes.end(), ErrorCode::kInvalidArgument,
-           "{} '{}' is not one of fp32, bf16, int8", flag("optimizer-state-dtype"), r.state_dtype);
-  const StateDType d = it->second;
-  ZS_CHECK(d == StateDType::kF32 || o.engine.optimizer.kind == OptimizerKind::kAdamW,
-           ErrorCode::kInvalidArgument,
-           "{} {} applies to --optimizer adamw, not {} (SGD keeps its momentum in fp32)",
-           flag("optimizer-state-dtype"), r.state_dtype, r.optimizer);
-  ZS_CHECK(d == StateDType::kF32 || o.device == "cpu", ErrorCode::kInvalidArgument,
-           "{} {} is implemented on the CPU backend only, not --device {}",
-           flag("optimizer-state-dtype"), r.state_dtype, o.device);
-  ZS_CHECK(!given(vm, "optimizer-state-block") || d == StateDType::kI8, ErrorCode::kInvalidArgument,
-           "{} applies to --optimizer-state-dtype int8, not {}", flag("optimizer-state-block"),
-           r.state_dtype);
-  ZS_CHECK(!given(vm, "optimizer-state-code") || d == StateDType::kI8, ErrorCode::kInvalidArgument,
-           "{} applies to --optimizer-state-dtype int8, not {}", flag("optimizer-state-code"),
-           r.state_dtype);
-  ZS_CHECK(r.state_code == "float8" || r.state_code == "dynamic", ErrorCode::kInvalidArgument,
-           "{} '{}' is not one of float8, dynamic", flag("optimizer-state-code"), r.state_code);
-  for (const char* name : {"optimizer-state-min-numel", "optimizer-state-fp32"}) {
-    ZS_CHECK(!given(vm, name) || d != StateDType::kF32, ErrorCode::kInvalidArgument,
-             "{} applies to --optimizer-state-dtype bf16 or int8, not fp32 (every parameter keeps "
-             "fp32 states)",
-             flag(name));
-  }
-  o.engine.optimizer.state_dtype = d;
-  o.engine.optimizer.state_code = parse_state_code(r.state_code.c_str());
-  if (given(vm, "optimizer-state-fp32"))
-    o.engine.optimizer.state_fp32 =
-        examples::split_state_patterns(flag("optimizer-state-fp32"), r.state_fp32);
+// zs_train's own flags that refine another ([Note: dependent flags] in
+// examples/engine_options.h): refused when given without it.
+void check_dependent_flags(const po::variables_map& vm, const FlagName& flag,
+                           const TrainOptions& o) {
+  auto require = [&](const char* name, bool holds, const char* what) {
+    ZS_CHECK(holds || !given(vm, name), ErrorCode::kInvalidArgument, "{} applies to {}", flag(name),
+             what);
+  };
+  const CheckpointFlags& c = o.checkpoint;
+  require("keep", !c.save_dir.empty(), "--save-dir, which is not given");
+  require("export-dtype",
+          !c.export_safetensors.empty() || !c.export_hf.empty() || !c.export_adapters.empty(),
+          "--export-safetensors, --export-hf or --export-adapters, none of which is given");
+  require("sample-prompt", o.sample_tokens > 0, "the sample, and --sample-tokens 0 writes none");
 }
 
 // --optimizer-state-fp32's patterns against the model's parameter names (the planner's, which are
@@ -456,10 +377,10 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   resolve_flags(vm, flag, r, o);
   check_flags(groups, ParsedFlags{vm, flag, o, r});  // ranges, before any work
   configure_optimizer(vm, flag, r, o);
-  configure_state_storage(vm, flag, r, o);
+  check_dependent_flags(vm, flag, o);
   if (o.device != "cpu") o.collectives = "flat";  // NCCL's own algorithms
   o.memory_check = vm["memory-check"].as<std::string>() == "on";
-  configure_loss_scaler(vm, flag, r.dtype, o.engine);
+  configure_loss_scaler(vm, flag, vm["dtype"].as<std::string>(), o.engine);
   const std::string mode = configure_log_mode(vm, o);
   if (!vm.count("data") && o.train_shards.empty()) o.data = default_data_path();
   o.model.validate();
@@ -500,30 +421,10 @@ void check_paths(const TrainOptions& o, bool root) {
 }
 
 void resolve_world_size(TrainOptions& o, int world_size) {
-  // [Note: world-invariant reduction]: the step's micro-batches must not depend on the world
-  // size, so the mode needs them given over all ranks.
-  ZS_CHECK(!o.engine.world_invariant || o.global_micro_batches > 0, ErrorCode::kInvalidArgument,
-           "--world-invariant needs --global-micro-batches M, the micro-batches per step over all "
-           "ranks, the same at every world size (--global-micro-batches {} is this run's {} per "
-           "rank at {} ranks)",
-           static_cast<int64_t>(o.engine.micro_batches) * world_size, o.engine.micro_batches,
-           world_size);
-  if (const int M = o.global_micro_batches; M > 0) {
-    ZS_CHECK(M % world_size == 0, ErrorCode::kInvalidArgument,
-             "--global-micro-batches {} is not a multiple of the {} ranks", M, world_size);
-    const int k = M / world_size;
-    const auto given = o.config.find("gradient-accumulation-steps");
-    ZS_CHECK(!o.gradient_accumulation_given || o.engine.micro_batches == k,
-             ErrorCode::kInvalidArgument,
-             "--global-micro-batches {} at {} ranks is {} micro-batches per rank, not the {} of "
-             "--gradient-accumulation-steps: give one of them",
-             M, world_size, k, o.engine.micro_batches);
-    o.engine.micro_batches = k;
-    if (given != o.config.end()) *given = k;
-  }
-  const int S = o.engine.shard_group_size;
-  ZS_CHECK(S <= world_size && world_size % std::max(S, 1) == 0, ErrorCode::kInvalidArgument,
-           "--shard-group-size {} does not divide the {} ranks (0: all ranks)", S, world_size);
+  examples::resolve_world(world_size, o.global_micro_batches, o.gradient_accumulation_given,
+                          o.engine);
+  if (const auto it = o.config.find("gradient-accumulation-steps"); it != o.config.end())
+    *it = o.engine.micro_batches;
   if (!o.ds_train_batch_size) return;
   const int64_t product =
       static_cast<int64_t>(o.model.run.batch) * o.engine.micro_batches * world_size;

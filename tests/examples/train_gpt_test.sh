@@ -345,7 +345,7 @@ JSON
     expect "unknown option" "unrecognised option '--bogus'" --bogus 1
     expect "missing data" "does not exist" --data "$work/nothing.txt"
     expect "bad stage" "ZeRO stage 5" --zero-stage 5
-    expect "bad dtype" "unknown dtype 'fp8'" --dtype fp8
+    expect "bad dtype" "--dtype 'fp8' is not one of fp32, bf16, fp16" --dtype fp8
     expect "heads" "heads" --width 66 --heads 4
     expect "micro-batches" "--micro-batches 0 must be at least 1" --micro-batches 0
     expect "accumulation" "--gradient-accumulation-steps 0 must be at least 1" --gradient-accumulation-steps 0
@@ -369,7 +369,7 @@ JSON
     printf 'short' > "$work/short.txt"
     expect "data too short" "too short" --data "$work/short.txt"
     expect "config file" "--config $work/missing.cfg: does not exist" --config "$work/missing.cfg"
-    expect "bad device" "--device must be cpu or cuda" --device tpu
+    expect "bad device" "--device 'tpu' is not one of cpu, cuda" --device tpu
     expect "watchdog" "--watchdog-timeout -1 is outside [0, 1e7] seconds" --watchdog-timeout -1
     expect "huge layers" "layers 100000000 (at most 100000)" --layers 100000000
     expect "huge batch" "tokens per micro-batch, more than the 16777216 allowed" --batch 1000000000

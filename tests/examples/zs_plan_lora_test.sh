@@ -35,7 +35,7 @@ for cfg in "${configs[@]}"; do
     --eval-every 0 --sample-tokens 0 --threads 1 --steps 2 --warmup 1 --data "$corpus" \
     "${flags[@]}" --json-log "$log" >"$work/run$n.out" 2>&1 ||
     fail "train_gpt $cfg: $(tail -5 "$work/run$n.out")"
-  plan=$("$zs_plan" "${dims[@]}" --vocab 256 --batch 8 --ranks 2 --dtype bf16 --grad-dtype fp32 \
+  plan=$("$zs_plan" "${dims[@]}" --vocab 256 --batch 4 --threads 1 --ranks 2 --dtype bf16 --grad-dtype fp32 \
     "${flags[@]}" --json)
   plan_equals_tracked "$cfg" "$log" "$plan" params grads master optimizer frozen comm_buffers \
     host_offload

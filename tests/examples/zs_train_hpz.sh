@@ -68,7 +68,7 @@ case "$case_name" in
       run_ok "$work/$coll.txt" 4 "${tiny[@]}" --steps 2 "${hpz[@]}" --zero-quantized-weights \
         --collectives "$coll" --json-log "$log"
       plan=$("$(dirname "$bin")/zs_plan" --layers 2 --heads 2 --width 64 --context 32 --vocab 256 \
-        --batch 16 --ranks 4 --nodes 2 --collectives "$coll" --dtype bf16 --grad-dtype fp32 \
+        --batch 4 --threads 1 --ranks 4 --nodes 2 --collectives "$coll" --dtype bf16 --grad-dtype fp32 \
         "${hpz[@]}" --zero-quantized-weights --json) || fail "zs_plan, $coll"
       plan_equals_tracked "$coll" "$log" "$plan" params grads master optimizer comm_buffers
       for class in intra inter; do

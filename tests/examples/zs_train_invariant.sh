@@ -84,8 +84,8 @@ case "$case_name" in
       log=$work/p$stage.jsonl
       run_ok "$work/p$stage.txt" 2 "${inv[@]}" --steps 2 --dtype bf16 --zero-stage $stage --json-log "$log"
       plan=$("$(dirname "$bin")/zs_plan" --layers 2 --heads 2 --width 64 --context 32 --vocab 256 \
-        --batch 16 --ranks 2 --nodes 1 --micro-batches 4 --zero-stage $stage --dtype bf16 \
-        --grad-dtype fp32 --world-invariant --json) || fail "zs_plan, stage $stage"
+        --batch 2 --threads 1 --ranks 2 --nodes 1 --global-micro-batches 8 --zero-stage $stage \
+        --dtype bf16 --grad-dtype fp32 --world-invariant --json) || fail "zs_plan, stage $stage"
       plan_equals_tracked "stage $stage" "$log" "$plan" params grads master optimizer comm_buffers
       sent=$(grep '"step":2,' "$log" | head -1 | grep -o '"comm_bytes":[0-9]*' | cut -d: -f2)
       want=$(grep -o '"intra_bytes_per_rank": [0-9]*' <<<"$plan" | head -1 | awk '{print $2}')

@@ -109,7 +109,7 @@ case "$case_name" in
       log=$work/run.jsonl
       rm -f "$log"
       run_ok "$work/p.txt" 2 "${small[@]}" --steps 2 "${flags[@]}" --json-log "$log"
-      plan=$("$zs_plan" "${llama[@]}" --vocab 256 --batch 8 --ranks 2 "${flags[@]}" --json) ||
+      plan=$("$zs_plan" "${llama[@]}" --vocab 256 --batch 4 --threads 1 --ranks 2 "${flags[@]}" --json) ||
         fail "zs_plan $cfg"
       plan_equals_tracked "$cfg" "$log" "$plan" params grads master optimizer comm_buffers \
         host_offload
@@ -147,7 +147,7 @@ case "$case_name" in
     log=$work/run.jsonl
     flags=(--zero-stage 3 --dtype bf16 --grad-dtype fp32)
     run_ok "$work/p.txt" 2 "${tied[@]}" --steps 2 "${flags[@]}" --json-log "$log"
-    plan=$("$zs_plan" "${llama[@]}" --tie-embeddings on --vocab 256 --batch 8 --ranks 2 \
+    plan=$("$zs_plan" "${llama[@]}" --tie-embeddings on --vocab 256 --batch 4 --threads 1 --ranks 2 \
       "${flags[@]}" --json) || fail "zs_plan tied"
     plan_equals_tracked "tied stage 3" "$log" "$plan" params grads master optimizer comm_buffers \
       host_offload

@@ -70,7 +70,7 @@ case "$case_name" in
         run_ok "$work/$stage-$coll.txt" 4 "${tiny[@]}" --steps 2 --zero-stage "$stage" "${qgz[@]}" \
           --collectives "$coll" --json-log "$log"
         plan=$("$(dirname "$bin")/zs_plan" --layers 2 --heads 2 --width 64 --context 32 \
-          --vocab 256 --batch 16 --ranks 4 --nodes 2 --collectives "$coll" --dtype bf16 \
+          --vocab 256 --batch 4 --threads 1 --ranks 4 --nodes 2 --collectives "$coll" --dtype bf16 \
           --grad-dtype fp32 --zero-stage "$stage" "${qgz[@]}" --json) ||
           fail "zs_plan, stage $stage, $coll"
         plan_equals_tracked "stage $stage $coll" "$log" "$plan" params grads master optimizer \

@@ -69,7 +69,7 @@ case "$case_name" in
       qb=("${qwz[@]}" --zero-quantized-weights-block "$block")
       run_ok "$work/p.txt" 2 "${tiny[@]}" --steps 2 "${qb[@]}" --json-log "$log"
       plan=$("$(dirname "$bin")/zs_plan" --layers 2 --heads 2 --width 64 --context 32 --vocab 256 \
-        --batch 8 --ranks 2 --nodes 1 --dtype bf16 --grad-dtype fp32 "${qb[@]}" --json) ||
+        --batch 4 --threads 1 --ranks 2 --nodes 1 --dtype bf16 --grad-dtype fp32 "${qb[@]}" --json) ||
         fail "zs_plan, block $block"
       plan_equals_tracked "block $block" "$log" "$plan" params grads master optimizer comm_buffers
       sent=$(grep '"step":2,' "$log" | head -1 | grep -o '"comm_bytes":[0-9]*' | cut -d: -f2)
@@ -86,7 +86,7 @@ case "$case_name" in
       run_ok "$work/$coll.txt" 4 "${tiny[@]}" --steps 2 "${qwz[@]}" \
         --collectives "$coll" --json-log "$log"
       plan=$("$(dirname "$bin")/zs_plan" --layers 2 --heads 2 --width 64 --context 32 --vocab 256 \
-        --batch 16 --ranks 4 --nodes 2 --collectives "$coll" --dtype bf16 --grad-dtype fp32 \
+        --batch 4 --threads 1 --ranks 4 --nodes 2 --collectives "$coll" --dtype bf16 --grad-dtype fp32 \
         "${qwz[@]}" --json) || fail "zs_plan, $coll"
       links_equal "$coll collectives" "$log" "$plan"
     done

@@ -142,7 +142,7 @@ case "$case_name" in
       log=$work/run.jsonl
       rm -f "$log"
       run_ok "$work/p.txt" 2 "${tiny[@]}" --steps 2 "${tflags[@]}" --json-log "$log"
-      plan=$("$zs_plan" "${model[@]}" --vocab 256 --batch 8 --ranks 2 --dtype bf16 \
+      plan=$("$zs_plan" "${model[@]}" --vocab 256 --batch 4 --threads 1 --ranks 2 --dtype bf16 \
         --grad-dtype fp32 "${flags[@]}" --json) || fail "zs_plan $cfg"
       plan_equals_tracked "$cfg" "$log" "$plan" params grads master optimizer comm_buffers \
         host_offload
@@ -194,7 +194,7 @@ case "$case_name" in
     got=$(tail -1 "$log" | grep -o '"optimizer":[0-9]*' | head -1 | cut -d: -f2)
     [ "$got" = 590336 ] || fail "named: optimizer bytes $got, the formula gives 590336"
     zs_plan=$(dirname "$bin")/zs_plan
-    model=(--layers 2 --heads 2 --width 64 --context 32 --vocab 256 --batch 8 --ranks 2
+    model=(--layers 2 --heads 2 --width 64 --context 32 --vocab 256 --batch 4 --threads 1 --ranks 2
            --dtype bf16 --grad-dtype fp32)
     plan=$("$zs_plan" "${model[@]}" --zero-stage 0 "${int8[@]}" "${named[@]}" --json) ||
       fail "zs_plan with names"

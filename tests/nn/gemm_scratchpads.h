@@ -1,6 +1,7 @@
-// oneDNN's own scratchpads (the library's choice, not planned) of the products GptModel builds for
-// a configuration (any architecture, adapters, int8 base), for the tests that compare the
-// activation plan with the tracker (tests/nn and tests/planner).
+// oneDNN's own scratchpads of the products GptModel builds for a configuration (any architecture,
+// adapters, int8 base), measured by building the layers: what the tests that compare the
+// activation plan with the tracker (tests/nn and tests/planner) hold the plan's
+// gemm_scratchpads ([Note: GEMM scratchpads] in nn/gemm.h) to.
 #pragma once
 
 #include <cstdint>

@@ -172,9 +172,9 @@ nn::GptConfig gpt_config(const nn::testing::ArchCase& arch, bool ckpt, DType dty
 
 // What zs_plan asks nn for the same GPT: the activations of its transformer shape.
 ActivationPlan shape_activations(const nn::GptConfig& g) {
-  return nn::transformer_activation_plan(nn::transformer_shape_of(g.arch, g.adapters), g.run.batch,
-                                         g.run.compute_dtype, g.run.checkpoint_activations,
-                                         DeviceKind::kCpu, nn::this_process_cpu_gemm());
+  return nn::transformer_activation_plan(
+      nn::transformer_shape_of(g.arch, g.adapters), g.run.batch, g.run.compute_dtype,
+      g.run.checkpoint_activations, DeviceKind::kCpu, nn::this_process_cpu_gemm(), g.run.threads);
 }
 
 using nn::testing::measured_gemm_scratchpads;
@@ -196,7 +196,8 @@ TEST(Plan, GptActivationsMatchModel) {
           EXPECT_EQ(a.micro_batch, batch);
           EXPECT_EQ(a.total(), model.activation_bytes());
           EXPECT_EQ(shape_activations(g).total(), a.total()) << "zs_plan's route";
-          EXPECT_EQ(t.current(MemCategory::kActivations), a.total() + measured_gemm_scratchpads(g));
+          EXPECT_EQ(t.current(MemCategory::kActivations), a.total());
+          EXPECT_EQ(a.gemm_scratchpads, measured_gemm_scratchpads(g));
           // Per-layer figures: the model grows by exactly per_layer (or per_layer_checkpointed)
           // per extra block.
           nn::GptConfig g3 = g;
@@ -232,15 +233,13 @@ TEST(Plan, GptUnderEngineMatchesTracker) {
           const ModelDesc d = describe(model);
           const ModelDesc ds = test::transformer_desc(nn::transformer_shape_of(g.arch, g.adapters),
                                                       g.run.compute_dtype, DeviceKind::kCpu,
-                                                      nn::this_process_cpu_gemm());
+                                                      nn::this_process_cpu_gemm(), g.run.threads);
           EXPECT_EQ(ds.units, d.units);
           EXPECT_EQ(d.num_params(), g.num_params());
           const MemoryPlan plan = plan_memory(d, pc);
           const MemoryPlan plan_s = plan_memory(ds, pc);
-          const int64_t ws = measured_gemm_scratchpads(g);
           for (MemCategory cat : kAll) {
-            const int64_t extra = cat == MemCategory::kActivations ? ws : 0;
-            EXPECT_EQ(plan.bytes(cat) + extra, t.current(cat)) << mem_category_name(cat);
+            EXPECT_EQ(plan.bytes(cat), t.current(cat)) << mem_category_name(cat);
             EXPECT_EQ(plan_s.bytes(cat), plan.bytes(cat)) << mem_category_name(cat);
           }
           // The model's own plan holds for the micro-batch it was built with, nothing else.
