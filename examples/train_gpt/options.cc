@@ -225,7 +225,8 @@ nn::GptArchitecture hf_or_resumed_architecture(const po::variables_map& vm, Trai
   std::error_code ec;
   const std::string resumed = checkpoint_to_continue(o.checkpoint);
   if (std::filesystem::exists(dir, ec) || resumed.empty()) return architecture_from_hf(vm, dir);
-  ZS_CHECK(!o.model.adapters.lora.enabled(), ErrorCode::kInvalidArgument,
+  const bool lora = vm.count("lora-rank") && vm["lora-rank"].as<int>() > 0;
+  ZS_CHECK(!lora, ErrorCode::kInvalidArgument,
            "--init-from-hf {}: does not exist, and this LoRA run needs it: {} holds only the "
            "adapters, trained on that frozen base; give the base's directory",
            dir, resumed);
