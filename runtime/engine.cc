@@ -78,6 +78,10 @@ struct Engine::Impl {
   std::vector<double> invariant_vec;
   std::vector<DeviceOps::StatsSpan> stats_spans;
   std::vector<uint8_t> finite_flags;
+  // [Note: non-finite policy]: per unit, the first parameter the update made non-finite (-1: none)
+  // and what the ranks agree on (the parameter count minus that position, 0: none; max).
+  std::vector<int> update_bad;
+  std::vector<double> update_vec;
   // [Note: tied parameters] in unit/unit.h: the ties, each tie's fp32 gradient buffer (null when
   // the owner is frozen), the ties per borrower and per owner group, the owners' own conversion
   // buffers, and each group's views while it is acquired (what a borrower is handed).
@@ -112,6 +116,7 @@ struct Engine::Impl {
   void name_nonfinite(const double* flags, StepStats& stats) const;
   void apply_nonfinite_policy(StepStats& stats, int64_t t);
   void update(float lr, float grad_scale, int64_t t);
+  void check_update(int64_t t);
   void wait_all();
 
   void compute_gradient(ParamGroup& g, const StepInfo& info);
@@ -274,6 +279,8 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   works.reserve(2 * U);
   reduce_vec.assign(2 + U, 0.0);
   finite_flags.assign(U, 1);
+  update_bad.assign(U, -1);
+  update_vec.assign(U, 0.0);
   for (ParamGroup& g : groups) {
     if (config.world_invariant) {
       append_stats_chunks(g.layout(), shard_rank, static_cast<const float*>(g.grad_shard()),
@@ -493,6 +500,7 @@ StepStats Engine::Impl::step(int64_t t) {
   const double inv = 1.0 / (static_cast<double>(scale) * world * k);
   const float clip = optim::clip_factor(stats.grad_norm, config.clip_norm);
   update(stats.lr, static_cast<float>(inv) * clip, t);
+  check_update(t);
   stats.step = t;
   return stats;
 }
@@ -662,6 +670,32 @@ void Engine::Impl::update(float lr, float grad_scale, int64_t t) {
     if (WorkHandle w = g.start_gather_updated_params()) works.push_back(std::move(w));
   }
   wait_all();
+}
+
+// [Note: non-finite policy] in engine_config.h: an update that made a value non-finite (finite
+// but absurd optimizer state, a learning rate or gradient that overflows the step) cannot be
+// skipped, its shard is overwritten: every rank stops. One all-reduce (max) of one value per
+// unit, so that every rank names the same first parameter; it cannot ride on the step's stats
+// all-reduce, which the update needs before it starts.
+void Engine::Impl::check_update(int64_t t) {
+  states->updated_nonfinite(update_bad);
+  const size_t U = groups.size();
+  for (size_t u = 0; u < U; ++u) {
+    const int n = static_cast<int>(groups[u].specs().size());
+    update_vec[u] = update_bad[u] < 0 ? 0.0 : static_cast<double>(n - update_bad[u]);
+  }
+  set_flight_tag("update check");
+  staging->all_reduce(comm, update_vec.data(), U, DType::kF64, ReduceOp::kMax);
+  for (size_t u = 0; u < U; ++u) {
+    if (update_vec[u] == 0.0) continue;
+    const ParamGroup& g = groups[u];
+    const size_t p = g.specs().size() - static_cast<size_t>(update_vec[u]);
+    fail(ErrorCode::kNonFinite,
+         "step {}: the update made parameter '{}' of unit '{}' not finite (an optimizer state, "
+         "the learning rate or the gradient out of range); the parameters in memory are lost: "
+         "stopping (resume from a checkpoint)",
+         t, g.specs()[p].name, g.name());
+  }
 }
 
 void Engine::Impl::wait_all() {

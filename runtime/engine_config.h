@@ -136,7 +136,9 @@ struct EngineConfig {
   // fits; without it nothing makes the next step better. step() throws zs::Error(kNonFinite) on
   // every rank once more than this many consecutive steps were skipped, and at once when the
   // loss is not finite. -1 = the default: 16 with dynamic loss scaling, 0 otherwise (the first
-  // non-finite gradient stops the run).
+  // non-finite gradient stops the run). An update that makes a parameter (the fp32 master or its
+  // compute-dtype copy) non-finite cannot be skipped, the shard is overwritten: step() throws at
+  // once on every rank, naming the step, the unit and the parameter.
   int max_consecutive_skips = -1;
   // [Note: quantized weights] ZeRO++ qwZ (DeepSpeed's zero_optimization.zero_quantized_weights),
   // stage 3 only: every parameter all-gather (forward and backward) sends this rank's shard of the

@@ -2,6 +2,7 @@
 
 #include "core/convert.h"
 #include "core/error.h"
+#include "optim/clip.h"
 #include "optim/cpu_adam.h"
 #include "runtime/param_init.h"
 
@@ -247,6 +248,49 @@ void OptimizerStates::update(ParamGroup& g, float lr, float grad_scale, int64_t 
     }
   }
   after_update(g, s);
+  check_updated(static_cast<size_t>(g.index()), out);
+}
+
+void OptimizerStates::check_updated(size_t group, const void* out) {
+  MasterShard& s = shards_.at(group);
+  const DType P = config_.precision.param_dtype;
+  // An fp32 copy holds the master's bits; a narrower one can overflow where the master did not.
+  const bool check_out = out != nullptr && P != DType::kF32;
+  s.nonfinite_param = -1;
+  for (const ShardSegment& seg : s.segments) {
+    const int64_t o = seg.shard_offset;
+    if (!on_host()) {
+      const int i = static_cast<int>(check_params_.size());
+      check_spans_.push_back({s.master_ptr + o, DType::kF32, seg.length, i});
+      check_params_.emplace_back(group, seg.param);
+      if (check_out) {
+        check_spans_.push_back({at(out, o, P), P, seg.length, i + 1});
+        check_params_.emplace_back(group, seg.param);
+      }
+      continue;
+    }
+    if (s.nonfinite_param >= 0 && seg.param >= s.nonfinite_param) continue;
+    if (optim::first_nonfinite(s.master_ptr + o, DType::kF32, seg.length) >= 0 ||
+        (check_out && optim::first_nonfinite(at(out, o, P), P, seg.length) >= 0)) {
+      s.nonfinite_param = seg.param;  // the first in g.specs() order (segments are in layout order)
+    }
+  }
+}
+
+void OptimizerStates::updated_nonfinite(std::span<int> first_bad) {
+  ZS_ASSERT(first_bad.size() == shards_.size());
+  if (!check_spans_.empty()) {  // device states: one pass over every updated span
+    std::vector<uint8_t> finite(check_spans_.size());
+    ops_.grad_stats(check_spans_, finite);
+    for (size_t i = 0; i < finite.size(); ++i) {
+      MasterShard& s = shards_.at(check_params_[i].first);
+      const int p = check_params_[i].second;
+      if (!finite[i] && (s.nonfinite_param < 0 || p < s.nonfinite_param)) s.nonfinite_param = p;
+    }
+    check_spans_.clear();
+    check_params_.clear();
+  }
+  for (size_t g = 0; g < shards_.size(); ++g) first_bad[g] = shards_[g].nonfinite_param;
 }
 
 void OptimizerStates::cast_to_params(ParamGroup& g) {

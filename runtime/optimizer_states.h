@@ -23,6 +23,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "core/buffer.h"
@@ -55,6 +57,8 @@ struct MasterShard {
   // or re-encodes them).
   std::vector<float> mirror;
   bool mirror_written = false;
+  // The last update's check (updated_nonfinite): the first parameter with a non-finite value, -1.
+  int nonfinite_param = -1;
 };
 
 // Host pointers to one group's state, for checkpoints and tests (numel elements each).
@@ -85,6 +89,13 @@ class OptimizerStates {
   // One optimizer step of g's state from its reduced gradient; writes the updated compute-dtype
   // values into g's parameter region (unless the parameters are the master).
   void update(ParamGroup& g, float lr, float grad_scale, int64_t t);
+  // [Note: non-finite policy] in engine_config.h: which parameters the last update() of each
+  // group made non-finite. first_bad[g] is the position in g.specs() of group g's first parameter
+  // whose updated fp32 master, or its compute-dtype copy, holds an inf or NaN, -1 when none does.
+  // Host states are checked as each group is updated (the shard it has just written, still in
+  // cache); device states here, in one pass (synchronizes). Covers every update path: AdamW, SGD,
+  // narrow states, offload.
+  void updated_nonfinite(std::span<int> first_bad);
   // Casts the master to g's compute-dtype parameter region (after a load or at start-up).
   virtual void cast_to_params(ParamGroup& g);
 
@@ -115,6 +126,9 @@ class OptimizerStates {
   bool params_are_master(const MasterShard& s) const { return s.master.empty() && !offloaded_; }
   // Sets s's moment pointers (m, v, or the narrow stores) to buffers of the plan's sizes.
   void place_moments(MasterShard& s, void* m, void* v);
+  // The check of updated_nonfinite on what update() wrote to s: on the host at once, else queued
+  // for one device pass.
+  void check_updated(size_t group, const void* out);
   // s's narrow moments, for the functions of state_storage.h.
   NarrowMoments narrow_moments(const MasterShard& s) const {
     return {&s.storage, &s.segments, s.m_store, s.v_store};
@@ -125,6 +139,9 @@ class OptimizerStates {
   int rank_;
   bool offloaded_ = false;
   std::vector<MasterShard> shards_;
+  // Device states: the updated spans to check and the (group, parameter) of each.
+  std::vector<DeviceOps::StatsSpan> check_spans_;
+  std::vector<std::pair<size_t, int>> check_params_;
 };
 
 }  // namespace zs
