@@ -338,6 +338,19 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
   return out;
 }
 
+// The update's check ([Note: non-finite policy] in runtime/engine_config.h): one flag per
+// trainable parameter (P of them), summed.
+CommItem update_check(const Algorithms& m, int64_t P) {
+  CommItem it;
+  it.what = "update check";
+  it.kind = CollectiveKind::kAllReduce;
+  it.scope = CommScope::kWorld;
+  it.hierarchical = m.hierarchical(CommScope::kWorld);
+  add(it,
+      m.run({CollectiveKind::kAllReduce, CommScope::kWorld, P, DType::kF64, /*blocking=*/true}));
+  return it;
+}
+
 // The step's statistics: loss, sum of squares, one non-finite flag per unit (U units).
 CommItem step_statistics(const Algorithms& m, size_t U, bool world_invariant) {
   // [Note: world-invariant reduction]: the loss and the sum of squares as ExactSum words.
@@ -464,7 +477,13 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   if (stage == 1 || stage == 2) {
     item("param re-gather", CollectiveKind::kAllGather, sg, true, 1, shard, P);
   }
-  if (config.world > 1) plan.items.push_back(step_statistics(m, U, config.world_invariant));
+  if (config.world > 1) {
+    plan.items.push_back(step_statistics(m, U, config.world_invariant));
+    int64_t params = 0;
+    for (const std::vector<int64_t>& unit : model.units)
+      params += static_cast<int64_t>(unit.size());
+    if (params > 0) plan.items.push_back(update_check(m, params));
+  }
   add_totals(plan);
   return plan;
 }

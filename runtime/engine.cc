@@ -78,9 +78,10 @@ struct Engine::Impl {
   std::vector<double> invariant_vec;
   std::vector<DeviceOps::StatsSpan> stats_spans;
   std::vector<uint8_t> finite_flags;
-  // [Note: non-finite policy]: per unit, the first parameter the update made non-finite (-1: none)
-  // and what the ranks agree on (the parameter count minus that position, 0: none; max).
+  // [Note: non-finite policy]: per unit, the first parameter the update made non-finite (-1: none);
+  // one flag per trainable parameter (unit u's at update_first[u]), summed over the ranks.
   std::vector<int> update_bad;
+  std::vector<size_t> update_first;
   std::vector<double> update_vec;
   // [Note: tied parameters] in unit/unit.h: the ties, each tie's fp32 gradient buffer (null when
   // the owner is frozen), the ties per borrower and per owner group, the owners' own conversion
@@ -280,7 +281,10 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   reduce_vec.assign(2 + U, 0.0);
   finite_flags.assign(U, 1);
   update_bad.assign(U, -1);
-  update_vec.assign(U, 0.0);
+  for (ParamGroup& g : groups) {
+    update_first.push_back(update_vec.size());
+    update_vec.resize(update_vec.size() + g.specs().size());
+  }
   for (ParamGroup& g : groups) {
     if (config.world_invariant) {
       append_stats_chunks(g.layout(), shard_rank, static_cast<const float*>(g.grad_shard()),
@@ -672,29 +676,31 @@ void Engine::Impl::update(float lr, float grad_scale, int64_t t) {
   wait_all();
 }
 
-// [Note: non-finite policy] in engine_config.h: an update that made a value non-finite (finite
+// [Note: non-finite policy] in engine_config.h: an update that made a value non-finite (a finite
 // but absurd optimizer state, a learning rate or gradient that overflows the step) cannot be
-// skipped, its shard is overwritten: every rank stops. One all-reduce (max) of one value per
-// unit, so that every rank names the same first parameter; it cannot ride on the step's stats
-// all-reduce, which the update needs before it starts.
+// skipped, its shard is overwritten: every rank stops, naming the first such parameter in model
+// order. One all-reduce of a flag per parameter: the step's statistics cannot carry them, the
+// update needs their result before it starts, and the next step's would leave the last step (and
+// what a trainer does between steps) unchecked.
 void Engine::Impl::check_update(int64_t t) {
   states->updated_nonfinite(update_bad);
-  const size_t U = groups.size();
-  for (size_t u = 0; u < U; ++u) {
-    const int n = static_cast<int>(groups[u].specs().size());
-    update_vec[u] = update_bad[u] < 0 ? 0.0 : static_cast<double>(n - update_bad[u]);
+  if (update_vec.empty()) return;  // nothing trainable (the same on every rank)
+  std::fill(update_vec.begin(), update_vec.end(), 0.0);
+  for (size_t u = 0; u < groups.size(); ++u) {
+    if (update_bad[u] >= 0) update_vec[update_first[u] + static_cast<size_t>(update_bad[u])] = 1.0;
   }
   set_flight_tag("update check");
-  staging->all_reduce(comm, update_vec.data(), U, DType::kF64, ReduceOp::kMax);
-  for (size_t u = 0; u < U; ++u) {
-    if (update_vec[u] == 0.0) continue;
+  staging->all_reduce(comm, update_vec.data(), update_vec.size(), DType::kF64, ReduceOp::kSum);
+  for (size_t u = 0; u < groups.size(); ++u) {
     const ParamGroup& g = groups[u];
-    const size_t p = g.specs().size() - static_cast<size_t>(update_vec[u]);
-    fail(ErrorCode::kNonFinite,
-         "step {}: the update made parameter '{}' of unit '{}' not finite (an optimizer state, "
-         "the learning rate or the gradient out of range); the parameters in memory are lost: "
-         "stopping (resume from a checkpoint)",
-         t, g.specs()[p].name, g.name());
+    for (size_t p = 0; p < g.specs().size(); ++p) {
+      if (update_vec[update_first[u] + p] == 0.0) continue;
+      fail(ErrorCode::kNonFinite,
+           "step {}: the update made parameter '{}' of unit '{}' not finite (an optimizer state, "
+           "the learning rate or the gradient out of range); the parameters in memory are lost: "
+           "stopping (resume from a checkpoint)",
+           t, g.specs()[p].name, g.name());
+    }
   }
 }
 
