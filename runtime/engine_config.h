@@ -91,8 +91,10 @@ struct FrozenPolicy {
   //                GEMM (nn/int8_linear.h); refused where int8_gemm_supported()
   //                (core/cpu_features.h) is false: without VNNI the int8 products are wrong;
   //   kAuto        kInt8Gemm where int8_gemm_supported(), else kDequantize.
-  // kAuto therefore depends on the machine (and its ISA caps): ranks agree on the setting, and
-  // each rank resolves it on its own CPU.
+  // kAuto therefore depends on the machine (and its ISA caps): each rank resolves it on its own
+  // CPU, and the engine's agreement check compares the resolution (engine_settings(): "auto:
+  // int8-gemm" or "auto: dequantize"), so ranks that would compute with different products are
+  // refused, naming both; set kDequantize or kInt8Gemm on such a mix.
   enum class Int8Compute : uint8_t { kAuto, kDequantize, kInt8Gemm };
   Int8Compute int8_compute = Int8Compute::kAuto;
   // True when int8 records of accepting parameters are handed to units: int8 storage and kInt8Gemm
