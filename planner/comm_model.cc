@@ -339,7 +339,7 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
 }
 
 // The update's check ([Note: non-finite policy] in runtime/engine_config.h): one flag per
-// trainable parameter (P of them), summed.
+// trainable parameter, padded to a multiple of the ranks (P in all), summed.
 CommItem update_check(const Algorithms& m, int64_t P) {
   CommItem it;
   it.what = "update check";
@@ -482,7 +482,8 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
     int64_t params = 0;
     for (const std::vector<int64_t>& unit : model.units)
       params += static_cast<int64_t>(unit.size());
-    if (params > 0) plan.items.push_back(update_check(m, params));
+    const int64_t W = config.world;  // padded to whole pieces per rank (runtime/engine.cc)
+    if (params > 0) plan.items.push_back(update_check(m, (params + W - 1) / W * W));
   }
   add_totals(plan);
   return plan;

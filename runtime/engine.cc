@@ -79,7 +79,8 @@ struct Engine::Impl {
   std::vector<DeviceOps::StatsSpan> stats_spans;
   std::vector<uint8_t> finite_flags;
   // [Note: non-finite policy]: per unit, the first parameter the update made non-finite (-1: none);
-  // one flag per trainable parameter (unit u's at update_first[u]), summed over the ranks.
+  // one flag per trainable parameter (unit u's at update_first[u]; padded to a multiple of the
+  // ranks), summed over the ranks.
   std::vector<int> update_bad;
   std::vector<size_t> update_first;
   std::vector<double> update_vec;
@@ -281,10 +282,14 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   reduce_vec.assign(2 + U, 0.0);
   finite_flags.assign(U, 1);
   update_bad.assign(U, -1);
+  size_t params = 0;
   for (ParamGroup& g : groups) {
-    update_first.push_back(update_vec.size());
-    update_vec.resize(update_vec.size() + g.specs().size());
+    update_first.push_back(params);
+    params += g.specs().size();
   }
+  // Padded to whole pieces per rank, as the all-reduce sends them (and its byte counters count).
+  const size_t W = static_cast<size_t>(world);
+  update_vec.assign(params == 0 ? 0 : (params + W - 1) / W * W, 0.0);
   for (ParamGroup& g : groups) {
     if (config.world_invariant) {
       append_stats_chunks(g.layout(), shard_rank, static_cast<const float*>(g.grad_shard()),
