@@ -5,6 +5,7 @@
 
 #include "core/convert.h"
 #include "core/error.h"
+#include "core/simd_dispatch.h"
 
 namespace zs::optim {
 
@@ -22,19 +23,32 @@ SpanStats span_stats(const void* data, DType dtype, int64_t n) {
 
 namespace {
 
-// Elements of one block: whether any is bad is found without branches, then the block's first bad
-// element (if any) element by element.
-constexpr int64_t kFiniteBlock = 1024;
+// [Note: dispatched kernels] Whether any of n elements has an exponent of all ones: a bit test
+// OR-ed over the span, no branch, so it vectorizes at every level (the answer is the same at each).
+ZS_SIMD_BODY(bool, any_all_ones_32, (const uint32_t* x, int64_t n)) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= (x[i] & 0x7f800000u) == 0x7f800000u;
+  return bad != 0;
+}
+ZS_SIMD_DISPATCH(bool, any_all_ones_32, (const uint32_t* x, int64_t n), (x, n))
 
-template <typename Bits, Bits kExponent>
-int64_t first_all_ones_exponent(const Bits* x, int64_t n) {
+ZS_SIMD_BODY(bool, any_all_ones_16, (const uint16_t* x, int64_t n, uint16_t e)) {
+  uint16_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= static_cast<uint16_t>((x[i] & e) == e);
+  return bad != 0;
+}
+ZS_SIMD_DISPATCH(bool, any_all_ones_16, (const uint16_t* x, int64_t n, uint16_t e), (x, n, e))
+
+// Blocks of this many elements: a bad one is then found element by element in its block.
+constexpr int64_t kFiniteBlock = 16384;
+
+template <typename Bits, typename Any>
+int64_t first_all_ones(const Bits* x, int64_t n, Bits e, Any any) {
   for (int64_t lo = 0; lo < n; lo += kFiniteBlock) {
-    const int64_t hi = std::min(n, lo + kFiniteBlock);
-    Bits bad = 0;
-    for (int64_t i = lo; i < hi; ++i) bad |= static_cast<Bits>((x[i] & kExponent) == kExponent);
-    if (bad == 0) continue;
-    for (int64_t i = lo; i < hi; ++i) {
-      if ((x[i] & kExponent) == kExponent) return i;
+    const int64_t len = std::min(kFiniteBlock, n - lo);
+    if (!any(x + lo, len)) continue;
+    for (int64_t i = lo; i < lo + len; ++i) {
+      if ((x[i] & e) == e) return i;
     }
   }
   return -1;
@@ -45,11 +59,14 @@ int64_t first_all_ones_exponent(const Bits* x, int64_t n) {
 int64_t first_nonfinite(const void* data, DType dtype, int64_t n) {
   switch (dtype) {
     case DType::kF32:
-      return first_all_ones_exponent<uint32_t, 0x7f800000u>(static_cast<const uint32_t*>(data), n);
+      return first_all_ones(static_cast<const uint32_t*>(data), n, 0x7f800000u,
+                            [](const uint32_t* x, int64_t k) { return any_all_ones_32(x, k); });
     case DType::kBF16:
-      return first_all_ones_exponent<uint16_t, 0x7f80u>(static_cast<const uint16_t*>(data), n);
-    case DType::kF16:
-      return first_all_ones_exponent<uint16_t, 0x7c00u>(static_cast<const uint16_t*>(data), n);
+    case DType::kF16: {
+      const uint16_t e = dtype == DType::kBF16 ? 0x7f80 : 0x7c00;
+      return first_all_ones(static_cast<const uint16_t*>(data), n, e,
+                            [e](const uint16_t* x, int64_t k) { return any_all_ones_16(x, k, e); });
+    }
     default:
       fail(ErrorCode::kInvalidArgument, "first_nonfinite: dtype {} (fp32, bf16 or fp16 expected)",
            dtype_name(dtype));

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -92,9 +93,10 @@ class OptimizerStates {
   // [Note: non-finite policy] in engine_config.h: which parameters the last update() of each
   // group made non-finite. first_bad[g] is the position in g.specs() of group g's first parameter
   // whose updated fp32 master, or its compute-dtype copy, holds an inf or NaN, -1 when none does.
-  // Host states are checked as each group is updated (the shard it has just written, still in
-  // cache); device states here, in one pass (synchronizes). Covers every update path: AdamW, SGD,
-  // narrow states, offload.
+  // Host states are checked as they are written: the host AdamW (optim::cpu_adamw) checks each
+  // piece it writes, the other kernels (SGD, narrow states) have each segment read right after its
+  // update; device states are checked here, in one pass (synchronizes). Every update path is
+  // covered: AdamW, SGD, narrow states, offload.
   void updated_nonfinite(std::span<int> first_bad);
   // Casts the master to g's compute-dtype parameter region (after a load or at start-up).
   virtual void cast_to_params(ParamGroup& g);
@@ -118,17 +120,20 @@ class OptimizerStates {
   // Where the update reads g's gradient and writes its parameters; after_update finishes it.
   virtual const void* update_grad(ParamGroup& g, MasterShard& /*s*/) { return g.update_grad(); }
   virtual void* update_out(ParamGroup& g, MasterShard& s);
-  virtual void update_span(MasterShard& s, const void* grad, void* out, const ShardSegment& seg,
-                           const optim::AdamWStep& adam, float lr, float grad_scale, bool decay);
+  // One segment's update. Returns whether its kernel found every updated value finite (the host
+  // AdamW checks as it writes); nullopt when it did not check (check_updated reads it then).
+  virtual std::optional<bool> update_span(MasterShard& s, const void* grad, void* out,
+                                          const ShardSegment& seg, const optim::AdamWStep& adam,
+                                          float lr, float grad_scale, bool decay);
   virtual void after_update(ParamGroup& /*g*/, MasterShard& /*s*/) {}
   // Writes host values into the master.
   virtual void write_master(MasterShard& s, const float* host) = 0;
   bool params_are_master(const MasterShard& s) const { return s.master.empty() && !offloaded_; }
   // Sets s's moment pointers (m, v, or the narrow stores) to buffers of the plan's sizes.
   void place_moments(MasterShard& s, void* m, void* v);
-  // The check of updated_nonfinite on what update() wrote to s: on the host at once, else queued
-  // for one device pass.
-  void check_updated(size_t group, const void* out);
+  // The check of updated_nonfinite on the segment update() has just written: on the host at
+  // once, else queued for one device pass.
+  void check_updated(size_t group, const ShardSegment& seg, const void* out);
   // s's narrow moments, for the functions of state_storage.h.
   NarrowMoments narrow_moments(const MasterShard& s) const {
     return {&s.storage, &s.segments, s.m_store, s.v_store};

@@ -3,13 +3,18 @@
 // parameters as master (fp32) or a bf16 copy, offloaded, bf16 and int8 states, SGD. The bad state
 // is planted on the last rank only (at stage 0 every rank updates the whole group, so only that
 // rank's update goes bad; offload needs stage 1): the ranks must agree. Run at 1, 2 and 4 ranks.
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "mlp_model.h"
+#include "optim/cpu_adam.h"
+#include "optim/cpu_adam_internal.h"
 #include "runtime/engine.h"
 #include "test_world.h"
 
@@ -104,6 +109,45 @@ TEST(UpdateFinite, AbsurdStateStopsEveryRankNamingTheParameter) {
                                  e.unit_name(u) + "' not finite";
         EXPECT_NE(std::string(x.what()).find(want), std::string::npos)
             << x.what() << "\nwanted: " << want;
+      }
+    }
+  }
+}
+
+// The host AdamW's own check ([Note: overflow limit] in optim/cpu_adam.cc) on every path: an
+// update that leaves p unchanged (lr 0, zero gradient) over values at the limits, in the vector
+// body and the scalar tail: 65504 fits fp16 and 65520 rounds to its inf; 0x7f7f7fff fits bf16 and
+// 0x7f7f8000 rounds to its inf; FLT_MAX fits fp32; inf and NaN fit nothing.
+TEST(UpdateFinite, HostAdamReportsWhatDoesNotFit) {
+  using optim::detail::AdamIsa;
+  const optim::AdamWStep s = optim::make_adamw_step(optim::AdamWConfig{}, 0.0f, 1, 1.0f, true);
+  const float inf = std::numeric_limits<float>::infinity();
+  const struct {
+    float value;
+    bool f32, bf16, f16;  // fits
+  } cases[] = {{65504.0f, true, true, true},
+               {65520.0f, true, true, false},
+               {std::bit_cast<float>(0x7f7f7fffu), true, true, false},
+               {std::bit_cast<float>(0x7f7f8000u), true, false, false},
+               {-std::numeric_limits<float>::max(), true, false, false},
+               {-inf, false, false, false},
+               {std::numeric_limits<float>::quiet_NaN(), false, false, false}};
+  for (AdamIsa isa : {AdamIsa::kScalar, AdamIsa::kAvx2, AdamIsa::kAvx512}) {
+    if (!optim::detail::adam_isa_supported(isa)) continue;
+    for (const auto& c : cases) {
+      for (int at : {0, 20, 36}) {  // 37 elements: two AVX2 vectors and a tail, or one AVX-512
+        SCOPED_TRACE(::testing::Message()
+                     << optim::detail::adam_isa_name(isa) << " " << c.value << " at " << at);
+        for (DType out : {DType::kF32, DType::kBF16, DType::kF16}) {
+          std::vector<float> p(37, 1.0f), g(37, 0.0f), m(37, 0.0f), v(37, 0.0f);
+          std::vector<uint32_t> o(37);
+          p[static_cast<size_t>(at)] = c.value;
+          const bool fits = out == DType::kF32 ? c.f32 : out == DType::kBF16 ? c.bf16 : c.f16;
+          EXPECT_EQ(optim::detail::cpu_adamw_with(isa, 1, p.data(), g.data(), DType::kF32, m.data(),
+                                                  v.data(), 37, s, o.data(), out),
+                    fits)
+              << dtype_name(out);
+        }
       }
     }
   }
