@@ -249,8 +249,8 @@ void OptimizerStates::update(ParamGroup& g, float lr, float grad_scale, int64_t 
     const optim::AdamWStep& adam = decay ? with_decay : without_decay;
     std::optional<bool> finite;
     if (s.storage.narrow()) {  // the fused kernels (host memory only: device engines refuse)
-      adamw_segment(narrow_moments(s), k, s.master_ptr, grad, config_.precision.grad_dtype, out,
-                    config_.precision.param_dtype, adam);
+      finite = adamw_segment(narrow_moments(s), k, s.master_ptr, grad, config_.precision.grad_dtype,
+                             out, config_.precision.param_dtype, adam);
     } else {
       finite = update_span(s, grad, out, seg, adam, lr, grad_scale, decay);
     }

@@ -93,10 +93,10 @@ class OptimizerStates {
   // [Note: non-finite policy] in engine_config.h: which parameters the last update() of each
   // group made non-finite. first_bad[g] is the position in g.specs() of group g's first parameter
   // whose updated fp32 master, or its compute-dtype copy, holds an inf or NaN, -1 when none does.
-  // Host states are checked as they are written: the host AdamW (optim::cpu_adamw) checks each
-  // piece it writes, the other kernels (SGD, narrow states) have each segment read right after its
-  // update; device states are checked here, in one pass (synchronizes). Every update path is
-  // covered: AdamW, SGD, narrow states, offload.
+  // Host states are checked as they are written: the host AdamW kernels (optim::cpu_adamw, the
+  // narrow-state ones) check what they write, SGD's segments are read right after their update;
+  // device states are checked here, in one pass (synchronizes). Every update path is covered:
+  // AdamW, SGD, narrow states, offload.
   void updated_nonfinite(std::span<int> first_bad);
   // Casts the master to g's compute-dtype parameter region (after a load or at start-up).
   virtual void cast_to_params(ParamGroup& g);
