@@ -365,6 +365,18 @@ CommItem step_statistics(const Algorithms& m, size_t U, bool world_invariant) {
   return it;
 }
 
+// The step's blocking world all-reduces: its statistics, and the update check when there is
+// something to update.
+void add_world_items(CommPlan& plan, const Algorithms& m, const ModelDesc& model,
+                     const CommConfig& config) {
+  if (config.world <= 1) return;
+  plan.items.push_back(step_statistics(m, model.units.size(), config.world_invariant));
+  int64_t params = 0;
+  for (const std::vector<int64_t>& unit : model.units) params += static_cast<int64_t>(unit.size());
+  const int64_t W = config.world;  // padded to whole pieces per rank (runtime/engine.cc)
+  if (params > 0) plan.items.push_back(update_check(m, (params + W - 1) / W * W));
+}
+
 // The plan's totals: the sums over its items.
 void add_totals(CommPlan& plan) {
   for (const CommItem& it : plan.items) {
@@ -477,14 +489,7 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   if (stage == 1 || stage == 2) {
     item("param re-gather", CollectiveKind::kAllGather, sg, true, 1, shard, P);
   }
-  if (config.world > 1) {
-    plan.items.push_back(step_statistics(m, U, config.world_invariant));
-    int64_t params = 0;
-    for (const std::vector<int64_t>& unit : model.units)
-      params += static_cast<int64_t>(unit.size());
-    const int64_t W = config.world;  // padded to whole pieces per rank (runtime/engine.cc)
-    if (params > 0) plan.items.push_back(update_check(m, (params + W - 1) / W * W));
-  }
+  add_world_items(plan, m, model, config);
   add_totals(plan);
   return plan;
 }
