@@ -128,7 +128,7 @@ void fail_together(MPI_Comm comm, const std::function<void()>& work) {
 }
 
 void check_settings_agreement(MPI_Comm comm, const Settings& settings) {
-  check_agreement(comm, settings.items(), "environment");
+  check_agreement(comm, settings.agreed_items(), "environment");
 }
 
 }  // namespace zs

@@ -11,7 +11,9 @@
 //
 // [Note: environment agreement] Where it runs:
 // * a program, right after MPI_Init and before it makes any communicator:
-//   check_settings_agreement(MPI_COMM_WORLD, settings), over every field of Settings;
+//   check_settings_agreement(MPI_COMM_WORLD, settings), over every field of Settings but the ISA
+//   caps (Settings::agreed_items(): ranks may differ in ZS_MAX_ISA and ZS_FORCE_SCALAR, whose
+//   paths give the same bits);
 // * MpiCommunicator's constructor, over its protocol options (shared_memory, shm_pass_bytes,
 //   check_collectives), before the shared-memory window's set-up;
 // * make_node_topology(), over fake_nodes, before any split.
@@ -39,8 +41,9 @@ namespace zs {
 // it throws zs::Error(kCommunication).
 void check_agreement(MPI_Comm comm, std::span<const Setting> settings, std::string_view what);
 
-// The environment's settings, every field of Settings (Settings::items(): ZS_*, the ISA caps,
-// ZS_WATCHDOG_S, ONEDNN_MAX_CPU_ISA), compared across `comm`:
+// The environment's settings, every field of Settings but the ISA caps (Settings::agreed_items():
+// ZS_COLLECTIVES_*, ZS_CHECK_COLLECTIVES, ZS_FAKE_NODES, ZS_WATCHDOG_S, ONEDNN_MAX_CPU_ISA),
+// compared across `comm`:
 //   "environment: ranks disagree on ZS_COLLECTIVES_SHM: 1 on rank 0, 0 on rank 1"
 void check_settings_agreement(MPI_Comm comm, const Settings& settings);
 

@@ -99,6 +99,13 @@ std::vector<Setting> Settings::items() const {
   };
 }
 
+std::vector<Setting> Settings::agreed_items() const {
+  std::vector<Setting> all = items();
+  std::erase_if(
+      all, [](const Setting& s) { return s.name == "ZS_MAX_ISA" || s.name == "ZS_FORCE_SCALAR"; });
+  return all;
+}
+
 LaunchEnvironment LaunchEnvironment::from_environment() {
   // The only place the library reads a launcher's variable.
   auto get = [](const char* name) -> const char* {

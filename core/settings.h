@@ -31,10 +31,10 @@
 // default, nothing to override, not refused: they are taken as the launcher wrote them).
 // LaunchEnvironment::from_environment() is the only function that reads them.
 //
-// Agreement: every rank of a run must have the same Settings. Settings::items() lists every field
-// as named text, which check_settings_agreement() (collectives/mpi_agreement.h) compares across
-// ranks before any communicator is made ([Note: environment agreement] in
-// collectives/mpi_agreement.h).
+// Agreement: every rank of a run must have the same Settings except the ISA caps. items() lists
+// every field as named text; agreed_items() those that check_settings_agreement()
+// (collectives/mpi_agreement.h) compares across ranks before any communicator is made
+// ([Note: environment agreement] in collectives/mpi_agreement.h).
 //
 // Thread-safety: both readers may be called concurrently (as long as nothing calls setenv).
 #pragma once
@@ -91,6 +91,11 @@ struct Settings {
   // variable spells it ("unset" for an unset ZS_WATCHDOG_S or ONEDNN_MAX_CPU_ISA; seconds with
   // enough digits to round-trip): what ranks compare.
   std::vector<Setting> items() const;
+  // items() without the ISA caps (ZS_MAX_ISA, ZS_FORCE_SCALAR), which ranks may set apart: they
+  // choose our kernels' paths, every path gives the same bits ([Note: ISA cap] in
+  // core/cpu_features.h), and the one other thing they choose, FrozenPolicy's kAuto int8 GEMM,
+  // is compared as resolved when an engine is built (engine_settings(), runtime/engine_config.h).
+  std::vector<Setting> agreed_items() const;
 };
 
 struct LaunchEnvironment {

@@ -1,8 +1,11 @@
 #include "optim/clip.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/convert.h"
+#include "core/error.h"
+#include "core/simd_dispatch.h"
 
 namespace zs::optim {
 
@@ -16,6 +19,58 @@ SpanStats span_stats(const void* data, DType dtype, int64_t n) {
   s.sum_squares = acc;
   s.finite = std::isfinite(acc);
   return s;
+}
+
+namespace {
+
+// [Note: dispatched kernels] Whether any of n elements has an exponent of all ones: a bit test
+// OR-ed over the span, no branch, so it vectorizes at every level (the answer is the same at each).
+ZS_SIMD_BODY(bool, any_all_ones_32, (const uint32_t* x, int64_t n)) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= (x[i] & 0x7f800000u) == 0x7f800000u;
+  return bad != 0;
+}
+ZS_SIMD_DISPATCH(bool, any_all_ones_32, (const uint32_t* x, int64_t n), (x, n))
+
+ZS_SIMD_BODY(bool, any_all_ones_16, (const uint16_t* x, int64_t n, uint16_t e)) {
+  uint16_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= static_cast<uint16_t>((x[i] & e) == e);
+  return bad != 0;
+}
+ZS_SIMD_DISPATCH(bool, any_all_ones_16, (const uint16_t* x, int64_t n, uint16_t e), (x, n, e))
+
+// Blocks of this many elements: a bad one is then found element by element in its block.
+constexpr int64_t kFiniteBlock = 16384;
+
+template <typename Bits, typename Any>
+int64_t first_all_ones(const Bits* x, int64_t n, Bits e, Any any) {
+  for (int64_t lo = 0; lo < n; lo += kFiniteBlock) {
+    const int64_t len = std::min(kFiniteBlock, n - lo);
+    if (!any(x + lo, len)) continue;
+    for (int64_t i = lo; i < lo + len; ++i) {
+      if ((x[i] & e) == e) return i;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t first_nonfinite(const void* data, DType dtype, int64_t n) {
+  switch (dtype) {
+    case DType::kF32:
+      return first_all_ones(static_cast<const uint32_t*>(data), n, 0x7f800000u,
+                            [](const uint32_t* x, int64_t k) { return any_all_ones_32(x, k); });
+    case DType::kBF16:
+    case DType::kF16: {
+      const uint16_t e = dtype == DType::kBF16 ? 0x7f80 : 0x7c00;
+      return first_all_ones(static_cast<const uint16_t*>(data), n, e,
+                            [e](const uint16_t* x, int64_t k) { return any_all_ones_16(x, k, e); });
+    }
+    default:
+      fail(ErrorCode::kInvalidArgument, "first_nonfinite: dtype {} (fp32, bf16 or fp16 expected)",
+           dtype_name(dtype));
+  }
 }
 
 float clip_factor(double norm, float max_norm) {

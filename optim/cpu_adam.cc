@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -30,9 +31,23 @@ using detail::AdamIsa;
 // What the kernel writes besides p, m, v.
 enum class Out { kNone, kF32, kBF16, kF16 };
 
-// One thread's range [begin, end) of one update; every kernel has this shape.
-using Kernel = void (*)(float* p, const void* grad, float* m, float* v, int64_t begin, int64_t end,
+// One thread's range [begin, end) of one update; every kernel has this shape. Returns true when an
+// updated p is not finite or does not fit the out dtype (inf there): the check of
+// [Note: non-finite policy], made on the values in registers.
+using Kernel = bool (*)(float* p, const void* grad, float* m, float* v, int64_t begin, int64_t end,
                         const AdamWStep& s, void* out);
+
+// [Note: overflow limit] |p|'s bits from which p is an inf or NaN, or rounds to an inf in the out
+// dtype (round to nearest even): fp32 0x7f800000 (inf); bf16 0x7f7f8000 (halfway between the
+// largest bf16, 0x7f7f0000, and inf, which is even); fp16 0x477ff000 (65520, halfway between
+// 65504 and 65536). The fp32 order of |p| is the integer order of its bits, so one unsigned compare
+// per element tells both.
+template <Out O>
+constexpr uint32_t overflow_limit() {
+  if constexpr (O == Out::kBF16) return 0x7f7f8000u;
+  if constexpr (O == Out::kF16) return 0x477ff000u;
+  return 0x7f800000u;
+}
 
 // Below this many elements one thread does the whole span: an OpenMP fork costs a few
 // microseconds, about what 32K elements take to stream.
@@ -61,8 +76,9 @@ inline void store_out(void* out, int64_t i, float x) {
 
 // [Note: AdamW operation order] in optim/adamw.h, statement for statement.
 template <DType G, Out O>
-inline void adam_scalar_range(float* p, const void* grad, float* m, float* v, int64_t begin,
+inline bool adam_scalar_range(float* p, const void* grad, float* m, float* v, int64_t begin,
                               int64_t end, const AdamWStep& s, void* out) {
+  uint32_t bad = 0;
   for (int64_t i = begin; i < end; ++i) {
     const float g = load_grad<G>(grad, i) * s.grad_scale;
     float pi = p[i] * s.decay;
@@ -73,13 +89,15 @@ inline void adam_scalar_range(float* p, const void* grad, float* m, float* v, in
     m[i] = mi;
     v[i] = vi;
     store_out<O>(out, i, pi);
+    bad |= (std::bit_cast<uint32_t>(pi) & 0x7fffffffu) >= overflow_limit<O>();
   }
+  return bad != 0;
 }
 
 template <DType G, Out O>
-void adam_scalar(float* p, const void* grad, float* m, float* v, int64_t begin, int64_t end,
+bool adam_scalar(float* p, const void* grad, float* m, float* v, int64_t begin, int64_t end,
                  const AdamWStep& s, void* out) {
-  adam_scalar_range<G, O>(p, grad, m, v, begin, end, s, out);
+  return adam_scalar_range<G, O>(p, grad, m, v, begin, end, s, out);
 }
 
 #if defined(__x86_64__)
@@ -98,9 +116,12 @@ void adam_scalar(float* p, const void* grad, float* m, float* v, int64_t begin, 
 #define ZS_AVX512_TARGET __attribute__((target("avx512f,avx2,f16c")))
 
 template <DType G, Out O>
-ZS_AVX512_TARGET void adam_avx512(float* p, const void* grad, float* m, float* v, int64_t begin,
+ZS_AVX512_TARGET bool adam_avx512(float* p, const void* grad, float* m, float* v, int64_t begin,
                                   int64_t end, const AdamWStep& s, void* out) {
   const adam_avx512::Consts c = adam_avx512::make_consts(s);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(overflow_limit<O>()));
+  __mmask16 bad = 0;
   const auto* g16 = static_cast<const uint16_t*>(grad);
   const auto* g32 = static_cast<const float*>(grad);
   int64_t i = begin;
@@ -116,6 +137,7 @@ ZS_AVX512_TARGET void adam_avx512(float* p, const void* grad, float* m, float* v
     }
     __m512 pv = _mm512_loadu_ps(p + i), mv = _mm512_loadu_ps(m + i), vv = _mm512_loadu_ps(v + i);
     adam_avx512::update(c, g, pv, mv, vv);
+    bad |= _mm512_cmpge_epu32_mask(_mm512_and_si512(_mm512_castps_si512(pv), abs_mask), limit);
     _mm512_storeu_ps(p + i, pv);
     _mm512_storeu_ps(m + i, mv);
     _mm512_storeu_ps(v + i, vv);
@@ -137,7 +159,7 @@ ZS_AVX512_TARGET void adam_avx512(float* p, const void* grad, float* m, float* v
                           _mm512_cvtps_ph(pv, _MM_FROUND_TO_NEAREST_INT));
     }
   }
-  adam_scalar_range<G, O>(p, grad, m, v, i, end, s, out);
+  return adam_scalar_range<G, O>(p, grad, m, v, i, end, s, out) || bad != 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -146,8 +168,12 @@ ZS_AVX512_TARGET void adam_avx512(float* p, const void* grad, float* m, float* v
 #define ZS_AVX2_TARGET __attribute__((target("avx2,f16c")))
 
 template <DType G, Out O>
-ZS_AVX2_TARGET void adam_avx2(float* p, const void* grad, float* m, float* v, int64_t begin,
+ZS_AVX2_TARGET bool adam_avx2(float* p, const void* grad, float* m, float* v, int64_t begin,
                               int64_t end, const AdamWStep& s, void* out) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  // |p| > limit - 1: both sides are non-negative as int32, so the signed compare is the unsigned.
+  const __m256i below = _mm256_set1_epi32(static_cast<int>(overflow_limit<O>() - 1));
+  __m256i bad = _mm256_setzero_si256();
   const __m256 gs = _mm256_set1_ps(s.grad_scale);
   const __m256 decay = _mm256_set1_ps(s.decay);
   const __m256 b1 = _mm256_set1_ps(s.beta1);
@@ -178,6 +204,8 @@ ZS_AVX2_TARGET void adam_avx2(float* p, const void* grad, float* m, float* v, in
                                     _mm256_mul_ps(_mm256_mul_ps(g, g), omb2));
     const __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), b2s), eps);
     pv = _mm256_sub_ps(pv, _mm256_mul_ps(step, _mm256_div_ps(mv, den)));
+    bad = _mm256_or_si256(
+        bad, _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(pv), abs_mask), below));
     _mm256_storeu_ps(p + i, pv);
     _mm256_storeu_ps(m + i, mv);
     _mm256_storeu_ps(v + i, vv);
@@ -202,7 +230,7 @@ ZS_AVX2_TARGET void adam_avx2(float* p, const void* grad, float* m, float* v, in
                        _mm256_cvtps_ph(pv, _MM_FROUND_TO_NEAREST_INT));
     }
   }
-  adam_scalar_range<G, O>(p, grad, m, v, i, end, s, out);
+  return adam_scalar_range<G, O>(p, grad, m, v, i, end, s, out) || !_mm256_testz_si256(bad, bad);
 }
 #endif  // __x86_64__
 
@@ -272,14 +300,17 @@ Kernel pick_kernel(AdamIsa isa, DType grad_dtype, const void* out, DType out_dty
 
 std::atomic<int> g_threads{0};  // 0: omp_get_max_threads()
 
-void run(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype, float* m, float* v,
+// True when every updated value is finite (and fits the out dtype).
+bool run(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype, float* m, float* v,
          int64_t n, const AdamWStep& s, void* out, DType out_dtype) {
   ZS_CHECK(n >= 0, ErrorCode::kInvalidArgument, "cpu_adamw: n = {} < 0", n);
   const Kernel k = pick_kernel(isa, grad_dtype, out, out_dtype);
-  if (n == 0) return;
+  if (n == 0) return true;
+  std::atomic<bool> bad{false};
   detail::parallel_ranges(threads, n, kRangeAlign, [&](int64_t begin, int64_t end) {
-    k(p, grad, m, v, begin, end, s, out);
+    if (k(p, grad, m, v, begin, end, s, out)) bad.store(true, std::memory_order_relaxed);
   });
+  return !bad.load();
 }
 
 }  // namespace
@@ -348,21 +379,21 @@ void adam_f32_span(AdamIsa isa, float* p, const float* g, float* m, float* v, in
   pick_kernel(isa, DType::kF32, nullptr, DType::kF32)(p, g, m, v, 0, n, s, nullptr);
 }
 
-void cpu_adamw_with(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
+bool cpu_adamw_with(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
                     float* m, float* v, int64_t n, const optim::AdamWStep& s, void* out,
                     DType out_dtype) {
   ZS_CHECK(adam_isa_supported(isa), ErrorCode::kUnsupported,
            "cpu_adamw: the {} path is not supported by this CPU", adam_isa_name(isa));
   ZS_CHECK(threads >= 1, ErrorCode::kInvalidArgument, "cpu_adamw: threads = {} < 1", threads);
-  run(isa, threads, p, grad, grad_dtype, m, v, n, s, out, out_dtype);
+  return run(isa, threads, p, grad, grad_dtype, m, v, n, s, out, out_dtype);
 }
 
 }  // namespace detail
 
-void cpu_adamw(float* p, const void* grad, DType grad_dtype, float* m, float* v, int64_t n,
+bool cpu_adamw(float* p, const void* grad, DType grad_dtype, float* m, float* v, int64_t n,
                const optim::AdamWStep& s, void* out, DType out_dtype) {
-  run(detail::active_adam_isa(), cpu_adam_threads(), p, grad, grad_dtype, m, v, n, s, out,
-      out_dtype);
+  return run(detail::active_adam_isa(), cpu_adam_threads(), p, grad, grad_dtype, m, v, n, s, out,
+             out_dtype);
 }
 
 void set_cpu_adam_threads(int threads) { g_threads.store(std::max(0, threads)); }

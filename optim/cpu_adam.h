@@ -30,10 +30,12 @@ namespace zs::optim {
 
 // In place over n elements: p, m, v fp32; grad of grad_dtype (fp32, bf16, fp16); out (may be
 // null) receives the updated p rounded to out_dtype (fp32, bf16, fp16). Spans must not overlap,
-// except that out may alias p when out_dtype is fp32. Throws zs::Error(kInvalidArgument) for other
-// dtypes or n < 0. Thread-safety: concurrent calls on disjoint spans are safe (each opens its own
-// OpenMP team; mind the core budget).
-void cpu_adamw(float* p, const void* grad, DType grad_dtype, float* m, float* v, int64_t n,
+// except that out may alias p when out_dtype is fp32. Returns false when an updated p is an inf or
+// NaN or rounds to an inf in out_dtype (the kernels compare |p| with that limit in registers as
+// they go: the engine's [Note: non-finite policy]; the returned values are unchanged). Throws
+// zs::Error(kInvalidArgument) for other dtypes or n < 0. Thread-safety: concurrent calls on
+// disjoint spans are safe (each opens its own OpenMP team; mind the core budget).
+bool cpu_adamw(float* p, const void* grad, DType grad_dtype, float* m, float* v, int64_t n,
                const optim::AdamWStep& s, void* out, DType out_dtype);
 
 // The number of threads cpu_adamw() uses; threads <= 0 restores the default,

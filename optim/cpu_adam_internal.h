@@ -20,8 +20,8 @@ bool adam_isa_supported(AdamIsa isa);
 AdamIsa active_adam_isa();
 
 // cpu_adamw() on `isa` (must be supported: else zs::Error(kUnsupported)) with `threads` threads
-// (>= 1).
-void cpu_adamw_with(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
+// (>= 1); returns what cpu_adamw() returns.
+bool cpu_adamw_with(AdamIsa isa, int threads, float* p, const void* grad, DType grad_dtype,
                     float* m, float* v, int64_t n, const optim::AdamWStep& s, void* out,
                     DType out_dtype);
 

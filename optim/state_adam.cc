@@ -1,11 +1,13 @@
 #include "optim/state_adam.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/convert.h"
 #include "core/error.h"
 #include "core/state_quant_kernels.h"
+#include "optim/clip.h"
 #include "optim/cpu_adam.h"
 #include "optim/state_adam_internal.h"
 
@@ -54,14 +56,20 @@ const float* grad_f32(const Span& a, int64_t begin, int64_t len, float* tile) {
 }
 
 // out[begin, begin + len) = p rounded to out_dtype (nothing when out is null or is p itself).
-void store_out(const Span& a, int64_t begin, int64_t len) {
-  if (a.out == nullptr) return;
+// Returns true when an updated p there, or its out value, is an inf or NaN: the tile just written,
+// read while it is in cache ([Note: non-finite policy] in runtime/engine_config.h).
+bool store_out(const Span& a, int64_t begin, int64_t len) {
+  bool bad = first_nonfinite(a.p + begin, DType::kF32, len) >= 0;
+  if (a.out == nullptr) return bad;
   void* dst = const_cast<char*>(byte_at(a.out, a.out_dtype, begin));
-  if (dst == a.p + begin) return;
+  if (dst == a.p + begin) return bad;
   convert_at(a.level, a.p + begin, DType::kF32, dst, a.out_dtype, static_cast<size_t>(len));
+  return bad || (a.out_dtype != DType::kF32 && first_nonfinite(dst, a.out_dtype, len) >= 0);
 }
 
-void bf16_range(const Span& a, uint16_t* m, uint16_t* v, int64_t begin, int64_t end) {
+// True when an updated value is not finite (store_out).
+bool bf16_range(const Span& a, uint16_t* m, uint16_t* v, int64_t begin, int64_t end) {
+  bool bad = false;
   float g32[kTile], m32[kTile], v32[kTile];
   for (int64_t i = begin; i < end; i += kTile) {
     const int64_t len = std::min(kTile, end - i);
@@ -71,12 +79,14 @@ void bf16_range(const Span& a, uint16_t* m, uint16_t* v, int64_t begin, int64_t 
     detail::adam_f32_span(a.isa, a.p + i, g, m32, v32, len, *a.s);
     convert_at(a.level, m32, DType::kF32, m + i, DType::kBF16, static_cast<size_t>(len));
     convert_at(a.level, v32, DType::kF32, v + i, DType::kBF16, static_cast<size_t>(len));
-    store_out(a, i, len);
+    bad = store_out(a, i, len) || bad;
   }
+  return bad;
 }
 
-void int8_range(const Span& a, QuantizedMoment m, QuantizedMoment v, const Int8StateFormat& f,
+bool int8_range(const Span& a, QuantizedMoment m, QuantizedMoment v, const Int8StateFormat& f,
                 int64_t begin, int64_t end) {
+  bool bad = false;
   const StateCodeBook& mb = state_code_book(f.code, true);
   const StateCodeBook& vb = state_code_book(f.code, false);
   std::vector<float> tiles(static_cast<size_t>(3 * f.block));  // g, m, v [block] each
@@ -100,8 +110,9 @@ void int8_range(const Span& a, QuantizedMoment m, QuantizedMoment v, const Int8S
     v.scales[b] = sc.v;
     encode_state_block(a.level, m32, sc.m, len, mb, m.codes + i);
     encode_state_block(a.level, v32, sc.v, len, vb, v.codes + i);
-    store_out(a, i, len);
+    bad = store_out(a, i, len) || bad;
   }
+  return bad;
 }
 
 Span make_span(AdamIsa isa, float* p, const void* grad, DType grad_dtype, void* out,
@@ -169,18 +180,21 @@ void adamw_int8_states_reference(float* p, const void* grad, DType grad_dtype, Q
 
 namespace detail {
 
-void cpu_adamw_bf16_states_with(AdamIsa isa, int threads, float* p, const void* grad,
+bool cpu_adamw_bf16_states_with(AdamIsa isa, int threads, float* p, const void* grad,
                                 DType grad_dtype, uint16_t* m, uint16_t* v, int64_t n,
                                 const AdamWStep& s, void* out, DType out_dtype) {
   check_args("cpu_adamw_bf16_states", grad_dtype, out, out_dtype, n);
   ZS_CHECK(threads >= 1, ErrorCode::kInvalidArgument, "cpu_adamw_bf16_states: threads = {} < 1",
            threads);
   const Span a = make_span(isa, p, grad, grad_dtype, out, out_dtype, s);
-  parallel_ranges(threads, n, 64,
-                  [&](int64_t begin, int64_t end) { bf16_range(a, m, v, begin, end); });
+  std::atomic<bool> bad{false};
+  parallel_ranges(threads, n, 64, [&](int64_t begin, int64_t end) {
+    if (bf16_range(a, m, v, begin, end)) bad.store(true, std::memory_order_relaxed);
+  });
+  return !bad.load();
 }
 
-void cpu_adamw_int8_states_with(AdamIsa isa, int threads, float* p, const void* grad,
+bool cpu_adamw_int8_states_with(AdamIsa isa, int threads, float* p, const void* grad,
                                 DType grad_dtype, QuantizedMoment m, QuantizedMoment v, int64_t n,
                                 const Int8StateFormat& format, const AdamWStep& s, void* out,
                                 DType out_dtype) {
@@ -189,23 +203,26 @@ void cpu_adamw_int8_states_with(AdamIsa isa, int threads, float* p, const void* 
   ZS_CHECK(threads >= 1, ErrorCode::kInvalidArgument, "cpu_adamw_int8_states: threads = {} < 1",
            threads);
   const Span a = make_span(isa, p, grad, grad_dtype, out, out_dtype, s);
-  parallel_ranges(threads, n, format.block,
-                  [&](int64_t begin, int64_t end) { int8_range(a, m, v, format, begin, end); });
+  std::atomic<bool> bad{false};
+  parallel_ranges(threads, n, format.block, [&](int64_t begin, int64_t end) {
+    if (int8_range(a, m, v, format, begin, end)) bad.store(true, std::memory_order_relaxed);
+  });
+  return !bad.load();
 }
 
 }  // namespace detail
 
-void cpu_adamw_bf16_states(float* p, const void* grad, DType grad_dtype, uint16_t* m, uint16_t* v,
+bool cpu_adamw_bf16_states(float* p, const void* grad, DType grad_dtype, uint16_t* m, uint16_t* v,
                            int64_t n, const AdamWStep& s, void* out, DType out_dtype) {
-  detail::cpu_adamw_bf16_states_with(detail::active_adam_isa(), cpu_adam_threads(), p, grad,
-                                     grad_dtype, m, v, n, s, out, out_dtype);
+  return detail::cpu_adamw_bf16_states_with(detail::active_adam_isa(), cpu_adam_threads(), p, grad,
+                                            grad_dtype, m, v, n, s, out, out_dtype);
 }
 
-void cpu_adamw_int8_states(float* p, const void* grad, DType grad_dtype, QuantizedMoment m,
+bool cpu_adamw_int8_states(float* p, const void* grad, DType grad_dtype, QuantizedMoment m,
                            QuantizedMoment v, int64_t n, const Int8StateFormat& format,
                            const AdamWStep& s, void* out, DType out_dtype) {
-  detail::cpu_adamw_int8_states_with(detail::active_adam_isa(), cpu_adam_threads(), p, grad,
-                                     grad_dtype, m, v, n, format, s, out, out_dtype);
+  return detail::cpu_adamw_int8_states_with(detail::active_adam_isa(), cpu_adam_threads(), p, grad,
+                                            grad_dtype, m, v, n, format, s, out, out_dtype);
 }
 
 }  // namespace zs::optim

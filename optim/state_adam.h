@@ -61,9 +61,11 @@ void adamw_int8_states_reference(float* p, const void* grad, DType grad_dtype, Q
                                  const AdamWStep& s, void* out, DType out_dtype);
 
 // The fast paths: the references' bits, threads from set_cpu_adam_threads() (optim/cpu_adam.h).
-void cpu_adamw_bf16_states(float* p, const void* grad, DType grad_dtype, uint16_t* m, uint16_t* v,
+// Return false when an updated p, or its out value, is an inf or NaN (as cpu_adamw: each tile is
+// read right after it is written).
+bool cpu_adamw_bf16_states(float* p, const void* grad, DType grad_dtype, uint16_t* m, uint16_t* v,
                            int64_t n, const AdamWStep& s, void* out, DType out_dtype);
-void cpu_adamw_int8_states(float* p, const void* grad, DType grad_dtype, QuantizedMoment m,
+bool cpu_adamw_int8_states(float* p, const void* grad, DType grad_dtype, QuantizedMoment m,
                            QuantizedMoment v, int64_t n, const Int8StateFormat& format,
                            const AdamWStep& s, void* out, DType out_dtype);
 

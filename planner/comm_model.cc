@@ -338,6 +338,19 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
   return out;
 }
 
+// The update's check ([Note: non-finite policy] in runtime/engine_config.h): one flag per
+// trainable parameter, padded to a multiple of the ranks (P in all), summed.
+CommItem update_check(const Algorithms& m, int64_t P) {
+  CommItem it;
+  it.what = "update check";
+  it.kind = CollectiveKind::kAllReduce;
+  it.scope = CommScope::kWorld;
+  it.hierarchical = m.hierarchical(CommScope::kWorld);
+  add(it,
+      m.run({CollectiveKind::kAllReduce, CommScope::kWorld, P, DType::kF64, /*blocking=*/true}));
+  return it;
+}
+
 // The step's statistics: loss, sum of squares, one non-finite flag per unit (U units).
 CommItem step_statistics(const Algorithms& m, size_t U, bool world_invariant) {
   // [Note: world-invariant reduction]: the loss and the sum of squares as ExactSum words.
@@ -350,6 +363,18 @@ CommItem step_statistics(const Algorithms& m, size_t U, bool world_invariant) {
   add(it, m.run({CollectiveKind::kAllReduce, CommScope::kWorld, static_cast<int64_t>(U) + sums,
                  DType::kF64, /*blocking=*/true}));
   return it;
+}
+
+// The step's blocking world all-reduces: its statistics, and the update check when there is
+// something to update.
+void add_world_items(CommPlan& plan, const Algorithms& m, const ModelDesc& model,
+                     const CommConfig& config) {
+  if (config.world <= 1) return;
+  plan.items.push_back(step_statistics(m, model.units.size(), config.world_invariant));
+  int64_t params = 0;
+  for (const std::vector<int64_t>& unit : model.units) params += static_cast<int64_t>(unit.size());
+  const int64_t W = config.world;  // padded to whole pieces per rank (runtime/engine.cc)
+  if (params > 0) plan.items.push_back(update_check(m, (params + W - 1) / W * W));
 }
 
 // The plan's totals: the sums over its items.
@@ -464,7 +489,7 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   if (stage == 1 || stage == 2) {
     item("param re-gather", CollectiveKind::kAllGather, sg, true, 1, shard, P);
   }
-  if (config.world > 1) plan.items.push_back(step_statistics(m, U, config.world_invariant));
+  add_world_items(plan, m, model, config);
   add_totals(plan);
   return plan;
 }

@@ -25,6 +25,8 @@
 //   param re-gather      stages 1-2: 1 per unit, c_u of P                     shard group, async
 //   step statistics      1 all-reduce of U + 2 fp64 (loss, norm, flags)      world, blocking
 //                        (world-invariant mode: U + 2 * ExactSum::kWords fp64)
+//   update check         1 all-reduce of one fp64 per trainable parameter    world, blocking
+//                        (padded to a multiple of the ranks)
 // Bytes sent by one rank for one call, c per-rank elements (all-reduce: c in all) of e bytes,
 // g group members, of which `off` sit on other nodes than this rank and on = g - 1 - off:
 //   MpiCommunicator (flat; the world without --collectives hierarchical, and every sub-group):

@@ -78,6 +78,12 @@ struct Engine::Impl {
   std::vector<double> invariant_vec;
   std::vector<DeviceOps::StatsSpan> stats_spans;
   std::vector<uint8_t> finite_flags;
+  // [Note: non-finite policy]: per unit, the first parameter the update made non-finite (-1: none);
+  // one flag per trainable parameter (unit u's at update_first[u]; padded to a multiple of the
+  // ranks), summed over the ranks.
+  std::vector<int> update_bad;
+  std::vector<size_t> update_first;
+  std::vector<double> update_vec;
   // [Note: tied parameters] in unit/unit.h: the ties, each tie's fp32 gradient buffer (null when
   // the owner is frozen), the ties per borrower and per owner group, the owners' own conversion
   // buffers, and each group's views while it is acquired (what a borrower is handed).
@@ -112,6 +118,7 @@ struct Engine::Impl {
   void name_nonfinite(const double* flags, StepStats& stats) const;
   void apply_nonfinite_policy(StepStats& stats, int64_t t);
   void update(float lr, float grad_scale, int64_t t);
+  void check_update(int64_t t);
   void wait_all();
 
   void compute_gradient(ParamGroup& g, const StepInfo& info);
@@ -274,6 +281,15 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   works.reserve(2 * U);
   reduce_vec.assign(2 + U, 0.0);
   finite_flags.assign(U, 1);
+  update_bad.assign(U, -1);
+  size_t params = 0;
+  for (ParamGroup& g : groups) {
+    update_first.push_back(params);
+    params += g.specs().size();
+  }
+  // Padded to whole pieces per rank, as the all-reduce sends them (and its byte counters count).
+  const size_t W = static_cast<size_t>(world);
+  update_vec.assign(params == 0 ? 0 : (params + W - 1) / W * W, 0.0);
   for (ParamGroup& g : groups) {
     if (config.world_invariant) {
       append_stats_chunks(g.layout(), shard_rank, static_cast<const float*>(g.grad_shard()),
@@ -493,6 +509,7 @@ StepStats Engine::Impl::step(int64_t t) {
   const double inv = 1.0 / (static_cast<double>(scale) * world * k);
   const float clip = optim::clip_factor(stats.grad_norm, config.clip_norm);
   update(stats.lr, static_cast<float>(inv) * clip, t);
+  check_update(t);
   stats.step = t;
   return stats;
 }
@@ -662,6 +679,34 @@ void Engine::Impl::update(float lr, float grad_scale, int64_t t) {
     if (WorkHandle w = g.start_gather_updated_params()) works.push_back(std::move(w));
   }
   wait_all();
+}
+
+// [Note: non-finite policy] in engine_config.h: an update that made a value non-finite (a finite
+// but absurd optimizer state, a learning rate or gradient that overflows the step) cannot be
+// skipped, its shard is overwritten: every rank stops, naming the first such parameter in model
+// order. One all-reduce of a flag per parameter: the step's statistics cannot carry them, the
+// update needs their result before it starts, and the next step's would leave the last step (and
+// what a trainer does between steps) unchecked.
+void Engine::Impl::check_update(int64_t t) {
+  states->updated_nonfinite(update_bad);
+  if (update_vec.empty()) return;  // nothing trainable (the same on every rank)
+  std::fill(update_vec.begin(), update_vec.end(), 0.0);
+  for (size_t u = 0; u < groups.size(); ++u) {
+    if (update_bad[u] >= 0) update_vec[update_first[u] + static_cast<size_t>(update_bad[u])] = 1.0;
+  }
+  set_flight_tag("update check");
+  staging->all_reduce(comm, update_vec.data(), update_vec.size(), DType::kF64, ReduceOp::kSum);
+  for (size_t u = 0; u < groups.size(); ++u) {
+    const ParamGroup& g = groups[u];
+    for (size_t p = 0; p < g.specs().size(); ++p) {
+      if (update_vec[update_first[u] + p] == 0.0) continue;
+      fail(ErrorCode::kNonFinite,
+           "step {}: the update made parameter '{}' of unit '{}' not finite (an optimizer state, "
+           "the learning rate or the gradient out of range); the parameters in memory are lost: "
+           "stopping (resume from a checkpoint)",
+           t, g.specs()[p].name, g.name());
+    }
+  }
 }
 
 void Engine::Impl::wait_all() {

@@ -87,7 +87,8 @@ class Engine {
   // One optimizer step over config.micro_batches micro-batches. Throws zs::Error(kNonFinite) on
   // every rank when the loss is not finite or more than config.max_consecutive_skips steps in a
   // row had a non-finite gradient ([Note: non-finite policy] in engine_config.h); the
-  // parameters are then those of the last applied step.
+  // parameters are then those of the last applied step. Also throws it on every rank when the
+  // update made a parameter non-finite; the parameters are then unusable.
   StepStats step();
   // Forward only over every unit with StepInfo::training = false (the model has loaded its
   // inputs); gathers parameters as the stage requires. For evaluation and generation.

@@ -14,6 +14,19 @@
 
 namespace zs {
 
+namespace {
+
+// [Note: int8 compute] kAuto as this rank resolves it, when it has int8 matrices to resolve it
+// for: ranks whose CPUs or ISA caps (ZS_MAX_ISA may differ between ranks) resolve it apart would
+// compute the same run with different products, so they compare the resolution.
+std::string int8_compute_setting(const FrozenPolicy& f) {
+  const std::string name = int8_compute_name(f.int8_compute);
+  if (f.int8_compute != FrozenPolicy::Int8Compute::kAuto || f.storage != DType::kI8) return name;
+  return name + ": " + (f.hands_int8() ? "int8-gemm" : "dequantize");
+}
+
+}  // namespace
+
 std::vector<Setting> engine_settings(const EngineConfig& c) {
   auto i = [](int64_t v) { return std::to_string(v); };
   auto f = [](double v) { return setting_value(v); };
@@ -54,7 +67,7 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"seed", std::to_string(c.seed)},
       {"offload.optimizer", i(c.offload.optimizer)},
       {"frozen.storage", c.frozen.storage ? std::string(dtype_name(*c.frozen.storage)) : "compute"},
-      {"frozen.int8_compute", int8_compute_name(c.frozen.int8_compute)},
+      {"frozen.int8_compute", int8_compute_setting(c.frozen)},
       {"align", i(c.align)},
       {"optimizer_threads", i(c.optimizer_threads)},
       {"shard_group_size", i(c.shard_group_size)},

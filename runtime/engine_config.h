@@ -93,8 +93,10 @@ struct FrozenPolicy {
   //                GEMM (nn/int8_linear.h); refused where int8_gemm_supported()
   //                (core/cpu_features.h) is false: without VNNI the int8 products are wrong;
   //   kAuto        kInt8Gemm where int8_gemm_supported(), else kDequantize.
-  // kAuto therefore depends on the machine (and its ISA caps): ranks agree on the setting, and
-  // each rank resolves it on its own CPU.
+  // kAuto therefore depends on the machine (and its ISA caps): each rank resolves it on its own
+  // CPU, and the engine's agreement check compares the resolution (engine_settings(): "auto:
+  // int8-gemm" or "auto: dequantize"), so ranks that would compute with different products are
+  // refused, naming both; set kDequantize or kInt8Gemm on such a mix.
   enum class Int8Compute : uint8_t { kAuto, kDequantize, kInt8Gemm };
   Int8Compute int8_compute = Int8Compute::kAuto;
   // True when int8 records of accepting parameters are handed to units: int8 storage and kInt8Gemm
@@ -138,7 +140,9 @@ struct EngineConfig {
   // fits; without it nothing makes the next step better. step() throws zs::Error(kNonFinite) on
   // every rank once more than this many consecutive steps were skipped, and at once when the
   // loss is not finite. -1 = the default: 16 with dynamic loss scaling, 0 otherwise (the first
-  // non-finite gradient stops the run).
+  // non-finite gradient stops the run). An update that makes a parameter (the fp32 master or its
+  // compute-dtype copy) non-finite cannot be skipped, the shard is overwritten: step() throws at
+  // once on every rank, naming the step, the unit and the parameter.
   int max_consecutive_skips = -1;
   // [Note: quantized weights] ZeRO++ qwZ (DeepSpeed's zero_optimization.zero_quantized_weights),
   // stage 3 only: every parameter all-gather (forward and backward) sends this rank's shard of the

@@ -2,6 +2,7 @@
 
 #include "core/convert.h"
 #include "core/error.h"
+#include "optim/clip.h"
 #include "optim/cpu_adam.h"
 #include "runtime/param_init.h"
 
@@ -134,12 +135,12 @@ class StagedHostStates final : public HostArenaStates {
   }
   const void* update_grad(ParamGroup& /*g*/, MasterShard& s) override { return s.host_grad; }
   void* update_out(ParamGroup& /*g*/, MasterShard& s) override { return s.host_out; }
-  void update_span(MasterShard& s, const void* grad, void* out, const ShardSegment& seg,
-                   const optim::AdamWStep& adam, float /*lr*/, float /*grad_scale*/,
-                   bool /*decay*/) override {
+  std::optional<bool> update_span(MasterShard& s, const void* grad, void* out,
+                                  const ShardSegment& seg, const optim::AdamWStep& adam,
+                                  float /*lr*/, float /*grad_scale*/, bool /*decay*/) override {
     const int64_t o = seg.shard_offset;
-    optim::cpu_adamw(s.master_ptr + o, at(grad, o, G()), G(), s.m + o, s.v + o, seg.length, adam,
-                     out ? at(out, o, P()) : nullptr, P());
+    return optim::cpu_adamw(s.master_ptr + o, at(grad, o, G()), G(), s.m + o, s.v + o, seg.length,
+                            adam, out ? at(out, o, P()) : nullptr, P());
   }
   void after_update(ParamGroup& g, MasterShard& s) override {
     ops_.copy_from_host_async(g.param_at(s.begin), s.host_out,
@@ -212,18 +213,24 @@ void* OptimizerStates::update_out(ParamGroup& g, MasterShard& s) {
   return params_are_master(s) ? nullptr : g.param_at(s.begin);
 }
 
-void OptimizerStates::update_span(MasterShard& s, const void* grad, void* out,
-                                  const ShardSegment& seg, const optim::AdamWStep& adam, float lr,
-                                  float grad_scale, bool decay) {
+std::optional<bool> OptimizerStates::update_span(MasterShard& s, const void* grad, void* out,
+                                                 const ShardSegment& seg,
+                                                 const optim::AdamWStep& adam, float lr,
+                                                 float grad_scale, bool decay) {
   const DType G = config_.precision.grad_dtype, P = config_.precision.param_dtype;
   const int64_t o = seg.shard_offset;
   void* dst = out ? at(out, o, P) : nullptr;
   if (config_.optimizer.kind == OptimizerKind::kAdamW) {
+    if (on_host()) {  // cpu_device_ops()'s adamw, which checks what it writes
+      return optim::cpu_adamw(s.master_ptr + o, at(grad, o, G), G, s.m + o, s.v + o, seg.length,
+                              adam, dst, P);
+    }
     ops_.adamw(s.master_ptr + o, at(grad, o, G), G, s.m + o, s.v + o, seg.length, adam, dst, P);
   } else {
     ops_.sgd(s.master_ptr + o, at(grad, o, G), G, s.m ? s.m + o : nullptr, seg.length,
              config_.optimizer.sgd, lr, grad_scale, decay, dst, P);
   }
+  return std::nullopt;
 }
 
 void OptimizerStates::update(ParamGroup& g, float lr, float grad_scale, int64_t t) {
@@ -235,18 +242,66 @@ void OptimizerStates::update(ParamGroup& g, float lr, float grad_scale, int64_t 
   }
   const void* grad = update_grad(g, s);
   void* out = update_out(g, s);
+  s.nonfinite_param = -1;
   for (size_t k = 0; k < s.segments.size(); ++k) {
     const ShardSegment& seg = s.segments[k];
     const bool decay = g.specs()[seg.param].weight_decay;
     const optim::AdamWStep& adam = decay ? with_decay : without_decay;
+    std::optional<bool> finite;
     if (s.storage.narrow()) {  // the fused kernels (host memory only: device engines refuse)
-      adamw_segment(narrow_moments(s), k, s.master_ptr, grad, config_.precision.grad_dtype, out,
-                    config_.precision.param_dtype, adam);
+      finite = adamw_segment(narrow_moments(s), k, s.master_ptr, grad, config_.precision.grad_dtype,
+                             out, config_.precision.param_dtype, adam);
     } else {
-      update_span(s, grad, out, seg, adam, lr, grad_scale, decay);
+      finite = update_span(s, grad, out, seg, adam, lr, grad_scale, decay);
+    }
+    if (!finite) {
+      check_updated(static_cast<size_t>(g.index()), seg, out);
+    } else if (!*finite && (s.nonfinite_param < 0 || seg.param < s.nonfinite_param)) {
+      s.nonfinite_param = seg.param;
     }
   }
   after_update(g, s);
+}
+
+void OptimizerStates::check_updated(size_t group, const ShardSegment& seg, const void* out) {
+  MasterShard& s = shards_.at(group);
+  const DType P = config_.precision.param_dtype;
+  // An fp32 copy holds the master's bits; a narrower one can overflow where the master did not.
+  const bool check_out = out != nullptr && P != DType::kF32;
+  const int64_t o = seg.shard_offset;
+  if (!on_host()) {
+    const int i = static_cast<int>(check_params_.size());
+    check_spans_.push_back({s.master_ptr + o, DType::kF32, seg.length, i});
+    check_params_.emplace_back(group, seg.param);
+    if (check_out) {
+      check_spans_.push_back({at(out, o, P), P, seg.length, i + 1});
+      check_params_.emplace_back(group, seg.param);
+    }
+    return;
+  }
+  // The segment just written, while it is in cache; the first bad parameter in g.specs() order
+  // (segments are in layout order).
+  if (s.nonfinite_param >= 0 && seg.param >= s.nonfinite_param) return;
+  if (optim::first_nonfinite(s.master_ptr + o, DType::kF32, seg.length) >= 0 ||
+      (check_out && optim::first_nonfinite(at(out, o, P), P, seg.length) >= 0)) {
+    s.nonfinite_param = seg.param;
+  }
+}
+
+void OptimizerStates::updated_nonfinite(std::span<int> first_bad) {
+  ZS_ASSERT(first_bad.size() == shards_.size());
+  if (!check_spans_.empty()) {  // device states: one pass over every updated span
+    std::vector<uint8_t> finite(check_spans_.size());
+    ops_.grad_stats(check_spans_, finite);
+    for (size_t i = 0; i < finite.size(); ++i) {
+      MasterShard& s = shards_.at(check_params_[i].first);
+      const int p = check_params_[i].second;
+      if (!finite[i] && (s.nonfinite_param < 0 || p < s.nonfinite_param)) s.nonfinite_param = p;
+    }
+    check_spans_.clear();
+    check_params_.clear();
+  }
+  for (size_t g = 0; g < shards_.size(); ++g) first_bad[g] = shards_[g].nonfinite_param;
 }
 
 void OptimizerStates::cast_to_params(ParamGroup& g) {

@@ -23,6 +23,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "core/buffer.h"
@@ -55,6 +58,8 @@ struct MasterShard {
   // or re-encodes them).
   std::vector<float> mirror;
   bool mirror_written = false;
+  // The last update's check (updated_nonfinite): the first parameter with a non-finite value, -1.
+  int nonfinite_param = -1;
 };
 
 // Host pointers to one group's state, for checkpoints and tests (numel elements each).
@@ -85,6 +90,14 @@ class OptimizerStates {
   // One optimizer step of g's state from its reduced gradient; writes the updated compute-dtype
   // values into g's parameter region (unless the parameters are the master).
   void update(ParamGroup& g, float lr, float grad_scale, int64_t t);
+  // [Note: non-finite policy] in engine_config.h: which parameters the last update() of each
+  // group made non-finite. first_bad[g] is the position in g.specs() of group g's first parameter
+  // whose updated fp32 master, or its compute-dtype copy, holds an inf or NaN, -1 when none does.
+  // Host states are checked as they are written: the host AdamW kernels (optim::cpu_adamw, the
+  // narrow-state ones) check what they write, SGD's segments are read right after their update;
+  // device states are checked here, in one pass (synchronizes). Every update path is covered:
+  // AdamW, SGD, narrow states, offload.
+  void updated_nonfinite(std::span<int> first_bad);
   // Casts the master to g's compute-dtype parameter region (after a load or at start-up).
   virtual void cast_to_params(ParamGroup& g);
 
@@ -107,14 +120,20 @@ class OptimizerStates {
   // Where the update reads g's gradient and writes its parameters; after_update finishes it.
   virtual const void* update_grad(ParamGroup& g, MasterShard& /*s*/) { return g.update_grad(); }
   virtual void* update_out(ParamGroup& g, MasterShard& s);
-  virtual void update_span(MasterShard& s, const void* grad, void* out, const ShardSegment& seg,
-                           const optim::AdamWStep& adam, float lr, float grad_scale, bool decay);
+  // One segment's update. Returns whether its kernel found every updated value finite (the host
+  // AdamW checks as it writes); nullopt when it did not check (check_updated reads it then).
+  virtual std::optional<bool> update_span(MasterShard& s, const void* grad, void* out,
+                                          const ShardSegment& seg, const optim::AdamWStep& adam,
+                                          float lr, float grad_scale, bool decay);
   virtual void after_update(ParamGroup& /*g*/, MasterShard& /*s*/) {}
   // Writes host values into the master.
   virtual void write_master(MasterShard& s, const float* host) = 0;
   bool params_are_master(const MasterShard& s) const { return s.master.empty() && !offloaded_; }
   // Sets s's moment pointers (m, v, or the narrow stores) to buffers of the plan's sizes.
   void place_moments(MasterShard& s, void* m, void* v);
+  // The check of updated_nonfinite on the segment update() has just written: on the host at
+  // once, else queued for one device pass.
+  void check_updated(size_t group, const ShardSegment& seg, const void* out);
   // s's narrow moments, for the functions of state_storage.h.
   NarrowMoments narrow_moments(const MasterShard& s) const {
     return {&s.storage, &s.segments, s.m_store, s.v_store};
@@ -125,6 +144,9 @@ class OptimizerStates {
   int rank_;
   bool offloaded_ = false;
   std::vector<MasterShard> shards_;
+  // Device states: the updated spans to check and the (group, parameter) of each.
+  std::vector<DeviceOps::StatsSpan> check_spans_;
+  std::vector<std::pair<size_t, int>> check_params_;
 };
 
 }  // namespace zs

@@ -181,7 +181,7 @@ MomentStore carve_moment(const StateStorage& st, void* base) {
   return m;
 }
 
-void adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* grad,
+bool adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* grad,
                    DType grad_dtype, void* out, DType out_dtype, const optim::AdamWStep& step) {
   const ShardSegment& seg = (*s.segments)[k];
   const StateSegment& ss = s.storage->segments[k];
@@ -191,19 +191,17 @@ void adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* 
   void* dst = out ? at(out, o, out_dtype) : nullptr;
   switch (ss.dtype) {
     case StateDType::kF32:
-      optim::cpu_adamw(p, g, grad_dtype, s.m.f32 + ss.offset, s.v.f32 + ss.offset, n, step, dst,
-                       out_dtype);
-      return;
+      return optim::cpu_adamw(p, g, grad_dtype, s.m.f32 + ss.offset, s.v.f32 + ss.offset, n, step,
+                              dst, out_dtype);
     case StateDType::kBF16:
-      optim::cpu_adamw_bf16_states(p, g, grad_dtype, bf16_at(s.m, ss.offset),
-                                   bf16_at(s.v, ss.offset), n, step, dst, out_dtype);
-      return;
+      return optim::cpu_adamw_bf16_states(p, g, grad_dtype, bf16_at(s.m, ss.offset),
+                                          bf16_at(s.v, ss.offset), n, step, dst, out_dtype);
     case StateDType::kI8:
-      optim::cpu_adamw_int8_states(p, g, grad_dtype, quantized(s.m, ss), quantized(s.v, ss), n,
-                                   optim::Int8StateFormat{s.storage->block, s.storage->code}, step,
-                                   dst, out_dtype);
-      return;
+      return optim::cpu_adamw_int8_states(
+          p, g, grad_dtype, quantized(s.m, ss), quantized(s.v, ss), n,
+          optim::Int8StateFormat{s.storage->block, s.storage->code}, step, dst, out_dtype);
   }
+  return true;
 }
 
 void decode_moments(const NarrowMoments& s, float* m_out, float* v_out) {

@@ -96,8 +96,9 @@ struct NarrowMoments {
 
 // One AdamW step of segment k (optim/state_adam.h's fused kernels; optim::cpu_adamw for an
 // fp32-kept segment). master, grad (grad_dtype) and out (may be null; out_dtype) address the
-// shard's element 0. Same bits on every ISA and thread count.
-void adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* grad,
+// shard's element 0. Same bits on every ISA and thread count. Returns false when an updated value
+// is an inf or NaN (the kernels check what they write).
+bool adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* grad,
                    DType grad_dtype, void* out, DType out_dtype, const optim::AdamWStep& step);
 
 // The moments as fp32 over the shard (m_out, v_out: the shard's numel elements each; padding

@@ -116,14 +116,16 @@ void Dataset::fill_train(int64_t step, int micro_batches, int world, int rank, i
 }
 
 void Dataset::fill_val(int micro_batches, int world, int rank, int batch,
-                       std::vector<int32_t>& tokens, int64_t total) const {
+                       std::vector<int32_t>& tokens, int64_t total, int first) const {
   const int64_t row = context_ + 1;
   tokens.resize(static_cast<size_t>(micro_batches) * batch * row);
-  const int64_t count = total > 0 ? total : static_cast<int64_t>(micro_batches) * world * batch;
+  const int64_t count =
+      total > 0 ? total : (static_cast<int64_t>(first) + micro_batches) * world * batch;
   const int64_t span = val_tokens() - row;
   for (int m = 0; m < micro_batches; ++m) {
+    const int64_t mb = static_cast<int64_t>(first) + m;  // in the whole set
     for (int i = 0; i < batch; ++i) {
-      const int64_t g = std::min((static_cast<int64_t>(m) * world + rank) * batch + i, count - 1);
+      const int64_t g = std::min((mb * world + rank) * batch + i, count - 1);
       const int64_t start = split_ + (count > 1 ? span * g / (count - 1) : 0);
       copy_sequence(start, tokens.data() + (static_cast<int64_t>(m) * batch + i) * row);
     }

@@ -45,11 +45,13 @@ class Dataset {
   // Fills tokens [micro_batches][batch][context + 1] with this rank's sequences of `step`.
   void fill_train(int64_t step, int micro_batches, int world, int rank, int batch, uint64_t seed,
                   std::vector<int32_t>& tokens) const;
-  // Validation sequences: micro-batch m of this rank, evenly spaced over the held-out tail. The
-  // global sequence g = (m * world + rank) * batch + i is the g-th of `total` evenly spaced ones
-  // (0: micro_batches * world * batch, the whole set); sequences past `total` repeat the last.
+  // Validation sequences: micro-batches m in [first, first + micro_batches) of this rank (at
+  // tokens[m - first]), evenly spaced over the held-out tail. The global sequence
+  // g = (m * world + rank) * batch + i is the g-th of `total` evenly spaced ones (0:
+  // (first + micro_batches) * world * batch, the set ending here); sequences past `total` repeat
+  // the last. A set filled in pieces of micro-batches holds the sequences of one fill.
   void fill_val(int micro_batches, int world, int rank, int batch, std::vector<int32_t>& tokens,
-                int64_t total = 0) const;
+                int64_t total = 0, int first = 0) const;
 
  protected:
   explicit Dataset(int context) : context_(context) {}

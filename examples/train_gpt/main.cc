@@ -100,6 +100,37 @@ void check_same_data(Communicator& comm, const Dataset& data, const DataSource& 
   }
 }
 
+// [Note: validation chunks] A validation fills its sequences a chunk of micro-batches at a time
+// (val_chunk(): at most 4 MiB of tokens, at least one micro-batch), so that memory stays bounded
+// however large --eval-batches is: one buffer of the whole set took 53 MB at 100,000 micro-batches
+// of 4 x 33 tokens, and batch x (context + 1) x 4 bytes per micro-batch in general. The losses are
+// added in the same micro-batch order as from one buffer: the same value, bit for bit.
+int val_chunk(const TrainOptions& o) {
+  constexpr int64_t kChunkBytes = int64_t{4} << 20;
+  const int64_t per_mb = static_cast<int64_t>(o.model.run.batch) * (o.model.arch.context + 1) *
+                         static_cast<int64_t>(sizeof(int32_t));
+  return static_cast<int>(std::clamp<int64_t>(kChunkBytes / per_mb, 1, o.eval_batches));
+}
+
+// Forwards micro-batches [0, n) of the validation set on this rank, a chunk at a time, and calls
+// add(m, loss) for each in order. `total`: Dataset::fill_val's count of the whole set.
+template <typename Add>
+void forward_val(Engine& engine, nn::GptModelBase& model, const Dataset& data,
+                 const TrainOptions& o, Communicator& comm, std::vector<int32_t>& tokens, int n,
+                 int64_t total, Add&& add) {
+  const int chunk = val_chunk(o);
+  for (int first = 0; first < n; first += chunk) {
+    const int k = std::min(chunk, n - first);
+    data.fill_val(k, comm.size(), comm.rank(), o.model.run.batch, tokens, total, first);
+    model.set_tokens(tokens);
+    for (int m = 0; m < k; ++m) {
+      model.load_micro_batch(m);
+      engine.forward();
+      add(first + m, model.loss());
+    }
+  }
+}
+
 // [Note: world-invariant reduction]: --eval-batches E micro-batches over all ranks, each rank
 // taking global micro-batches r, r + W, ... (ceil(E / W) forwards on every rank: those past E are
 // computed and not counted), their losses summed exactly: the same value at any world size.
@@ -107,15 +138,11 @@ double invariant_validation_loss(Engine& engine, nn::GptModelBase& model, const 
                                  const TrainOptions& o, Communicator& comm,
                                  std::vector<int32_t>& tokens) {
   const int W = comm.size(), E = o.eval_batches, per_rank = (E + W - 1) / W;
-  data.fill_val(per_rank, W, comm.rank(), o.model.run.batch, tokens,
-                static_cast<int64_t>(E) * o.model.run.batch);
-  model.set_tokens(tokens);
   ExactSum sum;
-  for (int m = 0; m < per_rank; ++m) {
-    model.load_micro_batch(m);
-    engine.forward();
-    if (m * W + comm.rank() < E) sum.add(model.loss());
-  }
+  forward_val(engine, model, data, o, comm, tokens, per_rank,
+              static_cast<int64_t>(E) * o.model.run.batch, [&](int m, double loss) {
+                if (m * W + comm.rank() < E) sum.add(loss);
+              });
   std::vector<double> words(ExactSum::kWords);
   sum.to_words(words.data());
   comm.all_reduce(words.data(), words.data(), words.size(), DType::kF64, ReduceOp::kSum);
@@ -126,15 +153,12 @@ double validation_loss(Engine& engine, nn::GptModelBase& model, const Dataset& d
                        const TrainOptions& o, Communicator& comm, std::vector<int32_t>& tokens) {
   if (o.engine.world_invariant)
     return invariant_validation_loss(engine, model, data, o, comm, tokens);
-  data.fill_val(o.eval_batches, comm.size(), comm.rank(), o.model.run.batch, tokens);
-  model.set_tokens(tokens);
+  const int E = o.eval_batches;
   double sum = 0.0;
-  for (int m = 0; m < o.eval_batches; ++m) {
-    model.load_micro_batch(m);
-    engine.forward();
-    sum += model.loss();
-  }
-  sum /= o.eval_batches;
+  forward_val(engine, model, data, o, comm, tokens, E,
+              static_cast<int64_t>(E) * comm.size() * o.model.run.batch,
+              [&](int, double loss) { sum += loss; });
+  sum /= E;
   comm.all_reduce(&sum, &sum, 1, DType::kF64, ReduceOp::kAvg);
   return sum;
 }

@@ -217,6 +217,10 @@ TEST_F(SettingsTest, ItemsNameEveryVariable) {
   Settings s;
   s.watchdog_s = 0.1f;  // a float's double: enough digits to round-trip
   EXPECT_EQ(s.items()[6].value, "0.10000000149011612");
+  // What ranks compare: every item but the ISA caps, in the same order.
+  const std::vector<Setting> agreed = Settings::from_environment().agreed_items();
+  ASSERT_EQ(agreed.size(), expected.size() - 2);
+  for (size_t i = 0; i < agreed.size(); ++i) EXPECT_EQ(agreed[i].name, expected[i + 2].first);
 }
 
 TEST_F(SettingsTest, LaunchEnvironmentUnset) {

@@ -1,7 +1,8 @@
 // The communication model ([Note: communication model] in planner/comm_model.h) against bytes
 // worked out by hand. The model: unit A = {1000, 24} (offsets 0 and 1024, end 1048), unit B =
 // {4096}, align 32. Shards: s = 4: A round_up(262, 32) = 288, B 1024 (sum 1312); s = 2: A
-// round_up(524, 32) = 544, B 2048 (sum 2592).
+// round_up(524, 32) = 544, B 2048 (sum 2592). Three parameters: the update check's all-reduce is of
+// 3 fp64 padded to a multiple of the ranks, 4 at 2 and 4 ranks, as the step statistics.
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -44,7 +45,7 @@ LinkModel links() {
 // its 1 node peer and to the 2 ranks of the other node.
 TEST(CommModel, FlatStage3TwoByTwo) {
   const CommPlan p = plan_communication(two_units(), config(4, 2, 3, DType::kBF16), nullptr);
-  ASSERT_EQ(p.items.size(), 3u);
+  ASSERT_EQ(p.items.size(), 4u);
   const CommItem& ag = find(p, "param all-gather");
   EXPECT_EQ(ag.calls, 4);  // forward + backward, 2 units
   EXPECT_EQ(ag.scope, CommScope::kWorld);
@@ -65,9 +66,14 @@ TEST(CommModel, FlatStage3TwoByTwo) {
   EXPECT_EQ(st.intra_rank, 16);
   EXPECT_EQ(st.inter_rank, 32);
   EXPECT_EQ(st.counted_inter_all, 2 * 48);
-  EXPECT_EQ(p.intra_rank, 5248 + 2624 + 16);
-  EXPECT_EQ(p.inter_rank, 10496 + 5248 + 32);
-  EXPECT_EQ(p.inter_all, 4 * (10496 + 5248 + 32));
+  const CommItem& uc = find(p, "update check");  // 4 fp64: all-to-all of 1, all-gather of 1
+  EXPECT_EQ(uc.calls, 1);
+  EXPECT_EQ(uc.intra_rank, 16);
+  EXPECT_EQ(uc.inter_rank, 32);
+  EXPECT_EQ(uc.counted_inter_all, 2 * 48);
+  EXPECT_EQ(p.intra_rank, 5248 + 2624 + 16 + 16);
+  EXPECT_EQ(p.inter_rank, 10496 + 5248 + 32 + 32);
+  EXPECT_EQ(p.inter_all, 4 * (10496 + 5248 + 32 + 32));
 }
 
 // The same through the HierarchicalCommunicator: the counters' table, and fp32 partials for the
@@ -88,7 +94,10 @@ TEST(CommModel, HierarchicalStage3TwoByTwo) {
   EXPECT_EQ(st.intra_rank, 2 * 16);
   EXPECT_EQ(st.inter_rank, 16);
   EXPECT_EQ(st.counted_inter_all, 4 * 16);
-  EXPECT_EQ(p.inter_rank, 5248 + 5248 + 16);
+  const CommItem& uc = find(p, "update check");  // 4 fp64: p = 2 as well
+  EXPECT_EQ(uc.intra_rank, 2 * 16);
+  EXPECT_EQ(uc.inter_rank, 16);
+  EXPECT_EQ(p.inter_rank, 5248 + 5248 + 16 + 16);
 }
 
 // ZeRO++ qwZ, block 32 (align 32: the same shards): each all-gather sends c + 4c/32 bytes
@@ -102,7 +111,7 @@ TEST(CommModel, QuantizedWeightsStage3TwoByTwo) {
     const CommPlan plain = plan_communication(two_units(), c, nullptr);
     c.quantized_weights_block = 32;
     const CommPlan p = plan_communication(two_units(), c, nullptr);
-    ASSERT_EQ(p.items.size(), 3u);
+    ASSERT_EQ(p.items.size(), 4u);
     const CommItem& ag = find(p, "qwZ all-gather");
     EXPECT_EQ(ag.calls, 4);
     EXPECT_EQ(ag.intra_rank, hier ? 2 * (2 * 1476) : 2 * 1476);
@@ -177,8 +186,8 @@ TEST(CommModel, HybridShardingTwoByTwo) {
   EXPECT_EQ(ar.inter_rank, 2 * 272 * 4 + 2 * 1024 * 4);  // 10368 = the shard's bytes
   EXPECT_EQ(ar.intra_rank, 0);
   EXPECT_EQ(ar.counted_inter_all, 4 * 10368);
-  EXPECT_EQ(p.inter_rank, 10368 + 32);
-  EXPECT_EQ(p.counted_inter_all, 4 * 10368 + 96);
+  EXPECT_EQ(p.inter_rank, 10368 + 32 + 32);  // the step statistics and the update check
+  EXPECT_EQ(p.counted_inter_all, 4 * 10368 + 96 + 96);
 }
 
 // 2 nodes x 1 rank, stage 2, fp32, 2 micro-batches; with times.
@@ -187,16 +196,17 @@ TEST(CommModel, Stage2TwoNodesWithTimes) {
   c.micro_batches = 2;
   const LinkModel l = links();
   const CommPlan p = plan_communication(two_units(), c, &l);
-  ASSERT_EQ(p.items.size(), 3u);
+  ASSERT_EQ(p.items.size(), 4u);
   EXPECT_EQ(find(p, "grad reduce-scatter").calls, 4);
   EXPECT_EQ(find(p, "grad reduce-scatter").inter_rank, 2 * 2592 * 4);
   EXPECT_EQ(find(p, "param re-gather").inter_rank, 2592 * 4);
   EXPECT_EQ(find(p, "step statistics").inter_rank, 32);  // MPI_Allreduce of 4 fp64
-  EXPECT_EQ(p.inter_rank, 31136);
+  EXPECT_EQ(find(p, "update check").inter_rank, 32);     // the same, of 3 padded to 4
+  EXPECT_EQ(p.inter_rank, 31168);
   EXPECT_EQ(p.intra_rank, 0);
-  EXPECT_EQ(p.counted_inter_all, 2 * 31136);
-  // 7 calls, one alpha each, and beta over what the node sends (= the rank's bytes here).
-  EXPECT_NEAR(p.time_s, 7 * 1e-4 + 1e-8 * 31136, 1e-12);
+  EXPECT_EQ(p.counted_inter_all, 2 * 31168);
+  // 8 calls, one alpha each, and beta over what the node sends (= the rank's bytes here).
+  EXPECT_NEAR(p.time_s, 8 * 1e-4 + 1e-8 * 31168, 1e-12);
   EXPECT_NEAR(p.overlappable_s, 6 * 1e-4 + 1e-8 * 31104, 1e-12);
 }
 

@@ -138,7 +138,8 @@ TEST(HybridSharding, StagesAgreeBitwiseInsideTheShardGroup) {
 //   1-2      all-gather (update)  sum_u (S-1) c_u P
 //   0        all-gather (grads)   sum_u (S-1) c_u G
 //   all      all-reduce (replica) sum_u 2 ceil(c_u / R) G
-//   world    the step statistics' all-reduce of 2 + U doubles, nothing else.
+//   world    the step statistics' all-reduce of 2 + U doubles and the update check's of one
+//            double per trainable parameter, nothing else.
 // The memory plan equals the tracker category by category, Adam's state being 8 sum_u c_u bytes.
 TEST(HybridSharding, BytesAndMemoryEqualTheFormulas) {
   const int n = world().size();
@@ -185,7 +186,10 @@ TEST(HybridSharding, BytesAndMemoryEqualTheFormulas) {
         EXPECT_EQ(replicas->counters().sent[ar], replica);
         EXPECT_EQ(replicas->counters().total_sent(), replica);
       }
-      const int64_t stats = 2 * (n - 1) * ((2 + static_cast<int64_t>(U) + n - 1) / n) * 8;
+      int64_t params = 0;  // the update check's flags
+      for (size_t u = 0; u < U; ++u) params += static_cast<int64_t>(engine.param_specs(u).size());
+      const int64_t stats = 2 * (n - 1) * ((2 + static_cast<int64_t>(U) + n - 1) / n) * 8 +
+                            2 * (n - 1) * ((params + n - 1) / n) * 8;
       EXPECT_EQ(world().counters().sent[ar], stats);
       EXPECT_EQ(world().counters().total_sent(), stats);
 
