@@ -125,7 +125,7 @@ void check_state_fp32_patterns(const OptimizerConfig& c,
     if (!first_match(p, names).empty()) continue;
     const std::string names_are = example.empty()
                                       ? std::string("the model's parameters have no names")
-                                      : "trainable names are unit.param, e.g. " + example;
+                                      : "names are unit.param, e.g. " + example;
     const std::string hit_frozen = first_match(p, frozen);
     ZS_CHECK(hit_frozen.empty(), ErrorCode::kInvalidArgument,
              "optimizer.state_fp32 pattern '{}' matches only frozen parameters ({} is frozen: it "
