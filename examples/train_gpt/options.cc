@@ -278,7 +278,10 @@ void configure_optimizer(const po::variables_map& vm, const FlagName& flag, RawF
   const bool sgd = o.engine.optimizer.kind == OptimizerKind::kSgd;
   for (const char* name : {"adam-eps", "beta1", "beta2", "weight-decay", "momentum"}) {
     const bool adam_flag = std::string(name) != "momentum";
-    ZS_CHECK(!given(vm, name) || adam_flag != sgd, ErrorCode::kInvalidArgument,
+    // SGD applies no weight decay: --weight-decay 0 says just that (scripts pass it for clarity).
+    const bool no_decay =
+        std::string(name) == "weight-decay" && o.engine.optimizer.adamw.weight_decay == 0.0f;
+    ZS_CHECK(!given(vm, name) || adam_flag != sgd || no_decay, ErrorCode::kInvalidArgument,
              "{} applies to --optimizer {}, not {}", flag(name), adam_flag ? "adamw" : "sgd",
              sgd ? "sgd" : "adamw");
   }

@@ -113,6 +113,8 @@ case "$case_name" in
       --sample-tokens 0 --sample-prompt "Once"
     expect2 "--weight-decay" "--weight-decay applies to --optimizer adamw, not sgd" \
       "${tiny[@]}" --steps 2 --optimizer sgd --weight-decay 0.01
+    # SGD applies no weight decay: saying 0 is not a contradiction (torch_grad_parity says it).
+    run_ok "$work/sgd0.txt" 2 "${tiny[@]}" --steps 2 --optimizer sgd --weight-decay 0
     # With what they refine, the same flags are accepted (zs_plan plans them).
     for args in "--zero-quantized-weights --zero-quantized-weights-block 128" \
                 "--zero-quantized-gradients --zero-quantized-gradients-block 64" \
