@@ -87,35 +87,35 @@ void read_batch(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f)
 void read_zeropp(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f) {
   EngineConfig& e = f.engine;
   const int stage = static_cast<int>(e.stage);
-  e.zero_quantized_weights = value<bool>(vm, "zero-quantized-weights");
-  ZS_CHECK(!e.zero_quantized_weights || stage == 3, kBad,
+  e.zeropp.quantized_weights = value<bool>(vm, "zero-quantized-weights");
+  ZS_CHECK(!e.zeropp.quantized_weights || stage == 3, kBad,
            "{} quantizes stage 3's parameter all-gather: --zero-stage {} does not gather "
            "parameters",
            flag("zero-quantized-weights"), stage);
-  e.zero_quantized_weights_block = value<int64_t>(vm, "zero-quantized-weights-block");
-  require(vm, flag, "zero-quantized-weights-block", e.zero_quantized_weights,
+  e.zeropp.quantized_weights_block = value<int64_t>(vm, "zero-quantized-weights-block");
+  require(vm, flag, "zero-quantized-weights-block", e.zeropp.quantized_weights,
           "--zero-quantized-weights, which is not given");
-  ZS_CHECK(power_of_two_in(e.zero_quantized_weights_block, 32, 65536), kBad,
+  ZS_CHECK(power_of_two_in(e.zeropp.quantized_weights_block, 32, 65536), kBad,
            "{} {} is not a power of two in 32..65536", flag("zero-quantized-weights-block"),
-           e.zero_quantized_weights_block);
-  e.zero_hpz_partition_size = value<int>(vm, "zero-hpz-partition-size");
-  const int k = e.zero_hpz_partition_size;
+           e.zeropp.quantized_weights_block);
+  e.zeropp.hpz_partition_size = value<int>(vm, "zero-hpz-partition-size");
+  const int k = e.zeropp.hpz_partition_size;
   ZS_CHECK(k >= 1, kBad, "{} {} is not 1 (off) or more", flag("zero-hpz-partition-size"), k);
   ZS_CHECK(k == 1 || stage == 3, kBad,
            "{} keeps secondary shards of stage 3's gathered parameters: --zero-stage {} does not "
            "gather parameters",
            flag("zero-hpz-partition-size"), stage);
-  e.zero_quantized_gradients = value<bool>(vm, "zero-quantized-gradients");
-  ZS_CHECK(!e.zero_quantized_gradients || stage >= 2, kBad,
+  e.zeropp.quantized_gradients = value<bool>(vm, "zero-quantized-gradients");
+  ZS_CHECK(!e.zeropp.quantized_gradients || stage >= 2, kBad,
            "{} quantizes the reduce-scatter of sharded gradients: --zero-stage {} keeps whole "
            "gradients (use 2 or 3)",
            flag("zero-quantized-gradients"), stage);
-  e.zero_quantized_gradients_block = value<int64_t>(vm, "zero-quantized-gradients-block");
-  require(vm, flag, "zero-quantized-gradients-block", e.zero_quantized_gradients,
+  e.zeropp.quantized_gradients_block = value<int64_t>(vm, "zero-quantized-gradients-block");
+  require(vm, flag, "zero-quantized-gradients-block", e.zeropp.quantized_gradients,
           "--zero-quantized-gradients, which is not given");
-  ZS_CHECK(power_of_two_in(e.zero_quantized_gradients_block, 32, 65536), kBad,
+  ZS_CHECK(power_of_two_in(e.zeropp.quantized_gradients_block, 32, 65536), kBad,
            "{} {} is not a power of two in 32..65536", flag("zero-quantized-gradients-block"),
-           e.zero_quantized_gradients_block);
+           e.zeropp.quantized_gradients_block);
 }
 
 void read_engine(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f) {

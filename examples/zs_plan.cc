@@ -290,7 +290,7 @@ std::string buffers_note(const zs::BufferPlan& b) {
   part(b.grad_scratch_count, b.grad_scratch_bytes, "fp32 unit-gradient scratch");
   part(b.send_count, b.send_bytes, "reduce-scatter send");
   part(b.recv_count, b.recv_bytes, "reduce-scatter receive");
-  part(b.qgz_count, b.qgz_bytes, "qgZ int8 chunks and partials");
+  part(b.lane_area_count, b.lane_area_bytes, b.lane_area_label.c_str());
   part(b.gather_count, b.gather_bytes, "gather/prefetch");
   part(b.convert_bytes > 0 ? 1 : 0, b.convert_bytes, "frozen base conversion");
   if (b.ctrl_bytes > 0) parts += fmt::format(", {} bytes device control", b.ctrl_bytes);

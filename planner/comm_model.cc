@@ -7,6 +7,8 @@
 #include "collectives/hierarchical_communicator.h"
 #include "core/error.h"
 #include "core/exact_sum.h"
+#include "runtime/gather_path.h"
+#include "runtime/reduce_path.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 
@@ -302,11 +304,10 @@ void CommConfig::validate() const {
 namespace {
 
 // Per unit: the shard's element count of the trainable parameters and the frozen bytes' shard
-// (0: none), checked.
+// (0: none), checked, and the layout of the trainable parameters (none: no layout).
 struct UnitShards {
   std::vector<int64_t> shard, frozen_shard;
-  std::vector<int64_t> qwz_chunk;  // qwZ: the bytes of one rank's int8 chunk; else empty
-  std::vector<int64_t> qgz_chunk;  // qgZ: the same for a gradient shard; else empty
+  std::vector<std::optional<GroupLayout>> layout;
 };
 
 UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
@@ -316,25 +317,21 @@ UnitShards unit_shards(const ModelDesc& model, const CommConfig& config) {
            "the model lists frozen parameters for {} units, not its {}", model.frozen.size(), U);
   const int s = config.shard_size();
   const DType storage = config.frozen_storage.value_or(config.param_dtype);
-  UnitShards out{std::vector<int64_t>(U, 0), std::vector<int64_t>(U, 0), {}, {}};
+  UnitShards out{std::vector<int64_t>(U, 0), std::vector<int64_t>(U, 0),
+                 std::vector<std::optional<GroupLayout>>(U)};
   for (size_t u = 0; u < U; ++u) {
     const bool has_frozen = !model.frozen.empty() && !model.frozen[u].empty();
     ZS_CHECK(!model.units[u].empty() || has_frozen, ErrorCode::kInvalidArgument,
              "unit {} has no parameters", u);
     if (!model.units[u].empty()) {
-      out.shard[u] = compute_group_layout(model.units[u], s, config.align).shard_numel;
+      out.layout[u] = compute_group_layout(model.units[u], s, config.align);
+      out.shard[u] = out.layout[u]->shard_numel;
     }
     if (has_frozen) {
       out.frozen_shard[u] =
           compute_frozen_layout(model.frozen[u], storage, config.param_dtype, s).bytes.shard_numel;
     }
   }
-  auto chunks = [&](int64_t B, std::vector<int64_t>& into) {
-    if (B <= 0) return;
-    for (int64_t c : out.shard) into.push_back(c + 4 * (c / B));  // c is a multiple of B
-  };
-  chunks(config.quantized_weights_block, out.qwz_chunk);
-  chunks(config.stage >= ZeroStage::k2 ? config.quantized_gradients_block : 0, out.qgz_chunk);
   return out;
 }
 
@@ -395,21 +392,57 @@ void add_totals(CommPlan& plan) {
   }
 }
 
-// [Note: quantized gradients]: the two all-to-alls of each reduction, per unit and micro-batch;
-// `item` is plan_communication's. Step 1 (L > 1) is synchronous, step 2 (N > 1) in flight.
-template <typename Item>
-void qgz_items(const std::vector<int64_t>& chunk, const CommConfig& config, int k, Item& item) {
-  const int N = config.nodes, L = config.ranks_per_node();
-  std::vector<int64_t> intra;
-  for (int64_t q : chunk) intra.push_back(N * q);
-  if (L > 1) {
-    item("qgZ intra-node all-to-all", CollectiveKind::kAllToAll, CommScope::kNodeLocal, false, k,
-         intra, DType::kU8);
+// [Note: communication paths] in runtime/comm_path.h: the configuration the engine's paths are
+// chosen from, as the planner describes it.
+PathConfig comm_path_config(const CommConfig& config) {
+  PathConfig p;
+  p.stage = static_cast<int>(config.stage);
+  p.param_dtype = config.param_dtype;
+  p.grad_dtype = config.grad_dtype;
+  p.micro_batches = config.micro_batches;
+  p.world_invariant = config.world_invariant;
+  p.zeropp.quantized_weights = config.quantized_weights_block > 0;
+  if (p.zeropp.quantized_weights) p.zeropp.quantized_weights_block = config.quantized_weights_block;
+  p.zeropp.hpz_partition_size = config.hpz_partition_size;
+  p.zeropp.quantized_gradients = config.quantized_gradients_block > 0;
+  if (p.zeropp.quantized_gradients) {
+    p.zeropp.quantized_gradients_block = config.quantized_gradients_block;
   }
-  if (N > 1) {
-    item("qgZ cross-node all-to-all", CollectiveKind::kAllToAll, CommScope::kCrossNode, true, k,
-         chunk, DType::kU8);
+  p.node_size = config.ranks_per_node();
+  p.hybrid = config.shard_size() < config.world;
+  return p;
+}
+
+// The paths' calls of one phase (gathers or reductions) over the units, merged into one item per
+// name in the order the names first appear. `calls(u, out)` appends unit u's.
+template <typename Calls>
+void add_path_items(CommPlan& plan, const Algorithms& m, size_t U, bool hsdp, const Calls& calls) {
+  std::vector<CommItem> items;
+  std::vector<PathCall> unit_calls;
+  for (size_t u = 0; u < U; ++u) {
+    unit_calls.clear();
+    calls(u, unit_calls);
+    for (const PathCall& c : unit_calls) {
+      if (c.calls == 0 || c.count == 0) continue;
+      const CommScope scope =
+          hsdp && c.scope == CommScope::kWorld ? CommScope::kShardGroup : c.scope;
+      auto it = std::find_if(items.begin(), items.end(),
+                             [&](const CommItem& i) { return i.what == c.what; });
+      if (it == items.end()) {
+        CommItem n;
+        n.what = c.what;
+        n.kind = c.kind;
+        n.scope = scope;
+        n.hierarchical = m.hierarchical(scope);
+        n.overlappable = c.overlappable;
+        items.push_back(std::move(n));
+        it = items.end() - 1;
+      }
+      const CallResult r = m.run({c.kind, scope, c.count, c.dtype, /*blocking=*/false});
+      for (int64_t i = 0; i < c.calls; ++i) add(*it, r);
+    }
   }
+  for (CommItem& it : items) plan.items.push_back(std::move(it));
 }
 
 }  // namespace
@@ -430,9 +463,11 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   // stage 3 gathers it once per micro-batch, not twice.
   std::vector<char> held(U, 0);
   for (int o : tied_owner_units(model.ties)) held[static_cast<size_t>(o)] = 1;
-  // `calls(u)` calls of `kind` per unit u, each of counts[u] elements of dt.
-  auto item_calls = [&](const char* what, CollectiveKind kind, CommScope scope, bool overlappable,
-                        const auto& calls, const std::vector<int64_t>& counts, DType dt) {
+  // `per_unit_calls` calls of `kind` per unit u (half as many for a held unit when
+  // `once_if_held`), each of counts[u] elements of dt.
+  auto item = [&](const char* what, CollectiveKind kind, CommScope scope, bool overlappable,
+                  int64_t per_unit_calls, const std::vector<int64_t>& counts, DType dt,
+                  bool once_if_held = false) {
     CommItem it;
     it.what = what;
     it.kind = kind;
@@ -442,45 +477,27 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
     for (size_t u = 0; u < U; ++u) {
       if (counts[u] == 0) continue;
       const CallResult r = m.run({kind, scope, counts[u], dt, /*blocking=*/false});
-      for (int64_t i = 0; i < calls(u); ++i) add(it, r);
+      const int64_t calls = once_if_held && held[u] ? per_unit_calls / 2 : per_unit_calls;
+      for (int64_t i = 0; i < calls; ++i) add(it, r);
     }
     if (it.calls > 0) plan.items.push_back(std::move(it));
   };
-  auto item = [&](const char* what, CollectiveKind kind, CommScope scope, bool overlappable,
-                  int64_t per_unit_calls, const std::vector<int64_t>& counts, DType dt,
-                  bool once_if_held = false) {
-    item_calls(
-        what, kind, scope, overlappable,
-        [&](size_t u) { return once_if_held && held[u] ? per_unit_calls / 2 : per_unit_calls; },
-        counts, dt);
-  };
   const CommScope sg = hsdp ? CommScope::kShardGroup : CommScope::kWorld;
+  // [Note: communication paths]: the gathers and reductions are the engine's paths'.
+  const PathConfig paths = comm_path_config(config);
+  const FrozenLayout no_frozen;
   if (stage == 3) {
-    // [Note: hpZ]: a step's first gather of a unit goes over the world, the others over the group.
-    const int K = config.hpz_partition_size;
-    auto world_calls = [&](size_t u) -> int64_t { return K > 1 ? 1 : held[u] ? k : 2 * k; };
-    if (shards.qwz_chunk.empty()) {
-      item_calls("param all-gather", CollectiveKind::kAllGather, sg, true, world_calls, shard, P);
-    } else {
-      item_calls("qwZ all-gather", CollectiveKind::kAllGather, sg, true, world_calls,
-                 shards.qwz_chunk, DType::kU8);
-    }
-    if (K > 1) {
-      std::vector<int64_t> part(U);
-      for (size_t u = 0; u < U; ++u) part[u] = shard[u] * config.shard_size() / K;
-      item_calls(
-          "hpZ all-gather", CollectiveKind::kAllGather, CommScope::kHpzGroup, true,
-          [&](size_t u) -> int64_t { return (held[u] ? k : 2 * k) - 1; }, part, P);
-    }
+    add_path_items(plan, m, U, hsdp, [&](size_t u, std::vector<PathCall>& out) {
+      if (!shards.layout[u]) return;
+      make_gather_path(paths, *shards.layout[u], no_frozen, 0)
+          ->step_calls(held[u] ? k : 2 * k, out);
+    });
     item("frozen all-gather", CollectiveKind::kAllGather, sg, true, 2 * k, shards.frozen_shard,
          DType::kU8, true);
   }
-  if (shards.qgz_chunk.empty()) {
-    const bool each = stage >= 2 || config.world_invariant;  // a reduction per micro-batch
-    item("grad reduce-scatter", CollectiveKind::kReduceScatter, sg, each, each ? k : 1, shard, G);
-  } else {
-    qgz_items(shards.qgz_chunk, config, k, item);
-  }
+  add_path_items(plan, m, U, hsdp, [&](size_t u, std::vector<PathCall>& out) {
+    if (shards.layout[u]) make_reduce_path(paths, *shards.layout[u], 0)->step_calls(out);
+  });
   if (hsdp) {
     item("replica all-reduce", CollectiveKind::kAllReduce, CommScope::kReplicaGroup, stage >= 2, 1,
          shard, G);

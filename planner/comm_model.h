@@ -82,6 +82,7 @@
 #include "collectives/communicator.h"
 #include "core/dtype.h"
 #include "planner/memory_plan.h"
+#include "runtime/comm_path.h"
 #include "runtime/engine_config.h"
 
 namespace zs {
@@ -107,10 +108,7 @@ struct LinkModel {
 LinkModel load_link_model(const std::string& path);
 LinkModel link_model_from_json(const nlohmann::json& j, const std::string& what = "links");
 
-// kHpzGroup: hpZ's secondary group, K = hpz_partition_size consecutive ranks. kNodeLocal: the L
-// ranks of a node; kCrossNode: the N ranks with one local rank (qgZ's groups, [Note: quantized
-// gradients] in runtime/quantized_reduce.h).
-enum class CommScope { kWorld, kShardGroup, kReplicaGroup, kHpzGroup, kNodeLocal, kCrossNode };
+// CommScope: runtime/comm_path.h.
 std::string_view comm_scope_name(CommScope s);
 
 struct CommConfig {

@@ -3,9 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "runtime/micro_batch_tree.h"
-#include "runtime/quantized_gather.h"
-#include "runtime/quantized_reduce.h"
+#include "runtime/gather_path.h"
+#include "runtime/reduce_path.h"
 
 namespace zs {
 
@@ -20,11 +19,7 @@ struct Rules {
   bool offload, params_are_master, adam, momentum;
   int rank;
   const OptimizerConfig* optimizer;
-  int64_t qwz_block;    // [Note: quantized weights]; 0 = off
-  int hpz = 1;          // [Note: hpZ]: the secondary group's size; 1 = off
-  int64_t qgz_block;    // [Note: quantized gradients]; 0 = off (and below stage 2)
-  int node_size;        // ranks per node; 0 = the layouts' world
-  int tree_levels = 0;  // [Note: world-invariant reduction]: partial sums per unit
+  PathConfig paths;  // [Note: communication paths]
 };
 
 Rules rules_of(const EngineConfig& cfg, int rank) {
@@ -38,18 +33,16 @@ Rules rules_of(const EngineConfig& cfg, int rank) {
   r.momentum = r.adam || cfg.optimizer.sgd.momentum != 0.0f;
   r.rank = rank;
   r.optimizer = &cfg.optimizer;
-  r.qwz_block = cfg.zero_quantized_weights ? cfg.zero_quantized_weights_block : 0;
-  r.hpz = r.stage == 3 ? cfg.zero_hpz_partition_size : 1;
-  r.qgz_block =
-      cfg.zero_quantized_gradients && r.stage >= 2 ? cfg.zero_quantized_gradients_block : 0;
-  r.node_size = cfg.node_size;
-  r.tree_levels = cfg.world_invariant ? MicroBatchTree::levels(cfg.micro_batches) : 0;
+  r.paths = path_config(cfg, /*hybrid=*/false);  // hybrid only moves the scopes
   return r;
 }
 
-// The largest gather slot, conversion buffer and qgZ lane buffer over the units seen so far.
+// The largest gather slot and conversion buffer over the units seen so far, and what the reduce
+// lanes must hold for all of them.
 struct Maxima {
-  int64_t slot = 0, convert = 0, qgz = 0;
+  int64_t slot = 0, convert = 0;
+  LaneNeeds lanes;
+  const char* area_label = nullptr;
 };
 
 // Unit u's frozen bytes (layout f): u.frozen_bytes, the padding they add to the plan, and the
@@ -84,22 +77,10 @@ std::vector<char> owners_converting(const std::vector<TiedParam>& ties,
   return own;
 }
 
-// [Note: hpZ]: unit u's secondary shard, the elements [h * Psi_u / K, (h + 1) * Psi_u / K) of
-// its padded group (h = rank mod K), which are the world shards h * W/K .. (h + 1) * W/K - 1.
-// Returns the padding elements in it.
-int64_t plan_secondary(const Rules& r, const GroupLayout& l, UnitBufferPlan& u) {
-  if (r.hpz <= 1) return 0;
-  const int per = l.world / r.hpz, h = r.rank % r.hpz;
-  u.hpz_bytes = r.P * (l.padded_numel / r.hpz);
-  int64_t held = 0;
-  for (int j = h * per; j < (h + 1) * per; ++j)
-    for (const ShardSegment& s : l.shard_segments(j)) held += s.length;
-  return l.padded_numel / r.hpz - held;
-}
-
 // Unit u's trainable buffers (layout l), and the padding they add to the plan.
 void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std::string>& names,
-                    UnitBufferPlan& u, BufferPlan& plan) {
+                    const GatherPath& gather, const ReducePath& reduce, UnitBufferPlan& u,
+                    BufferPlan& plan) {
   const int64_t full = l.padded_numel;
   const int64_t shard = l.shard_numel;
   const int64_t pad_full = l.padding();
@@ -110,7 +91,8 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
 
   u.params_bytes = r.P * (r.stage == 3 ? shard : full);
   u.grads_bytes = r.G * (r.stage >= 2 ? shard : full);
-  u.tree_bytes = 4 * r.tree_levels * shard;
+  u.gather_kept_bytes = gather.kept_bytes();
+  u.reduce_kept_bytes = reduce.kept_bytes();
   u.master_numel = r.stage == 0 ? full : shard;
   u.master_begin = r.stage == 0 ? 0 : l.shard_begin(r.rank);
   u.master_bytes = r.params_are_master ? 0 : 4 * u.master_numel;
@@ -127,31 +109,43 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
     u.exp_avg_sq_bytes = round64(u.exp_avg_sq_bytes);
   }
 
-  const int64_t pad_p = (r.stage == 3 ? pad_shard : pad_full) + plan_secondary(r, l, u);
+  const int64_t pad_p = r.stage == 3 ? pad_shard : pad_full;
   const int64_t pad_g = r.stage >= 2 ? pad_shard : pad_full;
   const int64_t pad_o = r.stage == 0 ? pad_full : pad_shard;
   const int64_t state_pad = narrow ? 2 * (capacity - u.states.moment_bytes())
                                    : ((r.momentum ? 4 : 0) + (r.adam ? 4 : 0)) * pad_o;
   plan.padding_bytes_ += r.P * pad_p + r.G * pad_g + (u.master_bytes ? 4 : 0) * pad_o + state_pad +
-                         4 * r.tree_levels * pad_shard;
+                         gather.kept_padding_bytes() + reduce.kept_padding_bytes();
+}
+
+// The union of what the reduce lanes must hold for `path`'s group and the groups before it.
+void add_lane_needs(const ReducePath& path, Maxima& max) {
+  const LaneNeeds n = path.lane_needs();
+  LaneNeeds& m = max.lanes;
+  m.lanes = std::max(m.lanes, n.lanes);
+  m.scratch_per_lane = m.scratch_per_lane || n.scratch_per_lane;
+  m.send = m.send || n.send;
+  m.recv = m.recv || n.recv;
+  m.area_bytes = std::max(m.area_bytes, n.area_bytes);
+  if (path.area_label()) max.area_label = path.area_label();
 }
 
 // The buffers shared by all units: scratch, send and receive, gather slots, conversion and the
 // device's control buffer.
 void plan_shared(const Rules& r, const EngineConfig& cfg, const Maxima& max, bool on_device,
                  int64_t ranks, size_t units, BufferPlan& plan) {
-  const bool fp32_grads = cfg.precision.grad_dtype == DType::kF32;
-  // qgZ reads the fp32 scratch only while its reduction starts and sends int8 chunks from its
-  // own buffers: one scratch, no cast send buffers.
-  const bool qgz = r.qgz_block > 0;
-  plan.grad_scratch_count = (r.stage >= 2 && fp32_grads && !qgz) ? 2 : 1;
+  // The lanes hold what the groups' reduce paths ask for (runtime/reduce_path.h).
+  const LaneNeeds& n = max.lanes;
+  plan.lanes = n.lanes;
+  plan.grad_scratch_count = n.scratch_per_lane ? n.lanes : 1;
   plan.grad_scratch_bytes = 4 * plan.max_padded_numel;
-  plan.send_count = (r.stage >= 2 && !fp32_grads && !qgz) ? 2 : 0;
-  plan.qgz_count = qgz ? 2 : 0;
-  plan.qgz_bytes = max.qgz;
+  plan.send_count = n.send ? n.lanes : 0;
   plan.send_bytes = r.G * plan.max_padded_numel;
-  plan.recv_count = (r.stage >= 2 && cfg.micro_batches > 1) ? 2 : 0;
+  plan.recv_count = n.recv ? n.lanes : 0;
   plan.recv_bytes = r.G * plan.max_shard_numel;
+  plan.lane_area_count = max.area_label ? n.lanes : 0;
+  plan.lane_area_bytes = n.area_bytes;
+  plan.lane_area_label = max.area_label ? max.area_label : "";
   plan.gather_count = r.stage == 3 ? cfg.prefetch + 1 + plan.held_slots : 0;
   plan.gather_bytes = max.slot;
   plan.convert_bytes = r.P * max.convert;
@@ -183,14 +177,12 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
     if (!frozen.empty() && !frozen[i].empty()) plan_frozen(r, frozen[i], u, plan, max, own[i]);
     const FrozenLayout none;
     const FrozenLayout& f = frozen.empty() ? none : frozen[i];
-    max.slot = std::max(
-        max.slot,
-        gather_slot_layout(l, f, cfg.precision.param_dtype, r.stage == 3 ? r.qwz_block : 0).bytes);
-    if (r.qgz_block > 0) {
-      const int node = r.node_size > 0 ? r.node_size : l.world;
-      max.qgz = std::max(max.qgz, quantized_reduce_layout(l, node, r.qgz_block).bytes);
-    }
-    plan_trainable(r, l, names.empty() ? unnamed : names[i], u, plan);
+    // [Note: communication paths]: what the group's paths need.
+    const std::unique_ptr<GatherPath> gather = make_gather_path(r.paths, l, f, rank);
+    const std::unique_ptr<ReducePath> reduce = make_reduce_path(r.paths, l, rank);
+    max.slot = std::max(max.slot, gather->slot_layout().bytes);
+    add_lane_needs(*reduce, max);
+    plan_trainable(r, l, names.empty() ? unnamed : names[i], *gather, *reduce, u, plan);
     if (r.offload && on_device) {
       plan.host_staging_bytes += round64(r.G * l.shard_numel) + round64(r.P * l.shard_numel);
     }
@@ -208,8 +200,8 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
 int64_t BufferPlan::bytes(MemCategory c) const {
   int64_t b = 0;
   for (const UnitBufferPlan& u : units) {
-    if (c == MemCategory::kParams) b += u.params_bytes + u.hpz_bytes;
-    if (c == MemCategory::kGrads) b += u.grads_bytes + u.tree_bytes;
+    if (c == MemCategory::kParams) b += u.params_bytes + u.gather_kept_bytes;
+    if (c == MemCategory::kGrads) b += u.grads_bytes + u.reduce_kept_bytes;
     if (c == u.master_category) b += u.master_bytes;
     if (c == u.optimizer_category) b += u.exp_avg_bytes + u.exp_avg_sq_bytes;
     if (c == MemCategory::kFrozen) b += u.frozen_bytes;
@@ -217,7 +209,7 @@ int64_t BufferPlan::bytes(MemCategory c) const {
   if (c == MemCategory::kHostOffload) b += host_staging_bytes;
   if (c == MemCategory::kCommBuffers) {
     b += grad_scratch_count * grad_scratch_bytes + send_count * send_bytes +
-         recv_count * recv_bytes + qgz_count * qgz_bytes + gather_count * gather_bytes +
+         recv_count * recv_bytes + lane_area_count * lane_area_bytes + gather_count * gather_bytes +
          convert_bytes + ctrl_bytes + tied_grad_bytes;
     for (const UnitBufferPlan& u : units) b += u.own_convert_bytes;
   }

@@ -5,11 +5,12 @@
 // Per unit (Psi_u = padded group elements, S_u = shard elements, P/G = compute/gradient dtype
 // sizes):
 //   params     P * Psi_u (stages 0-2: full replica)   or P * S_u (stage 3); with hpZ ([Note:
-//              hpZ] in runtime/engine_config.h, K = zero_hpz_partition_size) also the secondary
-//              shard, P * Psi_u / K (hpz_bytes)
+//              hpZ] in runtime/engine_config.h, K = zeropp.hpz_partition_size) also the secondary
+//              shard, P * Psi_u / K (gather_kept_bytes: the gather path's, runtime/gather_path.h)
 //   grads      G * Psi_u (stages 0-1: full buffer)    or G * S_u (stages 2-3)
 //              with world_invariant and k > 1 micro-batches also log2(k) fp32 partial sums of
-//              the reduced shard, 4 * log2(k) * S_u (tree_bytes; runtime/micro_batch_tree.h)
+//              the reduced shard, 4 * log2(k) * S_u (reduce_kept_bytes: the reduce path's,
+//              runtime/reduce_path.h; runtime/micro_batch_tree.h)
 //   master     4 * Psi_u (stage 0) or 4 * S_u; none when the compute dtype is fp32 and the
 //              optimizer is not offloaded (the parameters are their own master)
 //   exp_avg    4 * (master elements); exp_avg_sq the same for AdamW, none for SGD. With bf16 or
@@ -18,7 +19,8 @@
 //              the largest over the shard group's ranks ([Note: optimizer state storage] in
 //              runtime/state_storage.h)
 // Master and optimizer state are counted under kHostOffload when offloaded.
-// Shared transient buffers (kCommBuffers), sized for the largest unit:
+// Shared transient buffers (kCommBuffers), sized for the largest unit; the reduce lanes hold what
+// the units' reduce paths ask for (ReducePath::lane_needs(), runtime/reduce_path.h):
 //   gradient scratch: fp32 full unit gradient the units write into; 2 in stages 2-3 with fp32
 //     gradients (one computes while the other is being reduced), else 1
 //   send buffers: 2 x G * max Psi_u in stages 2-3 when G is not fp32 (the cast gradient in flight)
@@ -76,8 +78,11 @@ struct UnitBufferPlan {
   int64_t exp_avg_sq_bytes = 0;
   int64_t frozen_bytes = 0;       // kFrozen: the frozen byte group or this rank's shard of it
   int64_t own_convert_bytes = 0;  // kCommBuffers: an owner unit's conversion buffer (see above)
-  int64_t tree_bytes = 0;         // kGrads: the micro-batch tree's partial sums (see above)
-  int64_t hpz_bytes = 0;          // kParams: hpZ's secondary shard (see above); 0 when off
+  // What the unit's paths keep besides its buffers ([Note: communication paths]): the gather
+  // path's under kParams (hpZ's secondary shard), the reduce path's under kGrads (the
+  // micro-batch tree's partial sums); see above. 0 when its path keeps nothing.
+  int64_t gather_kept_bytes = 0;
+  int64_t reduce_kept_bytes = 0;
   MemCategory master_category = MemCategory::kMaster;
   MemCategory optimizer_category = MemCategory::kOptimizer;
   int64_t master_begin = 0;  // first padded-group element of the fp32 master held here
@@ -97,8 +102,10 @@ struct BufferPlan {
   int64_t send_bytes = 0;
   int recv_count = 0;
   int64_t recv_bytes = 0;
-  int qgz_count = 0;  // qgZ lane buffers ([Note: quantized gradients])
-  int64_t qgz_bytes = 0;
+  int lanes = 1;            // reduce lanes (runtime/reduce_schedule.h)
+  int lane_area_count = 0;  // the reduce path's own lane buffers (qgZ's chunks)
+  int64_t lane_area_bytes = 0;
+  std::string lane_area_label;  // what they hold, for listings; empty when none
   int gather_count = 0;
   int64_t gather_bytes = 0;
   int64_t convert_bytes = 0;       // frozen conversion buffer (kCommBuffers); 0 when none

@@ -201,17 +201,18 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
            "optimizer.state_dtype {}: bf16 and int8 optimizer states are implemented on the CPU "
            "backend only (resident or offloaded), not on {}",
            optim::state_dtype_name(config_.optimizer.state_dtype), impl_->ops.device().to_string());
-  ZS_CHECK(!config_.zero_quantized_weights || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
+  ZS_CHECK(!config_.zeropp.quantized_weights || impl_->ops.host_accessible(),
+           ErrorCode::kUnsupported,
            "zero_quantized_weights (qwZ) is implemented on the CPU backend only, not on {}",
            impl_->ops.device().to_string());
   ZS_CHECK(!config_.world_invariant || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
            "world_invariant is implemented on the CPU backend only, not on {}",
            impl_->ops.device().to_string());
-  ZS_CHECK((config_.zero_hpz_partition_size == 1 && !config_.zero_quantized_gradients) ||
+  ZS_CHECK((config_.zeropp.hpz_partition_size == 1 && !config_.zeropp.quantized_gradients) ||
                impl_->ops.host_accessible(),
            ErrorCode::kUnsupported, "{} is implemented on the CPU backend only, not on {}",
-           config_.zero_quantized_gradients ? "zero_quantized_gradients (qgZ)"
-                                            : "zero_hpz_partition_size (hpZ)",
+           config_.zeropp.quantized_gradients ? "zero_quantized_gradients (qgZ)"
+                                              : "zero_hpz_partition_size (hpZ)",
            impl_->ops.device().to_string());
   impl_->build(layouts, frozen, std::move(specs));
 }
@@ -316,6 +317,8 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
   }
   groups.reserve(layouts.size());
   own_convert.resize(layouts.size());
+  const PathConfig path_cfg = path_config(config, shard_size < world);
+  const PathComms comms{shard, hpz.get(), node_local.get(), cross_node.get()};
   for (size_t i = 0; i < layouts.size(); ++i) {
     const UnitBufferPlan& up = plan.units[i];
     void* convert = convert_buf.data();
@@ -324,25 +327,20 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
                               tracker, dev);
       convert = own_convert[i].data();
     }
+    Buffer grads(up.grads_bytes, MemCategory::kGrads, tracker, dev);
+    // [Note: communication paths]: the group's gather and reduce paths, as the plan sized them.
+    GroupPaths paths{make_gather_path(path_cfg, layouts[i], frozen[i], shard_rank),
+                     make_reduce_path(path_cfg, layouts[i], shard_rank)};
+    paths.gather->connect(comms, Buffer(static_cast<size_t>(up.gather_kept_bytes),
+                                        MemCategory::kParams, tracker, dev));
+    paths.reduce->connect(
+        comms, grads.data(), ops,
+        Buffer(static_cast<size_t>(up.reduce_kept_bytes), MemCategory::kGrads, tracker, dev));
     groups.emplace_back(
         static_cast<int>(i), model.unit(i).name(), std::move(specs[i]), layouts[i], frozen[i],
         policy, P, G, shard_rank, Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
-        Buffer(up.grads_bytes, MemCategory::kGrads, tracker, dev),
-        Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert, *shard, ops);
-    if (config.zero_quantized_weights)
-      groups[i].quantize_gathers(config.zero_quantized_weights_block);
-    if (config.world_invariant) {  // [Note: world-invariant reduction]
-      groups[i].reduce_in_tree(config.micro_batches, Buffer(static_cast<size_t>(up.tree_bytes),
-                                                            MemCategory::kGrads, tracker, dev));
-    }
-    if (hpz && policy.shard_params) {  // [Note: hpZ]
-      groups[i].keep_secondary(
-          *hpz, Buffer(static_cast<size_t>(up.hpz_bytes), MemCategory::kParams, tracker, dev));
-    }
-    if (config.zero_quantized_gradients) {  // [Note: quantized gradients]
-      groups[i].quantize_reductions(*node_local, *cross_node, node_local->size(),
-                                    config.zero_quantized_gradients_block);
-    }
+        std::move(grads), Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert,
+        *shard, ops, std::move(paths));
     states->attach(groups[i], up);
   }
   make_ties();
@@ -375,7 +373,7 @@ void Engine::Impl::make_ties() {
 void Engine::Impl::make_schedules() {
   ReduceSchedule::Config rc;
   rc.plan = &plan;
-  rc.two_lanes = policy.shard_grads;
+  rc.two_lanes = plan.lanes == 2;
   rc.micro_batches = config.micro_batches;
   rc.groups = groups;
   rc.replicas = replica_comm.get();
@@ -424,12 +422,12 @@ void Engine::Impl::make_shard_groups() {
 void Engine::Impl::make_node_groups() {
   config.validate_for_world(world);
   const int L = config.node_size > 0 ? config.node_size : world;
-  if (config.zero_quantized_gradients) {
+  if (config.zeropp.quantized_gradients) {
     node_local = comm.split(rank / L, rank);
     cross_node = comm.split(rank % L, rank);
     ZS_ASSERT(node_local->size() == L && cross_node->size() == world / L);
   }
-  if (const int K = config.zero_hpz_partition_size; K > 1) {
+  if (const int K = config.zeropp.hpz_partition_size; K > 1) {
     hpz = comm.split(rank / K, rank);
     ZS_ASSERT(hpz->size() == K && hpz->rank() == rank % K);
   }

@@ -72,12 +72,12 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"optimizer_threads", i(c.optimizer_threads)},
       {"shard_group_size", i(c.shard_group_size)},
       {"max_consecutive_skips", i(c.max_consecutive_skips)},
-      {"zero_quantized_weights", i(c.zero_quantized_weights)},
-      {"zero_quantized_weights_block", i(c.zero_quantized_weights_block)},
+      {"zero_quantized_weights", i(c.zeropp.quantized_weights)},
+      {"zero_quantized_weights_block", i(c.zeropp.quantized_weights_block)},
       {"node_size", i(c.node_size)},
-      {"zero_hpz_partition_size", i(c.zero_hpz_partition_size)},
-      {"zero_quantized_gradients", i(c.zero_quantized_gradients)},
-      {"zero_quantized_gradients_block", i(c.zero_quantized_gradients_block)},
+      {"zero_hpz_partition_size", i(c.zeropp.hpz_partition_size)},
+      {"zero_quantized_gradients", i(c.zeropp.quantized_gradients)},
+      {"zero_quantized_gradients_block", i(c.zeropp.quantized_gradients_block)},
       {"world_invariant", i(c.world_invariant)}};
 }
 
@@ -156,9 +156,9 @@ int64_t layout_align(const EngineConfig& c) {
   int64_t a = c.align;
   if (c.optimizer.state_dtype == optim::StateDType::kI8) a = std::lcm(a, c.optimizer.state_block);
   // [Note: quantized weights]: whole qwZ blocks per shard.
-  if (c.zero_quantized_weights) a = std::lcm(a, c.zero_quantized_weights_block);
+  if (c.zeropp.quantized_weights) a = std::lcm(a, c.zeropp.quantized_weights_block);
   // [Note: quantized gradients]: whole qgZ blocks per shard.
-  if (c.zero_quantized_gradients) a = std::lcm(a, c.zero_quantized_gradients_block);
+  if (c.zeropp.quantized_gradients) a = std::lcm(a, c.zeropp.quantized_gradients_block);
   return a;
 }
 
@@ -303,12 +303,12 @@ void check_block(const char* name, int64_t b) {
 // [Note: quantized weights]: stage 3 (the only stage that gathers parameters) and a block that
 // is a power of two in 32..65536.
 void check_quantized_weights(const EngineConfig& c) {
-  if (!c.zero_quantized_weights) return;
+  if (!c.zeropp.quantized_weights) return;
   ZS_CHECK(c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
            "zero_quantized_weights (qwZ) quantizes stage 3's parameter all-gather: ZeRO stage {} "
            "does not gather parameters (use stage 3 or turn it off)",
            static_cast<int>(c.stage));
-  check_block("zero_quantized_weights_block", c.zero_quantized_weights_block);
+  check_block("zero_quantized_weights_block", c.zeropp.quantized_weights_block);
 }
 
 bool power_of_two(int64_t v) { return v >= 1 && (v & (v - 1)) == 0; }
@@ -324,7 +324,7 @@ void check_world_invariant(const EngineConfig& c) {
            "world_invariant needs fp32 gradients (grad_dtype {}): a rounded partial sum would sit "
            "at another level of the tree at another world size",
            dtype_name(c.precision.grad_dtype));
-  ZS_CHECK(!c.zero_quantized_gradients, ErrorCode::kInvalidArgument,
+  ZS_CHECK(!c.zeropp.quantized_gradients, ErrorCode::kInvalidArgument,
            "world_invariant with zero_quantized_gradients (qgZ): its quantized partial sums depend "
            "on the node layout; use one or the other");
 }
@@ -333,19 +333,19 @@ void check_world_invariant(const EngineConfig& c) {
 void check_zeropp(const EngineConfig& c) {
   ZS_CHECK(c.node_size >= 0 && c.node_size <= (1 << 20), ErrorCode::kInvalidArgument,
            "node_size {} is outside 0 (one node) .. 2^20", c.node_size);
-  ZS_CHECK(c.zero_hpz_partition_size >= 1 && c.zero_hpz_partition_size <= (1 << 20),
+  ZS_CHECK(c.zeropp.hpz_partition_size >= 1 && c.zeropp.hpz_partition_size <= (1 << 20),
            ErrorCode::kInvalidArgument, "zero_hpz_partition_size {} is outside 1 (off) .. 2^20",
-           c.zero_hpz_partition_size);
-  ZS_CHECK(c.zero_hpz_partition_size == 1 || c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
+           c.zeropp.hpz_partition_size);
+  ZS_CHECK(c.zeropp.hpz_partition_size == 1 || c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
            "zero_hpz_partition_size {} (hpZ) keeps secondary shards of stage 3's gathered "
            "parameters: ZeRO stage {} does not gather parameters (use stage 3 or set it to 1)",
-           c.zero_hpz_partition_size, static_cast<int>(c.stage));
-  if (!c.zero_quantized_gradients) return;
+           c.zeropp.hpz_partition_size, static_cast<int>(c.stage));
+  if (!c.zeropp.quantized_gradients) return;
   ZS_CHECK(c.stage == ZeroStage::k2 || c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
            "zero_quantized_gradients (qgZ) quantizes the reduce-scatter of sharded gradients: ZeRO "
            "stage {} keeps whole gradients (use stage 2 or 3 or turn it off)",
            static_cast<int>(c.stage));
-  check_block("zero_quantized_gradients_block", c.zero_quantized_gradients_block);
+  check_block("zero_quantized_gradients_block", c.zeropp.quantized_gradients_block);
 }
 
 }  // namespace
@@ -387,8 +387,8 @@ void EngineConfig::validate_for_world(int world) const {
              "rank, not {}: the replica all-reduce would sum across ranks after the micro-batches",
              shard_group_size, micro_batches);
   }
-  const bool hpz = zero_hpz_partition_size > 1;
-  if (!hpz && !zero_quantized_gradients) return;
+  const bool hpz = zeropp.hpz_partition_size > 1;
+  if (!hpz && !zeropp.quantized_gradients) return;
   const int L = node_size > 0 ? node_size : world;  // ranks per node
   ZS_CHECK(world % L == 0, ErrorCode::kInvalidArgument,
            "node_size {} does not divide the world size {}", node_size, world);
@@ -397,7 +397,7 @@ void EngineConfig::validate_for_world(int world) const {
            "{} with hybrid sharding (shard group size {}) is not implemented: use one or the other",
            which, shard_group_size);
   if (!hpz) return;
-  const int K = zero_hpz_partition_size;
+  const int K = zeropp.hpz_partition_size;
   ZS_CHECK(L < world, ErrorCode::kInvalidArgument,
            "zero_hpz_partition_size {} (hpZ) on one node ({} ranks, node_size {}): the "
            "parameter gathers are node-local already; hpZ needs more than one node",

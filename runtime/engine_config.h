@@ -106,6 +106,36 @@ struct FrozenPolicy {
 // "auto", "dequantize", "int8-gemm".
 const char* int8_compute_name(FrozenPolicy::Int8Compute c);
 
+// ZeRO++ (DeepSpeed's zero_optimization keys of the same names with a zero_ prefix): how
+// stage 2-3 move bytes besides the plain collectives. Each switch picks a gather or reduce path
+// (runtime/gather_path.h, runtime/reduce_path.h); the engine and the planner ask those paths.
+struct ZeroPPConfig {
+  // [Note: quantized weights] ZeRO++ qwZ (DeepSpeed's zero_optimization.zeropp.quantized_weights),
+  // stage 3 only: every parameter all-gather (forward and backward) sends this rank's shard of the
+  // compute-dtype parameters as int8 codes of the signed linear book (j / 127) with one fp32
+  // absmax scale per `quantized_weights_block` elements, and every rank dequantizes the
+  // gathered chunks into the compute dtype (runtime/quantized_gather.h). The fp32 master, the
+  // optimizer and the shards themselves are untouched; only what the units compute with is
+  // rounded, by at most half a step (scale / 254) plus the compute dtype's rounding. The block
+  // is a power of two in 32..65536; the layout alignment becomes lcm(align, block)
+  // (layout_align()), so blocks never straddle ranks. Why linear and not float8: docs/engine.md.
+  bool quantized_weights = false;
+  int64_t quantized_weights_block = 256;
+  // [Note: hpZ] ZeRO++ hpZ (DeepSpeed's zero_hpz_partition_size), stage 3 only: K > 1 ranks
+  // (consecutive, so a group of a node's ranks when K divides node_size) keep a secondary shard
+  // of each unit's compute-dtype parameters, taken from the forward gather, and later gathers of
+  // the unit in the same step (the backward's, a recompute's) all-gather it within those K ranks
+  // instead of over the world. 1 = off. K must divide the world size and node_size, and the
+  // world must span more than one node (on one node the gather is already node-local).
+  int hpz_partition_size = 1;
+  // [Note: quantized gradients] ZeRO++ qgZ (DeepSpeed's zero_quantized_gradients), stages 2-3:
+  // the gradient reduce-scatter becomes two int8 block-quantized all-to-alls, within the node
+  // then across nodes, each followed by an fp32 sum in rank order (runtime/quantized_reduce.h).
+  // The block is a power of two in 32..65536; layout_align() folds it in like qwZ's.
+  bool quantized_gradients = false;
+  int64_t quantized_gradients_block = 256;
+};
+
 struct EngineConfig {
   ZeroStage stage = ZeroStage::k3;
   MixedPrecisionPolicy precision;
@@ -144,35 +174,13 @@ struct EngineConfig {
   // compute-dtype copy) non-finite cannot be skipped, the shard is overwritten: step() throws at
   // once on every rank, naming the step, the unit and the parameter.
   int max_consecutive_skips = -1;
-  // [Note: quantized weights] ZeRO++ qwZ (DeepSpeed's zero_optimization.zero_quantized_weights),
-  // stage 3 only: every parameter all-gather (forward and backward) sends this rank's shard of the
-  // compute-dtype parameters as int8 codes of the signed linear book (j / 127) with one fp32
-  // absmax scale per `zero_quantized_weights_block` elements, and every rank dequantizes the
-  // gathered chunks into the compute dtype (runtime/quantized_gather.h). The fp32 master, the
-  // optimizer and the shards themselves are untouched; only what the units compute with is
-  // rounded, by at most half a step (scale / 254) plus the compute dtype's rounding. The block
-  // is a power of two in 32..65536; the layout alignment becomes lcm(align, block)
-  // (layout_align()), so blocks never straddle ranks. Why linear and not float8: docs/engine.md.
-  bool zero_quantized_weights = false;
-  int64_t zero_quantized_weights_block = 256;
   // [Note: node layout] Ranks per node, block placement: rank r is on node r / node_size with
   // local rank r % node_size. 0 = every rank on one node. The library cannot see nodes: the
   // trainer fills it from its topology (collectives/topology.h), the planner from its flags.
   // hpZ and qgZ need it; it must divide the world size.
   int node_size = 0;
-  // [Note: hpZ] ZeRO++ hpZ (DeepSpeed's zero_hpz_partition_size), stage 3 only: K > 1 ranks
-  // (consecutive, so a group of a node's ranks when K divides node_size) keep a secondary shard
-  // of each unit's compute-dtype parameters, taken from the forward gather, and later gathers of
-  // the unit in the same step (the backward's, a recompute's) all-gather it within those K ranks
-  // instead of over the world. 1 = off. K must divide the world size and node_size, and the
-  // world must span more than one node (on one node the gather is already node-local).
-  int zero_hpz_partition_size = 1;
-  // [Note: quantized gradients] ZeRO++ qgZ (DeepSpeed's zero_quantized_gradients), stages 2-3:
-  // the gradient reduce-scatter becomes two int8 block-quantized all-to-alls, within the node
-  // then across nodes, each followed by an fp32 sum in rank order (runtime/quantized_reduce.h).
-  // The block is a power of two in 32..65536; layout_align() folds it in like qwZ's.
-  bool zero_quantized_gradients = false;
-  int64_t zero_quantized_gradients_block = 256;
+  // ZeRO++: quantized weights (qwZ), hierarchical partitions (hpZ), quantized gradients (qgZ).
+  ZeroPPConfig zeropp;
   // [Note: world-invariant reduction] The same bits at any world size. The step is M = W * k
   // global micro-batches (W ranks of k micro-batches each; rank r's micro-batch m is global
   // micro-batch m * W + r, as the trainer's sampler lays out its data), and every gradient

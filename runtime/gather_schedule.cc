@@ -29,8 +29,9 @@ void GatherSchedule::begin(std::span<ParamGroup* const> order) {
     hold_mark_[i] = o ? 2 : 1;
     o = !o;
   }
-  // [Note: hpZ]: the parameters may have changed since the last sequence (an update, a load).
-  for (ParamGroup* g : order) g->forget_secondary();
+  // The parameters may have changed since the last sequence (an update, a load): the gather paths
+  // forget what they kept ([Note: hpZ]).
+  for (ParamGroup* g : order) g->params_changed();
   order_ = order;
   cursor_ = 0;
   next_to_start_ = 0;

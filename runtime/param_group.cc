@@ -64,7 +64,8 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> specs
 ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_specs,
                        GroupLayout layout, FrozenLayout frozen, const ShardingPolicy& policy,
                        DType param_dtype, DType grad_dtype, int rank, Buffer params, Buffer grads,
-                       Buffer frozen_store, void* convert, Communicator& comm, DeviceOps& ops)
+                       Buffer frozen_store, void* convert, Communicator& comm, DeviceOps& ops,
+                       GroupPaths paths)
     : index_(index),
       name_(std::move(name)),
       specs_(trainable_only(unit_specs, true)),
@@ -73,6 +74,8 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_
       tied_grads_(tied_specs_.size(), nullptr),
       layout_(std::move(layout)),
       frozen_(std::move(frozen)),
+      gather_(std::move(paths.gather)),
+      reduce_(std::move(paths.reduce)),
       policy_(policy),
       P_(param_dtype),
       G_(grad_dtype),
@@ -100,7 +103,18 @@ ParamGroup::ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_
   }
   for (const FrozenRecord& r : frozen_.records) any_convert_ = any_convert_ || r.convert;
   ZS_ASSERT(!any_convert_ || convert_ != nullptr);
-  slot_layout_ = gather_slot_layout(layout_, frozen_, P_, 0);
+  if (!gather_ || !reduce_) {  // the plain paths of the policy's stage
+    PathConfig c;
+    c.stage = policy_.shard_params ? 3 : policy_.shard_grads ? 2 : policy_.shard_optimizer ? 1 : 0;
+    c.param_dtype = P_;
+    c.grad_dtype = G_;
+    const PathComms comms{&comm_, nullptr, nullptr, nullptr};
+    gather_ = make_gather_path(c, layout_, frozen_, rank_);
+    gather_->connect(comms, Buffer());
+    reduce_ = make_reduce_path(c, layout_, rank_);
+    reduce_->connect(comms, grads_.data(), ops_, Buffer());
+  }
+  slot_layout_ = gather_->slot_layout();
   build_views();
   slot_views_ = resident_views_;
   tag_gather_ = name_ + " gather";
@@ -145,22 +159,6 @@ void ParamGroup::build_views() {
 
 int64_t ParamGroup::slot_bytes() const { return slot_layout_.bytes; }
 
-void ParamGroup::quantize_gathers(int64_t block) {
-  ZS_ASSERT(policy_.shard_params && param_state_ == ParamState::kSharded && ops_.host_accessible());
-  qwz_ = quantized_gather_layout(layout_, block);
-  slot_layout_ = gather_slot_layout(layout_, frozen_, P_, block);
-}
-
-void ParamGroup::keep_secondary(Communicator& hpz, Buffer secondary) {
-  ZS_ASSERT(policy_.shard_params && param_state_ == ParamState::kSharded && ops_.host_accessible());
-  ZS_ASSERT(layout_.padded_numel % hpz.size() == 0 &&
-            secondary.size() ==
-                static_cast<size_t>(layout_.padded_numel / hpz.size()) * dtype_size(P_));
-  hpz_ = &hpz;
-  secondary_ = std::move(secondary);
-  secondary_valid_ = false;
-}
-
 void ParamGroup::convert_frozen(const void* frozen_bytes) {
   if (!any_convert_) return;
   for (const FrozenRecord& r : frozen_.records) {
@@ -203,7 +201,10 @@ void ParamGroup::start_gather(int slot, void* slot_data) {
       if (!r.convert) point_at_record(slot_views_[i], r, at(frozen_data, r.offset, DType::kU8));
     }
   }
-  if (layout_.padded_numel > 0) start_param_gather(slot_data);
+  if (layout_.padded_numel > 0) {
+    set_flight_tag(tag_gather_.c_str());
+    gather_work_ = gather_->start(params_.data(), slot_data);
+  }
   if (!frozen_.empty()) {
     set_flight_tag(tag_frozen_gather_.c_str());
     frozen_work_ =
@@ -215,43 +216,11 @@ void ParamGroup::start_gather(int slot, void* slot_data) {
   param_state_ = ParamState::kGathering;
 }
 
-// The trainable parameters' all-gather into the slot: the compute-dtype shards, or with qwZ this
-// rank's int8 chunk, encoded in place in the slot's chunk area and gathered in place.
-void ParamGroup::start_param_gather(void* slot_data) {
-  set_flight_tag(tag_gather_.c_str());
-  from_secondary_ = hpz_ != nullptr && secondary_valid_;
-  if (from_secondary_) {  // [Note: hpZ]: within the secondary group, the parameters as gathered
-    gather_work_ = hpz_->start_all_gather(
-        secondary_.data(), slot_data, static_cast<size_t>(layout_.padded_numel / hpz_->size()), P_);
-    return;
-  }
-  if (qwz_.block == 0) {
-    gather_work_ = comm_.start_all_gather(params_.data(), slot_data,
-                                          static_cast<size_t>(layout_.shard_numel), P_);
-    return;
-  }
-  uint8_t* chunks = static_cast<uint8_t*>(at(slot_data, slot_layout_.quant_offset, DType::kU8));
-  uint8_t* mine = chunks + rank_ * qwz_.chunk_bytes;
-  encode_weight_chunk(qwz_, params_.data(), P_, mine);
-  gather_work_ =
-      comm_.start_all_gather(mine, chunks, static_cast<size_t>(qwz_.chunk_bytes), DType::kU8);
-}
-
 std::span<const ParamView> ParamGroup::wait_gather() {
   ZS_ASSERT(param_state_ == ParamState::kGathering);
   if (gather_work_) {
     gather_work_->wait();
-    if (qwz_.block > 0 && !from_secondary_) {
-      decode_weight_chunks(
-          qwz_, static_cast<const uint8_t*>(at(slot_data_, slot_layout_.quant_offset, DType::kU8)),
-          P_, slot_data_);
-    }
-    if (hpz_ && !from_secondary_) {  // keep this rank's part for the later gathers of the step
-      const int64_t part = layout_.padded_numel / hpz_->size();
-      std::memcpy(secondary_.data(), at(slot_data_, part * hpz_->rank(), P_),
-                  static_cast<size_t>(part) * dtype_size(P_));
-      secondary_valid_ = true;
-    }
+    gather_->finish(slot_data_);
   }
   gather_work_.reset();
   if (frozen_work_) {
@@ -324,113 +293,29 @@ WorkHandle ParamGroup::start_gather_updated_params() {
                                 static_cast<size_t>(layout_.shard_numel), P_);
 }
 
-void ParamGroup::quantize_reductions(Communicator& node_local, Communicator& cross_node,
-                                     int node_size, int64_t block) {
-  ZS_ASSERT(policy_.shard_grads && grad_state_ == GradState::kClear);
-  qgz_ = quantized_reduce_layout(layout_, node_size, block);
-  node_local_ = &node_local;
-  cross_node_ = &cross_node;
-}
-
 void ParamGroup::begin_step() {
   ZS_ASSERT(grad_state_ != GradState::kReducing);
   grad_state_ = GradState::kClear;
 }
 
-void ParamGroup::reduce_in_tree(int micro_batches, Buffer partials) {
-  ZS_ASSERT(grad_state_ == GradState::kClear && G_ == DType::kF32 && ops_.host_accessible());
-  tree_partials_ = std::move(partials);
-  tree_ = MicroBatchTree(micro_batches, layout_.shard_numel, tree_partials_.as<float>());
-  tree_on_ = true;
-}
-
 void ParamGroup::start_reduce(const ReduceLane& lane, int micro, int micro_batches) {
   ZS_ASSERT(grad_state_ == (micro == 0 ? GradState::kClear : GradState::kAccumulating));
-  const int64_t full = layout_.padded_numel;
-  const size_t shard = static_cast<size_t>(layout_.shard_numel);
   const bool last = micro == micro_batches - 1;
-  if (full == 0) {  // only frozen parameters: nothing to reduce
+  if (layout_.padded_numel == 0) {  // only frozen parameters: nothing to reduce
     grad_state_ = last ? GradState::kReduced : GradState::kAccumulating;
     return;
   }
-  if (tree_on_) return start_reduce_each(lane, micro, micro_batches);
-  if (!policy_.shard_grads) {
-    // A full gradient buffer: sum the micro-batches locally, reduce once, in place.
-    if (micro == 0) {
-      ops_.convert(lane.scratch, DType::kF32, grads_.data(), G_, full);
-    } else {
-      ops_.accumulate(grads_.data(), G_, lane.scratch, DType::kF32, full);
-    }
-    grad_state_ = GradState::kAccumulating;
-    if (!last) return;
-    set_flight_tag(tag_reduce_.c_str());
-    reduce_work_ =
-        comm_.start_reduce_scatter(grads_.data(), at(grads_.data(), layout_.shard_begin(rank_), G_),
-                                   shard, G_, ReduceOp::kSum);
-    pending_recv_ = nullptr;
-  } else if (qgz_.block > 0) {
-    // [Note: quantized gradients]: step 1 now, step 2 in flight until finish_reduce.
-    void* recv = micro == 0 ? grads_.data() : lane.recv;
-    ZS_ASSERT(recv != nullptr && (lane.qgz != nullptr || qgz_.bytes == 0));
-    set_flight_tag(tag_reduce_.c_str());
-    reduce_work_ =
-        start_quantized_reduce(qgz_, lane.scratch, lane.qgz, *node_local_, *cross_node_, G_, recv);
-    pending_recv_ = micro == 0 ? nullptr : lane.recv;
-  } else {
-    const void* send = lane.scratch;
-    if (G_ != DType::kF32) {
-      ops_.convert(lane.scratch, DType::kF32, lane.send, G_, full);
-      send = lane.send;
-    }
-    // The first micro-batch's reduction lands in the shard; later ones are added to it.
-    void* recv = micro == 0 ? grads_.data() : lane.recv;
-    ZS_ASSERT(recv != nullptr);
-    set_flight_tag(tag_reduce_.c_str());
-    reduce_work_ = comm_.start_reduce_scatter(send, recv, shard, G_, ReduceOp::kSum);
-    pending_recv_ = micro == 0 ? nullptr : lane.recv;
-  }
-  pending_last_ = last;
-  grad_state_ = GradState::kReducing;
-}
-
-// [Note: world-invariant reduction]: every micro-batch reduced over the ranks in the collectives'
-// tree, into lane.recv (sharded gradients, k > 1), the shard (k = 1) or in place in this rank's
-// region of the full buffer (full-buffer policies); finish_tree() adds it into the micro-batch
-// tree.
-void ParamGroup::start_reduce_each(const ReduceLane& lane, int micro, int micro_batches) {
-  const size_t shard = static_cast<size_t>(layout_.shard_numel);
   set_flight_tag(tag_reduce_.c_str());
-  if (policy_.shard_grads) {
-    void* recv = micro_batches == 1 ? grads_.data() : lane.recv;
-    ZS_ASSERT(recv != nullptr);
-    reduce_work_ = comm_.start_reduce_scatter(lane.scratch, recv, shard, G_, ReduceOp::kSum);
-    pending_recv_ = recv;
-  } else {
-    ops_.convert(lane.scratch, DType::kF32, grads_.data(), G_, layout_.padded_numel);
-    void* region = at(grads_.data(), layout_.shard_begin(rank_), G_);
-    reduce_work_ = comm_.start_reduce_scatter(grads_.data(), region, shard, G_, ReduceOp::kSum);
-    pending_recv_ = region;
-  }
-  pending_micro_ = micro;
-  pending_last_ = micro == micro_batches - 1;
-  grad_state_ = GradState::kReducing;
-}
-
-void ParamGroup::finish_tree() {
-  float* out = static_cast<float*>(const_cast<void*>(grad_shard()));
-  tree_.add(pending_micro_, static_cast<const float*>(pending_recv_), out);
+  reduce_work_ = reduce_->start(lane, micro, micro_batches);
+  pending_last_ = last;
+  grad_state_ = reduce_work_ ? GradState::kReducing : GradState::kAccumulating;
 }
 
 bool ParamGroup::finish_reduce() {
   ZS_ASSERT(grad_state_ == GradState::kReducing);
   reduce_work_->wait();
   reduce_work_.reset();
-  if (tree_on_) {
-    finish_tree();
-  } else if (pending_recv_) {
-    ops_.accumulate(grads_.data(), G_, pending_recv_, G_, layout_.shard_numel);
-  }
-  pending_recv_ = nullptr;
+  reduce_->finish();
   grad_state_ = pending_last_ ? GradState::kReduced : GradState::kAccumulating;
   return pending_last_;
 }
@@ -438,7 +323,6 @@ bool ParamGroup::finish_reduce() {
 void ParamGroup::abandon_reduce() {
   if (grad_state_ != GradState::kReducing) return;
   reduce_work_.reset();  // waits
-  pending_recv_ = nullptr;
   grad_state_ = GradState::kClear;
 }
 

@@ -22,9 +22,12 @@
 // for compute. They have no gradient: the gradient buffers, reductions and the optimizer see
 // only the trainable parameters, which is what layout() and specs() describe.
 //
-// The transient buffers a reduction uses (the fp32 gradient the unit wrote, the cast copy on the
-// wire, the received shard of a later micro-batch) belong to a ReduceLane that ReduceSchedule
-// lends for the duration of one reduction; a gather slot likewise comes from GatherSchedule.
+// How the bytes move is the group's paths' ([Note: communication paths] in runtime/comm_path.h):
+// a GatherPath for the sharded parameters and a ReducePath for the gradient, chosen once when the
+// group is made. The transient buffers a reduction uses (the fp32 gradient the unit wrote, the
+// cast copy on the wire, the received shard of a later micro-batch) belong to a ReduceLane that
+// ReduceSchedule lends for the duration of one reduction; a gather slot likewise comes from
+// GatherSchedule.
 //
 // Collective: start_gather, start_reduce, start_gather_reduced_grads and
 // start_gather_updated_params start collectives; every rank must call them in the same order.
@@ -32,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,9 +43,9 @@
 #include "collectives/communicator.h"
 #include "core/buffer.h"
 #include "device/device_ops.h"
-#include "runtime/micro_batch_tree.h"
+#include "runtime/gather_path.h"
 #include "runtime/quantized_gather.h"
-#include "runtime/quantized_reduce.h"
+#include "runtime/reduce_path.h"
 #include "sharding/frozen_layout.h"
 #include "sharding/layout.h"
 #include "sharding/sharding_policy.h"
@@ -51,12 +55,11 @@ namespace zs {
 
 class HostStaging;  // runtime/host_staging.h
 
-// Buffers one gradient reduction uses, sized for the largest group (runtime/buffer_plan.h).
-struct ReduceLane {
-  float* scratch = nullptr;  // fp32, full group: the unit's backward writes its gradient here
-  void* send = nullptr;      // grad dtype, full group; null when the gradient dtype is fp32
-  void* recv = nullptr;      // grad dtype, one shard; null with one micro-batch
-  uint8_t* qgz = nullptr;    // qgZ's chunks and partials (QuantizedReduceLayout); null when off
+// A group's two paths, made and connected by the engine (runtime/gather_path.h,
+// runtime/reduce_path.h).
+struct GroupPaths {
+  std::unique_ptr<GatherPath> gather;
+  std::unique_ptr<ReducePath> reduce;
 };
 
 class ParamGroup {
@@ -65,18 +68,21 @@ class ParamGroup {
   enum class GradState { kClear, kAccumulating, kReducing, kReduced };
 
   // `params` and `grads` are sized by plan_engine_buffers(): full or shard as the policy says.
-  // All parameters trainable.
+  // All parameters trainable. The paths are the plain ones of the policy's stage (one
+  // micro-batch), over `comm`.
   ParamGroup(int index, std::string name, std::vector<ParamSpec> specs, GroupLayout layout,
              const ShardingPolicy& policy, DType param_dtype, DType grad_dtype, int rank,
              Buffer params, Buffer grads, Communicator& comm, DeviceOps& ops);
   // `unit_specs` are the unit's parameters in its order, trainable and frozen; `layout` covers
   // the trainable ones in that order, `frozen` the frozen ones. `frozen_store` holds the frozen
   // byte group (or this rank's shard of it); `convert` addresses frozen.convert_numel elements
-  // of the compute dtype, which the group may overwrite whenever it is acquired.
+  // of the compute dtype, which the group may overwrite whenever it is acquired. `paths`: made
+  // for this layout and connected (the reduce path to `grads`); empty: the plain ones of the
+  // policy's stage over `comm`.
   ParamGroup(int index, std::string name, std::vector<ParamSpec> unit_specs, GroupLayout layout,
              FrozenLayout frozen, const ShardingPolicy& policy, DType param_dtype, DType grad_dtype,
              int rank, Buffer params, Buffer grads, Buffer frozen_store, void* convert,
-             Communicator& comm, DeviceOps& ops);
+             Communicator& comm, DeviceOps& ops, GroupPaths paths = {});
   ParamGroup(ParamGroup&&) = default;
 
   int index() const { return index_; }
@@ -104,36 +110,12 @@ class ParamGroup {
   // Bytes of a gather slot this group needs: the trainable parameters, then (64-byte aligned)
   // the frozen byte group.
   int64_t slot_bytes() const;
-  // [Note: quantized weights] From now on every parameter gather sends this rank's shard as int8
-  // codes with one fp32 scale per `block` elements and dequantizes the gathered chunks into the
-  // slot's compute-dtype parameters (slot_bytes() grows by the chunks). Sharded parameters only,
-  // host-addressable buffers only, while sharded.
-  void quantize_gathers(int64_t block);
-  // [Note: hpZ] in runtime/engine_config.h. From now on a completed gather that went over the
-  // world also copies this rank's part of the gathered parameters (element range
-  // [h * padded / K, (h + 1) * padded / K) with K = hpz.size(), h = hpz.rank()) into `secondary`
-  // (P * padded / K bytes), and until forget_secondary() every later gather all-gathers those
-  // parts over `hpz` instead: the same bits, from within the group. The trainable parameters
-  // only; frozen bytes are still gathered over the world. Sharded parameters only, while sharded.
-  void keep_secondary(Communicator& hpz, Buffer secondary);
-  // The parameters may have changed since the secondary shard was taken (a new step or
-  // evaluation: GatherSchedule::begin): the next gather goes over the world again.
-  void forget_secondary() { secondary_valid_ = false; }
-  // Whether the next gather would read the secondary shard.
-  bool secondary_valid() const { return secondary_valid_; }
-  // [Note: quantized gradients] From now on every sharded-gradient reduction (stages 2-3) is qgZ's
-  // over `node_local` (this rank's node) and `cross_node` (its local rank's ranks), nodes of
-  // `node_size` ranks, blocks of `block` elements, through ReduceLane::qgz. Both communicators
-  // must outlive the group. While clear.
-  void quantize_reductions(Communicator& node_local, Communicator& cross_node, int node_size,
-                           int64_t block);
-  // [Note: world-invariant reduction] in runtime/engine_config.h. From now on every micro-batch's
-  // gradient is reduce-scattered (the full-buffer policies too: the buffer is overwritten with
-  // each micro-batch and reduced in place), and the reduced shards of the step's `micro_batches`
-  // are added in the micro-batch tree (runtime/micro_batch_tree.h) in fp32 over `partials`
-  // (MicroBatchTree::levels(micro_batches) shards of fp32), the total landing in the gradient
-  // shard. fp32 gradients, host memory, while clear.
-  void reduce_in_tree(int micro_batches, Buffer partials);
+  // The group's paths (names, planning queries).
+  const GatherPath& gather_path() const { return *gather_; }
+  const ReducePath& reduce_path() const { return *reduce_; }
+  // The parameters may have changed since the last gather (a new step or evaluation:
+  // GatherSchedule::begin); the gather path forgets what it kept (hpZ's secondary shard).
+  void params_changed() { gather_->invalidate(); }
   ParamState param_state() const { return param_state_; }
   GradState grad_state() const { return grad_state_; }
 
@@ -171,14 +153,12 @@ class ParamGroup {
   // A new step: the gradient buffer's contents are dead. Any state but reducing -> clear.
   void begin_step();
   // The unit's backward for micro-batch `micro` of `micro_batches` wrote its fp32 gradient to
-  // lane.scratch. Full-buffer policy: fold it into the gradient buffer (the first micro-batch
-  // overwrites, later ones add), and on the last micro-batch start the in-place reduce-scatter.
-  // Sharded policy: start the reduce-scatter of this micro-batch (cast to the gradient dtype
-  // through lane.send when that is not fp32) into the shard (first micro-batch) or lane.recv.
-  // `lane` must stay untouched until finish_reduce() when lane_busy() says so.
+  // lane.scratch: the reduce path folds it in (clear/accumulating -> accumulating) or starts its
+  // reduction (-> reducing). `lane` must stay untouched until finish_reduce() when lane_busy()
+  // says so.
   void start_reduce(const ReduceLane& lane, int micro, int micro_batches);
   // True while a reduction started by start_reduce is in flight and uses its lane's buffers.
-  bool lane_busy() const { return grad_state_ == GradState::kReducing && policy_.shard_grads; }
+  bool lane_busy() const { return grad_state_ == GradState::kReducing && reduce_->holds_lane(); }
   bool reducing() const { return grad_state_ == GradState::kReducing; }
   // reducing -> reduced (the step's last reduction) or accumulating: waits, and adds a later
   // micro-batch's received shard into the gradient shard. Returns true when the gradient is
@@ -203,7 +183,6 @@ class ParamGroup {
   std::string name_;
   void build_views();
   void convert_frozen(const void* frozen_bytes);
-  void start_param_gather(void* slot_data);
 
   std::vector<ParamSpec> specs_;         // trainable
   std::vector<ParamSpec> frozen_specs_;  // frozen
@@ -215,15 +194,9 @@ class ParamGroup {
   std::vector<int> unit_order_;
   GroupLayout layout_;
   FrozenLayout frozen_;
-  GatherSlotLayout slot_layout_;  // where the frozen bytes and the qwZ chunks are in a slot
-  QuantizedGatherLayout qwz_;     // qwz_.block > 0: gathers are quantized
-  Communicator* hpz_ = nullptr;   // [Note: hpZ]: the secondary group; null when off
-  Buffer secondary_;              // this rank's part of the gathered parameters (P)
-  bool secondary_valid_ = false;  // secondary_ holds the current parameters
-  bool from_secondary_ = false;   // the gather in flight reads secondary_
-  QuantizedReduceLayout qgz_;     // qgz_.block > 0: reductions are quantized
-  Communicator* node_local_ = nullptr;
-  Communicator* cross_node_ = nullptr;
+  std::unique_ptr<GatherPath> gather_;
+  std::unique_ptr<ReducePath> reduce_;
+  GatherSlotLayout slot_layout_;  // where the frozen bytes and the path's area are in a slot
   ShardingPolicy policy_;
   DType P_, G_;
   int rank_;
@@ -244,14 +217,7 @@ class ParamGroup {
   WorkHandle gather_work_;
   WorkHandle frozen_work_;
   WorkHandle reduce_work_;
-  void* pending_recv_ = nullptr;  // a later micro-batch's shard to add once received
-  bool pending_last_ = false;
-  bool tree_on_ = false;  // [Note: world-invariant reduction]
-  MicroBatchTree tree_;
-  Buffer tree_partials_;
-  int pending_micro_ = 0;
-  void start_reduce_each(const ReduceLane& lane, int micro, int micro_batches);
-  void finish_tree();
+  bool pending_last_ = false;  // the reduction in flight is the step's last
 };
 
 }  // namespace zs

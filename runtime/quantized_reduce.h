@@ -1,5 +1,5 @@
 // ZeRO++ qgZ: the int8 block-quantized, hierarchical gradient reduce-scatter of stages 2 and 3
-// (DeepSpeed's zero_optimization.zero_quantized_gradients), over a node-local and a cross-node
+// (DeepSpeed's zero_optimization.zeropp.quantized_gradients), over a node-local and a cross-node
 // communicator. docs/engine.md "ZeRO++ qgZ" has the bytes and the error bound.
 //
 // [Note: quantized gradients]

@@ -27,7 +27,7 @@ ReduceSchedule::ReduceSchedule(Config cfg)
   scratch_ = allocate(plan.grad_scratch_count, plan.grad_scratch_bytes, cfg.tracker, alloc);
   send_ = allocate(plan.send_count, plan.send_bytes, cfg.tracker, alloc);
   recv_ = allocate(plan.recv_count, plan.recv_bytes, cfg.tracker, alloc);
-  qgz_ = allocate(plan.qgz_count, plan.qgz_bytes, cfg.tracker, alloc);
+  area_ = allocate(plan.lane_area_count, plan.lane_area_bytes, cfg.tracker, alloc);
   make_lanes(cfg.two_lanes);
   make_views();
   for (const ParamGroup& g : groups_) replica_tags_.push_back(g.name() + " replica reduce");
@@ -56,7 +56,7 @@ void ReduceSchedule::make_lanes(bool two_lanes) {
     lanes_.push_back({scratch_.empty() ? nullptr : scratch_[s].as<float>(),
                       send_.empty() ? nullptr : send_[b].data(),
                       recv_.empty() ? nullptr : recv_[b].data(),
-                      qgz_.empty() ? nullptr : static_cast<uint8_t*>(qgz_[b].data())});
+                      area_.empty() ? nullptr : static_cast<uint8_t*>(area_[b].data())});
   }
 }
 

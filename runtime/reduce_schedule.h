@@ -2,12 +2,13 @@
 //
 // A backward visits the groups in reverse order; for each one the engine asks the schedule for
 // the gradient views to compute into (acquire), runs the unit's backward, and hands the gradient
-// over (start). The schedule owns the reduce lanes (ReduceLane: fp32 scratch, cast send buffer,
-// receive buffer; runtime/buffer_plan.h sizes them) and the per-lane GradViews of every group.
-// A policy that reduces every micro-batch (policy.shard_grads) alternates two lanes, so one unit
-// computes while the previous one's reduce-scatter is in flight; a lane's reduction is finished
-// only when the lane is needed again. Otherwise one lane, whose scratch is folded into the full
-// gradient buffer at once (ParamGroup::start_reduce). With qgZ a lane also lends its qgZ buffer.
+// over (start). The schedule owns the reduce lanes (ReduceLane in runtime/reduce_path.h: fp32
+// scratch, cast send buffer, receive buffer; runtime/buffer_plan.h sizes them) and the per-lane
+// GradViews of every group. A policy that reduces every micro-batch (policy.shard_grads) alternates
+// two lanes, so one unit computes while the previous one's reduce-scatter is in flight; a lane's
+// reduction is finished only when the lane is needed again. Otherwise one lane, whose scratch is
+// folded into the full gradient buffer at once (ParamGroup::start_reduce). A lane also lends its
+// reduce path's own area when the path has one (qgZ's chunks).
 //
 // Reductions are finished oldest first. With replicas ([Note: hybrid sharding] in
 // runtime/engine_config.h) the schedule starts, when a group's last reduce-scatter of the step is
@@ -43,7 +44,7 @@ class ReduceSchedule {
   // gradients become final.
   struct Config {
     const BufferPlan* plan = nullptr;
-    bool two_lanes = false;  // policy.shard_grads: a reduction per micro-batch
+    bool two_lanes = false;  // BufferPlan::lanes == 2: a reduction in flight per lane
     int micro_batches = 1;   // per step (sizes the queue once)
     std::span<ParamGroup> groups;
     Communicator* replicas = nullptr;
@@ -88,7 +89,7 @@ class ReduceSchedule {
   Communicator* replicas_;
   DeviceOps& ops_;
   std::function<void(ParamGroup&)> on_final_;
-  std::vector<Buffer> scratch_, send_, recv_, qgz_;
+  std::vector<Buffer> scratch_, send_, recv_, area_;
   std::vector<ReduceLane> lanes_;
   std::vector<size_t> lane_scratch_;           // lane -> index in scratch_
   std::vector<std::vector<GradViews>> views_;  // [group][scratch]

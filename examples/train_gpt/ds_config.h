@@ -13,7 +13,7 @@
 //   zero_optimization.offload_optimizer.device  cpu: --offload-optimizer; none: off
 //   zero_optimization.offload_optimizer.pin_memory  accepted, no effect (one host arena)
 //   zero_optimization.offload_param.device    none only (parameter offload is not supported)
-//   zero_optimization.zero_quantized_weights  true: --zero-quantized-weights (ZeRO++ qwZ)
+//   zero_optimization.zeropp.quantized_weights  true: --zero-quantized-weights (ZeRO++ qwZ)
 //   bf16.enabled                              --dtype bf16
 //   bf16.bf16_optimizer_states                DeepSpeed's key: true --optimizer-state-dtype bf16
 //                                             (AdamW's moments in bf16), false fp32. Unlike

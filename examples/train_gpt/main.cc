@@ -280,8 +280,8 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
   // directories, or node-local copies that differ, are refused here.
   if (!setup_phase(comm, [&] { check_same_data(comm, *r.data, o.data_source()); })) return false;
   Communicator& ecomm = r.backend->engine_comm();
-  if (o.engine.zero_hpz_partition_size > 1 || o.engine.zero_quantized_gradients) {
-    const char* what = o.engine.zero_quantized_gradients ? "--zero-quantized-gradients (qgZ)"
+  if (o.engine.zeropp.hpz_partition_size > 1 || o.engine.zeropp.quantized_gradients) {
+    const char* what = o.engine.zeropp.quantized_gradients ? "--zero-quantized-gradients (qgZ)"
                                                          : "--zero-hpz-partition-size (hpZ)";
     if (!setup_phase(comm, [&] { o.engine.node_size = block_node_size(comm, what); })) return false;
   }

@@ -33,7 +33,7 @@ EngineConfig make_config(int K, int node_size) {
   c.optimizer.schedule.warmup_steps = 2;
   c.optimizer.schedule.total_steps = 8;
   c.node_size = node_size;
-  c.zero_hpz_partition_size = K;
+  c.zeropp.hpz_partition_size = K;
   return c;
 }
 
@@ -65,7 +65,7 @@ TEST(Hpz, GivesPlainZero3sBits) {
     EngineConfig h = make_config(2, 2), plain = make_config(1, 2);
     for (EngineConfig* c : {&h, &plain}) {
       c->micro_batches = variant == 1 ? 2 : 1;
-      c->zero_quantized_weights = variant == 2;
+      c->zeropp.quantized_weights = variant == 2;
       if (variant == 3) c->precision.param_dtype = DType::kF16;  // dynamic loss scaling
     }
     const HpzRun a = train(h, 8), p = train(plain, 8);

@@ -251,8 +251,8 @@ EngineConfig engine_config(int stage, bool qgz, DType grad = DType::kF32) {
   c.optimizer.schedule.warmup_steps = 2;
   c.optimizer.schedule.total_steps = 12;
   c.node_size = node_size();
-  c.zero_quantized_gradients = qgz;
-  c.zero_quantized_gradients_block = 32;  // = the default alignment: plain runs lay out alike
+  c.zeropp.quantized_gradients = qgz;
+  c.zeropp.quantized_gradients_block = 32;  // = the default alignment: plain runs lay out alike
   return c;
 }
 

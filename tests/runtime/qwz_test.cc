@@ -42,8 +42,8 @@ EngineConfig make_config(bool qwz, int64_t block = kBlock) {
   c.optimizer.schedule.lr = 1e-2f;
   c.optimizer.schedule.warmup_steps = 2;
   c.optimizer.schedule.total_steps = 12;
-  c.zero_quantized_weights = qwz;
-  c.zero_quantized_weights_block = block;
+  c.zeropp.quantized_weights = qwz;
+  c.zeropp.quantized_weights_block = block;
   return c;
 }
 
@@ -309,7 +309,7 @@ TEST(Qwz, BytesAndMemoryEqualTheFormulasAndThePlans) {
         {MemCategory::kParams, MemCategory::kGrads, MemCategory::kMaster, MemCategory::kOptimizer,
          MemCategory::kCommBuffers});
     EngineConfig off = c;
-    off.zero_quantized_weights = false;
+    off.zeropp.quantized_weights = false;
     off.align = layout_align(c);  // the same layout
     MlpModel plain_model(MlpShape{}, n, world().rank(), c.micro_batches);
     MemoryTracker plain_tracker;

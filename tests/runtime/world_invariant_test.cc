@@ -194,7 +194,7 @@ TEST(WorldInvariant, BadSettingsRefusedByName) {
   EXPECT_NE(refusal(c).find("world_invariant needs fp32 gradients (grad_dtype bf16)"),
             std::string::npos);
   c.precision.grad_dtype = DType::kF32;
-  c.zero_quantized_gradients = true;
+  c.zeropp.quantized_gradients = true;
   EXPECT_NE(refusal(c).find("world_invariant with zero_quantized_gradients (qgZ)"),
             std::string::npos);
   if (world().size() >= 4) {
