@@ -26,6 +26,7 @@
 #include "runtime/param_group.h"
 #include "runtime/param_init.h"
 #include "runtime/reduce_schedule.h"
+#include "runtime/tie_book.h"
 #include "runtime/tied_params.h"
 #include "sharding/sharding_policy.h"
 
@@ -84,13 +85,10 @@ struct Engine::Impl {
   std::vector<int> update_bad;
   std::vector<size_t> update_first;
   std::vector<double> update_vec;
-  // [Note: tied parameters] in unit/unit.h: the ties, each tie's fp32 gradient buffer (null when
-  // the owner is frozen), the ties per borrower and per owner group, the owners' own conversion
-  // buffers, and each group's views while it is acquired (what a borrower is handed).
-  std::vector<TiedParam> ties;
-  std::vector<Buffer> tied_grads, own_convert;
-  std::vector<std::vector<size_t>> ties_of_borrower, ties_of_owner;
-  std::vector<std::span<const ParamView>> current_views;
+  // [Note: tied parameters] in unit/unit.h: the ties and their buffers during a step, and the
+  // owners' own conversion buffers (the plan's own_convert_bytes).
+  TieBook ties;
+  std::vector<Buffer> own_convert;
   // Each unit's trainable parameters as "unit.param", in layout order (OptimizerConfig::state_fp32
   // matches these names).
   std::vector<std::vector<std::string>> param_names;
@@ -123,8 +121,6 @@ struct Engine::Impl {
 
   void compute_gradient(ParamGroup& g, const StepInfo& info);
   std::span<const ParamView> acquire(ParamGroup& g);
-  void make_ties();
-  void seed_owner_gradient(ParamGroup& owner);
   void check_produced(ParamGroup& g, const GradViews& gv) const;
   void forward_eval();
 };
@@ -192,7 +188,8 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
   }
   ZS_CHECK(any_trainable, ErrorCode::kInvalidArgument,
            "every parameter of the model is frozen: there is nothing to train");
-  impl_->ties = resolve_tied_params(specs, [&model](size_t u) { return model.unit(u).name(); });
+  impl_->ties =
+      TieBook(resolve_tied_params(specs, [&model](size_t u) { return model.unit(u).name(); }));
   ZS_CHECK(storage != DType::kI8 || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
            "int8 storage of frozen parameters is implemented on the CPU backend only, not on {}",
            impl_->ops.device().to_string());
@@ -244,7 +241,7 @@ void Engine::Impl::check_agreement(const std::vector<GroupLayout>& layouts,
                    std::to_string(frozen[u].records[f].bytes)});
     }
   }
-  for (const TiedParam& t : ties) {
+  for (const TiedParam& t : ties.ties()) {
     s.push_back({fmt::format("unit {} parameter {} tied to", t.unit, t.spec),
                  fmt::format("unit {} parameter {}", t.owner_unit, t.owner_spec)});
   }
@@ -265,7 +262,7 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   const DType G = config.precision.grad_dtype;
   if (config.optimizer_threads > 0) optim::set_cpu_adam_threads(config.optimizer_threads);
   plan = plan_engine_buffers(layouts, frozen, config, shard_rank,
-                             /*on_device=*/!ops.host_accessible(), world, ties, param_names);
+                             /*on_device=*/!ops.host_accessible(), world, ties.ties(), param_names);
   Buffer ctrl;  // device engines: the planned staging buffer for host-side collectives
   if (plan.ctrl_bytes > 0) {
     ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker,
@@ -343,29 +340,7 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
         *shard, ops, std::move(paths));
     states->attach(groups[i], up);
   }
-  make_ties();
-}
-
-// [Note: tied parameters]: each tie's gradient buffer, handed to its borrower group, and the
-// ties indexed by borrower and by owner.
-void Engine::Impl::make_ties() {
-  const size_t U = groups.size();
-  ties_of_borrower.assign(U, {});
-  ties_of_owner.assign(U, {});
-  current_views.assign(U, {});
-  for (size_t k = 0; k < ties.size(); ++k) {
-    const TiedParam& t = ties[k];
-    ParamGroup& b = groups[static_cast<size_t>(t.unit)];
-    const size_t slot = ties_of_borrower[static_cast<size_t>(t.unit)].size();
-    ZS_ASSERT(b.tied_spec_index(slot) == t.spec);
-    ties_of_borrower[static_cast<size_t>(t.unit)].push_back(k);
-    tied_grads.emplace_back();
-    if (!t.trainable) continue;
-    ties_of_owner[static_cast<size_t>(t.owner_unit)].push_back(k);
-    tied_grads.back() = Buffer(static_cast<size_t>(4 * t.numel), MemCategory::kCommBuffers, tracker,
-                               &ops.allocator());
-    b.set_tied_grad(slot, tied_grads.back().as<float>());
-  }
+  ties.connect(groups, ops, tracker);
 }
 
 // The two schedules of a step: reductions (lanes, replica stage) and gathers (slots, prefetch),
@@ -385,7 +360,7 @@ void Engine::Impl::make_schedules() {
                                              tracker, &ops.allocator());
   if (policy.shard_params) {
     std::vector<char> held(groups.size(), 0);
-    for (int o : tied_owner_units(ties)) held[static_cast<size_t>(o)] = 1;
+    for (int o : tied_owner_units(ties.ties())) held[static_cast<size_t>(o)] = 1;
     gathers->hold(std::move(held));
   }
   for (int m = 0; m < config.micro_batches; ++m) {
@@ -522,23 +497,15 @@ void Engine::Impl::forward(int /*micro*/, const StepInfo& info) {
 // g's views, its tied parameters pointing at their owners' values (the owners come earlier and
 // are still acquired: resident, or held by the gather schedule).
 std::span<const ParamView> Engine::Impl::acquire(ParamGroup& g) {
-  const size_t u = static_cast<size_t>(g.index());
   std::span<const ParamView> views = gathers->acquire(g);
-  current_views[u] = views;
-  const std::vector<size_t>& mine = ties_of_borrower[u];
-  for (size_t t = 0; t < mine.size(); ++t) {
-    const TiedParam& tie = ties[mine[t]];
-    g.set_tied_view(t, current_views[static_cast<size_t>(tie.owner_unit)][tie.owner_spec]);
-  }
+  ties.acquired(g, views);
   return views;
 }
 
 // Reverse order: each unit's gradient, then its reduction (ReduceSchedule: started here,
 // finished when its lane is needed again or after the last unit).
 void Engine::Impl::backward(int micro, const StepInfo& info) {
-  for (Buffer& b : tied_grads) {  // the borrowers add into them
-    if (!b.empty()) ops.zero(b.data(), b.size());
-  }
+  ties.begin_backward();
   for (size_t j = groups.size(); j-- > 0;) {
     compute_gradient(groups[j], info);
     reductions->start(groups[j], micro, config.micro_batches);
@@ -547,22 +514,10 @@ void Engine::Impl::backward(int micro, const StepInfo& info) {
 
 void Engine::Impl::compute_gradient(ParamGroup& g, const StepInfo& info) {
   GradViews& gv = reductions->acquire(g);
-  seed_owner_gradient(g);
+  ties.seed_owner(g, reductions->acquired_scratch());
   model.unit(static_cast<size_t>(g.index())).backward(acquire(g), gv, info);
   gathers->release(g);
   check_produced(g, gv);
-}
-
-// An owner's gradient starts from its borrowers' contributions (in the zeroed scratch the
-// reduce schedule lent it), which its own backward adds to.
-void Engine::Impl::seed_owner_gradient(ParamGroup& owner) {
-  for (size_t k : ties_of_owner[static_cast<size_t>(owner.index())]) {
-    const TiedParam& t = ties[k];
-    size_t p = 0;
-    while (owner.spec_index(p) != t.owner_spec) ++p;
-    float* dst = reductions->acquired_scratch() + owner.layout().params[p].offset;
-    ops.accumulate(dst, DType::kF32, tied_grads[k].data(), DType::kF32, t.numel);
-  }
 }
 
 void Engine::Impl::check_produced(ParamGroup& g, const GradViews& gv) const {
