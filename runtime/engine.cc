@@ -128,6 +128,35 @@ struct Engine::Impl {
 // ---------------------------------------------------------------------------------------------
 // Construction
 
+namespace {
+
+// The features only the CPU backend implements, refused on a device: int8 frozen storage, narrow
+// optimizer states and the ZeRO++ and world-invariant paths.
+void check_backend_support(const EngineConfig& c, DType storage, DeviceOps& ops) {
+  ZS_CHECK(storage != DType::kI8 || ops.host_accessible(), ErrorCode::kUnsupported,
+           "int8 storage of frozen parameters is implemented on the CPU backend only, not on {}",
+           ops.device().to_string());
+  ZS_CHECK(c.optimizer.state_dtype == optim::StateDType::kF32 || ops.host_accessible(),
+           ErrorCode::kUnsupported,
+           "optimizer.state_dtype {}: bf16 and int8 optimizer states are implemented on the CPU "
+           "backend only (resident or offloaded), not on {}",
+           optim::state_dtype_name(c.optimizer.state_dtype), ops.device().to_string());
+  ZS_CHECK(!c.zeropp.quantized_weights || ops.host_accessible(), ErrorCode::kUnsupported,
+           "zero_quantized_weights (qwZ) is implemented on the CPU backend only, not on {}",
+           ops.device().to_string());
+  ZS_CHECK(!c.world_invariant || ops.host_accessible(), ErrorCode::kUnsupported,
+           "world_invariant is implemented on the CPU backend only, not on {}",
+           ops.device().to_string());
+  ZS_CHECK(
+      (c.zeropp.hpz_partition_size == 1 && !c.zeropp.quantized_gradients) || ops.host_accessible(),
+      ErrorCode::kUnsupported, "{} is implemented on the CPU backend only, not on {}",
+      c.zeropp.quantized_gradients ? "zero_quantized_gradients (qgZ)"
+                                   : "zero_hpz_partition_size (hpZ)",
+      ops.device().to_string());
+}
+
+}  // namespace
+
 Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, MemoryTracker* tracker,
                DeviceOps* ops)
     : config_(config), tracker_(tracker ? tracker : &MemoryTracker::process()) {
@@ -190,27 +219,7 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
            "every parameter of the model is frozen: there is nothing to train");
   impl_->ties =
       TieBook(resolve_tied_params(specs, [&model](size_t u) { return model.unit(u).name(); }));
-  ZS_CHECK(storage != DType::kI8 || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
-           "int8 storage of frozen parameters is implemented on the CPU backend only, not on {}",
-           impl_->ops.device().to_string());
-  ZS_CHECK(config_.optimizer.state_dtype == optim::StateDType::kF32 || impl_->ops.host_accessible(),
-           ErrorCode::kUnsupported,
-           "optimizer.state_dtype {}: bf16 and int8 optimizer states are implemented on the CPU "
-           "backend only (resident or offloaded), not on {}",
-           optim::state_dtype_name(config_.optimizer.state_dtype), impl_->ops.device().to_string());
-  ZS_CHECK(!config_.zeropp.quantized_weights || impl_->ops.host_accessible(),
-           ErrorCode::kUnsupported,
-           "zero_quantized_weights (qwZ) is implemented on the CPU backend only, not on {}",
-           impl_->ops.device().to_string());
-  ZS_CHECK(!config_.world_invariant || impl_->ops.host_accessible(), ErrorCode::kUnsupported,
-           "world_invariant is implemented on the CPU backend only, not on {}",
-           impl_->ops.device().to_string());
-  ZS_CHECK((config_.zeropp.hpz_partition_size == 1 && !config_.zeropp.quantized_gradients) ||
-               impl_->ops.host_accessible(),
-           ErrorCode::kUnsupported, "{} is implemented on the CPU backend only, not on {}",
-           config_.zeropp.quantized_gradients ? "zero_quantized_gradients (qgZ)"
-                                              : "zero_hpz_partition_size (hpZ)",
-           impl_->ops.device().to_string());
+  check_backend_support(config_, storage, impl_->ops);
   impl_->build(layouts, frozen, std::move(specs));
 }
 
