@@ -74,10 +74,8 @@ CommConfig comm_config(const po::variables_map& vm, const PlanConfig& config) {
   c.frozen_storage = e.frozen.storage_or(e.precision.param_dtype);
   c.micro_batches = e.micro_batches;
   c.align = zs::layout_align(e);
-  c.quantized_weights_block = e.zeropp.quantized_weights ? e.zeropp.quantized_weights_block : 0;
-  c.hpz_partition_size = e.zeropp.hpz_partition_size;
+  c.zeropp = e.zeropp;
   c.world_invariant = e.world_invariant;
-  c.quantized_gradients_block = e.zeropp.quantized_gradients ? e.zeropp.quantized_gradients_block : 0;
   // Checked with the engine flags (examples/engine_options.h).
   c.hierarchical = vm["collectives"].as<std::string>() == "hierarchical";
   return c;

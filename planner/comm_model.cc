@@ -81,7 +81,7 @@ class Algorithms {
     } else if (scope == CommScope::kShardGroup) {
       for (int i = 0; i < s_; ++i) g.push_back(s_ * (r / s_) + i);
     } else if (scope == CommScope::kHpzGroup) {
-      const int K = c_.hpz_partition_size;
+      const int K = c_.zeropp.hpz_partition_size;
       for (int i = 0; i < K; ++i) g.push_back(K * (r / K) + i);
     } else if (scope == CommScope::kNodeLocal) {
       for (int i = 0; i < L_; ++i) g.push_back(L_ * node(r) + i);
@@ -99,7 +99,7 @@ class Algorithms {
     const int g = scope == CommScope::kWorld ? n_ : scope == CommScope::kShardGroup ? s_ : n_ / s_;
     if (scope == CommScope::kWorld) return {L_, N_};
     if (scope == CommScope::kHpzGroup) {  // within a node: K divides L ([Note: hpZ])
-      const int K = c_.hpz_partition_size;
+      const int K = c_.zeropp.hpz_partition_size;
       return L_ % K == 0 ? std::pair<int, int>{K, 1} : std::pair<int, int>{0, 0};
     }
     if (scope == CommScope::kNodeLocal) return {L_, 1};
@@ -277,25 +277,25 @@ void CommConfig::validate() const {
            world);
   ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "micro_batches {} < 1", micro_batches);
   ZS_CHECK(align >= 1, ErrorCode::kInvalidArgument, "align {} < 1", align);
+  const int64_t qwz = zeropp.quantized_weights ? zeropp.quantized_weights_block : 0;
   ZS_CHECK(
-      quantized_weights_block == 0 || (stage == ZeroStage::k3 && quantized_weights_block > 0 &&
-                                       align % quantized_weights_block == 0),
+      qwz == 0 || (stage == ZeroStage::k3 && qwz > 0 && align % qwz == 0),
       ErrorCode::kInvalidArgument,
       "zero_quantized_weights_block {} needs stage 3 (not {}) and must divide the alignment {}",
-      quantized_weights_block, static_cast<int>(stage), align);
-  ZS_CHECK(hpz_partition_size == 1 || (hpz_partition_size > 1 && stage == ZeroStage::k3 &&
-                                       world % hpz_partition_size == 0 && shard_size() == world),
+      qwz, static_cast<int>(stage), align);
+  const int K = zeropp.hpz_partition_size;
+  ZS_CHECK(K == 1 || (K > 1 && stage == ZeroStage::k3 && world % K == 0 && shard_size() == world),
            ErrorCode::kInvalidArgument,
            "hpz_partition_size {} needs stage 3 (not {}), no hybrid sharding and must divide the "
            "{} ranks",
-           hpz_partition_size, static_cast<int>(stage), world);
-  ZS_CHECK(quantized_gradients_block == 0 ||
-               (stage >= ZeroStage::k2 && quantized_gradients_block > 0 &&
-                align % quantized_gradients_block == 0 && shard_size() == world),
-           ErrorCode::kInvalidArgument,
-           "zero_quantized_gradients_block {} needs stage 2 or 3 (not {}), no hybrid sharding "
-           "(shard group {} of {}) and must divide the alignment {}",
-           quantized_gradients_block, static_cast<int>(stage), shard_size(), world, align);
+           K, static_cast<int>(stage), world);
+  const int64_t qgz = zeropp.quantized_gradients ? zeropp.quantized_gradients_block : 0;
+  ZS_CHECK(
+      qgz == 0 || (stage >= ZeroStage::k2 && qgz > 0 && align % qgz == 0 && shard_size() == world),
+      ErrorCode::kInvalidArgument,
+      "zero_quantized_gradients_block {} needs stage 2 or 3 (not {}), no hybrid sharding "
+      "(shard group {} of {}) and must divide the alignment {}",
+      qgz, static_cast<int>(stage), shard_size(), world, align);
   ZS_CHECK(dtype_is_float(param_dtype) && dtype_is_float(grad_dtype), ErrorCode::kInvalidArgument,
            "parameter and gradient dtypes must be float types, not {} and {}",
            dtype_name(param_dtype), dtype_name(grad_dtype));
@@ -401,13 +401,7 @@ PathConfig comm_path_config(const CommConfig& config) {
   p.grad_dtype = config.grad_dtype;
   p.micro_batches = config.micro_batches;
   p.world_invariant = config.world_invariant;
-  p.zeropp.quantized_weights = config.quantized_weights_block > 0;
-  if (p.zeropp.quantized_weights) p.zeropp.quantized_weights_block = config.quantized_weights_block;
-  p.zeropp.hpz_partition_size = config.hpz_partition_size;
-  p.zeropp.quantized_gradients = config.quantized_gradients_block > 0;
-  if (p.zeropp.quantized_gradients) {
-    p.zeropp.quantized_gradients_block = config.quantized_gradients_block;
-  }
+  p.zeropp = config.zeropp;
   p.node_size = config.ranks_per_node();
   p.hybrid = config.shard_size() < config.world;
   return p;

@@ -122,13 +122,9 @@ struct CommConfig {
   int micro_batches = 1;
   bool hierarchical = false;  // the world's collectives through a HierarchicalCommunicator
   int64_t align = 32;         // EngineConfig::align
-  // ZeRO++ qwZ ([Note: quantized weights] in runtime/engine_config.h), stage 3: the parameter
-  // all-gathers send int8 chunks, c + 4c/B bytes, instead of c elements of P. 0 = off.
-  int64_t quantized_weights_block = 0;
-  // ZeRO++ hpZ ([Note: hpZ] in runtime/engine_config.h): the secondary group's size, 1 = off.
-  int hpz_partition_size = 1;
-  // ZeRO++ qgZ ([Note: quantized gradients]): elements per scale, 0 = off.
-  int64_t quantized_gradients_block = 0;
+  // ZeRO++ (runtime/engine_config.h): qwZ's int8 parameter gathers (stage 3), hpZ's secondary
+  // group, qgZ's int8 gradient all-to-alls (stages 2-3); the engine's paths plan their calls.
+  ZeroPPConfig zeropp;
   // [Note: world-invariant reduction]: every stage reduce-scatters each micro-batch.
   bool world_invariant = false;
 

@@ -109,7 +109,8 @@ TEST(CommModel, QuantizedWeightsStage3TwoByTwo) {
     CommConfig c = config(4, 2, 3, DType::kBF16);
     c.hierarchical = hier;
     const CommPlan plain = plan_communication(two_units(), c, nullptr);
-    c.quantized_weights_block = 32;
+    c.zeropp.quantized_weights = true;
+    c.zeropp.quantized_weights_block = 32;
     const CommPlan p = plan_communication(two_units(), c, nullptr);
     ASSERT_EQ(p.items.size(), 4u);
     const CommItem& ag = find(p, "qwZ all-gather");
@@ -122,10 +123,12 @@ TEST(CommModel, QuantizedWeightsStage3TwoByTwo) {
               plain.inter_rank - find(plain, "param all-gather").inter_rank);
   }
   CommConfig bad = config(4, 2, 2, DType::kBF16);
-  bad.quantized_weights_block = 32;
+  bad.zeropp.quantized_weights = true;
+  bad.zeropp.quantized_weights_block = 32;
   EXPECT_THROW(plan_communication(two_units(), bad, nullptr), Error);  // stage 2
   bad.stage = ZeroStage::k3;
-  bad.quantized_weights_block = 64;  // does not divide align 32
+  bad.zeropp.quantized_weights = true;
+  bad.zeropp.quantized_weights_block = 64;  // does not divide align 32
   EXPECT_THROW(plan_communication(two_units(), bad, nullptr), Error);
 }
 
@@ -138,7 +141,8 @@ TEST(CommModel, QuantizedGradientsAllToAlls) {
                        [&](const CommItem& it) { return it.what == what; });
   };
   CommConfig c = config(4, 2, 2, DType::kBF16);
-  c.quantized_gradients_block = 32;
+  c.zeropp.quantized_gradients = true;
+  c.zeropp.quantized_gradients_block = 32;
   const CommPlan p = plan_communication(two_units(), c, nullptr);
   EXPECT_FALSE(has(p, "grad reduce-scatter"));
   const CommItem& intra = find(p, "qgZ intra-node all-to-all");
@@ -161,7 +165,8 @@ TEST(CommModel, QuantizedGradientsAllToAlls) {
   EXPECT_EQ(find(one, "qgZ intra-node all-to-all").intra_rank, 3 * 1476);
   EXPECT_FALSE(has(one, "qgZ cross-node all-to-all"));
   CommConfig bad = config(4, 2, 1, DType::kBF16);
-  bad.quantized_gradients_block = 32;
+  bad.zeropp.quantized_gradients = true;
+  bad.zeropp.quantized_gradients_block = 32;
   EXPECT_THROW(plan_communication(two_units(), bad, nullptr), Error);  // stage 1
   bad.stage = ZeroStage::k3;
   bad.shard_group_size = 2;

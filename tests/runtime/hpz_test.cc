@@ -114,7 +114,7 @@ TEST(Hpz, BytesAndMemoryEqualTheFormulasAndThePlans) {
   cc.grad_dtype = DType::kF32;
   cc.micro_batches = k;
   cc.align = layout_align(c);
-  cc.hpz_partition_size = K;
+  cc.zeropp.hpz_partition_size = K;
   const CommPlan cp = plan_communication(ModelDesc::from_model(model), cc, nullptr);
   int64_t world_predicted = 0, group_predicted = 0;
   for (const CommItem& it : cp.items) {

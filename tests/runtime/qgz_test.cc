@@ -377,7 +377,8 @@ TEST(QgzEngine, BytesAndMemoryEqualTheFormulasAndThePlans) {
       cc.grad_dtype = grad;
       cc.micro_batches = c.micro_batches;
       cc.align = layout_align(c);
-      cc.quantized_gradients_block = 32;
+      cc.zeropp.quantized_gradients = true;
+      cc.zeropp.quantized_gradients_block = 32;
       const CommPlan cp = plan_communication(ModelDesc::from_model(model), cc, nullptr);
       int64_t predicted_intra = 0, predicted_inter = 0;
       for (const CommItem& it : cp.items) {

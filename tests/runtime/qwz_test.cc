@@ -296,7 +296,8 @@ TEST(Qwz, BytesAndMemoryEqualTheFormulasAndThePlans) {
     cc.grad_dtype = DType::kF32;
     cc.micro_batches = c.micro_batches;
     cc.align = layout_align(c);
-    cc.quantized_weights_block = block;
+    cc.zeropp.quantized_weights = true;
+    cc.zeropp.quantized_weights_block = block;
     const CommPlan cp = plan_communication(ModelDesc::from_model(model), cc, nullptr);
     int64_t predicted = 0;
     for (const CommItem& it : cp.items) {
