@@ -25,7 +25,7 @@ command -v ninja > /dev/null && gen=(-G Ninja)
 cmake --install "$build" --prefix "$prefix" > "$work/install.log" 2>&1 ||
   { cat "$work/install.log"; fail "cmake --install"; }
 for f in include/zeroshard/runtime/engine.h include/zeroshard/unit/unit.h \
-         include/zeroshard/runtime/unit.h include/zeroshard/checkpoint/checkpoint.h \
+         include/zeroshard/checkpoint/checkpoint.h \
          include/zeroshard/collectives/mpi_communicator.h include/zeroshard/core/buffer.h \
          lib/cmake/zeroshard/zeroshardConfig.cmake lib/cmake/zeroshard/zeroshardConfigVersion.cmake \
          lib/cmake/zeroshard/zeroshardTargets.cmake lib/libzs_runtime.a lib/libzs_core.a \
@@ -34,6 +34,8 @@ for f in include/zeroshard/runtime/engine.h include/zeroshard/unit/unit.h \
 done
 [ -z "$(find "$prefix/include" -name '*.cc' -o -name '*_test.h' -o -name 'checkpoint_io.h')" ] ||
   fail "install: sources or internal headers under include/"
+# The 0.2 forward headers (old paths such as runtime/unit.h) went in 0.3.
+[ ! -e "$prefix/include/zeroshard/runtime/unit.h" ] || fail "install: a 0.2 forward header is installed"
 echo "installed: $(find "$prefix/include" -name '*.h' | wc -l) headers, $(ls "$prefix"/lib/*.a | wc -l) libraries"
 
 # 2. Every installed header through the package.
