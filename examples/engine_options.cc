@@ -42,9 +42,8 @@ DType float_dtype(const po::variables_map& vm, const FlagNamer& flag, const char
 }
 
 // A flag and its alias (both unbound, the canonical one with a default): one value, refused when
-// both are given and disagree; `note` (may be null) is added when the alias was used.
-int resolve_alias(const po::variables_map& vm, const std::string& name, RunFlags& f,
-                  const char* note) {
+// both are given and disagree.
+int resolve_alias(const po::variables_map& vm, const std::string& name) {
   const std::string& alias = run_flag_aliases().at(name);
   int v = vm[name].as<int>();
   if (flag_given(vm, alias)) {
@@ -53,26 +52,19 @@ int resolve_alias(const po::variables_map& vm, const std::string& name, RunFlags
              "--{} {} and --{} {} disagree: --{} is another name for --{}; give one of them", alias,
              a, name, v, alias, name);
     v = a;
-    if (note != nullptr) f.notes.emplace_back(note);
   }
   return v;
 }
 
 void read_batch(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f) {
-  f.batch = resolve_alias(vm, "batch", f, nullptr);
+  f.batch = resolve_alias(vm, "batch");
   ZS_CHECK(f.batch >= 1, kBad, "{} {} must be at least 1", flag("batch"), f.batch);
   EngineConfig& e = f.engine;
-  e.micro_batches = resolve_alias(
-      vm, "gradient-accumulation-steps", f,
-      "--micro-batches is deprecated: it sets the gradient-accumulation steps per optimizer step; "
-      "use --gradient-accumulation-steps (DeepSpeed's gradient_accumulation_steps). The per-rank "
-      "micro-batch size is --batch (alias --micro-batch-size).");
-  f.accumulation_given =
-      flag_given(vm, "micro-batches") || flag_given(vm, "gradient-accumulation-steps");
-  ZS_CHECK(
-      e.micro_batches >= 1, kBad, "{} {} must be at least 1 (micro-batches per optimizer step)",
-      flag_given(vm, "micro-batches") ? "--micro-batches" : flag("gradient-accumulation-steps"),
-      e.micro_batches);
+  e.micro_batches = value<int>(vm, "gradient-accumulation-steps");
+  f.accumulation_given = flag_given(vm, "gradient-accumulation-steps");
+  ZS_CHECK(e.micro_batches >= 1, kBad,
+           "{} {} must be at least 1 (micro-batches per optimizer step)",
+           flag("gradient-accumulation-steps"), e.micro_batches);
   f.global_micro_batches = value<int>(vm, "global-micro-batches");
   ZS_CHECK(f.global_micro_batches >= 0, kBad, "{} {} is negative", flag("global-micro-batches"),
            f.global_micro_batches);
@@ -237,8 +229,7 @@ bool flag_given(const po::variables_map& vm, const std::string& name) {
 }
 
 const std::map<std::string, std::string>& run_flag_aliases() {
-  static const std::map<std::string, std::string> aliases = {
-      {"gradient-accumulation-steps", "micro-batches"}, {"batch", "micro-batch-size"}};
+  static const std::map<std::string, std::string> aliases = {{"batch", "micro-batch-size"}};
   return aliases;
 }
 
@@ -259,8 +250,6 @@ void add_batch_options(po::options_description& desc) {
        "the micro-batches summed on the rank in one fixed binary tree, loss and gradient norm "
        "summed exactly (docs/engine.md; with --global-micro-batches and the same --threads at "
        "every world size; CPU, fp32 gradients)")
-      ("micro-batches", po::value<int>(),
-       "deprecated alias of --gradient-accumulation-steps (not the micro-batch size)")
       ("checkpoint-activations", po::bool_switch(),
        "recompute each block's forward in backward (less activation memory)")
       ("threads", po::value<int>()->default_value(0),

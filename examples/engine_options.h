@@ -37,8 +37,8 @@ void add_optimizer_state_options(boost::program_options::options_description& de
 // LoRA and the frozen base: --lora-rank, --lora-alpha, --lora-targets, --base-dtype, --int8-*.
 void add_finetune_options(boost::program_options::options_description& desc);
 
-// Second spellings of shared flags, canonical name -> alias: --batch (--micro-batch-size) and
-// --gradient-accumulation-steps (--micro-batches, deprecated).
+// Second spellings of shared flags, canonical name -> alias: --batch (--micro-batch-size,
+// DeepSpeed's train_micro_batch_size_per_gpu).
 const std::map<std::string, std::string>& run_flag_aliases();
 
 // True when flag `name` was given (on the command line or in a file), not only defaulted.
@@ -47,7 +47,7 @@ bool flag_given(const boost::program_options::variables_map& vm, const std::stri
 // The shared flags' values, checked.
 struct RunFlags {
   int batch = 16;                   // --batch: sequences per rank per micro-batch
-  bool accumulation_given = false;  // --gradient-accumulation-steps (or its alias) was given
+  bool accumulation_given = false;  // --gradient-accumulation-steps was given
   int global_micro_batches = 0;     // --global-micro-batches; 0: not given
   bool checkpoint_activations = false;
   int threads = 0;                           // --threads; 0: cores / ranks on the node
@@ -57,8 +57,7 @@ struct RunFlags {
   // prefetch, shard group, ZeRO++ switches and blocks, world-invariant, offload, optimizer kind
   // and state storage, the frozen base's storage and int8 compute. Not validate()d.
   EngineConfig engine;
-  nn::GptAdapters adapters;        // LoRA rank, alpha, targets; int8 accept and threshold
-  std::vector<std::string> notes;  // deprecated spellings used, for the program to print once
+  nn::GptAdapters adapters;  // LoRA rank, alpha, targets; int8 accept and threshold
 
   DeviceKind device_kind() const { return device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu; }
 };

@@ -515,7 +515,6 @@ Options parse_options(const po::variables_map& vm) {
     throw BadFlag("--offload is another name for --offload-optimizer: give one of them");
   zs::examples::RunFlags f = zs::examples::run_flags_from(vm, zs::examples::plain_flag_name);
   if (vm["offload"].as<bool>()) f.engine.offload.optimizer = true;
-  for (const std::string& note : f.notes) std::fprintf(stderr, "zs_plan: note: %s\n", note.c_str());
   parse_model(vm, f.adapters, o);
   zs::PlanConfig& c = o.config;
   c.world = vm["ranks"].as<int>();

@@ -34,7 +34,7 @@ for dtype in fp32 bf16 fp16; do
           pf_list="1"
           [ "$stage" = 3 ] && pf_list="0 1 2"
           for pf in $pf_list; do
-            flags=(--dtype "$dtype" --grad-dtype "$grad" --zero-stage "$stage" --micro-batches "$mb")
+            flags=(--dtype "$dtype" --grad-dtype "$grad" --zero-stage "$stage" --gradient-accumulation-steps "$mb")
             # --prefetch applies to stage 3 (refused below it: examples/engine_options.h).
             [ "$stage" = 3 ] && flags+=(--prefetch "$pf")
             [ "$off" = 1 ] && flags+=(--offload-optimizer)

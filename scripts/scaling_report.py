@@ -24,7 +24,7 @@ import os
 import sys
 
 PLAN_FLAGS = ("--layers", "--width", "--heads", "--context", "--dtype", "--grad-dtype",
-              "--micro-batches")
+              "--gradient-accumulation-steps")
 CONFIG_LABELS = {"zero2": "ZeRO-2 flat", "zero3": "ZeRO-3 flat", "hier3": "ZeRO-3 hierarchical",
                  "hsdp3": "ZeRO-3 HSDP (shard group = node)", "qwz3": "ZeRO-3 + qwZ",
                  "hpz3": "ZeRO-3 + hpZ", "qgz3": "ZeRO-3 + qgZ", "zpp3": "ZeRO-3 + qwZ + hpZ + qgZ"}

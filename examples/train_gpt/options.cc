@@ -264,7 +264,6 @@ void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& 
   o.global_micro_batches = f.global_micro_batches;
   o.device = f.device;
   o.collectives = f.collectives;
-  for (std::string& n : f.notes) o.notes.push_back(std::move(n));
   if (!o.checkpoint.export_adapters.empty())
     check_peft_export(o.model, o.checkpoint.export_adapters);
   // A default that depends on the run's length follows it: only a value the user gave is refused.

@@ -64,7 +64,7 @@ struct TrainOptions {
   nlohmann::ordered_json config;
   // The data flags as one source (data_source.h).
   DataSource data_source() const { return {data, train_shards, val_shards, val_fraction}; }
-  // Notes for rank 0 to print once (a deprecated alias was used, a ds_config key was ignored).
+  // Notes for rank 0 to print once (a ds_config key without effect, an --init-from-hf not read).
   std::vector<std::string> notes;
 };
 

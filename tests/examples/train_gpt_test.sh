@@ -8,9 +8,8 @@
 #              and a final object with the fixed keys, each with a timestamp; step lines show
 #              elapsed time and ETA; an existing log is refused, or appended to / overwritten
 #              when --json-log-mode says so
-#   cli        --micro-batches is an alias of --gradient-accumulation-steps (same param_hash, one
-#              note); --lr-schedule constant and the loss-scaler flags reach the engine; --help
-#              prints defaults readably
+#   cli        --micro-batch-size is an alias of --batch (same param_hash); --lr-schedule constant
+#              and the loss-scaler flags reach the engine; --help prints defaults readably
 #   dsconfig   a DeepSpeed ds_config.json (ZeRO-3, bf16, CPU optimizer offload, accumulation,
 #              clipping, AdamW params; and an fp16 one with loss-scale keys and a scheduler; int8
 #              states by optim_bits, min_8bit_size, block and fp32 names; bf16 states by
@@ -124,12 +123,6 @@ PY
     echo "log modes ok: new refused, append adds a header, overwrite starts over"
     ;;
   cli)
-    run "$work/gas.txt" 2 "${tiny[@]}" --gradient-accumulation-steps 2 || { cat "$work/gas.txt"; fail "gas"; }
-    run "$work/mb.txt" 2 "${tiny[@]}" --micro-batches 2 || { cat "$work/mb.txt"; fail "micro-batches"; }
-    same_hash "--micro-batches 2 = --gradient-accumulation-steps 2" "$work/gas.txt" "$work/mb.txt"
-    n=$(grep -c 'note: --micro-batches is deprecated' "$work/mb.txt")
-    [ "$n" -eq 1 ] || fail "$n deprecation notes, expected one"
-    grep -q 'note:' "$work/gas.txt" && fail "a note without the deprecated flag"
     run "$work/mbs.txt" 2 "${tiny[@]/#--batch/--micro-batch-size}" || { cat "$work/mbs.txt"; fail "mbs"; }
     run "$work/plain.txt" 2 "${tiny[@]}" || { cat "$work/plain.txt"; fail "plain"; }
     same_hash "--micro-batch-size 4 = --batch 4" "$work/plain.txt" "$work/mbs.txt"
@@ -189,8 +182,8 @@ JSON
     run "$work/default.txt" 2 "${base[@]}" || { cat "$work/default.txt"; fail "default run"; }
     [ "$(hash_of "$work/ds.txt")" != "$(hash_of "$work/default.txt")" ] || fail "the ds_config changed nothing"
     grep -q 'ZeRO-3, bf16 compute, .* 2 x 4 sequences per rank' "$work/ds.txt" || fail "banner"
-    # Flags that agree with the file are accepted (the deprecated alias too).
-    run "$work/agree.txt" 2 "${base[@]}" --ds-config "$work/ds_config.json" --micro-batches 2 --lr 3e-3 ||
+    # Flags that agree with the file are accepted.
+    run "$work/agree.txt" 2 "${base[@]}" --ds-config "$work/ds_config.json" --gradient-accumulation-steps 2 --lr 3e-3 ||
       { cat "$work/agree.txt"; fail "agreeing flags refused"; }
     same_hash "ds_config + agreeing flags" "$work/ds.txt" "$work/agree.txt"
     # fp16 with DeepSpeed's loss-scale keys and a cosine scheduler.
@@ -347,10 +340,10 @@ JSON
     expect "bad stage" "ZeRO stage 5" --zero-stage 5
     expect "bad dtype" "--dtype 'fp8' is not one of fp32, bf16, fp16" --dtype fp8
     expect "heads" "heads" --width 66 --heads 4
-    expect "micro-batches" "--micro-batches 0 must be at least 1" --micro-batches 0
     expect "accumulation" "--gradient-accumulation-steps 0 must be at least 1" --gradient-accumulation-steps 0
-    expect "alias conflict" "--micro-batches 2 and --gradient-accumulation-steps 3 disagree" \
-      --micro-batches 2 --gradient-accumulation-steps 3
+    # --micro-batches, the old name of --gradient-accumulation-steps, is gone in 0.3.
+    expect "removed flag" "unrecognised option '--micro-batches'" --micro-batches 2
+    expect "alias conflict" "--micro-batch-size 2 and --batch 3 disagree" --micro-batch-size 2 --batch 3
     expect "warm-up past the run" "--warmup 50 is outside 0..10 (it may not be longer than the run" \
       --warmup 50 --steps 10
     expect "beta" "--beta2 1 is outside [0, 1)" --beta2 1
