@@ -25,7 +25,7 @@ LAYERS = [
     ["nn", "runtime"],
     ["planner", "checkpoint"],
     ["interop"],
-    ["examples", "bench", "fuzz"],
+    ["apps", "examples", "bench", "fuzz"],
     ["tests"],
 ]
 # The branches the engine's step still takes on the stage or the placement (a sharding policy and
