@@ -28,10 +28,10 @@
 # shapes at 2 threads (the whole machine: both rows' ranks x threads = 2 cores); the best at
 # the model's own shapes (all but the 2048^3 square) is printed beside it.
 #
-# The trainer: $ZS_BUILD_DIR/examples/zs_train, else train_gpt (ZS_BUILD_DIR defaults to
-# build). If it lacks --family (before the model-family flags), zeroshard's rows fall back to
-# the GPT-2 family at the same layers, width, heads, context, vocabulary and batch, and the
-# table says so: those rows then compare a different model with the Llama peer.
+# The trainer: $ZS_BUILD_DIR/bin/zs_train (ZS_BUILD_DIR defaults to build). If it lacks --family
+# (before the model-family flags), zeroshard's rows fall back to the GPT-2 family at the same
+# layers, width, heads, context, vocabulary and batch, and the table says so: those rows then
+# compare a different model with the Llama peer.
 # The same ISA caps as bench_step.sh apply (ZS_MAX_ISA, ONEDNN_MAX_CPU_ISA, ... pass through).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,11 +48,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 build=${ZS_BUILD_DIR:-build}
-bin=$build/examples/zs_train
-[ -x "$bin" ] || bin=$build/examples/train_gpt
+bin=$build/bin/zs_train
 gemm=$build/bench/bench_gemm
 for f in "$bin" "$gemm"; do
-  [ -x "$f" ] || { echo "bench_llama: $f not built (ninja -C $build train_gpt bench_gemm)" >&2; exit 2; }
+  [ -x "$f" ] || { echo "bench_llama: $f not built (ninja -C $build zs_train bench_gemm)" >&2; exit 2; }
 done
 default_py=/usr/bin/python3
 [ -x ../torch2-venv/bin/python ] && default_py=../torch2-venv/bin/python

@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     *) echo "bench_states_step: unknown option $1" >&2; exit 2 ;;
   esac
 done
-bin=${ZS_BUILD_DIR:-build}/examples/zs_train
+bin=${ZS_BUILD_DIR:-build}/bin/zs_train
 [ -x "$bin" ] || { echo "bench_states_step: $bin not built" >&2; exit 1; }
 shape=(--layers 4 --width 768 --heads 12 --context 16 --batch 1 --dtype bf16 --grad-dtype fp32)
 flags=(--oversubscribe --bind-to none -x OMP_NUM_THREADS=1)

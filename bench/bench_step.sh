@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_step: per-stage step time, tokens/s and peak memory per rank of train_gpt on one fixed
+# bench_step: per-stage step time, tokens/s and peak memory per rank of zs_train on one fixed
 # model at 1 and 2 ranks, and PyTorch on the same model, batch and threads, side by side.
 #
 #   bash bench/bench_step.sh [--steps N] [--dtype bf16|fp32] [--ranks "1 2"] [--no-torch]
@@ -13,7 +13,7 @@
 #
 # Model: 4 layers, width 256, 4 heads, context 128, vocabulary 256, 8 sequences per rank
 # (the PEERS.md shape). Threads: 2 per process at 1 rank, 1 per rank at 2 ranks (2 cores).
-# Times are medians over steps after the first (train_gpt's final JSON object, slowest rank) and
+# Times are medians over steps after the first (zs_train's final JSON object, slowest rank) and
 # the peer script's medians after its warm-up (slowest rank). zeroshard's memory column is the
 # tracked peak per rank (model states, activations, buffers); torch's is its process RSS. PyTorch runs with tcmalloc preloaded (its best
 # configuration here) and OpenBLAS; the peer script lives in ../shared/peers/ (ZS_PEERS).
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     *) echo "bench_step: unknown option $1" >&2; exit 2 ;;
   esac
 done
-bin=${ZS_BUILD_DIR:-build}/examples/train_gpt
+bin=${ZS_BUILD_DIR:-build}/bin/zs_train
 peers=${ZS_PEERS:-../shared/peers}
 shape=(--layers 4 --heads 4 --width 256 --context 128 --batch 8)
 flags=(--oversubscribe --bind-to none)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Llama-shaped decoder trained with AdamW on synthetic random tokens, CPU only: the PyTorch peer
-of zs_train/train_gpt --family llama (bench/bench_llama.sh runs both side by side).
+of zs_train --family llama (bench/bench_llama.sh runs both side by side).
 
 Plain PyTorch, no transformers: RMSNorm (F.rms_norm where the torch version has it), rotary
 positions with rotate_half (Hugging Face's LlamaRotaryEmbedding layout, cos/sin cast to the

@@ -147,7 +147,7 @@ void prune(const fs::path& root, int keep) {
   std::sort(complete.begin(), complete.end());
   for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i)
     remove_tree(complete[i].second);
-  ckpt::sync_dir(root.string());
+  zs::sync_dir(root.string());
 }
 
 Manifest read_manifest(const fs::path& dir) {
@@ -444,11 +444,11 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
     ckpt::OutFile out((tmp / ckpt::kManifestName).string());
     out.write(text.data(), text.size());
     out.finish();
-    ckpt::sync_dir(tmp.string());
+    zs::sync_dir(tmp.string());
     std::error_code ec;
     if (fs::exists(final_dir, ec)) remove_tree(final_dir);
-    ckpt::rename_path(tmp.string(), final_dir.string());
-    ckpt::sync_dir(root.string());
+    zs::rename_path(tmp.string(), final_dir.string());
+    zs::sync_dir(root.string());
     prune(root, opt.keep);
   });
   return final_dir.string();

@@ -59,13 +59,6 @@ class InFile {
 };
 
 std::string read_whole_file(const std::string& path, int64_t max_bytes);
-// The file layer and its fault injection live in core ([Note: fault injection] in
-// core/file_writer.h); these names are kept for the checkpoint code and its tests.
-using zs::Fault;
-using zs::FaultInjector;
-using zs::install_fault_injector;
-using zs::rename_path;
-using zs::sync_dir;
 
 // The index of the first element of v[0, n) that is not finite (with `non_negative`: or is below
 // zero), or -1. The one check of the values a checkpoint load or an import reads.

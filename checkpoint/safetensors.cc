@@ -130,7 +130,7 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   ckpt::OutFile out(tmp);
   out.write(content.data(), content.size());
   out.finish();
-  ckpt::rename_path(tmp, path);
+  zs::rename_path(tmp, path);
 }
 
 }  // namespace
@@ -267,10 +267,10 @@ class ExportWriter {
   std::optional<Error> finish() {
     guarded([&] {
       out_->finish();
-      ckpt::rename_path(tmp_, path_);
+      zs::rename_path(tmp_, path_);
       for (const auto& [name, content] : options_.side_files)
         write_file_atomically((parent_ / name).string(), content);
-      ckpt::sync_dir(parent_.string());
+      zs::sync_dir(parent_.string());
     });
     if (err_) {
       std::error_code ignored;

@@ -67,8 +67,8 @@ void write_small_file(const fs::path& dir, const std::string& name, const std::s
   ckpt::OutFile out(tmp.string());
   out.write(text.data(), text.size());
   out.finish();
-  ckpt::rename_path(tmp.string(), (dir / name).string());
-  ckpt::sync_dir(dir.string());
+  zs::rename_path(tmp.string(), (dir / name).string());
+  zs::sync_dir(dir.string());
 }
 
 // Phase 1, rank 0: the directory exists and holds a probe only this job knows the content of.
@@ -184,9 +184,9 @@ void move_entries(const fs::path& from, const fs::path& to) {
   for (const fs::directory_entry& d : fs::directory_iterator(from, ec))
     if (replaced_entry(d.path().filename().string())) moving.push_back(d.path());
   ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot list: {}", from.string(), ec.message());
-  for (const fs::path& p : moving) ckpt::rename_path(p.string(), (to / p.filename()).string());
-  ckpt::sync_dir(to.string());
-  ckpt::sync_dir(from.string());
+  for (const fs::path& p : moving) zs::rename_path(p.string(), (to / p.filename()).string());
+  zs::sync_dir(to.string());
+  zs::sync_dir(from.string());
 }
 
 void remove_tree(const fs::path& p) {
@@ -205,7 +205,7 @@ void put_back(const fs::path& dir, const fs::path& aside) {
   }
   move_entries(aside, dir);
   remove_tree(aside);
-  ckpt::sync_dir(dir.string());
+  zs::sync_dir(dir.string());
 }
 
 // Rank 0, with the lock held: a replacement a killed job left behind (DIR/.replaced-RUN) is
@@ -229,7 +229,7 @@ std::string settle_replacements(const fs::path& dir) {
           note.empty() ? "" : "; ", run, steps_text(held), dir.string());
     } else {
       remove_tree(aside);
-      ckpt::sync_dir(dir.string());
+      zs::sync_dir(dir.string());
       note += fmt::format(
           "{}removed the checkpoints of run {} ({}) that --overwrite had set aside in {}: the run "
           "that replaced them saved step {}",
@@ -298,7 +298,7 @@ SaveDir& SaveDir::operator=(SaveDir&& o) noexcept {
 bool SaveDir::finish_replacing() {
   if (aside_.empty()) return false;
   remove_tree(fs::path(aside_));
-  ckpt::sync_dir(dir_);
+  zs::sync_dir(dir_);
   aside_.clear();
   return true;
 }

@@ -1,7 +1,6 @@
 # The Debian package (CPack's DEB generator): `cpack -G DEB` in the build folder writes
 # zeroshard_<version>_<arch>.deb with everything `cmake --install` puts under /usr: headers,
-# static libraries, the CMake package, zs_train (and train_gpt, its former name), zs_plan and
-# share/zeroshard/corpus.txt.
+# static libraries, the CMake package, zs_train, zs_plan and share/zeroshard/corpus.txt.
 # Install it with `apt install ./zeroshard_*.deb`.
 #
 # The dependencies are the Debian packages a consumer builds and runs against: the libraries are
@@ -17,8 +16,8 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
 set(CPACK_PACKAGE_DESCRIPTION
     "zeroshard splits parameters, gradients, fp32 master weights and optimizer state across the \
 ranks of an mpirun job in the three ZeRO stages. This package holds the C++ headers, static \
-libraries and CMake package (find_package(zeroshard)), and the zs_train (alias train_gpt) and \
-zs_plan programs.")
+libraries and CMake package (find_package(zeroshard)), and the zs_train and zs_plan \
+programs.")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "zeroshard maintainers <zeroshard@example.org>")
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${CPACK_PACKAGE_CONTACT}")

@@ -1,5 +1,5 @@
 // Typed errors for the whole runtime. The library throws zs::Error with a code and a message that
-// names the operation, the rank and the sizes involved; programs in examples/ catch it, print one
+// names the operation, the rank and the sizes involved; programs in apps/ catch it, print one
 // line and exit non-zero. Nothing in the library calls exit() or abort().
 #pragma once
 

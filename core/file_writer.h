@@ -1,5 +1,5 @@
 // Writing files with every failure reported: the one file layer under the checkpoint writer
-// (checkpoint/checkpoint_io.h), the safetensors export and train_gpt's run log. POSIX calls; a
+// (checkpoint/checkpoint_io.h), the safetensors export and zs_train's run log. POSIX calls; a
 // short write is retried until every byte is stored or write(2) fails; each failure is a zs::Error
 // naming the path and errno's text.
 //

@@ -75,7 +75,7 @@ struct Settings {
   // ZS_WATCHDOG_S=T: the collectives' watchdog ([Note: flight recorder] in
   // collectives/flight_recorder.h) ends the job with a report of where each rank is when a
   // collective has not completed after T seconds. 0: off. Unset (empty): the program's default,
-  // which is off for MpiCommunicatorOptions and 300 s for train_gpt.
+  // which is off for MpiCommunicatorOptions and 300 s for zs_train.
   std::optional<double> watchdog_s;
   // ONEDNN_MAX_CPU_ISA as set (e.g. "AVX2"), empty when unset; read only, see the note above.
   std::string onednn_max_cpu_isa;

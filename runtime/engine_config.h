@@ -1,5 +1,5 @@
 // Small immutable policy structs that configure the engine. Programs map their flags onto these
-// (Boost.Program_options lives only in examples/); the library never parses command lines.
+// (Boost.Program_options lives only in apps/); the library never parses command lines.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The side-by-side fine-tuning comparison of docs/finetune.md (issue 16):
 #   scripts/finetune_compare.sh [--build DIR] [--out DIR] [--pretrain-steps N] [--steps N]
-#                               [--repeats R] [--np N] [-- extra train_gpt flags]
-# 1. pretrains a base with train_gpt on the shipped corpus (data/) and exports it;
+#                               [--repeats R] [--np N] [-- extra zs_train flags]
+# 1. pretrains a base with zs_train on the shipped corpus (data/) and exports it;
 # 2. fine-tunes it on data/code_corpus.txt (C++ source: another kind of text) at N ranks, ZeRO-3,
 #    bf16 compute, in each configuration: full fine-tuning, LoRA on a bf16 base, LoRA on an int8
 #    base (and, where this build has the flag, LoRA on an int8 base computed with the int8 GEMM);
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     *) echo "finetune_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-bin=$build/examples/train_gpt
+bin=$build/bin/zs_train
 [ -x "$bin" ] || { echo "finetune_compare.sh: no $bin (build first: scripts/run.sh build)" >&2; exit 2; }
 source "$here/scripts/compare_lib.sh"
 compare_mpirun "$np"
@@ -49,7 +49,7 @@ if "$bin" --help 2>/dev/null | grep -q -- "--int8-compute"; then
   flags[lora-int8]+=" --int8-compute dequantize"
   names+=(lora-int8-gemm)
   flags[lora-int8-gemm]="${lora[*]} --base-dtype int8 --int8-compute int8-gemm"
-  # Only where the int8 GEMM runs (VNNI); elsewhere train_gpt refuses the flag.
+  # Only where the int8 GEMM runs (VNNI); elsewhere zs_train refuses the flag.
   if ! "${mpi[@]}" "$bin" "${common[@]}" "${ft[@]}" ${flags[lora-int8-gemm]} --steps 1 --warmup 0 \
        > "$out/probe.txt" 2>&1; then
     echo "(no int8 GEMM on this machine: $(grep -m1 'error' "$out/probe.txt"))"

@@ -13,7 +13,7 @@
 # c: GPU-vs-CPU loss curves, d: ZeRO-3 GPT-2-small tokens/s and MFU); all = build test bench.
 # Every step's log is tee'd into $OUT (./out when OUT is unset): summary.txt (environment and the
 # table of steps), build.log, ctest.log, bench_gemm.log, loss_curve.log, zero3.log and
-# jsonl.tar.gz (the train_gpt JSON logs). A failed step is recorded and the next one runs; the exit
+# jsonl.tar.gz (the zs_train JSON logs). A failed step is recorded and the next one runs; the exit
 # status is 0 only when every step ran and passed.
 #
 # The .deb files are unpacked with dpkg-deb -x (or ar + tar) into a private prefix, never into /:
@@ -330,7 +330,7 @@ for t in json.load(sys.stdin).get("tests", []):
     for b in exes or ([] if cmd else [t["name"]]):
         if b not in seen:
             seen.append(b)
-print(" ".join(seen + ["train_gpt", "bench_gemm_cuda"]))' "$bdir"
+print(" ".join(seen + ["zs_train", "bench_gemm_cuda"]))' "$bdir"
 }
 
 if [ "$want_build" = 1 ]; then
@@ -369,7 +369,7 @@ if [ "$want_build" = 1 ]; then
 fi
 
 if [ "$want_test$want_bench" = 00 ]; then finish; fi
-if [ ! -x "$bdir/examples/train_gpt" ]; then
+if [ ! -x "$bdir/bin/zs_train" ]; then
   record prerequisites "fail" "no build in $build_dir: run 'gpu_check.sh build' (or all) first"
   finish
 fi
@@ -436,7 +436,7 @@ if [ "$want_bench" = 1 ]; then
     for dev in cuda cpu; do
       rm -f "$out/loss_${dt}_$dev.jsonl"
       run_logged "$llog" "$(step_timeout 150)" mpirun "${mpirun_flags[@]}" -np 1 \
-        "$bdir/examples/train_gpt" --device "$dev" "${common[@]}" \
+        "$bdir/bin/zs_train" --device "$dev" "${common[@]}" \
         --json-log "$out/loss_${dt}_$dev.jsonl"
       rcs="$rcs $?"
     done
@@ -476,7 +476,7 @@ EOF
 )
     crc=$?
     st=pass
-    [ "$rcs" != " 0 0" ] && st="fail (train_gpt exits$rcs)"
+    [ "$rcs" != " 0 0" ] && st="fail (zs_train exits$rcs)"
     [ "$st" = pass ] && [ "$crc" != 0 ] && st="check (diff > tol)"
     record "c. loss $dt gpu/cpu" "$st" "$fig"
   done
@@ -486,7 +486,7 @@ EOF
   : >"$zlog"
   rm -f "$out/zero3.jsonl"
   run_logged "$zlog" "$(step_timeout 240)" mpirun "${mpirun_flags[@]}" -np 1 \
-    "$bdir/examples/train_gpt" --device cuda --zero-stage 3 --dtype bf16 --layers 12 --heads 12 \
+    "$bdir/bin/zs_train" --device cuda --zero-stage 3 --dtype bf16 --layers 12 --heads 12 \
     --width 768 --context 1024 --batch 8 --steps "${ZS_Z3_STEPS:-30}" --eval-every 0 \
     --sample-tokens 0 --data "$root/data/corpus.txt" --json-log "$out/zero3.jsonl"
   rc=$?

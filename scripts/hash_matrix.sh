@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Prints train_gpt's param_hash for the stage x dtype x gradient dtype x offload x prefetch x
+# Prints zs_train's param_hash for the stage x dtype x gradient dtype x offload x prefetch x
 # micro-batch matrix (and SGD, and a save/resume pair), one line per configuration, so that a
 # change meant to keep behaviour to the bit can be checked by diffing two runs:
-#   scripts/hash_matrix.sh build/examples/train_gpt/train_gpt [NP] > before.txt
+#   scripts/hash_matrix.sh build/bin/zs_train [NP] > before.txt
 set -uo pipefail
-bin=${1:?usage: hash_matrix.sh TRAIN_GPT [NP]}
+bin=${1:?usage: hash_matrix.sh ZS_TRAIN [NP]}
 np=${2:-2}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,8 +34,8 @@ for dtype in fp32 bf16 fp16; do
           pf_list="1"
           [ "$stage" = 3 ] && pf_list="0 1 2"
           for pf in $pf_list; do
-            flags=(--dtype "$dtype" --grad-dtype "$grad" --zero-stage "$stage" --micro-batches "$mb")
-            # --prefetch applies to stage 3 (refused below it: examples/engine_options.h).
+            flags=(--dtype "$dtype" --grad-dtype "$grad" --zero-stage "$stage" --gradient-accumulation-steps "$mb")
+            # --prefetch applies to stage 3 (refused below it: apps/common/engine_options.h).
             [ "$stage" = 3 ] && flags+=(--prefetch "$pf")
             [ "$off" = 1 ] && flags+=(--offload-optimizer)
             run "np$np dtype=$dtype grad=$grad stage=$stage offload=$off mb=$mb prefetch=$pf" "${flags[@]}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots train_gpt JSON logs (--json-log) as PNG files, one curve per log, labelled by file name.
+"""Plots zs_train JSON logs (--json-log) as PNG files, one curve per log, labelled by file name.
 
     python3 scripts/plot_runs.py run_a.jsonl run_b.jsonl --out plots/
 
@@ -45,7 +45,7 @@ def series(rows, key):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("logs", nargs="+", help="train_gpt --json-log files")
+    ap.add_argument("logs", nargs="+", help="zs_train --json-log files")
     ap.add_argument("--out", default="plots", help="output directory (created)")
     args = ap.parse_args()
     try:

@@ -17,7 +17,7 @@ packages=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-de
           libdnnl-dev ocl-icd-opencl-dev clang libclang-rt-14-dev clang-format python3 python3-venv)
 
 # For `test`: Debian's PyTorch, the reference the gradient parity check compares against,
-# matplotlib for the plot script's test (train_gpt_plot), and iproute2 for the simulated cluster
+# matplotlib for the plot script's test (zs_train_plot), and iproute2 for the simulated cluster
 # (scripts/sim_cluster.sh: network namespaces; its tests skip where they cannot be made).
 [ "$mode" = test ] && packages+=(python3-torch python3-matplotlib iproute2)
 
@@ -63,7 +63,7 @@ build
 case "$mode" in
   build) ;;
   train)
-    exec mpirun "${mpirun_flags[@]}" -np "${ZS_NP:-2}" "$build_dir/examples/zs_train" "$@" ;;
+    exec mpirun "${mpirun_flags[@]}" -np "${ZS_NP:-2}" "$build_dir/bin/zs_train" "$@" ;;
   test)
     # The parsers' short fuzz run first, so that ctest's summary closes the output.
     if [ -x fuzz/run_fuzz.sh ]; then bash fuzz/run_fuzz.sh; fi

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The scaling experiment of issue 17: train_gpt over node layouts x configurations x link rates
+# The scaling experiment of issue 17: zs_train over node layouts x configurations x link rates
 # on the simulated cluster (scripts/sim_cluster.sh), each configuration's communication predicted
-# by zs_plan (planner/comm_model.h) and measured (train_gpt's log, and the namespaces' interface
+# by zs_plan (planner/comm_model.h) and measured (zs_train's log, and the namespaces' interface
 # byte counters as ground truth); scripts/scaling_report.py writes the report.
 #
 #   scripts/scaling_experiment.sh [--out DIR] [--build DIR] [--rates "1gbit 10gbit"]
 #       [--layouts "1x2 2x1 2x2 4x1"] [--configs "zero2 zero3 hier3 hsdp3 ..."] [--steps 8]
 #       [--base-steps 3] [--links-dir DIR] [--fit] [--timeout SECONDS] [--quick]
 #       [--check-bytes TOL] [--data FILE]
-#       [-- TRAIN_GPT_MODEL_FLAGS...]
+#       [-- ZS_TRAIN_MODEL_FLAGS...]
 #
 # Layout NxL: N nodes (namespaces) x L ranks per node, block placement. Configurations:
 #   zero2  --zero-stage 2, flat collectives       zero3  --zero-stage 3, flat
@@ -30,7 +30,7 @@
 # * Interface counters: in the head namespace, /sys/class/net/zsvK/statistics/rx_bytes is what
 #   node K sent (its veth's far end), tx_bytes what it received, read before mpirun and after it
 #   returns; they count Ethernet/IP/TCP headers and ACKs besides MPI's payload.
-# * Step time: train_gpt's median step time (max over ranks) of the long run.
+# * Step time: zs_train's median step time (max over ranks) of the long run.
 # * Measured communication per step = step time - the reference's step time + the reference's
 #   predicted (node-local) communication. The reference of a configuration runs its flags on one
 #   node with as many ranks (--rate none: no inter-node link), so it shares the cores as the run
@@ -44,7 +44,7 @@
 #   and writes DIR/links/sim_RATE.json.
 # --quick: one tiny configuration (2x1, zero3, 1gbit, 1 and 2 steps) for CI; --check-bytes TOL
 # fails (exit 1) when the interface counters' inter-node bytes per step differ from the model's by
-# more than TOL (relative), or train_gpt's link counters from the model's figure for them at all. Exit 77 where the simulated cluster is unavailable (sim_cluster.sh's
+# more than TOL (relative), or zs_train's link counters from the model's figure for them at all. Exit 77 where the simulated cluster is unavailable (sim_cluster.sh's
 # skip), 0 on success, 1 on a failed run or check.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -90,9 +90,9 @@ if [ "$quick" = 1 ]; then
 fi
 [ "$steps" -gt "$base_steps" ] && [ "$base_steps" -ge 1 ] ||
   { echo "scaling_experiment: need --steps > --base-steps >= 1" >&2; exit 2; }
-train="$build/examples/train_gpt"
+train="$build/bin/zs_train"
 bench="$build/bench/bench_collectives"
-plan="$build/examples/zs_plan"
+plan="$build/bin/zs_plan"
 for b in "$train" "$plan"; do
   [ -x "$b" ] || { echo "scaling_experiment: $b not built (--build DIR)" >&2; exit 2; }
 done
@@ -133,7 +133,7 @@ links_for() {  # rate -> path of its links file (fits it when needed)
 # shellcheck source=scripts/compare_lib.sh
 source "$here/compare_lib.sh"
 
-config_flags() {  # config N L -> train_gpt flags, or nothing when it does not apply
+config_flags() {  # config N L -> zs_train flags, or nothing when it does not apply
   local z3="--zero-stage 3 --collectives flat" hpz="--zero-hpz-partition-size $3" f=""
   local qwz=--zero-quantized-weights qgz=--zero-quantized-gradients multi=0
   [ "$2" -gt 1 ] && [ "$3" -gt 1 ] && multi=1
@@ -169,7 +169,7 @@ json.dump(d, open(sys.argv[2], "w"), indent=2)' "$1" "$f" && echo "$f"
 inner="$out/runs/inner.sh"
 cat >"$inner" <<'EOF'
 #!/usr/bin/env bash
-# $1: output prefix; the rest: train_gpt and its arguments.
+# $1: output prefix; the rest: zs_train and its arguments.
 prefix=$1; shift
 counters() {
   local first=1
@@ -209,7 +209,7 @@ run_train() {  # name nodes rpn rate steps flags...
 }
 
 failed=0
-fake_nodes=0  # > 0 while a fake-node reference runs (ZS_FAKE_NODES for train_gpt, zs_plan's --nodes)
+fake_nodes=0  # > 0 while a fake-node reference runs (ZS_FAKE_NODES for zs_train, zs_plan's --nodes)
 manifest="$out/manifest.jsonl"
 : >"$manifest"
 
@@ -231,7 +231,7 @@ run_config() {  # name cfg nodes rpn rate links role flags...
     [ $rc = 77 ] && return 77
     [ $rc = 0 ] || { ok=0; failed=1; }
   done
-  # The prediction: zs_plan with the model's dimensions as train_gpt builds them.
+  # The prediction: zs_plan with the model's dimensions as zs_train builds them.
   # shellcheck disable=SC2046
   "$plan" --family gpt $(printf '%s\n' "${model[@]}" | "$here/scaling_report.py" --plan-args) \
     --ranks $((n * l)) --nodes "$((fake_nodes > 0 ? fake_nodes : n))" "$@" ${links:+--links "$links"} \

@@ -3,20 +3,20 @@
 
     python3 scripts/scaling_report.py OUT_DIR [--check-bytes TOL]
 
-Reads OUT_DIR/manifest.jsonl and OUT_DIR/runs/ (each configuration's two train_gpt logs and
+Reads OUT_DIR/manifest.jsonl and OUT_DIR/runs/ (each configuration's two zs_train logs and
 interface counters, and zs_plan's prediction) and writes:
   OUT_DIR/report.md     the table: step time, tokens/s, inter-node bytes per step (the model's
-                        formulas, the interface counters, train_gpt's link counters), predicted vs
+                        formulas, the interface counters, zs_train's link counters), predicted vs
                         measured communication time, and the rows that disagree beyond 25%
   OUT_DIR/report.json   the same rows as data
   OUT_DIR/*.png         plots (matplotlib; without it the plots are skipped with a message)
 Method: see scripts/scaling_experiment.sh's header and docs/scaling.md.
 --check-bytes TOL: exit 1 when a configuration's inter-node bytes per step by the interface
-counters differ from the model's by more than TOL (relative), when train_gpt's link counters
+counters differ from the model's by more than TOL (relative), when zs_train's link counters
 (intra and inter) differ from the model's figure for them at all, or when a run failed (the CI
 smoke).
 
-    scaling_report.py --plan-args < flags   (one train_gpt flag or value per line)
+    scaling_report.py --plan-args < flags   (one zs_train flag or value per line)
 prints the zs_plan flags that describe the same GPT (used by the experiment script).
 """
 import json
@@ -24,7 +24,7 @@ import os
 import sys
 
 PLAN_FLAGS = ("--layers", "--width", "--heads", "--context", "--dtype", "--grad-dtype",
-              "--micro-batches")
+              "--gradient-accumulation-steps")
 CONFIG_LABELS = {"zero2": "ZeRO-2 flat", "zero3": "ZeRO-3 flat", "hier3": "ZeRO-3 hierarchical",
                  "hsdp3": "ZeRO-3 HSDP (shard group = node)", "qwz3": "ZeRO-3 + qwZ",
                  "hpz3": "ZeRO-3 + hpZ", "qgz3": "ZeRO-3 + qgZ", "zpp3": "ZeRO-3 + qwZ + hpZ + qgZ"}
@@ -33,7 +33,7 @@ ZEROPP = ("qwz3", "hpz3", "qgz3", "zpp3", "hsdp3")
 
 def plan_args(lines):
     words = [w.strip() for w in lines if w.strip()]
-    out = ["--vocab", "256"]  # train_gpt's byte-level vocabulary (nn/gpt_architecture.h)
+    out = ["--vocab", "256"]  # zs_train's byte-level vocabulary (nn/gpt_architecture.h)
     for i, w in enumerate(words):
         if w in PLAN_FLAGS and i + 1 < len(words):
             out += [w, words[i + 1]]
@@ -165,7 +165,7 @@ def write_markdown(out, rows, refs):
              "Bytes in MB (1e6) per step, all ranks together, across nodes. `model` = "
              "planner/comm_model.h (what the algorithms send), `iface` = the interface counters "
              "(Ethernet/IP/TCP headers and ACKs included; difference of two run lengths), `log` "
-             "= train_gpt's link counters (the ring bound for flat collectives), `counted` = the "
+             "= zs_train's link counters (the ring bound for flat collectives), `counted` = the "
              "model's figure for those counters. Comm ms: predicted = alpha-beta, every call "
              "serialized, and `hidden` = the same less the asynchronous share the engine could "
              "hide behind compute (at most the reference's compute time); measured = median step - the reference's median step + the "
@@ -317,7 +317,7 @@ def plot(out, rows):
     ax.bar(list(x), [r["iface_inter_per_step"] / 1e6 for r in good], w,
            label="interface counters")
     ax.bar([i + w for i in x], [(r["log_inter_all_ranks"] or 0) / 1e6 for r in good], w,
-           label="train_gpt link counters")
+           label="zs_train link counters")
     ax.set_xticks(list(x))
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("MB sent across nodes per step (all ranks)")
@@ -374,7 +374,7 @@ def main(argv):
     plot(out, rows)
     print(f"scaling_report: {len(rows)} configuration(s): {out}/report.md")
     if check is not None:
-        def counters_differ(r):  # train_gpt's link counters against the model's, exactly
+        def counters_differ(r):  # zs_train's link counters against the model's, exactly
             return (r["log_inter_all_ranks"] != r["model_counted_inter_all_ranks"] or
                     r["log_intra_all_ranks"] != r["model_counted_intra_all_ranks"])
 

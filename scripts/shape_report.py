@@ -25,8 +25,8 @@ LAYERS = [
     ["nn", "runtime"],
     ["planner", "checkpoint"],
     ["interop"],
-    ["examples", "bench", "fuzz"],
-    ["tests", "compat"],
+    ["apps", "examples", "bench", "fuzz"],
+    ["tests"],
 ]
 # The branches the engine's step still takes on the stage or the placement (a sharding policy and
 # the device ops should decide them): if/while/?: lines of these files that test one of these.
@@ -109,7 +109,7 @@ def main():
     for (a, b), n in sorted(arrows(args.root, files).items()):
         ra, rb = RANK.get(a), RANK.get(b)
         mark = ""
-        if ra is not None and rb is not None and rb >= ra and a not in ("tests", "compat"):
+        if ra is not None and rb is not None and rb >= ra and a != "tests":
             mark = "  <-- against the layers" if rb > ra else "  <-- same rank"
             bad += 1
         print(f"- {a} -> {b}: {n}{mark}")

@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
     *) echo "states_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-bin=$build/examples/zs_train
+bin=$build/bin/zs_train
 [ -x "$bin" ] || { echo "states_compare.sh: no $bin (build first: scripts/run.sh build)" >&2; exit 2; }
 source "$here/scripts/compare_lib.sh"
 compare_mpirun "$np"

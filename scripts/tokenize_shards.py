@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Text files in, llm.c token shards out, for train_gpt --train-shards / --val-shards (issue 27).
+"""Text files in, llm.c token shards out, for zs_train --train-shards / --val-shards (issue 27).
 (Not named tokenize.py: a script of that name in scripts/ would shadow Python's own tokenize
 module for every other script run from here; tests/scripts_names.sh checks that none does.)
 

@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
     *) echo "zeropp_compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-bin=$build/examples/zs_train
+bin=$build/bin/zs_train
 [ -x "$bin" ] || { echo "zeropp_compare.sh: no $bin (build first: scripts/run.sh build)" >&2; exit 2; }
 [ "$nodes" -ge 1 ] && [ $((np % nodes)) = 0 ] ||
   { echo "zeropp_compare.sh: --np $np is not a multiple of --nodes $nodes" >&2; exit 2; }

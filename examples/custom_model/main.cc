@@ -38,8 +38,9 @@ struct Options {
 };
 
 const char* const kUsage =
-    "usage: custom_model [--stage 0-3] [--steps N] [--dtype fp32|bf16|fp16] [--micro-batches N]\n"
-    "                    [--batch N (per rank)] [--hidden N] [--lr X] [--log-every N]\n";
+    "usage: custom_model [--stage 0-3] [--steps N] [--dtype fp32|bf16|fp16]\n"
+    "                    [--gradient-accumulation-steps N] [--batch N (per rank)] [--hidden N]\n"
+    "                    [--lr X] [--log-every N]\n";
 
 // A flag's number; throws std::invalid_argument naming the flag.
 double number(std::string_view flag, const std::string& value) {
@@ -74,7 +75,7 @@ Options parse_options(int argc, char** argv) {
       o.stage = static_cast<int>(v);
     } else if (flag == "--steps") {
       o.steps = static_cast<int>(v);
-    } else if (flag == "--micro-batches") {
+    } else if (flag == "--gradient-accumulation-steps") {
       o.micro_batches = static_cast<int>(v);
     } else if (flag == "--batch") {
       o.batch = static_cast<int>(v);

@@ -354,11 +354,11 @@ TEST(Checkpoint, RefusesNonFiniteParameters) {
 
 // [Note: fault injection]: counts the write points it is asked about and, on the chosen rank,
 // fails the fail_at-th one with `kind`.
-class PlannedFault : public ckpt::FaultInjector {
+class PlannedFault : public zs::FaultInjector {
  public:
-  PlannedFault(int fail_at, ckpt::Fault kind) : fail_at_(fail_at), kind_(kind) {}
-  ckpt::Fault at(const char* op, const std::string& path) override {
-    if (count_++ != fail_at_) return ckpt::Fault::kNone;
+  PlannedFault(int fail_at, zs::Fault kind) : fail_at_(fail_at), kind_(kind) {}
+  zs::Fault at(const char* op, const std::string& path) override {
+    if (count_++ != fail_at_) return zs::Fault::kNone;
     where_ = std::string(op) + " " + path;
     return kind_;
   }
@@ -367,7 +367,7 @@ class PlannedFault : public ckpt::FaultInjector {
 
  private:
   int fail_at_;
-  ckpt::Fault kind_;
+  zs::Fault kind_;
   int count_ = 0;
   std::string where_;
 };
@@ -384,22 +384,22 @@ TEST(FaultInjection, EveryWritePointOfASaveFailsCleanly) {
   const uint64_t first = a.engine.param_hash();
   a.train(1);
   const uint64_t second = a.engine.param_hash();
-  PlannedFault counter(-1, ckpt::Fault::kNone);
-  ckpt::install_fault_injector(&counter);
+  PlannedFault counter(-1, zs::Fault::kNone);
+  zs::install_fault_injector(&counter);
   {
     TempDir other(world());
     save_checkpoint(a.engine, world(), other.path());
   }
-  ckpt::install_fault_injector(nullptr);
+  zs::install_fault_injector(nullptr);
   int points = counter.count();
   MPI_Bcast(&points, 1, MPI_INT, 0, MPI_COMM_WORLD);
   ASSERT_GE(points, 8) << "a save has at least create/write/fsync/close of two files";
   int failures = 0;
-  for (ckpt::Fault kind : {ckpt::Fault::kNoSpace, ckpt::Fault::kIo, ckpt::Fault::kShortWrite}) {
-    const char* text = kind == ckpt::Fault::kIo ? "Input/output error" : "No space left on device";
+  for (zs::Fault kind : {zs::Fault::kNoSpace, zs::Fault::kIo, zs::Fault::kShortWrite}) {
+    const char* text = kind == zs::Fault::kIo ? "Input/output error" : "No space left on device";
     for (int k = 0; k < points; ++k) {
       PlannedFault plan(world().rank() == 0 ? k : -1, kind);
-      ckpt::install_fault_injector(&plan);
+      zs::install_fault_injector(&plan);
       bool threw = false;
       try {
         save_checkpoint(a.engine, world(), dir.path());
@@ -407,12 +407,12 @@ TEST(FaultInjection, EveryWritePointOfASaveFailsCleanly) {
         threw = true;
         EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
       }
-      ckpt::install_fault_injector(nullptr);
+      zs::install_fault_injector(nullptr);
       int any = threw ? 1 : 0, all = 0;
       MPI_Allreduce(&any, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
       // A short write only bites at a write(2); elsewhere it is no fault and the save succeeds.
       EXPECT_TRUE(all == 0 || all == world().size()) << "some ranks failed, some did not";
-      if (kind != ckpt::Fault::kShortWrite || world().rank() != 0 ||
+      if (kind != zs::Fault::kShortWrite || world().rank() != 0 ||
           plan.where().rfind("write ", 0) == 0) {
         if (world().rank() == 0) {
           EXPECT_TRUE(threw) << "no error at " << plan.where();

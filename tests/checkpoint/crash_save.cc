@@ -21,16 +21,16 @@
 
 namespace {
 
-class DieAt : public zs::ckpt::FaultInjector {
+class DieAt : public zs::FaultInjector {
  public:
   explicit DieAt(int k) : k_(k) {}
-  zs::ckpt::Fault at(const char* op, const std::string& path) override {
+  zs::Fault at(const char* op, const std::string& path) override {
     if (count_++ == k_) {
       std::fprintf(stderr, "crash_save: dying at write point %d (%s %s)\n", k_, op, path.c_str());
       std::fflush(stderr);
       _exit(9);
     }
-    return zs::ckpt::Fault::kNone;
+    return zs::Fault::kNone;
   }
   int count() const { return count_; }
 
@@ -70,9 +70,9 @@ int run(const std::string& dir, const std::string& mode, int k) {
     if (comm->rank() == 0) std::printf("step %d hash %s\n", step + 1, h.c_str());
     std::fflush(stdout);
     DieAt die(comm->rank() == 0 && step == 1 ? k : -1);
-    zs::ckpt::install_fault_injector(&die);
+    zs::install_fault_injector(&die);
     zs::save_checkpoint(engine, *comm, dir);
-    zs::ckpt::install_fault_injector(nullptr);
+    zs::install_fault_injector(nullptr);
     if (comm->rank() == 0 && step == 1) std::printf("points %d\n", die.count());
   }
   return 0;

@@ -105,7 +105,7 @@ TEST_F(SettingsTest, MaxIsa) {
     set("ZS_MAX_ISA", value);
     EXPECT_EQ(Settings::from_environment().max_isa, level) << value;
   }
-  // The wording tests/examples/train_gpt_test.sh looks for.
+  // The wording tests/apps/zs_train_test.sh looks for.
   set("ZS_MAX_ISA", "avx9");
   expect_refused("ZS_MAX_ISA=avx9: unknown instruction-set cap (allowed: scalar, avx2, avx512)");
   set("ZS_MAX_ISA", "avx512 ");

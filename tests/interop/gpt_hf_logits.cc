@@ -1,4 +1,4 @@
-// The logits our decoder computes, for the Hugging Face parity checks (tests/examples/
+// The logits our decoder computes, for the Hugging Face parity checks (tests/apps/
 // hf_interop.py, hf_llama.py): builds the model that DIR/config.json describes, any family
 // interop/hf_config.h maps (fp32, ZeRO-3 over the ranks of the job; a rotary model's context is
 // the number of tokens), loads its weights, and writes the vocab logits of every position of

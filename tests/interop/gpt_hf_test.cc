@@ -4,7 +4,7 @@
 // config.json HF's fields; tied embeddings are one parameter; a missing tensor, a wrong shape,
 // a non-finite value, an unknown tensor and each config mismatch are refused on every rank with
 // the tensor or field named, and leave the engine as it was. The logits against transformers
-// itself are checked by tests/examples/hf_interop.py.
+// itself are checked by tests/apps/hf_interop.py.
 #include <mpi.h>
 #include <stdlib.h>
 

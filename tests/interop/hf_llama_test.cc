@@ -4,7 +4,7 @@
 // Qwen2 (q/k/v biases); the file holds HF's names with q|k|v and gate|up as row ranges of our
 // fused weights; a sharded model.safetensors.index.json imports the same; a tensor missing from
 // every file, a wrong shape and a tensor in two files are refused naming them; tied embeddings are
-// one parameter. The logits against transformers itself: tests/examples/hf_llama.py.
+// one parameter. The logits against transformers itself: tests/apps/hf_llama.py.
 #include <mpi.h>
 
 #include <string>

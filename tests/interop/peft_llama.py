@@ -4,18 +4,18 @@
 
 1. A random LlamaForCausalLM (grouped-query attention, untied, every parameter moved off its
    init) is saved with save_pretrained: the base directory.
-2. train_gpt --init-from-hf BASE --base-dtype int8 with LoRA r=8 on PEFT's Llama modules
+2. zs_train --init-from-hf BASE --base-dtype int8 with LoRA r=8 on PEFT's Llama modules
    (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj), one step at lr 0, exports the
    merged model: B is zero, so the export is the int8 base dequantized. Every matrix must equal
    the base quantized here with the documented scheme (core/quantize.h: per-row absmax / 127,
    round-half-even, clamp to +-127) within 1e-7 (fp32 rounding of the scale; one quantization
    step is ~1e-4 here), every other tensor bit for bit.
-3. train_gpt fine-tunes the adapters (2 ranks, ZeRO-3) on the code corpus and writes them with
+3. zs_train fine-tunes the adapters (2 ranks, ZeRO-3) on the code corpus and writes them with
    --export-adapters and the merged model with --export-hf.
 4. PeftModel.from_pretrained(dequantized base, adapters): every adapter tensor loads; PEFT's
    logits equal the merged export's within 1e-5; with B zeroed they differ by more than 100x that.
 
-usage: peft_llama.py TRAIN_GPT CORPUS WORKDIR MPIEXEC [MPIEXEC FLAGS...]
+usage: peft_llama.py ZS_TRAIN CORPUS WORKDIR MPIEXEC [MPIEXEC FLAGS...]
 Exit 77 (skip) without torch, transformers, safetensors or peft.
 """
 import json, os, shutil, subprocess, sys
@@ -31,7 +31,7 @@ except ImportError as e:
     print(f"SKIP: {e} (the PEFT Llama test needs torch, transformers, safetensors and peft)")
     sys.exit(77)
 
-train_gpt, corpus, work, mpiexec = sys.argv[1:5]
+zs_train, corpus, work, mpiexec = sys.argv[1:5]
 mpi = [mpiexec] + sys.argv[5:]
 L, R, ALPHA, T = 2, 8, 16, 32
 TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
@@ -96,7 +96,7 @@ run_flags = ["--init-from-hf", base_dir, "--context", str(T), "--batch", "4", "-
 
 # ---- 2. the int8 base, dequantized ----
 deq_dir = os.path.join(work, "base_int8")
-run(mpi + ["-np", "2", train_gpt] + run_flags + ["--steps", "1", "--lr", "0", "--export-hf", deq_dir])
+run(mpi + ["-np", "2", zs_train] + run_flags + ["--steps", "1", "--lr", "0", "--export-hf", deq_dir])
 deq = load(deq_dir)
 ref = dict(base.named_parameters())
 n_int8, worst = 0, 0.0
@@ -114,7 +114,7 @@ print(f"int8 base: {n_int8} matrices exported as their vector-wise int8 dequanti
 
 # ---- 3. LoRA on the int8 base ----
 adapters, merged_dir = os.path.join(work, "adapters"), os.path.join(work, "merged")
-run(mpi + ["-np", "2", train_gpt] + run_flags +
+run(mpi + ["-np", "2", zs_train] + run_flags +
     ["--steps", "10", "--lr", "1e-2", "--export-adapters", adapters, "--export-hf", merged_dir])
 with open(os.path.join(adapters, "adapter_config.json")) as f:
     cfg = json.load(f)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# zs_plan --from-hf DIR (examples/zs_plan.cc, interop/hf_config.h): LLaMA-7B's config.json as
+# zs_plan --from-hf DIR (apps/zs_plan/zs_plan.cc, interop/hf_config.h): LLaMA-7B's config.json as
 # transformers wrote it plans exactly what --model llama-7b plans (every number of --json equal;
 # only the model's name differs), at two dtypes and stages; a flag that disagrees with config.json
 # and an unsupported field are refused naming them.

@@ -147,7 +147,7 @@ TEST(PlanLora, MatchesTrackerByteForByte) {
     nn::GptConfig g = lora_gpt(
         c.compute, nn::parse_gpt_lora_targets(c.stage % 2 == 0 ? "qkv,proj,fc,fc_proj" : "qkv,fc"),
         c.ckpt, c.arch);
-    // As train_gpt maps --int8-compute: the model accepts int8 records unless told to dequantize.
+    // As zs_train maps --int8-compute: the model accepts int8 records unless told to dequantize.
     g.adapters.int8.accept = c.storage == DType::kI8 && c.int8 != I8::kDequantize;
     EngineConfig ec;
     ec.stage = zero_stage_from_int(c.stage);

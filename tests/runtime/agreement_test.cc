@@ -35,8 +35,8 @@ TEST(Agreement, DifferingValueNamedWithBothValues) {
   if (world().rank() == last) s[1].value = "0.003";
   if (world().rank() == last) s[2].value = "2";  // a later difference is not the one named
   EXPECT_EQ(
-      error_of([&] { check_agreement(world(), s, "train_gpt"); }),
-      fmt::format("train_gpt: ranks disagree on --lr: 0.002 on rank 0, 0.003 on rank {}", last));
+      error_of([&] { check_agreement(world(), s, "zs_train"); }),
+      fmt::format("zs_train: ranks disagree on --lr: 0.002 on rank 0, 0.003 on rank {}", last));
 }
 
 TEST(Agreement, DifferentListsNamed) {
