@@ -10,10 +10,10 @@
 #include <gtest/gtest.h>
 
 #include "core/memory_tracker.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_activations.h"
 #include "nn/attention.h"
 #include "nn/gemm.h"
-#include "nn/gpt.h"
-#include "nn/gpt_activations.h"
 #include "nn/int8_linear.h"
 #include "nn/linear.h"
 #include "nn/lora.h"
@@ -21,10 +21,10 @@
 
 namespace zs::nn::testing {
 
-// Builds the same layers nn/gpt.cc builds (any architecture: the qkv rows, fc rows, biases and
-// key/value heads of g.arch; the LoRA adapters; with g.adapters.int8.accept the four Int8Linears
-// over their own workspace) over one workspace, with the thread team GptModel uses; checks that
-// the workspaces are the planned ones and returns the activation bytes beyond them.
+// Builds the same layers models/gpt/gpt.cc builds (any architecture: the qkv rows, fc rows, biases
+// and key/value heads of g.arch; the LoRA adapters; with g.adapters.int8.accept the four
+// Int8Linears over their own workspace) over one workspace, with the thread team GptModel uses;
+// checks that the workspaces are the planned ones and returns the activation bytes beyond them.
 inline int64_t measured_gemm_scratchpads(const GptConfig& g) {
   ThreadScope scope(g.run.threads);  // as GptModel builds them: the scratchpads depend on the team
   MemoryTracker t;

@@ -1,7 +1,7 @@
-// What is added to a GPT's architecture (nn/gpt_architecture.h) for fine-tuning: low-rank adapters
-// on chosen linears and computing from an int8 frozen base. Names of the adapted linears are
-// strings only at the edges (flags, checkpoint manifests, PEFT files): parse_gpt_lora_targets() and
-// gpt_lora_target_names() convert.
+// What is added to a GPT's architecture (models/gpt/gpt_architecture.h) for fine-tuning: low-rank
+// adapters on chosen linears and computing from an int8 frozen base. Names of the adapted linears
+// are strings only at the edges (flags, checkpoint manifests, PEFT files): parse_gpt_lora_targets()
+// and gpt_lora_target_names() convert.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/buffer.h"
-#include "nn/gpt_architecture.h"
+#include "models/gpt/gpt_architecture.h"
 
 namespace zs::nn {
 

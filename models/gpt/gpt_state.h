@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_block_buffers.h"
+#include "models/gpt/gpt_common.h"
 #include "nn/attention.h"
-#include "nn/gpt.h"
-#include "nn/gpt_block_buffers.h"
-#include "nn/gpt_common.h"
 #include "nn/int8_linear.h"
 #include "nn/linear.h"
 #include "nn/lora.h"
@@ -76,9 +76,9 @@ struct GptModel::State : GptDims {
   Linear qkv_lin, proj_lin, fc_lin, fcproj_lin, head_lin;
   Attention attn;
 
-  // LoRA ([Note: LoRA] in nn/gpt_adapters.h), by GptLoraTarget: the adapter of each adapted linear
-  // or part of one, the index of its lora_A in the block's parameters (-1: not adapted) and its
-  // slot in BlockActs::lora_u.
+  // LoRA ([Note: LoRA] in models/gpt/gpt_adapters.h), by GptLoraTarget: the adapter of each adapted
+  // linear or part of one, the index of its lora_A in the block's parameters (-1: not adapted) and
+  // its slot in BlockActs::lora_u.
   int64_t lora_rank = 0;
   std::array<LoraAdapter, kNumGptLoraTargets> lora;
   std::array<int, kNumGptLoraTargets> lora_index = minus_ones();

@@ -1,5 +1,5 @@
 // CudaGptModel: buffers, token upload, loss and logits read-back. The units are in
-// gpt_cuda_units.cc; the checks and bookkeeping both devices share in nn/gpt_model_base.cc.
+// gpt_cuda_units.cc; the checks and bookkeeping both devices share in models/gpt/gpt_model_base.cc.
 #include <algorithm>
 #include <cstring>
 
@@ -7,9 +7,9 @@
 #include "device/cuda/cuda_error.h"
 #include "device/cuda/cuda_probe.h"
 #include "device/cuda/kernels/ops_kernels.h"
-#include "nn/cuda/gpt_cuda_state.h"
+#include "models/gpt/cuda/gpt_cuda_state.h"
+#include "models/gpt/gpt_activations.h"
 #include "nn/cuda/kernels.h"
-#include "nn/gpt_activations.h"
 #include "nn/kernels.h"
 
 namespace zs::nn {
@@ -29,8 +29,8 @@ CudaGptModel::State::State(const GptConfig& c, cudaStream_t s, MemoryTracker* t,
            device_alloc->device().to_string(), device);
   alloc = device_alloc;
 
-  // Every size from gpt_cuda_bytes() (nn/gpt_activations.h), which activation_plan() and the
-  // planner read too: the model and its plan cannot drift apart. It also rejects a batch x
+  // Every size from gpt_cuda_bytes() (models/gpt/gpt_activations.h), which activation_plan() and
+  // the planner read too: the model and its plan cannot drift apart. It also rejects a batch x
   // context too large for int32 ids.
   const GptCudaBytes n = gpt_cuda_bytes(GptActivationDims::of(c));
   mm = n.mm;

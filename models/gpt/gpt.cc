@@ -5,9 +5,9 @@
 
 #include "core/convert.h"
 #include "core/error.h"
-#include "nn/gpt_activations.h"
-#include "nn/gpt_specs.h"
-#include "nn/gpt_state.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/gpt_specs.h"
+#include "models/gpt/gpt_state.h"
 #include "nn/kernels.h"
 #include "nn/threads.h"
 
@@ -16,7 +16,7 @@ namespace zs::nn {
 std::vector<std::unique_ptr<Unit>> make_gpt_units(GptModel::State& s);  // gpt_units.cc
 
 GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c), tracker(t) {
-  // Every size from gpt_cpu_bytes() (nn/gpt_activations.h), which activation_plan() and the
+  // Every size from gpt_cpu_bytes() (models/gpt/gpt_activations.h), which activation_plan() and the
   // planner read too: the model and its plan cannot drift apart.
   const GptCpuBytes n = gpt_cpu_bytes(GptActivationDims::of(c));
   mm = n.mm;

@@ -1,4 +1,4 @@
-#include "nn/gpt_activations.h"
+#include "models/gpt/gpt_activations.h"
 
 #include <algorithm>
 #include <array>
@@ -30,7 +30,7 @@ DType cpu_mm(const GptActivationDims& d) {
   return d.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
 }
 
-// nn/gpt.cc's five Linears: qkv, proj, fc, fc_proj, head.
+// models/gpt/gpt.cc's five Linears: qkv, proj, fc, fc_proj, head.
 struct LinearShape {
   int in = 0, out = 0;
   bool bias = false, residual = false;
@@ -44,7 +44,7 @@ std::array<LinearShape, 5> gpt_linear_shapes(const GptActivationDims& d) {
           LinearShape{C, static_cast<int>(d.vocab), false, false}};
 }
 
-// nn/gpt.cc's LoRA adapters: one per adapted linear, its output rows base_out apart.
+// models/gpt/gpt.cc's LoRA adapters: one per adapted linear, its output rows base_out apart.
 struct LoraShape {
   int64_t in = 0, out = 0, base_out = 0;
 };

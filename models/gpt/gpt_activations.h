@@ -1,7 +1,8 @@
 // The GPT's activation buffers, sized in one place: the bytes of every buffer nn::GptModel
-// (nn/gpt.cc) and nn::CudaGptModel (nn/cuda/gpt_cuda.cc) allocate in their constructors, which
-// allocate from these very structs, and the ActivationPlan (unit/activation_plan.h) both
-// models report through zs::Model::activation_plan() and zs_plan prints.
+// (models/gpt/gpt.cc) and nn::CudaGptModel (models/gpt/cuda/gpt_cuda.cc) allocate in their
+// constructors, which allocate from these very structs, and the ActivationPlan
+// (unit/activation_plan.h) both models report through zs::Model::activation_plan() and zs_plan
+// prints.
 //
 // Plain host C++ in every build: the CUDA model's sizes need no CUDA (zs_plan --device cuda plans
 // for a GPU on any machine); the CUDA constants come from nn/cuda/workspace_sizes.h, which the
@@ -11,12 +12,12 @@
 // bf16 for bf16 compute and fp32 otherwise (fp16 products run in fp32), on CUDA mm is the compute
 // dtype itself; lowp = mm is 16-bit. Kept per block: GptBlockBytes plus the block's input xs[l]
 // [M, C] fp32; with checkpointing only xs[l] is kept per block and one block set is shared (the
-// recompute set, [Note: block activations] in nn/gpt_state.h). Once per model: inputs, the head,
-// temporaries shared by all units, and the matrix-product workspace.
+// recompute set, [Note: block activations] in models/gpt/gpt_state.h). Once per model: inputs, the
+// head, temporaries shared by all units, and the matrix-product workspace.
 //
-// LoRA adapters ([Note: LoRA] in nn/gpt_adapters.h, CPU only) of rank r on n targeted linears add,
-// per kept block set, u = x A^T of each ([n][M, r] mm, GptBlockBytes::lora_u: saved in forward
-// for dB = s dy^T u, recomputed with the block under checkpointing) and, once per model, an
+// LoRA adapters ([Note: LoRA] in models/gpt/gpt_adapters.h, CPU only) of rank r on n targeted
+// linears add, per kept block set, u = x A^T of each ([n][M, r] mm, GptBlockBytes::lora_u: saved in
+// forward for dB = s dy^T u, recomputed with the block under checkpointing) and, once per model, an
 // [M, r] fp32 temporary (x A^T or dy B as the GEMM writes it) with its mm copy when lowp, and
 // with fp16 compute one adapter's A and B converted to fp32; the GEMM workspace covers their
 // products too.
@@ -29,7 +30,7 @@
 
 #include "core/buffer.h"
 #include "core/dtype.h"
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 #include "nn/int8_linear.h"
 #include "unit/activation_plan.h"
 
@@ -56,7 +57,7 @@ struct GptActivationDims {
   int64_t ffn = 4;      // F
   int64_t vocab = 1;    // V
   int64_t layers = 1;   // L
-  // The components ([Note: architecture components] in nn/gpt_architecture.h).
+  // The components ([Note: architecture components] in models/gpt/gpt_architecture.h).
   int64_t kv_heads = 0;  // 0: heads
   NormKind norm = NormKind::kLayerNorm;
   PositionKind positions = PositionKind::kLearned;
@@ -84,8 +85,8 @@ struct GptActivationDims {
   static GptActivationDims of(const GptConfig& c);
 };
 
-// One block's kept buffers, GptBlockBuffers (nn/gpt_block_buffers.h), shared by both models; bytes
-// each, 0 for a buffer not allocated.
+// One block's kept buffers, GptBlockBuffers (models/gpt/gpt_block_buffers.h), shared by both
+// models; bytes each, 0 for a buffer not allocated.
 struct GptBlockBytes {
   int64_t h1 = 0, q = 0, k = 0, v = 0, a = 0, h2 = 0;  // [M, C] mm (k, v expanded to H heads)
   int64_t mean1 = 0, rstd1 = 0, mean2 = 0, rstd2 = 0;  // [M] fp32; no means with RMSNorm
@@ -100,8 +101,9 @@ struct GptBlockBytes {
 // The block set for matmul dtype `mm` (fp32, bf16 or fp16).
 GptBlockBytes gpt_block_bytes(const GptActivationDims& d, DType mm);
 
-// GptModel::State's buffers (nn/gpt_state.h, allocated in nn/gpt.cc), bytes each; 0 for a buffer
-// not allocated. The GEMM workspace is GemmWorkspace's own (gpt_cpu_gemm_workspace_bytes).
+// GptModel::State's buffers (models/gpt/gpt_state.h, allocated in models/gpt/gpt.cc), bytes each; 0
+// for a buffer not allocated. The GEMM workspace is GemmWorkspace's own
+// (gpt_cpu_gemm_workspace_bytes).
 struct GptCpuBytes {
   DType mm = DType::kF32;                      // bf16 for bf16 compute, else fp32
   int64_t inputs = 0, targets = 0;             // [M] int32
@@ -153,12 +155,14 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
 // plan made on another CPU may differ by them.
 int64_t gpt_cpu_gemm_scratchpad_bytes(const GptActivationDims& d, CpuGemm cpu_gemm);
 
-// [Note: token upload] (nn/cuda/gpt_cuda_state.h): inputs, targets and the embedding-gradient
-// index (order, rows, offsets [M + 1]) in one int32 array of kCudaGptIdsPerToken M + 1 ids.
+// [Note: token upload] (models/gpt/cuda/gpt_cuda_state.h): inputs, targets and the
+// embedding-gradient index (order, rows, offsets [M + 1]) in one int32 array of kCudaGptIdsPerToken
+// M + 1 ids.
 constexpr int64_t kCudaGptIdsPerToken = 5;
 
-// CudaGptModel::State's buffers (nn/cuda/gpt_cuda_state.h, allocated in nn/cuda/gpt_cuda.cc),
-// bytes each; 0 for a buffer not allocated. Device memory unless marked pinned.
+// CudaGptModel::State's buffers (models/gpt/cuda/gpt_cuda_state.h, allocated in
+// models/gpt/cuda/gpt_cuda.cc), bytes each; 0 for a buffer not allocated. Device memory unless
+// marked pinned.
 struct GptCudaBytes {
   DType mm = DType::kF32;  // the compute dtype
   int64_t ids = 0;         // [5 M + 1] int32; also each of the two pinned staging slots
@@ -190,7 +194,7 @@ struct GptCudaBytes {
 void check_gpt_cuda_components(const GptActivationDims& d);
 
 // Throws zs::Error(kInvalidArgument) when the ids do not fit int32 (too many tokens), and
-// zs::Error(kUnsupported) for LoRA adapters (check_gpt_lora_device, nn/gpt_adapters.h) or a
+// zs::Error(kUnsupported) for LoRA adapters (check_gpt_lora_device, models/gpt/gpt_adapters.h) or a
 // component the CUDA model lacks (check_gpt_cuda_components).
 GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d);
 

@@ -1,5 +1,5 @@
 // Internal to nn/cuda: the device buffers and shared layers of a CudaGptModel, used by its units
-// (gpt_cuda_units.cc). The layout follows GptModel::State (nn/gpt_state.h) and its
+// (gpt_cuda_units.cc). The layout follows GptModel::State (models/gpt/gpt_state.h) and its
 // [Note: block activations]: without checkpointing each block keeps its own CudaBlockActs; with
 // checkpointing one set is shared and a block's backward first recomputes its forward into it.
 // Every kernel is deterministic, so the recomputed values, and the gradients, are bitwise those of
@@ -21,13 +21,13 @@
 #include "core/buffer.h"
 #include "device/cuda/cuda_allocator.h"
 #include "device/cuda/cuda_error.h"
+#include "models/gpt/cuda/gpt_cuda.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/gpt_block_buffers.h"
+#include "models/gpt/gpt_common.h"
 #include "nn/cuda/attention.h"
 #include "nn/cuda/gemm.h"
-#include "nn/cuda/gpt_cuda.h"
 #include "nn/cuda/linear.h"
-#include "nn/gpt_activations.h"
-#include "nn/gpt_block_buffers.h"
-#include "nn/gpt_common.h"
 
 namespace zs::nn {
 
@@ -77,7 +77,7 @@ struct CudaGptModel::State : GptDims {
   // [M], offsets [M + 1]). The host fills one of two pinned staging slots of the same layout and
   // copies it with one cudaMemcpyAsync on the stream; staging_done[s] is recorded after the copy
   // from slot s, and the host waits for it before refilling that slot.
-  // From nn/gpt_activations.h, which sizes `ids` and the staging slots.
+  // From models/gpt/gpt_activations.h, which sizes `ids` and the staging slots.
   static constexpr int64_t kIdsPerToken = kCudaGptIdsPerToken;
   Buffer ids;  // device
   Buffer staging[2];

@@ -1,14 +1,14 @@
 // The activation buffers one GPT block keeps between its forward and its backward, shared by the
-// CPU model (nn/gpt_state.h) and the CUDA model (nn/cuda/gpt_cuda_state.h): one description of the
-// per-block layout, sized by gpt_block_bytes() (nn/gpt_activations.h), which the activation plan
-// reads too. M = batch * context rows, C the width, F the FFN width, mm the compute dtype of the
-// matmul operands.
+// CPU model (models/gpt/gpt_state.h) and the CUDA model (models/gpt/cuda/gpt_cuda_state.h): one
+// description of the per-block layout, sized by gpt_block_bytes() (models/gpt/gpt_activations.h),
+// which the activation plan reads too. M = batch * context rows, C the width, F the FFN width, mm
+// the compute dtype of the matmul operands.
 #pragma once
 
 #include <cstdint>
 
 #include "core/buffer.h"
-#include "nn/gpt_activations.h"
+#include "models/gpt/gpt_activations.h"
 
 namespace zs::nn {
 
