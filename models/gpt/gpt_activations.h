@@ -1,24 +1,25 @@
-// The GPT's activation buffers, sized in one place: the bytes of every buffer nn::GptModel
-// (models/gpt/gpt.cc) and nn::CudaGptModel (models/gpt/cuda/gpt_cuda.cc) allocate in their
-// constructors, which allocate from these very structs, and the ActivationPlan
-// (unit/activation_plan.h) both models report through zs::Model::activation_plan() and zs_plan
-// prints.
+// The GPT's activation buffers, sized in one place: gpt_buffer_table() lists every buffer
+// nn::GptModel (models/gpt/gpt.cc) and nn::CudaGptModel (models/gpt/cuda/gpt_cuda.cc) allocate in
+// their constructors (models/gpt/gpt_buffers.h), which allocate from that very table, and the
+// ActivationPlan (unit/activation_plan.h) both models report through zs::Model::activation_plan()
+// and zs_plan prints is its sum.
 //
-// Plain host C++ in every build: the CUDA model's sizes need no CUDA (zs_plan --device cuda plans
-// for a GPU on any machine); the CUDA constants come from nn/cuda/workspace_sizes.h, which the
-// kernels include too. docs/memory.md writes the arithmetic out.
+// Plain host C++ in every build, with no CUDA header: the CUDA model's sizes need no CUDA (zs_plan
+// --device cuda plans for a GPU on any machine); the scratch its kernels size comes from
+// gpt_cuda_workspace(), which the CUDA model's folder defines. docs/memory.md writes the
+// arithmetic out.
 //
 // [Note: GPT activations] M = B T tokens; e = the size of the matmul dtype mm: on the CPU mm is
 // bf16 for bf16 compute and fp32 otherwise (fp16 products run in fp32), on CUDA mm is the compute
-// dtype itself; lowp = mm is 16-bit. Kept per block: GptBlockBytes plus the block's input xs[l]
-// [M, C] fp32; with checkpointing only xs[l] is kept per block and one block set is shared (the
-// recompute set, [Note: block activations] in models/gpt/gpt_state.h). Once per model: inputs, the
-// head, temporaries shared by all units, and the matrix-product workspace.
+// dtype itself; lowp = mm is 16-bit. Kept per block: the block rows (GptBlockBuffers) plus the
+// block's input xs[l] [M, C] fp32; with checkpointing only xs[l] is kept per block and one block
+// set is shared (the recompute set, [Note: block activations] in models/gpt/gpt_state.h). Once per
+// model: inputs, the head, temporaries shared by all units, and the matrix-product workspace.
 //
 // LoRA adapters ([Note: LoRA] in models/gpt/gpt_adapters.h, CPU only) of rank r on n targeted
-// linears add, per kept block set, u = x A^T of each ([n][M, r] mm, GptBlockBytes::lora_u: saved in
-// forward for dB = s dy^T u, recomputed with the block under checkpointing) and, once per model, an
-// [M, r] fp32 temporary (x A^T or dy B as the GEMM writes it) with its mm copy when lowp, and
+// linears add, per kept block set, u = x A^T of each ([n][M, r] mm, GptBlockBuffers::lora_u: saved
+// in forward for dB = s dy^T u, recomputed with the block under checkpointing) and, once per model,
+// an [M, r] fp32 temporary (x A^T or dy B as the GEMM writes it) with its mm copy when lowp, and
 // with fp16 compute one adapter's A and B converted to fp32; the GEMM workspace covers their
 // products too.
 //
@@ -30,6 +31,7 @@
 
 #include "core/buffer.h"
 #include "core/dtype.h"
+#include "models/gpt/gpt_buffers.h"
 #include "models/gpt/gpt_config.h"
 #include "nn/int8_linear.h"
 #include "unit/activation_plan.h"
@@ -85,54 +87,12 @@ struct GptActivationDims {
   static GptActivationDims of(const GptConfig& c);
 };
 
-// One block's kept buffers, GptBlockBuffers (models/gpt/gpt_block_buffers.h), shared by both
-// models; bytes each, 0 for a buffer not allocated.
-struct GptBlockBytes {
-  int64_t h1 = 0, q = 0, k = 0, v = 0, a = 0, h2 = 0;  // [M, C] mm (k, v expanded to H heads)
-  int64_t mean1 = 0, rstd1 = 0, mean2 = 0, rstd2 = 0;  // [M] fp32; no means with RMSNorm
-  int64_t p = 0;                                       // [B, H, T, T] fp32 probabilities
-  int64_t pm = 0;                                      // [B, H, T, T] mm, lowp only
-  int64_t x2 = 0;                                      // [M, C] fp32
-  int64_t f = 0;       // [M, F] fp32 GELU derivative, or [M, 2F] SwiGLU's gate and up
-  int64_t g = 0;       // [M, F] mm
-  int64_t lora_u = 0;  // [lora_count][M, r] mm (LoRA)
-  int64_t total() const;
-};
-// The block set for matmul dtype `mm` (fp32, bf16 or fp16).
-GptBlockBytes gpt_block_bytes(const GptActivationDims& d, DType mm);
-
-// GptModel::State's buffers (models/gpt/gpt_state.h, allocated in models/gpt/gpt.cc), bytes each; 0
-// for a buffer not allocated. The GEMM workspace is GemmWorkspace's own
-// (gpt_cpu_gemm_workspace_bytes).
-struct GptCpuBytes {
-  DType mm = DType::kF32;                      // bf16 for bf16 compute, else fp32
-  int64_t inputs = 0, targets = 0;             // [M] int32
-  int64_t block_input = 0;                     // one xs slice [M, C] fp32
-  int64_t xs = 0;                              // [L + 1][M, C]: the blocks' inputs and the head's
-  int64_t block_sets = 0;                      // L, or 1 when checkpointing
-  GptBlockBytes block;                         // each set
-  int64_t hf = 0, meanf = 0, rstdf = 0;        // [M, C] mm, [M], [M]
-  int64_t logits = 0;                          // [M, V] fp32
-  int64_t row_loss = 0;                        // [M]
-  int64_t last_logits = 0;                     // [V]
-  int64_t qkv = 0;                             // [M, Q] fp32
-  int64_t att_s = 0, att_o = 0;                // [B, H, T, T], [M, C] fp32
-  int64_t att_dom = 0, att_dsm = 0;            // [M, C] mm, [B, H, T, T] mm (lowp)
-  int64_t att_dq = 0, att_dk = 0, att_dv = 0;  // [M, C] fp32 each
-  int64_t dres = 0;                            // [M, C] fp32
-  int64_t dwide = 0, dwide_mm = 0;             // [M, max(G, Q, V)] fp32, mm (lowp)
-  int64_t dnarrow = 0, dnarrow_mm = 0;         // [M, C] fp32, mm (lowp)
-  int64_t dmlp = 0;                            // [M, F] fp32 d(silu(gate) up) (SwiGLU only)
-  int64_t wscratch = 0;                        // fp16 compute: the largest weight in fp32
-  int64_t pscratch = 0;                        // [4][max(G, Q)] fp32
-  int64_t lora_t = 0, lora_t_mm = 0;           // [M, r] fp32, mm (lowp); LoRA only
-  int64_t lora_wscratch = 0;                   // fp16 compute: max r (in + out) fp32; LoRA only
-  // [Note: int8 base compute] the Int8Linears' shared workspace: the largest
-  // Int8Linear::workspace_need of the four base linears on the path this process resolves
-  // Int8Path::kAuto to (int8_accept only).
-  int64_t int8_ws = 0;
-};
-GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d);
+// The buffer table (models/gpt/gpt_buffers.h) of the model on `device`: kCpu, GptModel's (mm
+// bf16 for bf16 compute, else fp32; the GEMM workspace is GemmWorkspace's own,
+// gpt_cpu_gemm_workspace_bytes); kCuda, CudaGptModel's (mm the compute dtype, its device buffers,
+// pinned staging and cuBLASLt workspace). One function for both devices: the rows the devices
+// share are sized once. Throws on kCuda as check_gpt_cuda_buffers().
+GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device);
 
 // The Int8Linear of base linear `t` (qkv, proj, fc, fc_proj; [Note: int8 base compute]) as
 // GptModel builds it: M tokens, bias, residual for proj and fc_proj, x in the CPU's mm,
@@ -156,51 +116,33 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
 int64_t gpt_cpu_gemm_scratchpad_bytes(const GptActivationDims& d, CpuGemm cpu_gemm);
 
 // [Note: token upload] (models/gpt/cuda/gpt_cuda_state.h): inputs, targets and the
-// embedding-gradient index (order, rows, offsets [M + 1]) in one int32 array of kCudaGptIdsPerToken
-// M + 1 ids.
+// embedding-gradient index (order, rows, offsets [M + 1]) in one int32 array of
+// kCudaGptIdsPerToken M + 1 ids.
 constexpr int64_t kCudaGptIdsPerToken = 5;
 
-// CudaGptModel::State's buffers (models/gpt/cuda/gpt_cuda_state.h, allocated in
-// models/gpt/cuda/gpt_cuda.cc), bytes each; 0 for a buffer not allocated. Device memory unless
-// marked pinned.
-struct GptCudaBytes {
-  DType mm = DType::kF32;  // the compute dtype
-  int64_t ids = 0;         // [5 M + 1] int32; also each of the two pinned staging slots
-  int64_t row_loss_host = 0, logits_host = 0;  // pinned: [M], [V] fp32
-  int64_t block_input = 0;                     // one xs slice [M, C] fp32
-  int64_t xs = 0;                              // [L + 1][M, C]
-  int64_t block_sets = 0;                      // L, or 1 when checkpointing
-  GptBlockBytes block;                         // each set
-  int64_t hf = 0, meanf = 0, rstdf = 0;        // [M, C] mm, [M], [M]
-  int64_t logits = 0;                          // [M, V] fp32 (their gradient in place)
-  int64_t row_loss = 0;                        // [M]
-  int64_t qkv = 0;                             // [M, 3C] fp32
-  int64_t att_s = 0, att_o = 0;                // [B, H, T, T], [M, C] fp32
-  int64_t att_dom = 0, att_dsm = 0;            // [M, C] mm, [B, H, T, T] mm (lowp)
-  int64_t att_dq = 0, att_dk = 0, att_dv = 0;  // [M, C] fp32 each
-  int64_t dres = 0;                            // [M, C] fp32
-  int64_t dwide = 0;                           // [M, max(F, 3C)] fp32
-  int64_t dwide_mm = 0;                        // [M, max(F, 3C, V)] mm (lowp)
-  int64_t dnarrow = 0, dnarrow_mm = 0;         // [M, C] fp32, mm (lowp)
-  // Floats between two pscratch slots: max(F, 3C) rounded up to 64 (256-byte aligned slots).
-  int64_t pscratch_stride = 0;
-  int64_t pscratch = 0;          // [4][pscratch_stride] fp32
-  int64_t bias_scratch = 0;      // column-sum scratch of bias_backward and layernorm_backward
-  int64_t cublas_workspace = 0;  // CublasContext's workspace (nn/cuda/workspace_sizes.h)
+// The device scratch of CudaGptModel that its kernels and cuBLASLt size, not its shapes alone:
+// gpt_cuda_workspace() is defined with the CUDA model (models/gpt/cuda/gpt_cuda_workspace.cc),
+// host C++ built into zs_gpt in every build (zs_plan --device cuda plans for a GPU anywhere).
+struct GptCudaWorkspace {
+  int64_t bias_scratch = 0;      // bytes: column sums of bias_backward and layernorm_backward
+  int64_t cublas_workspace = 0;  // bytes: CublasContext's workspace
 };
+GptCudaWorkspace gpt_cuda_workspace(const GptActivationDims& d);
+
 // Throws zs::Error(kUnsupported) "cuda gpt: <component> is implemented on the CPU backend only"
 // naming the first component of `d` the CUDA model lacks: RMSNorm, rotary positions, SwiGLU,
 // grouped-query attention, a projection without bias (the CUDA model is GPT-2's).
 void check_gpt_cuda_components(const GptActivationDims& d);
 
 // Throws zs::Error(kInvalidArgument) when the ids do not fit int32 (too many tokens), and
-// zs::Error(kUnsupported) for LoRA adapters (check_gpt_lora_device, models/gpt/gpt_adapters.h) or a
-// component the CUDA model lacks (check_gpt_cuda_components).
-GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d);
+// zs::Error(kUnsupported) for LoRA adapters (check_gpt_lora_device, models/gpt/gpt_adapters.h) or
+// a component the CUDA model lacks (check_gpt_cuda_components).
+void check_gpt_cuda_buffers(const GptActivationDims& d);
 
 // The GPT's activations on `device`: kCpu, GptModel's (its GEMM workspace for `cpu_gemm`); kCuda,
 // CudaGptModel's under kActivations (the cuBLASLt workspace included) and its pinned host bytes.
-// counted and exact are set. Throws as gpt_cuda_bytes() on kCuda.
+// counted and exact are set. The sum of gpt_buffer_table(d, device). Throws as
+// check_gpt_cuda_buffers() on kCuda.
 ActivationPlan gpt_activation_plan(const GptActivationDims& d, DeviceKind device,
                                    CpuGemm cpu_gemm = CpuGemm::kOnednn);
 // The same for a model's config: what GptModel (kCpu) or CudaGptModel (kCuda) built from `config`

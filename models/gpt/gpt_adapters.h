@@ -86,7 +86,7 @@ struct GptLoraConfig {
 // forward through the int8 GEMM with LLM.int8()'s outlier decomposition at outlier_threshold
 // (0 = off), backward-data on the dequantized weight (measured in docs/finetune.md). Views in the
 // compute dtype (any other storage or int8_compute) take nn::Linear as before. The model then
-// keeps one Int8Linear per shape and their workspace (GptCpuBytes::int8_ws). CPU only.
+// keeps one Int8Linear per shape and their workspace (GptBufferTable::int8_ws). CPU only.
 struct GptInt8Config {
   bool accept = false;
   float outlier_threshold = 6.0f;  // LLM.int8()'s default

@@ -59,7 +59,7 @@ struct TransformerShape {
   // (models/gpt/gpt_specs.h); rank 0: none. Computing from int8 base weights ([Note: int8 base
   // compute] in models/gpt/gpt_adapters.h): with int8.accept the four base linear weights of each
   // block accept int8 records, and the activations include the Int8Linears' workspace
-  // (GptCpuBytes::int8_ws) at its threshold.
+  // (GptBufferTable::int8_ws) at its threshold.
   GptAdapters adapters;
 
   int ffn_width() const { return ffn > 0 ? ffn : 4 * width; }

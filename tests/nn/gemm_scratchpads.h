@@ -56,7 +56,7 @@ inline int64_t measured_gemm_scratchpads(const GptConfig& g) {
     int8.emplace_back(gpt_int8_linear_desc(dims, static_cast<GptLoraTarget>(k)), &t, &ws, &int8_ws);
   EXPECT_EQ(static_cast<int64_t>(ws.size()),
             gpt_cpu_gemm_workspace_bytes(dims, this_process_cpu_gemm()));
-  EXPECT_EQ(static_cast<int64_t>(int8_ws.size()), gpt_cpu_bytes(dims).int8_ws);
+  EXPECT_EQ(static_cast<int64_t>(int8_ws.size()), gpt_buffer_table(dims, DeviceKind::kCpu).int8_ws);
   if (!gemm_uses_onednn() && !g.adapters.int8.accept) {
     EXPECT_EQ(t.current(MemCategory::kActivations), static_cast<int64_t>(ws.size()));
   }
