@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "models/gpt/gpt.h"
 #include "nn/gemm.h"
-#include "nn/gpt.h"
 #include "unit/unit_harness.h"
 
 using namespace zs;

@@ -1,4 +1,4 @@
-// Our decoder (nn/gpt_model_base.h) as a Hugging Face transformers directory that
+// Our decoder (models/gpt/gpt_model_base.h) as a Hugging Face transformers directory that
 // `AutoModelForCausalLM.from_pretrained(dir)` loads as it is, and back (docs/interop.md):
 // config.json (interop/hf_config.h: GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM,
 // Qwen2ForCausalLM) and the weights under HF's names and layouts (interop/hf_names.h), in
@@ -13,7 +13,7 @@
 #include "core/dtype.h"
 #include "interop/hf_config.h"
 #include "interop/hf_names.h"
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 #include "runtime/engine.h"
 
 namespace zs::nn {

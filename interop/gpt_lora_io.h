@@ -1,5 +1,5 @@
-// Files of a LoRA-adapted GPT ([Note: LoRA] in nn/gpt_adapters.h): the merged model, and the
-// adapters alone in the layout Hugging Face PEFT loads (docs/finetune.md).
+// Files of a LoRA-adapted GPT ([Note: LoRA] in models/gpt/gpt_adapters.h): the merged model, and
+// the adapters alone in the layout Hugging Face PEFT loads (docs/finetune.md).
 //
 // Merged: each adapted weight W [out, in] is written as W + (alpha / rank) * B A, computed in fp32
 // from the fp32 master of A and B and the stored base (int8 bases dequantized); the adapters
@@ -24,8 +24,8 @@
 #include "checkpoint/safetensors.h"
 #include "collectives/communicator.h"
 #include "core/dtype.h"
-#include "nn/gpt_adapters.h"
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_adapters.h"
+#include "models/gpt/gpt_config.h"
 #include "runtime/engine.h"
 
 namespace zs::nn {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/dtype.h"
-#include "nn/gpt_architecture.h"
+#include "models/gpt/gpt_architecture.h"
 
 namespace zs::nn {
 

@@ -32,7 +32,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "interop/hf_config.h"
-#include "nn/gpt_architecture.h"
+#include "models/gpt/gpt_architecture.h"
 #include "unit/unit.h"
 
 namespace zs::nn {

@@ -1,5 +1,5 @@
-// The low-rank update of one linear layer ([Note: LoRA] in nn/gpt_adapters.h): with the base
-// y = x W^T + b computed by nn::Linear, an adapter of rank r adds
+// The low-rank update of one linear layer ([Note: LoRA] in models/gpt/gpt_adapters.h): with the
+// base y = x W^T + b computed by nn::Linear, an adapter of rank r adds
 //   forward   u  = x A^T          [M, r]    kept (in mm) for backward
 //             y += s u B^T        [M, out]
 //   backward  dB += s dy^T u      [out, r]
@@ -47,7 +47,7 @@ class LoraAdapter {
   int64_t scratchpad_bytes() const;
 
   // The six products in the order above, with alpha = scale where s applies; for planners
-  // (gpt_cpu_gemm_workspace_bytes, nn/gpt_activations.h) and the constructor alike.
+  // (gpt_cpu_gemm_workspace_bytes, models/gpt/gpt_activations.h) and the constructor alike.
   static std::array<GemmDesc, 6> gemm_descs(int64_t M, int64_t in, int64_t out, int64_t rank,
                                             int64_t ld_out = 0, DType mm = DType::kF32,
                                             float scale = 1.0f);

@@ -1,6 +1,6 @@
 #include "planner/transformer_plan.h"
 
-#include "nn/gpt_specs.h"
+#include "models/gpt/gpt_specs.h"
 #include "runtime/tied_params.h"
 
 namespace zs::nn {

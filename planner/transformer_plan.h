@@ -9,8 +9,8 @@
 
 #include "core/buffer.h"
 #include "core/dtype.h"
-#include "nn/gpt_activations.h"
-#include "nn/transformer_shapes.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/transformer_shapes.h"
 #include "planner/memory_plan.h"
 
 namespace zs::nn {

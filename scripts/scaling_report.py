@@ -33,7 +33,7 @@ ZEROPP = ("qwz3", "hpz3", "qgz3", "zpp3", "hsdp3")
 
 def plan_args(lines):
     words = [w.strip() for w in lines if w.strip()]
-    out = ["--vocab", "256"]  # zs_train's byte-level vocabulary (nn/gpt_architecture.h)
+    out = ["--vocab", "256"]  # zs_train's byte-level vocabulary (models/gpt/gpt_architecture.h)
     for i, w in enumerate(words):
         if w in PLAN_FLAGS and i + 1 < len(words):
             out += [w, words[i + 1]]

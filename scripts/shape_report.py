@@ -23,6 +23,7 @@ LAYERS = [
     ["collectives", "optim"],
     ["offload", "device", "sharding", "unit"],
     ["nn", "runtime"],
+    ["models"],
     ["planner", "checkpoint"],
     ["interop"],
     ["apps", "examples", "bench", "fuzz"],

@@ -3,7 +3,7 @@
 // (planner/memory_plan.h) adds to the engine's model states and communication buffers.
 //
 // The runtime only adds these figures up: how a model sizes its buffers is the model's business
-// (zeroshard's GPT: nn/gpt_activations.h, the function its constructors allocate from).
+// (zeroshard's GPT: models/gpt/gpt_activations.h, the function its constructors allocate from).
 //
 // Contract: total() is what the model registers with the memory tracker under
 // MemCategory::kActivations (library scratch included: gemm_scratchpads), pinned_host what it

@@ -18,7 +18,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "nn/gpt_adapters.h"
+#include "models/gpt/gpt_adapters.h"
 #include "runtime/engine_config.h"
 
 namespace zs::apps {

@@ -10,7 +10,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "nn/gpt_architecture.h"
+#include "models/gpt/gpt_architecture.h"
 
 namespace zs::apps {
 

@@ -1,5 +1,5 @@
 // zs_plan: per-rank memory of a training configuration, by category, before launching it.
-// It combines the model's figures from nn (nn/transformer_shapes.h: each unit's parameter sizes,
+// It combines the model's figures from nn (models/gpt/transformer_shapes.h: each unit's parameter sizes,
 // and the activations zeroshard's GPT allocates, nn/gpt_activations.h) with the runtime's plan of
 // model states and communication buffers (planner/memory_plan.h, what the engine allocates): to
 // the byte. It takes zs_train's flags for the run (apps/common/model_options.h, engine_options.h),
@@ -28,9 +28,9 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "interop/hf_config.h"
-#include "nn/gpt_activations.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/transformer_shapes.h"
 #include "nn/threads.h"
-#include "nn/transformer_shapes.h"
 #include "planner/memory_plan.h"
 #include "planner/transformer_plan.h"
 #include "sharding/frozen_layout.h"

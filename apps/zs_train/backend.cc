@@ -1,7 +1,7 @@
 #include "backend.h"
 
 #include "core/error.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 
 namespace zs::train {
 namespace {

@@ -10,7 +10,7 @@
 #include "collectives/mpi_communicator.h"
 #include "core/memory_tracker.h"
 #include "device/device_ops.h"
-#include "nn/gpt_model_base.h"
+#include "models/gpt/gpt_model_base.h"
 
 namespace zs::train {
 

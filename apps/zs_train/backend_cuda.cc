@@ -10,7 +10,7 @@
 #include "device/cuda/cuda_allocator.h"
 #include "device/cuda/cuda_device_ops.h"
 #include "device/cuda/cuda_error.h"
-#include "nn/cuda/gpt_cuda.h"
+#include "models/gpt/cuda/gpt_cuda.h"
 
 namespace zs::train {
 namespace {

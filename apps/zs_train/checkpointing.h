@@ -10,7 +10,7 @@
 
 #include "checkpoint/save_dir.h"
 #include "collectives/communicator.h"
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 #include "runtime/engine.h"
 
 namespace zs::train {

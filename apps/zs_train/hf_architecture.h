@@ -7,8 +7,8 @@
 
 #include <boost/program_options.hpp>
 
-#include "nn/gpt_architecture.h"
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_architecture.h"
+#include "models/gpt/gpt_config.h"
 
 namespace zs::train {
 

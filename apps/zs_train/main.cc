@@ -40,7 +40,7 @@
 #include "link_meter.h"
 #include "memory_check.h"
 #include "model_description.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "node_layout.h"
 #include "options.h"
 #include "run_log.h"

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "data_source.h"
-#include "nn/gpt_activations.h"
+#include "models/gpt/gpt_activations.h"
 #include "planner/memory_plan.h"
 #include "planner/transformer_plan.h"
 

@@ -18,7 +18,7 @@
 #include "ds_config.h"
 #include "hf_architecture.h"
 #include "model_description.h"
-#include "nn/gpt_activations.h"
+#include "models/gpt/gpt_activations.h"
 #include "option_table.h"
 #include "paths.h"
 #include "planner/transformer_plan.h"

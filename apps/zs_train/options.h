@@ -12,7 +12,7 @@
 
 #include "checkpointing.h"
 #include "data_source.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "runtime/engine_config.h"
 
 namespace zs::train {

@@ -114,7 +114,7 @@ cudaError_t residual_add(const float* a, const float* b, float* out, int64_t n,
 // of bias_backward_scratch_floats(M, N) floats, reused by every call on the stream. The chunking
 // and the scratch sizes (bias_backward_chunks, bias_backward_scratch_floats,
 // layernorm_backward_scratch_floats) are in nn/cuda/workspace_sizes.h, plain C++ the GPT's
-// buffer sizes (nn/gpt_activations.cc) read in every build.
+// buffer sizes (models/gpt/gpt_activations.cc) read in every build.
 cudaError_t bias_backward(const float* dy, int64_t M, int N, float* db, float* scratch,
                           cudaStream_t stream);
 

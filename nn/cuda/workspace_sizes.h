@@ -1,7 +1,8 @@
 // The device scratch the CUDA kernels and cuBLASLt need, as plain host C++ (C++17, no CUDA
 // headers): nn/cuda/kernels.h declares the kernels that use it and includes this header (so do
-// the .cu files, through it), and nn/gpt_activations.cc sizes CudaGptModel's buffers from it in
-// every build, with CUDA or without (zs_plan --device cuda plans for a GPU anywhere).
+// the .cu files, through it), and models/gpt/cuda/gpt_cuda_workspace.cc sizes CudaGptModel's
+// scratch from it in every build, with CUDA or without (zs_plan --device cuda plans for a GPU
+// anywhere).
 #pragma once
 
 #include <cstdint>

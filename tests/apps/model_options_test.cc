@@ -9,7 +9,7 @@
 
 #include "apps/common/model_options.h"
 #include "core/error.h"
-#include "nn/transformer_shapes.h"
+#include "models/gpt/transformer_shapes.h"
 
 namespace po = boost::program_options;
 

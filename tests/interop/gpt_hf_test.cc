@@ -27,8 +27,8 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "interop/gpt_hf.h"
-#include "nn/gpt.h"
-#include "nn/gpt_specs.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_specs.h"
 #include "runtime/engine.h"
 #include "tests/interop/hf_test_util.h"
 

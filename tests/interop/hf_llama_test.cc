@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "interop/gpt_hf.h"
-#include "nn/gpt_specs.h"
+#include "models/gpt/gpt_specs.h"
 #include "tests/interop/hf_test_util.h"
 
 namespace zs::nn {

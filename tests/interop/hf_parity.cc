@@ -22,7 +22,7 @@
 #include "collectives/mpi_communicator.h"
 #include "core/error.h"
 #include "interop/gpt_hf.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "runtime/engine.h"
 #include "unit/unit_harness.h"
 

@@ -20,7 +20,7 @@
 #include "collectives/mpi_communicator.h"
 #include "core/convert.h"
 #include "core/error.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "runtime/engine.h"
 
 namespace zs::nn {

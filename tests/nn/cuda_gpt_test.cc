@@ -20,10 +20,10 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "device/cuda/cuda_allocator.h"
-#include "nn/cuda/gpt_cuda.h"
+#include "models/gpt/cuda/gpt_cuda.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_activations.h"
 #include "nn/cuda/kernels.h"
-#include "nn/gpt.h"
-#include "nn/gpt_activations.h"
 #include "nn/kernels.h"
 #include "tests/cuda_test_util.h"
 #include "tests/nn/gpt_model_typed_test.h"
@@ -428,12 +428,12 @@ TEST(CudaGpt, StepsAllocateNothingFromTheAllocator) {
   EXPECT_EQ(tracker.peak(MemCategory::kActivations), acts);
 }
 
-// The CUDA GPT's activation plan (gpt_activation_plan(), nn/gpt_activations.h: what the planner
-// and CudaGptModel::activation_plan() report) is what the model allocates: activation_bytes(), the
-// tracker's kActivations (the cuBLASLt workspace included) and its kOther (the pinned host
-// buffers), for every compute dtype, with and without checkpointing, one and three sequences, and
-// a shape whose FFN width is no multiple of 64 (the padded pscratch stride) with two column-sum
-// chunks (M = 384).
+// The CUDA GPT's activation plan (gpt_activation_plan(), models/gpt/gpt_activations.h: what the
+// planner and CudaGptModel::activation_plan() report) is what the model allocates:
+// activation_bytes(), the tracker's kActivations (the cuBLASLt workspace included) and its kOther
+// (the pinned host buffers), for every compute dtype, with and without checkpointing, one and three
+// sequences, and a shape whose FFN width is no multiple of 64 (the padded pscratch stride) with two
+// column-sum chunks (M = 384).
 TEST(CudaGpt, ActivationsMatchPlan) {
   ZS_REQUIRE_CUDA();
   std::vector<GptConfig> configs;

@@ -10,10 +10,10 @@
 #include <gtest/gtest.h>
 
 #include "core/memory_tracker.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_activations.h"
 #include "nn/attention.h"
 #include "nn/gemm.h"
-#include "nn/gpt.h"
-#include "nn/gpt_activations.h"
 #include "nn/int8_linear.h"
 #include "nn/linear.h"
 #include "nn/lora.h"
@@ -21,10 +21,10 @@
 
 namespace zs::nn::testing {
 
-// Builds the same layers nn/gpt.cc builds (any architecture: the qkv rows, fc rows, biases and
-// key/value heads of g.arch; the LoRA adapters; with g.adapters.int8.accept the four Int8Linears
-// over their own workspace) over one workspace, with the thread team GptModel uses; checks that
-// the workspaces are the planned ones and returns the activation bytes beyond them.
+// Builds the same layers models/gpt/gpt.cc builds (any architecture: the qkv rows, fc rows, biases
+// and key/value heads of g.arch; the LoRA adapters; with g.adapters.int8.accept the four
+// Int8Linears over their own workspace) over one workspace, with the thread team GptModel uses;
+// checks that the workspaces are the planned ones and returns the activation bytes beyond them.
 inline int64_t measured_gemm_scratchpads(const GptConfig& g) {
   ThreadScope scope(g.run.threads);  // as GptModel builds them: the scratchpads depend on the team
   MemoryTracker t;
@@ -56,7 +56,7 @@ inline int64_t measured_gemm_scratchpads(const GptConfig& g) {
     int8.emplace_back(gpt_int8_linear_desc(dims, static_cast<GptLoraTarget>(k)), &t, &ws, &int8_ws);
   EXPECT_EQ(static_cast<int64_t>(ws.size()),
             gpt_cpu_gemm_workspace_bytes(dims, this_process_cpu_gemm()));
-  EXPECT_EQ(static_cast<int64_t>(int8_ws.size()), gpt_cpu_bytes(dims).int8_ws);
+  EXPECT_EQ(static_cast<int64_t>(int8_ws.size()), gpt_buffer_table(dims, DeviceKind::kCpu).int8_ws);
   if (!gemm_uses_onednn() && !g.adapters.int8.accept) {
     EXPECT_EQ(t.current(MemCategory::kActivations), static_cast<int64_t>(ws.size()));
   }

@@ -1,15 +1,15 @@
 // The Llama-form architectures the model, engine and planner tests run GptModel on ([Note:
-// architecture components] in nn/gpt_architecture.h): every component of the Llama family alone
-// and together, at test sizes. Each case keeps the caller's sizes (layers, width, heads, context,
-// vocab) and sets the components. tiny_config() is the small GPT the engine and planner tests
-// share.
+// architecture components] in models/gpt/gpt_architecture.h): every component of the Llama family
+// alone and together, at test sizes. Each case keeps the caller's sizes (layers, width, heads,
+// context, vocab) and sets the components. tiny_config() is the small GPT the engine and planner
+// tests share.
 #pragma once
 
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 
 namespace zs::nn::testing {
 

@@ -1,6 +1,6 @@
-// The GPT's description in three parts (nn/gpt_config.h): the architecture's validation naming the
-// field, its parameter counts, the run settings' and the whole config's checks, and the LoRA
-// targets parsed from and printed as their names (a round trip; unknown and repeated names
+// The GPT's description in three parts (models/gpt/gpt_config.h): the architecture's validation
+// naming the field, its parameter counts, the run settings' and the whole config's checks, and the
+// LoRA targets parsed from and printed as their names (a round trip; unknown and repeated names
 // refused by name).
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 #include "nn/kernels.h"
 
 namespace zs::nn {

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 #include "runtime/engine.h"
 #include "tests/runtime/test_world.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "nn/int8_linear.h"
 #include "runtime/engine.h"
 #include "tests/nn/gpt_arch_cases.h"

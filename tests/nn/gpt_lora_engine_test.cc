@@ -1,10 +1,10 @@
-// The LoRA GPT ([Note: LoRA] in nn/gpt_adapters.h) under the engine, at 1 and 2 ranks, GPT-2 and
-// (the first two tests) the Llama form: with the
-// same seed an adapted model (B = 0) starts at its base's loss bit for bit and its frozen base is
-// the base model's initial parameters; training moves the adapters and leaves the base
-// (frozen_hash) unchanged; stages 0 and 3 train the adapters to the same bits; and the memory
-// plan (ModelDesc::from_model: trainable and frozen parameters, the model's activation plan)
-// equals the tracker to the byte in every category, frozen base or not.
+// The LoRA GPT ([Note: LoRA] in models/gpt/gpt_adapters.h) under the engine, at 1 and 2 ranks,
+// GPT-2 and (the first two tests) the Llama form: with the same seed an adapted model (B = 0)
+// starts at its base's loss bit for bit and its frozen base is the base model's initial parameters;
+// training moves the adapters and leaves the base (frozen_hash) unchanged; stages 0 and 3 train the
+// adapters to the same bits; and the memory plan (ModelDesc::from_model: trainable and frozen
+// parameters, the model's activation plan) equals the tracker to the byte in every category, frozen
+// base or not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "core/memory_tracker.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/gpt_specs.h"
 #include "nn/attention.h"
 #include "nn/gemm.h"
-#include "nn/gpt.h"
-#include "nn/gpt_activations.h"
-#include "nn/gpt_specs.h"
 #include "nn/linear.h"
 #include "nn/lora.h"
 #include "nn/threads.h"

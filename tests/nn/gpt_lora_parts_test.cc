@@ -1,9 +1,9 @@
 // LoRA on parts of the fused linears (Hugging Face's Llama modules q_proj, k_proj, v_proj,
-// gate_proj, up_proj: row ranges of our qkv and fc, nn/gpt_adapters.h) against the same update
-// written as one adapter of the whole fused linear: rank-r adapters on the parts equal one adapter
-// of rank 3r on qkv (and on fc) whose A stacks the parts' A and whose B is block-diagonal in the
-// parts' B, at the same scale. Loss and every adapter gradient agree (fp32, 1e-5 relative); the
-// name aliases and the target checks are exact.
+// gate_proj, up_proj: row ranges of our qkv and fc, models/gpt/gpt_adapters.h) against the same
+// update written as one adapter of the whole fused linear: rank-r adapters on the parts equal one
+// adapter of rank 3r on qkv (and on fc) whose A stacks the parts' A and whose B is block-diagonal
+// in the parts' B, at the same scale. Loss and every adapter gradient agree (fp32, 1e-5 relative);
+// the name aliases and the target checks are exact.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "nn/gpt.h"
-#include "nn/gpt_adapters.h"
-#include "nn/gpt_specs.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_adapters.h"
+#include "models/gpt/gpt_specs.h"
 #include "unit/unit_harness.h"
 
 namespace zs::nn {

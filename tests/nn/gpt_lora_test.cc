@@ -1,7 +1,7 @@
-// LoRA adapters on the CPU GPT ([Note: LoRA] in nn/gpt_adapters.h), one process, units driven by
-// UnitHarness: the specs (base order kept, adapters appended, frozen flags), the config's errors,
-// the adapter's products against a double-precision reference, an adapted model with B = 0 equal
-// to its base bit for bit, the whole model's gradient (adapters and the path through them)
+// LoRA adapters on the CPU GPT ([Note: LoRA] in models/gpt/gpt_adapters.h), one process, units
+// driven by UnitHarness: the specs (base order kept, adapters appended, frozen flags), the config's
+// errors, the adapter's products against a double-precision reference, an adapted model with B = 0
+// equal to its base bit for bit, the whole model's gradient (adapters and the path through them)
 // against finite differences, frozen base parameters skipped without changing any other bit,
 // training, and the activation plan against the tracker. The engine side is
 // gpt_lora_engine_test.cc.
@@ -18,11 +18,11 @@
 
 #include "core/error.h"
 #include "core/memory_tracker.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/gpt_specs.h"
 #include "nn/attention.h"
 #include "nn/gemm.h"
-#include "nn/gpt.h"
-#include "nn/gpt_activations.h"
-#include "nn/gpt_specs.h"
 #include "nn/int8_linear.h"
 #include "nn/kernels.h"
 #include "nn/linear.h"

@@ -1,8 +1,8 @@
-// The behaviour every GPT model (nn/gpt_model_base.h) shares, as one type-parameterized GoogleTest
-// suite, GptModelTest, run against each device through a Runner: test_nn_gpt.cc instantiates it
-// for the CPU model (CpuGptRunner), cuda_gpt_test.cc for the CUDA model (CudaGptRunner, skipped
-// with "no CUDA device" without one). Include in one translation unit per test binary, after the
-// runner is defined, and instantiate with
+// The behaviour every GPT model (models/gpt/gpt_model_base.h) shares, as one type-parameterized
+// GoogleTest suite, GptModelTest, run against each device through a Runner: test_nn_gpt.cc
+// instantiates it for the CPU model (CpuGptRunner), cuda_gpt_test.cc for the CUDA model
+// (CudaGptRunner, skipped with "no CUDA device" without one). Include in one translation unit per
+// test binary, after the runner is defined, and instantiate with
 //   INSTANTIATE_TYPED_TEST_SUITE_P(Cpu, GptModelTest, CpuGptRunner);
 //
 // A Runner owns one model and the parameters and gradients of its units, and drives the units by
@@ -35,9 +35,9 @@
 
 #include "core/error.h"
 #include "core/memory_tracker.h"
-#include "nn/gpt_config.h"
-#include "nn/gpt_model_base.h"
-#include "nn/gpt_specs.h"
+#include "models/gpt/gpt_config.h"
+#include "models/gpt/gpt_model_base.h"
+#include "models/gpt/gpt_specs.h"
 #include "nn/kernels.h"
 
 namespace zs::nn::testing {
@@ -100,7 +100,8 @@ class GptModelTest : public ::testing::Test {
 
 TYPED_TEST_SUITE_P(GptModelTest);
 
-// Names, order and parameters of the units are nn/gpt_specs.h's, with and without checkpointing.
+// Names, order and parameters of the units are models/gpt/gpt_specs.h's, with and without
+// checkpointing.
 TYPED_TEST_P(GptModelTest, UnitsAndSpecsFollowGptSpecs) {
   for (bool ckpt : {false, true}) {
     GptConfig c = gpt_test_config(DType::kBF16);

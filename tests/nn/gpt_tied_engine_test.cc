@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "runtime/engine.h"
 #include "tests/nn/gpt_arch_cases.h"
 #include "tests/nn/gpt_engine_test_helpers.h"

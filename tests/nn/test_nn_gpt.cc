@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "tests/nn/gpt_model_typed_test.h"
 #include "unit/unit_harness.h"
 

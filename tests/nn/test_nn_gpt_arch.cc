@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/memory_tracker.h"
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "nn/kernels.h"
 #include "nn/threads.h"
 #include "tests/nn/gpt_arch_cases.h"

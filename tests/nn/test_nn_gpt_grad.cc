@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "tests/nn/gpt_arch_cases.h"
 #include "unit/unit_harness.h"
 

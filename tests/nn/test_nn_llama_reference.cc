@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt.h"
+#include "models/gpt/gpt.h"
 #include "tests/nn/gpt_arch_cases.h"
 #include "tests/nn/layer_test_helpers.h"
 #include "unit/unit_harness.h"
@@ -89,8 +89,9 @@ Mat attention(const Mat& q, const Mat& k, const Mat& v, int64_t T, int H, int KV
   return o;
 }
 
-// The host parameters of a model (UnitHarness masters), found by their names (nn/gpt_specs.h's,
-// which checkpoints and the Hugging Face mapping use), not by GptBlockLayout's indices.
+// The host parameters of a model (UnitHarness masters), found by their names
+// (models/gpt/gpt_specs.h's, which checkpoints and the Hugging Face mapping use), not by
+// GptBlockLayout's indices.
 struct Params {
   const GptArchitecture& a;
   UnitHarness& h;

@@ -1,10 +1,10 @@
 // The planner's description of a transformer, for tests, as zs_plan builds it: the units'
 // parameter sizes (trainable, and frozen with their rows when LoRA adapters train on a frozen
-// base) and the activations come from nn (nn/transformer_shapes.h), the model states and buffers
-// from the runtime's planner, which knows no model.
+// base) and the activations come from nn (models/gpt/transformer_shapes.h), the model states and
+// buffers from the runtime's planner, which knows no model.
 #pragma once
 
-#include "nn/gpt_activations.h"
+#include "models/gpt/gpt_activations.h"
 #include "planner/transformer_plan.h"
 
 namespace zs::test {

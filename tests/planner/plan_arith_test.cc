@@ -2,8 +2,8 @@
 // fp32 training with Adam (and about 24 GB for a 1B model with activations and buffers), the
 // ZeRO paper's 7.5B-parameter model on 64 ranks (120 / 31.4 / 16.6 / 1.9 GB for stages 0-3),
 // parameter counts of GPT-2 and LLaMA-6.7B from their dimensions; --fit's search; and the GPT's
-// activation figures (nn/gpt_activations.h, what both models allocate from) as literals worked
-// out independently. The model descriptions are built as zs_plan builds them
+// activation figures (models/gpt/gpt_activations.h, what both models allocate from) as literals
+// worked out independently. The model descriptions are built as zs_plan builds them
 // (gpt_plan_shape.h): units and activations from nn, the rest from the runtime.
 #include <algorithm>
 #include <cmath>
@@ -15,8 +15,8 @@
 
 #include "core/error.h"
 #include "gpt_plan_shape.h"
-#include "nn/gpt_activations.h"
-#include "nn/transformer_shapes.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/transformer_shapes.h"
 #include "planner/memory_plan.h"
 
 namespace zs {

@@ -5,7 +5,7 @@
 // activations with and without checkpointing, alone and under the engine (GPT-2 and the Llama
 // form: RMSNorm, rotary, SwiGLU, grouped-query attention, biases per projection), both as the model
 // reports them (ModelDesc::from_model, Model::activation_plan()) and as zs_plan computes them from
-// a transformer shape (nn/transformer_shapes.h).
+// a transformer shape (models/gpt/transformer_shapes.h).
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -19,12 +19,12 @@
 #include "core/error.h"
 #include "core/memory_tracker.h"
 #include "gpt_plan_shape.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/transformer_shapes.h"
 #include "nn/attention.h"
 #include "nn/gemm.h"
-#include "nn/gpt.h"
-#include "nn/gpt_activations.h"
 #include "nn/linear.h"
-#include "nn/transformer_shapes.h"
 #include "planner/memory_plan.h"
 #include "runtime/engine.h"
 #include "tests/nn/gemm_scratchpads.h"

@@ -1,6 +1,6 @@
 // The memory plan of a LoRA fine-tune on a frozen base, described as zs_plan describes it (a
-// transformer shape with adapters, nn/transformer_shapes.h, split into trainable parameters and
-// frozen ones with their rows: gpt_plan_shape.h), equals what the engine and GptModel allocate,
+// transformer shape with adapters, models/gpt/transformer_shapes.h, split into trainable parameters
+// and frozen ones with their rows: gpt_plan_shape.h), equals what the engine and GptModel allocate,
 // to the byte, in every category: stages 0-3, fp32 and bf16 compute, the frozen base stored in the
 // compute dtype, in fp32 under bf16 compute, and in int8 (one fp32 scale per row; computed by the
 // int8 GEMM where this CPU has it, or dequantized: [Note: int8 base compute]), activation
@@ -21,15 +21,15 @@
 #include "collectives/mpi_communicator.h"
 #include "core/memory_tracker.h"
 #include "gpt_plan_shape.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/transformer_shapes.h"
 #include "nn/attention.h"
 #include "nn/gemm.h"
-#include "nn/gpt.h"
-#include "nn/gpt_activations.h"
 #include "nn/int8_linear.h"
 #include "nn/linear.h"
 #include "nn/lora.h"
 #include "nn/threads.h"
-#include "nn/transformer_shapes.h"
 #include "planner/memory_plan.h"
 #include "runtime/engine.h"
 #include "tests/nn/gemm_scratchpads.h"

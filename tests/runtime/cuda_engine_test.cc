@@ -15,8 +15,8 @@
 #include "collectives/mpi_communicator.h"
 #include "collectives/nccl_communicator.h"
 #include "device/cuda/cuda_device_ops.h"
-#include "nn/cuda/gpt_cuda.h"
-#include "nn/gpt.h"
+#include "models/gpt/cuda/gpt_cuda.h"
+#include "models/gpt/gpt.h"
 #include "runtime/engine.h"
 #include "tests/cuda_test_util.h"
 

@@ -1,8 +1,8 @@
-// Transformer shapes a planner can name without building the model: zeroshard's decoder (nn/gpt.h)
-// in its GPT-2 and Llama forms and any mix of their components, by dimensions or by name (gpt2 ...
-// llama-7b), each unit's parameter sizes, and their activations: exact for both families
-// (nn/gpt_activations.h, the sizes the models allocate). zs_plan hands the units and the
-// activations to the runtime's planner (planner/memory_plan.h), which knows no model.
+// Transformer shapes a planner can name without building the model: zeroshard's decoder
+// (models/gpt/gpt.h) in its GPT-2 and Llama forms and any mix of their components, by dimensions or
+// by name (gpt2 ... llama-7b), each unit's parameter sizes, and their activations: exact for both
+// families (models/gpt/gpt_activations.h, the sizes the models allocate). zs_plan hands the units
+// and the activations to the runtime's planner (planner/memory_plan.h), which knows no model.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -15,8 +15,8 @@
 
 #include "core/buffer.h"
 #include "core/dtype.h"
-#include "nn/gpt_activations.h"
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/gpt_config.h"
 #include "unit/activation_plan.h"
 
 namespace zs::nn {
@@ -25,7 +25,7 @@ namespace zs::nn {
 //   any mix of components TransformerShape::components gives (a Qwen2 or Mistral directory).
 // kLlama: Llama's (RMSNorm, rotary positions, SwiGLU MLP with gate and up fused [2F, C] and down
 //   [C, F], no biases), whatever the component fields say. Both: untied LM head, units embed,
-//   block.0..L-1, head ([Note: architecture components] in nn/gpt_architecture.h).
+//   block.0..L-1, head ([Note: architecture components] in models/gpt/gpt_architecture.h).
 enum class TransformerFamily { kGpt, kLlama };
 
 // One parameter as a planner sees it: its elements, its first dimension when it is a matrix
@@ -53,13 +53,13 @@ struct TransformerShape {
   // The components of a kGpt shape (norm, positions, MLP, biases): GPT-2's by default;
   // transformer_shape_of() copies an architecture's. Ignored for kLlama.
   GptArchitecture components;
-  // The adapters. LoRA ([Note: LoRA] in nn/gpt_adapters.h): each block's targeted
+  // The adapters. LoRA ([Note: LoRA] in models/gpt/gpt_adapters.h): each block's targeted
   // linears get lora_A [r, in] and lora_B [out, r] after its base parameters, and with
-  // lora.freeze_base every base parameter is frozen, as GptModel declares them (nn/gpt_specs.h);
-  // rank 0: none. Computing from int8 base weights ([Note: int8 base compute] in
-  // nn/gpt_adapters.h): with int8.accept the four base linear weights of each block accept int8
-  // records, and the activations include the Int8Linears' workspace (GptCpuBytes::int8_ws) at its
-  // threshold.
+  // lora.freeze_base every base parameter is frozen, as GptModel declares them
+  // (models/gpt/gpt_specs.h); rank 0: none. Computing from int8 base weights ([Note: int8 base
+  // compute] in models/gpt/gpt_adapters.h): with int8.accept the four base linear weights of each
+  // block accept int8 records, and the activations include the Int8Linears' workspace
+  // (GptBufferTable::int8_ws) at its threshold.
   GptAdapters adapters;
 
   int ffn_width() const { return ffn > 0 ? ffn : 4 * width; }

@@ -1,5 +1,5 @@
-// The GPT of nn/gpt_model_base.h on one CUDA device: the contract (units, parameters, tokens,
-// loss, inference) is GptModelBase's; this header says what the device changes.
+// The GPT of models/gpt/gpt_model_base.h on one CUDA device: the contract (units, parameters,
+// tokens, loss, inference) is GptModelBase's; this header says what the device changes.
 //
 // Contract with the engine (device pointers throughout):
 //   * every ParamView.data is device memory on the model's device, in the compute dtype
@@ -38,8 +38,8 @@
 
 #include "core/buffer.h"
 #include "core/memory_tracker.h"
-#include "nn/gpt_config.h"
-#include "nn/gpt_model_base.h"
+#include "models/gpt/gpt_config.h"
+#include "models/gpt/gpt_model_base.h"
 #include "unit/unit.h"
 
 namespace zs::nn {
@@ -64,13 +64,13 @@ class CudaGptModel : public GptModelBase {
   int threads() const override { return 1; }  // the host only enqueues
   // Device bytes under kActivations (activations, temporaries, the cuBLAS workspace).
   int64_t activation_bytes() const override;
-  // gpt_activation_plan() (nn/gpt_activations.h) for this config on CUDA: the sizes the
+  // gpt_activation_plan() (models/gpt/gpt_activations.h) for this config on CUDA: the sizes the
   // constructor allocated from; total() = activation_bytes(), pinned_host = the kOther bytes.
   ActivationPlan activation_plan() const override;
   cudaStream_t stream() const;
   int device() const;
 
-  struct State;  // shared by the units (nn/cuda/gpt_cuda_state.h)
+  struct State;  // shared by the units (models/gpt/cuda/gpt_cuda_state.h)
 
  private:
   // Each fills a pinned staging slot and copies it to the device with one cudaMemcpyAsync;

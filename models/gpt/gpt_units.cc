@@ -1,10 +1,10 @@
 // The units of GptModel: embeddings, transformer blocks, head (names, parameters and checks from
-// GptUnit, nn/gpt_common.h). Each forward/backward runs on the buffers of GptModel::State (see
-// [Note: block activations] in gpt_state.h).
+// GptUnit, models/gpt/gpt_common.h). Each forward/backward runs on the buffers of GptModel::State
+// (see [Note: block activations] in gpt_state.h).
 #include <cstring>
 
-#include "nn/gpt_specs.h"
-#include "nn/gpt_state.h"
+#include "models/gpt/gpt_specs.h"
+#include "models/gpt/gpt_state.h"
 #include "nn/kernels.h"
 #include "nn/threads.h"
 

@@ -1,4 +1,4 @@
-#include "nn/gpt_architecture.h"
+#include "models/gpt/gpt_architecture.h"
 
 #include <cmath>
 

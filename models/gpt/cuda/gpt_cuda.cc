@@ -1,5 +1,5 @@
 // CudaGptModel: buffers, token upload, loss and logits read-back. The units are in
-// gpt_cuda_units.cc; the checks and bookkeeping both devices share in nn/gpt_model_base.cc.
+// gpt_cuda_units.cc; the checks and bookkeeping both devices share in models/gpt/gpt_model_base.cc.
 #include <algorithm>
 #include <cstring>
 
@@ -7,9 +7,9 @@
 #include "device/cuda/cuda_error.h"
 #include "device/cuda/cuda_probe.h"
 #include "device/cuda/kernels/ops_kernels.h"
-#include "nn/cuda/gpt_cuda_state.h"
+#include "models/gpt/cuda/gpt_cuda_state.h"
+#include "models/gpt/gpt_activations.h"
 #include "nn/cuda/kernels.h"
-#include "nn/gpt_activations.h"
 #include "nn/kernels.h"
 
 namespace zs::nn {
@@ -29,51 +29,22 @@ CudaGptModel::State::State(const GptConfig& c, cudaStream_t s, MemoryTracker* t,
            device_alloc->device().to_string(), device);
   alloc = device_alloc;
 
-  // Every size from gpt_cuda_bytes() (nn/gpt_activations.h), which activation_plan() and the
-  // planner read too: the model and its plan cannot drift apart. It also rejects a batch x
-  // context too large for int32 ids.
-  const GptCudaBytes n = gpt_cuda_bytes(GptActivationDims::of(c));
-  mm = n.mm;
-
-  // Inputs, device and pinned staging; events for the staging slots and the read-backs.
-  auto pinned = [&](int64_t bytes) {
+  // Every buffer from gpt_buffer_table() (models/gpt/gpt_buffers.h), which activation_plan(), the
+  // planner and the CPU model read too: the model and its plan cannot drift apart. It also rejects
+  // a batch x context too large for int32 ids. Device buffers under kActivations, the pinned
+  // staging slots and read-backs under kOther.
+  const GptBufferTable table = gpt_buffer_table(GptActivationDims::of(c), DeviceKind::kCuda);
+  mm = table.mm;
+  pscratch_stride = table.pscratch_stride;  // aligned slots: see the member's comment
+  counts.assign(static_cast<size_t>(V) + 1, 0);
+  allocate_gpt_buffers(table, *this, acts, [&](int64_t bytes, GptBufferPart part) {
+    if (part != GptBufferPart::kPinnedHost) return act(bytes);
     return Buffer(static_cast<size_t>(bytes), MemCategory::kOther, tracker,
                   &pinned_host_allocator());
-  };
-  ids = act(n.ids);
-  for (Buffer& st : staging) st = pinned(n.ids);
-  counts.assign(static_cast<size_t>(V) + 1, 0);
-  row_loss_host = pinned(n.row_loss_host);
-  logits_host = pinned(n.logits_host);
-
-  xs = act(n.xs);
-  acts.resize(static_cast<size_t>(n.block_sets));
-  for (CudaBlockActs& a : acts) a.allocate(n.block, [&](int64_t b) { return act(b); });
-  hf = act(n.hf);
-  meanf = act(n.meanf);
-  rstdf = act(n.rstdf);
-  logits = act(n.logits);
-  row_loss = act(n.row_loss);
-
-  qkv = act(n.qkv);
-  att_s = act(n.att_s);
-  att_o = act(n.att_o);
-  att_dom = act(n.att_dom);
-  if (n.att_dsm > 0) att_dsm = act(n.att_dsm);
-  att_dq = act(n.att_dq);
-  att_dk = act(n.att_dk);
-  att_dv = act(n.att_dv);
-  dres = act(n.dres);
-  dwide = act(n.dwide);
-  if (n.dwide_mm > 0) dwide_mm = act(n.dwide_mm);
-  dnarrow = act(n.dnarrow);
-  if (n.dnarrow_mm > 0) dnarrow_mm = act(n.dnarrow_mm);
-  pscratch_stride = n.pscratch_stride;  // aligned slots: see the member's comment
-  pscratch = act(n.pscratch);
-  bias_scratch = act(n.bias_scratch);
+  });
 
   blas = std::make_unique<gpu::CublasContext>(*alloc, tracker,
-                                              static_cast<size_t>(n.cublas_workspace));
+                                              static_cast<size_t>(table.cublas_workspace));
   act_bytes += static_cast<int64_t>(blas->workspace_bytes());
   qkv_lin = gpu::CudaLinear(*blas, M, C, 3 * C, true, mm);
   proj_lin = gpu::CudaLinear(*blas, M, C, C, true, mm);
@@ -129,7 +100,7 @@ int CudaGptModel::State::acquire_staging() {
 }
 
 void CudaGptModel::State::upload_ids(int slot, int64_t count) {
-  cuda_check(cudaMemcpyAsync(ids.data(), staging[slot].data(), static_cast<size_t>(count) * 4,
+  cuda_check(cudaMemcpyAsync(ids.data(), staging(slot).data(), static_cast<size_t>(count) * 4,
                              cudaMemcpyHostToDevice, stream),
              "token upload");
   cuda_check(cudaEventRecord(staging_done[slot].get(), stream), "cudaEventRecord");
@@ -177,7 +148,7 @@ double CudaGptModel::loss() const {
 void CudaGptModel::load_ids(const int32_t* tokens) {
   State& s = *state_;
   const int slot = s.acquire_staging();
-  int32_t* st = s.staging[slot].as<int32_t>();
+  int32_t* st = s.staging(slot).as<int32_t>();
   int32_t* in = st;
   split_micro_batch(tokens, s.B, s.T, in, st + s.M);
   const int rows = gpu::embedding_grad_index(in, s.M, s.V, s.counts.data(), st + 2 * s.M,
@@ -191,7 +162,7 @@ void CudaGptModel::load_ids(const int32_t* tokens) {
 void CudaGptModel::load_prompt(const int32_t* tokens, int length) {
   State& s = *state_;
   const int slot = s.acquire_staging();
-  int32_t* st = s.staging[slot].as<int32_t>();
+  int32_t* st = s.staging(slot).as<int32_t>();
   fill_inference_ids(tokens, length, s.M, st, st + s.M);  // [Note: inference shape]
   s.upload_ids(slot, 2 * s.M);                            // inputs and targets; no backward follows
   s.inference = true;

@@ -1,19 +1,19 @@
 // A GPT-2 style decoder (pre-LN blocks, learned positions, final LN, untied LM head) as a
 // zs::Model: the engine gathers, reduces and updates its parameters unit by unit. This class is
 // its contract and the host side both devices share (configuration, token checks, micro-batch
-// bookkeeping, the unit list); nn::GptModel (CPU, nn/gpt.h) and nn::CudaGptModel (CUDA,
-// nn/cuda/gpt_cuda.h) add only the compute, the buffers and how ids reach them, so train_gpt
-// drives either through this class.
+// bookkeeping, the unit list); nn::GptModel (CPU, models/gpt/gpt.h) and nn::CudaGptModel (CUDA,
+// models/gpt/cuda/gpt_cuda.h) add only the compute, the buffers and how ids reach them, so
+// train_gpt drives either through this class.
 //
-// Units (the granularity the engine gathers; names and parameters from nn/gpt_specs.h):
+// Units (the granularity the engine gathers; names and parameters from models/gpt/gpt_specs.h):
 //   unit 0        "embed":   wte [vocab, width], wpe [context, width]
 //   units 1..L    "block.i": ln1.w/b [C], qkv.w [3C, C], qkv.b [3C], proj.w [C, C], proj.b [C],
 //                            ln2.w/b [C], fc.w [F, C], fc.b [F], fc_proj.w [C, F], fc_proj.b [C]
 //                            (C = width, F = ffn_mult * width; weights are [out, in] row-major)
 //   unit L+1      "head":    ln_f.w/b [C], lm_head.w [vocab, C]; computes the loss
-// With LoRA (GptConfig::adapters.lora, [Note: LoRA] in nn/gpt_adapters.h; CPU only) each block
-// appends <t>.lora_A [r, in] and <t>.lora_B [out, r] for each adapted linear t of qkv, proj, fc,
-// fc_proj, and with freeze_base every parameter above is frozen (ParamSpec::trainable = false).
+// With LoRA (GptConfig::adapters.lora, [Note: LoRA] in models/gpt/gpt_adapters.h; CPU only) each
+// block appends <t>.lora_A [r, in] and <t>.lora_B [out, r] for each adapted linear t of qkv, proj,
+// fc, fc_proj, and with freeze_base every parameter above is frozen (ParamSpec::trainable = false).
 // Initialisation as GPT-2: weights normal(0, 0.02), the residual projections (proj.w,
 // fc_proj.w) normal(0, 0.02 / sqrt(2L)), biases zero, LN weights one. Weight decay on the 2-D
 // weights only (as nanoGPT): wte, wpe, qkv.w, proj.w, fc.w, fc_proj.w, lm_head.w. Both devices
@@ -45,7 +45,7 @@
 #include <span>
 #include <vector>
 
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 #include "unit/unit.h"
 
 namespace zs::nn {
@@ -80,7 +80,7 @@ class GptModelBase : public Model {
   // Generation: the next forward (engine.forward(), StepInfo::training = false) runs one
   // sequence of `length` (1..context) host ids (copied) and keeps the logits of its last
   // position. It costs one forward of the training shape (see [Note: inference shape] in
-  // nn/gpt_common.h). Throws zs::Error(kInvalidArgument) for a bad length or id. A backward
+  // models/gpt/gpt_common.h). Throws zs::Error(kInvalidArgument) for a bad length or id. A backward
   // after an inference forward throws; a later load_micro_batch() returns to training/validation
   // mode.
   void set_inference_input(const int32_t* tokens, int length);
@@ -99,16 +99,16 @@ class GptModelBase : public Model {
  protected:
   // Keeps a copy of `config`; throws zs::Error(kInvalidArgument) naming its first bad field.
   explicit GptModelBase(const GptConfig& config);
-  // The device's units in order (gpt_unit_list(), nn/gpt_common.h); called once by the
+  // The device's units in order (gpt_unit_list(), models/gpt/gpt_common.h); called once by the
   // constructor of the derived class.
   void set_units(std::vector<std::unique_ptr<Unit>> units);
 
   // The device side of load_micro_batch(): copy micro-batch `tokens` (batch x (context + 1) ids,
-  // already checked; split_micro_batch() in nn/gpt_common.h) where the next forward reads them
-  // and leave inference mode.
+  // already checked; split_micro_batch() in models/gpt/gpt_common.h) where the next forward reads
+  // them and leave inference mode.
   virtual void load_ids(const int32_t* tokens) = 0;
   // The device side of set_inference_input(): `length` checked ids (fill_inference_ids() in
-  // nn/gpt_common.h); enter inference mode.
+  // models/gpt/gpt_common.h); enter inference mode.
   virtual void load_prompt(const int32_t* tokens, int length) = 0;
 
  private:

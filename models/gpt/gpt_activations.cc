@@ -1,8 +1,9 @@
-#include "nn/gpt_activations.h"
+#include "models/gpt/gpt_activations.h"
 
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -11,7 +12,6 @@
 
 #include "core/error.h"
 #include "nn/attention.h"
-#include "nn/cuda/workspace_sizes.h"
 #include "nn/gemm.h"
 #include "nn/linear.h"
 #include "nn/lora.h"
@@ -30,7 +30,7 @@ DType cpu_mm(const GptActivationDims& d) {
   return d.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
 }
 
-// nn/gpt.cc's five Linears: qkv, proj, fc, fc_proj, head.
+// models/gpt/gpt.cc's five Linears: qkv, proj, fc, fc_proj, head.
 struct LinearShape {
   int in = 0, out = 0;
   bool bias = false, residual = false;
@@ -44,7 +44,7 @@ std::array<LinearShape, 5> gpt_linear_shapes(const GptActivationDims& d) {
           LinearShape{C, static_cast<int>(d.vocab), false, false}};
 }
 
-// nn/gpt.cc's LoRA adapters: one per adapted linear, its output rows base_out apart.
+// models/gpt/gpt.cc's LoRA adapters: one per adapted linear, its output rows base_out apart.
 struct LoraShape {
   int64_t in = 0, out = 0, base_out = 0;
 };
@@ -125,80 +125,132 @@ int64_t GptActivationDims::lora_count() const {
   return lora_rank > 0 ? std::popcount(lora_targets) : 0;
 }
 
-int64_t GptBlockBytes::total() const {
-  return h1 + q + k + v + a + h2 + mean1 + rstd1 + mean2 + rstd2 + p + pm + x2 + f + g + lora_u;
-}
-
-GptBlockBytes gpt_block_bytes(const GptActivationDims& d, DType mm) {
-  const int64_t M = d.tokens(), C = d.width, F = d.ffn;
-  const int64_t bhtt = d.batch * d.heads * d.context * d.context;
-  const int64_t e = static_cast<int64_t>(dtype_size(mm));
-  GptBlockBytes b;
-  b.h1 = b.q = b.k = b.v = b.a = b.h2 = M * C * e;
-  b.rstd1 = b.rstd2 = M * kF4;
-  b.mean1 = b.mean2 = d.norm == NormKind::kLayerNorm ? M * kF4 : 0;
-  b.p = bhtt * kF4;
-  b.pm = mm != DType::kF32 ? bhtt * e : 0;
-  b.x2 = M * C * kF4;
-  b.f = M * d.fc_cols() * kF4;
-  b.g = M * F * e;
-  b.lora_u = d.lora_count() * M * d.lora_rank * e;
+int64_t GptBufferTable::block_bytes() const {
+  int64_t b = 0;
+  for (const GptBufferRow<GptBlockBuffers>& r : block) b += r.bytes;
   return b;
 }
 
-GptCpuBytes gpt_cpu_bytes(const GptActivationDims& d) {
+int64_t GptBufferTable::bytes(GptBufferPart part) const {
+  int64_t b = 0;
+  for (const GptBufferRow<GptModelBuffers>& r : model)
+    if (r.part == part) b += r.bytes;
+  return b;
+}
+
+int64_t GptBufferTable::row(const char* name) const {
+  for (const GptBufferRow<GptModelBuffers>& r : model)
+    if (std::strcmp(r.name, name) == 0) return r.bytes;
+  for (const GptBufferRow<GptBlockBuffers>& r : block)
+    if (std::strcmp(r.name, name) == 0) return r.bytes;
+  return 0;
+}
+
+GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
+  const bool cuda = device == DeviceKind::kCuda;
+  if (cuda) check_gpt_cuda_buffers(d);
   const int64_t M = d.tokens(), C = d.width, F = d.ffn, V = d.vocab, L = d.layers;
-  const int64_t bhtt = d.batch * d.heads * d.context * d.context;
-  GptCpuBytes n;
-  n.mm = d.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  const int64_t e = static_cast<int64_t>(dtype_size(n.mm));
-  const bool lowp = n.mm != DType::kF32;
-  n.inputs = n.targets = M * kF4;
-  n.block_input = M * C * kF4;
-  n.xs = (L + 1) * n.block_input;
-  n.block_sets = d.checkpoint ? 1 : L;
-  n.block = gpt_block_bytes(d, n.mm);
-  n.hf = M * C * e;
-  n.rstdf = M * kF4;
-  n.meanf = d.norm == NormKind::kLayerNorm ? M * kF4 : 0;
-  n.logits = M * V * kF4;
-  n.row_loss = M * kF4;
-  n.last_logits = V * kF4;
   const int64_t Q = d.qkv_cols(), G = d.fc_cols();
-  const int64_t wide = std::max<int64_t>({G, Q, V});
-  n.qkv = M * Q * kF4;
-  n.att_s = bhtt * kF4;
-  n.att_o = M * C * kF4;
-  n.att_dom = M * C * e;
-  n.att_dsm = lowp ? bhtt * e : 0;
-  n.att_dq = n.att_dk = n.att_dv = M * C * kF4;
-  n.dres = M * C * kF4;
-  n.dwide = M * wide * kF4;
-  n.dwide_mm = lowp ? M * wide * e : 0;
-  n.dnarrow = M * C * kF4;
-  n.dnarrow_mm = lowp ? M * C * e : 0;
-  n.dmlp = d.mlp == MlpKind::kSwiGLU ? M * F * kF4 : 0;
-  n.wscratch =
-      d.compute_dtype == DType::kF16 ? std::max<int64_t>({Q * C, G * C, F * C, V * C}) * kF4 : 0;
-  n.pscratch = 4 * std::max<int64_t>(G, Q) * kF4;
-  if (d.lora_count() > 0) {
-    n.lora_t = M * d.lora_rank * kF4;
-    n.lora_t_mm = lowp ? M * d.lora_rank * e : 0;
-    for (int t = 0; t < kNumGptLoraTargets && d.compute_dtype == DType::kF16; ++t) {
-      if (!((d.lora_targets >> t) & 1u)) continue;
-      int64_t in = 0, out = 0;
-      gpt_lora_linear_shape(static_cast<GptLoraTarget>(t), d.arch(), &in, &out);
-      n.lora_wscratch = std::max(n.lora_wscratch, d.lora_rank * (in + out) * kF4);
-    }
+  const int64_t bhtt = d.batch * d.heads * d.context * d.context;
+  GptBufferTable t;
+  t.mm = cuda ? d.compute_dtype : cpu_mm(d);
+  const int64_t e = static_cast<int64_t>(dtype_size(t.mm));
+  const bool lowp = t.mm != DType::kF32;
+  const bool layernorm = d.norm == NormKind::kLayerNorm;
+  const bool lora = d.lora_count() > 0;
+  // The gradient temporaries' width: the CPU's also holds the head's [M, V] gradient.
+  const int64_t wide = std::max(G, Q);
+  const int64_t cpu_wide = std::max(wide, V);
+  t.block_sets = d.checkpoint ? 1 : L;
+  t.block_input = M * C * kF4;
+  // The CUDA slots are 256-byte aligned (CudaGemm::run() wants aligned biases).
+  t.pscratch_stride = cuda ? (wide + 63) / 64 * 64 : wide;
+
+  // fp16 compute with LoRA: the largest adapter's A and B in fp32.
+  int64_t lora_wscratch = 0;
+  for (int i = 0; i < kNumGptLoraTargets && lora && d.compute_dtype == DType::kF16; ++i) {
+    if (!((d.lora_targets >> i) & 1u)) continue;
+    int64_t in = 0, out = 0;
+    gpt_lora_linear_shape(static_cast<GptLoraTarget>(i), d.arch(), &in, &out);
+    lora_wscratch = std::max(lora_wscratch, d.lora_rank * (in + out) * kF4);
   }
-  if (d.int8_accept) {
+
+  using P = GptBufferPart;
+  using B = GptModelBuffers;
+  const int64_t ids = cuda ? (kCudaGptIdsPerToken * M + 1) * kF4 : 0;
+  const GptCudaWorkspace ws = cuda ? gpt_cuda_workspace(d) : GptCudaWorkspace{};
+  t.model = {
+      {"inputs", &B::inputs, cuda ? 0 : M * kF4, P::kInputs},
+      {"targets", &B::targets, cuda ? 0 : M * kF4, P::kInputs},
+      {"ids", &B::ids, ids, P::kInputs},
+      {"staging0", &B::staging0, ids, P::kPinnedHost},
+      {"staging1", &B::staging1, ids, P::kPinnedHost},
+      {"row_loss_host", &B::row_loss_host, cuda ? M * kF4 : 0, P::kPinnedHost},
+      {"logits_host", &B::logits_host, cuda ? V * kF4 : 0, P::kPinnedHost},
+      {"xs", &B::xs, (L + 1) * t.block_input, P::kBlockInputs},
+      {"hf", &B::hf, M * C * e, P::kHead},
+      {"meanf", &B::meanf, layernorm ? M * kF4 : 0, P::kHead},
+      {"rstdf", &B::rstdf, M * kF4, P::kHead},
+      {"logits", &B::logits, M * V * kF4, P::kHead},
+      {"row_loss", &B::row_loss, M * kF4, P::kHead},
+      {"last_logits", &B::last_logits, cuda ? 0 : V * kF4, P::kHead},
+      {"qkv", &B::qkv, M * Q * kF4, P::kWorkspace},
+      {"att_s", &B::att_s, bhtt * kF4, P::kWorkspace},
+      {"att_o", &B::att_o, M * C * kF4, P::kWorkspace},
+      {"att_dom", &B::att_dom, M * C * e, P::kWorkspace},
+      {"att_dsm", &B::att_dsm, lowp ? bhtt * e : 0, P::kWorkspace},
+      {"att_dq", &B::att_dq, M * C * kF4, P::kWorkspace},
+      {"att_dk", &B::att_dk, M * C * kF4, P::kWorkspace},
+      {"att_dv", &B::att_dv, M * C * kF4, P::kWorkspace},
+      {"dres", &B::dres, M * C * kF4, P::kWorkspace},
+      {"dwide", &B::dwide, M * (cuda ? wide : cpu_wide) * kF4, P::kWorkspace},
+      {"dwide_mm", &B::dwide_mm, lowp ? M * cpu_wide * e : 0, P::kWorkspace},
+      {"dnarrow", &B::dnarrow, M * C * kF4, P::kWorkspace},
+      {"dnarrow_mm", &B::dnarrow_mm, lowp ? M * C * e : 0, P::kWorkspace},
+      {"dmlp", &B::dmlp, d.mlp == MlpKind::kSwiGLU ? M * F * kF4 : 0, P::kWorkspace},
+      {"wscratch", &B::wscratch,
+       !cuda && d.compute_dtype == DType::kF16
+           ? std::max<int64_t>({Q * C, G * C, F * C, V * C}) * kF4
+           : 0,
+       P::kWorkspace},
+      {"pscratch", &B::pscratch, 4 * t.pscratch_stride * kF4, P::kWorkspace},
+      {"lora_t", &B::lora_t, lora ? M * d.lora_rank * kF4 : 0, P::kWorkspace},
+      {"lora_t_mm", &B::lora_t_mm, lora && lowp ? M * d.lora_rank * e : 0, P::kWorkspace},
+      {"lora_wscratch", &B::lora_wscratch, lora_wscratch, P::kWorkspace},
+      {"bias_scratch", &B::bias_scratch, ws.bias_scratch, P::kWorkspace},
+  };
+
+  using K = GptBlockBuffers;
+  const int64_t mce = M * C * e;
+  const int64_t stat = M * kF4;
+  t.block = {
+      {"h1", &K::h1, mce, P::kWorkspace},
+      {"mean1", &K::mean1, layernorm ? stat : 0, P::kWorkspace},
+      {"rstd1", &K::rstd1, stat, P::kWorkspace},
+      {"q", &K::q, mce, P::kWorkspace},
+      {"k", &K::k, mce, P::kWorkspace},
+      {"v", &K::v, mce, P::kWorkspace},
+      {"p", &K::p, bhtt * kF4, P::kWorkspace},
+      {"pm", &K::pm, lowp ? bhtt * e : 0, P::kWorkspace},
+      {"a", &K::a, mce, P::kWorkspace},
+      {"x2", &K::x2, M * C * kF4, P::kWorkspace},
+      {"h2", &K::h2, mce, P::kWorkspace},
+      {"mean2", &K::mean2, layernorm ? stat : 0, P::kWorkspace},
+      {"rstd2", &K::rstd2, stat, P::kWorkspace},
+      {"f", &K::f, M * G * kF4, P::kWorkspace},
+      {"g", &K::g, M * F * e, P::kWorkspace},
+      {"lora_u", &K::lora_u, d.lora_count() * M * d.lora_rank * e, P::kWorkspace},
+  };
+
+  if (!cuda && d.int8_accept) {
     const bool int8 = Int8Linear::resolves_to_int8(Int8Path::kAuto);
-    for (int t = 0; t < kNumGptLinears; ++t) {
-      const Int8LinearDesc l = gpt_int8_linear_desc(d, static_cast<GptLoraTarget>(t));
-      n.int8_ws = std::max(n.int8_ws, Int8Linear::workspace_need(l, int8, false));
+    for (int i = 0; i < kNumGptLinears; ++i) {
+      const Int8LinearDesc l = gpt_int8_linear_desc(d, static_cast<GptLoraTarget>(i));
+      t.int8_ws = std::max(t.int8_ws, Int8Linear::workspace_need(l, int8, false));
     }
   }
-  return n;
+  t.cublas_workspace = ws.cublas_workspace;
+  return t;
 }
 
 Int8LinearDesc gpt_int8_linear_desc(const GptActivationDims& d, GptLoraTarget t) {
@@ -304,48 +356,12 @@ void check_gpt_cuda_components(const GptActivationDims& d) {
   refuse(d.tied_embeddings, "tied embeddings (tied_embeddings)");
 }
 
-GptCudaBytes gpt_cuda_bytes(const GptActivationDims& d) {
-  const int64_t M = d.tokens(), C = d.width, F = d.ffn, V = d.vocab, L = d.layers;
-  const int64_t bhtt = d.batch * d.heads * d.context * d.context;
+void check_gpt_cuda_buffers(const GptActivationDims& d) {
   check_gpt_lora_device(d.lora_rank, DeviceKind::kCuda);
   check_gpt_cuda_components(d);
-  const int64_t nids = kCudaGptIdsPerToken * M + 1;
-  ZS_CHECK(nids <= std::numeric_limits<int32_t>::max(), ErrorCode::kInvalidArgument,
-           "cuda gpt: batch x context = {} tokens is too many", M);
-  GptCudaBytes n;
-  n.mm = d.compute_dtype;
-  const int64_t e = static_cast<int64_t>(dtype_size(n.mm));
-  const bool lowp = n.mm != DType::kF32;
-  n.ids = nids * kF4;
-  n.row_loss_host = M * kF4;
-  n.logits_host = V * kF4;
-  n.block_input = M * C * kF4;
-  n.xs = (L + 1) * n.block_input;
-  n.block_sets = d.checkpoint ? 1 : L;
-  n.block = gpt_block_bytes(d, n.mm);
-  n.hf = M * C * e;
-  n.meanf = n.rstdf = M * kF4;
-  n.logits = M * V * kF4;
-  n.row_loss = M * kF4;
-  const int64_t wide = std::max<int64_t>(F, 3 * C);
-  n.qkv = M * 3 * C * kF4;
-  n.att_s = bhtt * kF4;
-  n.att_o = M * C * kF4;
-  n.att_dom = M * C * e;
-  n.att_dsm = lowp ? bhtt * e : 0;
-  n.att_dq = n.att_dk = n.att_dv = M * C * kF4;
-  n.dres = M * C * kF4;
-  n.dwide = M * wide * kF4;
-  n.dwide_mm = lowp ? M * std::max(wide, V) * e : 0;
-  n.dnarrow = M * C * kF4;
-  n.dnarrow_mm = lowp ? M * C * e : 0;
-  n.pscratch_stride = (wide + 63) / 64 * 64;
-  n.pscratch = 4 * n.pscratch_stride * kF4;
-  n.bias_scratch = std::max(gpu::bias_backward_scratch_floats(M, wide),
-                            gpu::layernorm_backward_scratch_floats(M, C)) *
-                   kF4;
-  n.cublas_workspace = gpu::kCublasWorkspaceBytes;
-  return n;
+  ZS_CHECK(kCudaGptIdsPerToken * d.tokens() + 1 <= std::numeric_limits<int32_t>::max(),
+           ErrorCode::kInvalidArgument, "cuda gpt: batch x context = {} tokens is too many",
+           d.tokens());
 }
 
 ActivationPlan gpt_activation_plan(const GptActivationDims& d, DeviceKind device,
@@ -356,35 +372,24 @@ ActivationPlan gpt_activation_plan(const GptActivationDims& d, DeviceKind device
   a.checkpointed = d.checkpoint;
   a.micro_batch = d.batch;
   a.tokens = d.tokens();
-  // The parts both models share: kept blocks (the block inputs xs[0..L-1] and the block sets) and
-  // the recompute set; xs[L], the head's input, counts with the head.
-  auto blocks = [&](int64_t block_input, int64_t block_sets, const GptBlockBytes& block) {
-    const int64_t sets = block_sets * block.total();
-    a.per_layer = block_input + block.total();
-    a.per_layer_checkpointed = block_input;
-    a.blocks = d.layers * block_input + (d.checkpoint ? 0 : sets);
-    a.recompute = d.checkpoint ? sets : 0;
-  };
+  // The kept blocks (the block inputs xs[0..L-1] and the block sets) and the recompute set; xs[L],
+  // the head's input, counts with the head.
+  const GptBufferTable t = gpt_buffer_table(d, device);
+  const int64_t block = t.block_bytes();
+  const int64_t sets = t.block_sets * block;
+  a.per_layer = t.block_input + block;
+  a.per_layer_checkpointed = t.block_input;
+  a.blocks = d.layers * t.block_input + (d.checkpoint ? 0 : sets);
+  a.recompute = d.checkpoint ? sets : 0;
+  a.inputs = t.bytes(GptBufferPart::kInputs);
+  a.head = t.bytes(GptBufferPart::kBlockInputs) - d.layers * t.block_input +
+           t.bytes(GptBufferPart::kHead);
+  a.workspace = t.bytes(GptBufferPart::kWorkspace) + t.int8_ws;
+  a.pinned_host = t.bytes(GptBufferPart::kPinnedHost);
   if (device == DeviceKind::kCuda) {
-    const GptCudaBytes n = gpt_cuda_bytes(d);
-    blocks(n.block_input, n.block_sets, n.block);
-    a.inputs = n.ids;
-    a.head = n.xs - d.layers * n.block_input + n.hf + n.meanf + n.rstdf + n.logits + n.row_loss;
-    a.workspace = n.qkv + n.att_s + n.att_o + n.att_dom + n.att_dsm + n.att_dq + n.att_dk +
-                  n.att_dv + n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.pscratch +
-                  n.bias_scratch;
-    a.gemm_workspace = n.cublas_workspace;
-    a.pinned_host = 2 * n.ids + n.row_loss_host + n.logits_host;  // staging[2] and read-backs
+    a.gemm_workspace = t.cublas_workspace;
     return a;
   }
-  const GptCpuBytes n = gpt_cpu_bytes(d);
-  blocks(n.block_input, n.block_sets, n.block);
-  a.inputs = n.inputs + n.targets;
-  a.head = n.xs - d.layers * n.block_input + n.hf + n.meanf + n.rstdf + n.logits + n.row_loss +
-           n.last_logits;
-  a.workspace = n.qkv + n.att_s + n.att_o + n.att_dom + n.att_dsm + n.att_dq + n.att_dk + n.att_dv +
-                n.dres + n.dwide + n.dwide_mm + n.dnarrow + n.dnarrow_mm + n.dmlp + n.wscratch +
-                n.pscratch + n.lora_t + n.lora_t_mm + n.lora_wscratch + n.int8_ws;
   a.gemm_workspace = gpt_cpu_gemm_workspace_bytes(d, cpu_gemm);
   a.gemm_scratchpads = gpt_cpu_gemm_scratchpad_bytes(d, cpu_gemm);
   return a;

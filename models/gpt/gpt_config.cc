@@ -1,4 +1,4 @@
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 
 #include "core/error.h"
 

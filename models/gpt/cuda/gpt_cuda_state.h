@@ -1,5 +1,5 @@
 // Internal to nn/cuda: the device buffers and shared layers of a CudaGptModel, used by its units
-// (gpt_cuda_units.cc). The layout follows GptModel::State (nn/gpt_state.h) and its
+// (gpt_cuda_units.cc). The layout follows GptModel::State (models/gpt/gpt_state.h) and its
 // [Note: block activations]: without checkpointing each block keeps its own CudaBlockActs; with
 // checkpointing one set is shared and a block's backward first recomputes its forward into it.
 // Every kernel is deterministic, so the recomputed values, and the gradients, are bitwise those of
@@ -21,13 +21,13 @@
 #include "core/buffer.h"
 #include "device/cuda/cuda_allocator.h"
 #include "device/cuda/cuda_error.h"
+#include "models/gpt/cuda/gpt_cuda.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/gpt_buffers.h"
+#include "models/gpt/gpt_common.h"
 #include "nn/cuda/attention.h"
 #include "nn/cuda/gemm.h"
-#include "nn/cuda/gpt_cuda.h"
 #include "nn/cuda/linear.h"
-#include "nn/gpt_activations.h"
-#include "nn/gpt_block_buffers.h"
-#include "nn/gpt_common.h"
 
 namespace zs::nn {
 
@@ -55,7 +55,16 @@ struct CudaBlockActs : GptBlockBuffers {
   }
 };
 
-struct CudaGptModel::State : GptDims {
+// The allocator a State makes when given none: a base before GptModelBuffers, so that it outlives
+// every Buffer of the table.
+struct CudaGptOwnAllocator {
+  std::unique_ptr<CudaCachingAllocator> own_alloc;
+};
+
+// The buffers (ids and their pinned staging, xs, the head, the temporaries shared by all units)
+// are GptModelBuffers', allocated from gpt_buffer_table() (models/gpt/gpt_buffers.h), the table
+// the CPU model and the activation plan read too.
+struct CudaGptModel::State : GptDims, CudaGptOwnAllocator, GptModelBuffers {
   State(const GptConfig& c, cudaStream_t s, MemoryTracker* t, Allocator* device_alloc);
   ~State();  // waits for the stream before the buffers go back to the allocator
   State(const State&) = delete;
@@ -65,22 +74,20 @@ struct CudaGptModel::State : GptDims {
   MemoryTracker* tracker = nullptr;
   cudaStream_t stream = nullptr;
   int device = 0;
-  // Declared before every Buffer: destroyed after them.
-  std::unique_ptr<CudaCachingAllocator> own_alloc;
   Allocator* alloc = nullptr;
   DType mm = DType::kF32;
   int64_t act_bytes = 0;
 
   // ---- inputs ----
-  // [Note: token upload] One device int32 array of kIdsPerToken * M + 1 ids: inputs [M], targets
-  // [M], then the embedding-gradient index of the inputs (embedding_grad_index: order [M], rows
-  // [M], offsets [M + 1]). The host fills one of two pinned staging slots of the same layout and
-  // copies it with one cudaMemcpyAsync on the stream; staging_done[s] is recorded after the copy
-  // from slot s, and the host waits for it before refilling that slot.
-  // From nn/gpt_activations.h, which sizes `ids` and the staging slots.
+  // [Note: token upload] One device int32 array `ids` of kIdsPerToken * M + 1 ids: inputs [M],
+  // targets [M], then the embedding-gradient index of the inputs (embedding_grad_index: order [M],
+  // rows [M], offsets [M + 1]). The host fills one of two pinned staging slots (staging0,
+  // staging1) of the same layout and copies it with one cudaMemcpyAsync on the stream;
+  // staging_done[s] is recorded after the copy from slot s, and the host waits for it before
+  // refilling that slot.
+  // From models/gpt/gpt_activations.h, which sizes `ids` and the staging slots.
   static constexpr int64_t kIdsPerToken = kCudaGptIdsPerToken;
-  Buffer ids;  // device
-  Buffer staging[2];
+  Buffer& staging(int slot) { return slot == 0 ? staging0 : staging1; }
   CudaEvent staging_done[2];
   int next_staging = 0;
   std::vector<int32_t> counts;  // [V + 1] host scratch of embedding_grad_index
@@ -94,33 +101,16 @@ struct CudaGptModel::State : GptDims {
   int32_t* emb_offsets() { return ids.as<int32_t>() + 4 * M; }
 
   // ---- kept activations (device) ----
-  Buffer xs;                        // [L + 1][M, C] block inputs, fp32; xs[L] is the head's input
   std::vector<CudaBlockActs> acts;  // L, or 1 when checkpointing
-  Buffer hf, meanf, rstdf;          // head: ln_f output [M, C] mm, [M], [M]
-  Buffer logits;                    // [M, V] fp32; probabilities after a training forward
-  Buffer row_loss;                  // [M] fp32
 
-  // ---- results on the host (pinned) ----
-  Buffer row_loss_host;  // [M] fp32
-  Buffer logits_host;    // [V] fp32
+  // ---- results on the host (pinned: row_loss_host [M], logits_host [V]) ----
   CudaEvent loss_ready, logits_ready;
   bool have_loss = false;
 
-  // ---- temporaries shared by all units (device) ----
-  Buffer qkv;                     // [M, 3C] fp32
-  Buffer att_s, att_o;            // [B, H, T, T], [M, C] fp32
-  Buffer att_dom, att_dsm;        // [M, C], [B, H, T, T] mm (att_dsm empty when mm is fp32)
-  Buffer att_dq, att_dk, att_dv;  // [M, C] fp32 each
-  Buffer dres;                    // [M, C] gradient of the residual stream
-  Buffer dwide;                   // [M, max(F, 3C)] fp32 gradient temporaries
-  Buffer dwide_mm;                // [M, max(F, 3C, V)] mm copy (empty when mm is fp32)
-  Buffer dnarrow;                 // [M, C] fp32; also the forward's pre-residual GEMM output
-  Buffer dnarrow_mm;              // [M, C] mm copy of dres (empty when mm is fp32)
-  Buffer pscratch;                // [4][pscratch_stride] fp32: small parameters converted
-  Buffer bias_scratch;            // column-sum scratch of bias_backward and layernorm_backward
-  // Floats between two pscratch slots: max(F, 3C) rounded up to 64, so every slot starts 256-byte
-  // aligned (slots 2 and 3 hold biases, which CudaGemm::run() requires kGemmAlignment-aligned;
-  // an unpadded stride misaligns them when max(F, 3C) is not a multiple of 4).
+  // ---- temporaries: dnarrow is also the forward's pre-residual GEMM output; pscratch holds 4
+  // slots of pscratch_stride floats, max(F, 3C) rounded up to 64, so every slot starts 256-byte
+  // aligned (slots 2 and 3 hold biases, which CudaGemm::run() requires kGemmAlignment-aligned; an
+  // unpadded stride misaligns them when max(F, 3C) is not a multiple of 4).
   int64_t pscratch_stride = 0;
 
   // ---- shared layers (one per shape) ----

@@ -1,12 +1,13 @@
-// A GPT model's description (nn/gpt_model_base.h), shared by the CPU and CUDA models: its
-// architecture (nn/gpt_architecture.h), the run's settings, and its adapters (nn/gpt_adapters.h).
+// A GPT model's description (models/gpt/gpt_model_base.h), shared by the CPU and CUDA models: its
+// architecture (models/gpt/gpt_architecture.h), the run's settings, and its adapters
+// (models/gpt/gpt_adapters.h).
 #pragma once
 
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "nn/gpt_adapters.h"
-#include "nn/gpt_architecture.h"
+#include "models/gpt/gpt_adapters.h"
+#include "models/gpt/gpt_architecture.h"
 
 namespace zs::nn {
 

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "models/gpt/gpt.h"
+#include "models/gpt/gpt_buffers.h"
+#include "models/gpt/gpt_common.h"
 #include "nn/attention.h"
-#include "nn/gpt.h"
-#include "nn/gpt_block_buffers.h"
-#include "nn/gpt_common.h"
 #include "nn/int8_linear.h"
 #include "nn/linear.h"
 #include "nn/lora.h"
@@ -31,42 +31,20 @@ struct BlockActs : GptBlockBuffers {
   }
 };
 
-struct GptModel::State : GptDims {
+// The buffers (inputs, xs, the head, the temporaries shared by all units) are GptModelBuffers',
+// allocated from gpt_buffer_table() (models/gpt/gpt_buffers.h), the table the CUDA model and the
+// activation plan read too.
+struct GptModel::State : GptDims, GptModelBuffers {
   GptConfig cfg;
   MemoryTracker* tracker = nullptr;
   DType mm = DType::kF32;
   int threads = 1;
   int64_t act_bytes = 0;
 
-  // Inputs.
-  Buffer inputs, targets;  // [M] int32
   bool inference = false;
   int inference_length = 0;
-
-  // Kept activations.
-  Buffer xs;                    // [L + 1][M, C] block inputs, fp32; xs[L] is the head's input
   std::vector<BlockActs> acts;  // L, or 1 when checkpointing
-  Buffer hf, meanf, rstdf;      // head: ln_f output [M, C] mm, [M], [M]
-  Buffer logits;                // [M, V] fp32; probabilities after a training forward
-  Buffer row_loss;              // [M]
-  Buffer last_logits;           // [V]
   double loss = std::numeric_limits<double>::quiet_NaN();
-
-  // Temporaries shared by all units.
-  Buffer qkv;                     // [M, Q] fp32
-  Buffer att_s, att_o;            // [B, H, T, T], [M, C] fp32
-  Buffer att_dom, att_dsm;        // [M, C], [B, H, T, T] mm
-  Buffer att_dq, att_dk, att_dv;  // [M, C] fp32 each
-  Buffer dres;                    // [M, C] gradient of the residual stream
-  Buffer dwide;                   // [M, max(G, Q, V)] fp32 gradient temporaries
-  Buffer dwide_mm;                // [M, max(G, Q, V)] mm copy (empty when mm is fp32)
-  Buffer dnarrow;                 // [M, C] fp32
-  Buffer dnarrow_mm;              // [M, C] mm copy of dres / dnarrow (empty when mm is fp32)
-  Buffer dmlp;                    // [M, F] fp32 gradient of SwiGLU's output (SwiGLU only)
-  Buffer wscratch;                // [max weight numel] fp32 (fp16 compute: weights converted)
-  Buffer pscratch;                // [4][max(G, Q)] fp32 small parameters converted
-  Buffer lora_t, lora_t_mm;       // [M, r] fp32 and mm (lowp): x A^T or dy B (LoRA only)
-  Buffer lora_wscratch;           // fp16 compute: one adapter's A and B in fp32 (LoRA only)
 
   // Widened GEMM operands (nn/gemm.h [Note: GEMM paths]); counted in act_bytes. Declared before
   // the layers that reserve in it.
@@ -76,9 +54,9 @@ struct GptModel::State : GptDims {
   Linear qkv_lin, proj_lin, fc_lin, fcproj_lin, head_lin;
   Attention attn;
 
-  // LoRA ([Note: LoRA] in nn/gpt_adapters.h), by GptLoraTarget: the adapter of each adapted linear
-  // or part of one, the index of its lora_A in the block's parameters (-1: not adapted) and its
-  // slot in BlockActs::lora_u.
+  // LoRA ([Note: LoRA] in models/gpt/gpt_adapters.h), by GptLoraTarget: the adapter of each adapted
+  // linear or part of one, the index of its lora_A in the block's parameters (-1: not adapted) and
+  // its slot in BlockActs::lora_u.
   int64_t lora_rank = 0;
   std::array<LoraAdapter, kNumGptLoraTargets> lora;
   std::array<int, kNumGptLoraTargets> lora_index = minus_ones();

@@ -1,5 +1,5 @@
-// GptModelBase: the checks and bookkeeping both devices share (nn/gpt_model_base.h).
-#include "nn/gpt_model_base.h"
+// GptModelBase: the checks and bookkeeping both devices share (models/gpt/gpt_model_base.h).
+#include "models/gpt/gpt_model_base.h"
 
 #include <utility>
 

@@ -1,9 +1,9 @@
-// The architecture of zeroshard's decoder-only transformer (nn/gpt_model_base.h): what a Hugging
-// Face config.json describes and nothing of a run. One description covers the GPT-2 and Llama
-// families and their relatives, chosen per component: the normalisation, the positions, the MLP,
-// the biases of each projection, grouped-query attention, and any vocabulary. The defaults are
-// zeroshard's byte-level GPT-2. The run's settings (nn/gpt_config.h: GptRunSettings) and the
-// adapters (nn/gpt_adapters.h) are apart.
+// The architecture of zeroshard's decoder-only transformer (models/gpt/gpt_model_base.h): what a
+// Hugging Face config.json describes and nothing of a run. One description covers the GPT-2 and
+// Llama families and their relatives, chosen per component: the normalisation, the positions, the
+// MLP, the biases of each projection, grouped-query attention, and any vocabulary. The defaults are
+// zeroshard's byte-level GPT-2. The run's settings (models/gpt/gpt_config.h: GptRunSettings) and
+// the adapters (models/gpt/gpt_adapters.h) are apart.
 //
 // [Note: architecture components]
 //   norm       kLayerNorm: (x - mean) rstd w + b (GPT-2); kRMSNorm: x rstd w, no bias (Llama).

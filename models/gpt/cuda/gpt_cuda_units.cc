@@ -1,17 +1,18 @@
 // The units of CudaGptModel: embeddings, transformer blocks, head (names, parameters and checks
-// from GptUnit, nn/gpt_common.h, as the CPU model's). Each forward/backward only enqueues work on
-// the model's stream over the buffers of CudaGptModel::State (nn/cuda/gpt_cuda_state.h).
+// from GptUnit, models/gpt/gpt_common.h, as the CPU model's). Each forward/backward only enqueues
+// work on the model's stream over the buffers of CudaGptModel::State
+// (models/gpt/cuda/gpt_cuda_state.h).
 #include <string>
 
 #include "core/error.h"
 #include "device/cuda/cuda_error.h"
-#include "nn/cuda/gpt_cuda_state.h"
+#include "models/gpt/cuda/gpt_cuda_state.h"
+#include "models/gpt/gpt_specs.h"
 #include "nn/cuda/kernels.h"
-#include "nn/gpt_specs.h"
 
 namespace zs::nn {
 
-// The CUDA model is GPT-2's (check_gpt_cuda_components, nn/gpt_activations.h): every block
+// The CUDA model is GPT-2's (check_gpt_cuda_components, models/gpt/gpt_activations.h): every block
 // parameter is present, at the indices GptBlockLayout::of() gives a GPT-2 architecture.
 enum Gpt2BlockParam : int {
   kLn1W,

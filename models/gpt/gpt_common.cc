@@ -1,10 +1,10 @@
-#include "nn/gpt_common.h"
+#include "models/gpt/gpt_common.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
-#include "nn/gpt_specs.h"
+#include "models/gpt/gpt_specs.h"
 
 namespace zs::nn {
 

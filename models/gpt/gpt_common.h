@@ -1,7 +1,7 @@
-// Internal to nn/: the host-side pieces the CPU GPT (nn/gpt_state.h, gpt_units.cc) and the CUDA
-// GPT (nn/cuda/gpt_cuda_state.h, gpt_cuda_units.cc) share: the buffer dimensions, the unit base
-// (name, parameters, argument checks) and the unit list, and the layout of the ids the forward
-// reads.
+// Internal to nn/: the host-side pieces the CPU GPT (models/gpt/gpt_state.h, gpt_units.cc) and the
+// CUDA GPT (models/gpt/cuda/gpt_cuda_state.h, gpt_cuda_units.cc) share: the buffer dimensions, the
+// unit base (name, parameters, argument checks) and the unit list, and the layout of the ids the
+// forward reads.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 #include "unit/unit.h"
 
 namespace zs::nn {
@@ -31,7 +31,7 @@ struct GptDims {
   int64_t M = 0;  // B * T rows
 };
 
-// A unit of a GPT model: its name and parameters from nn/gpt_specs.h (unit 0 "embed", units
+// A unit of a GPT model: its name and parameters from models/gpt/gpt_specs.h (unit 0 "embed", units
 // 1..L "block.<l>", unit L + 1 "head"). The device classes add forward and backward.
 class GptUnit : public Unit {
  public:

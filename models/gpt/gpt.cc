@@ -5,9 +5,9 @@
 
 #include "core/convert.h"
 #include "core/error.h"
-#include "nn/gpt_activations.h"
-#include "nn/gpt_specs.h"
-#include "nn/gpt_state.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/gpt_specs.h"
+#include "models/gpt/gpt_state.h"
 #include "nn/kernels.h"
 #include "nn/threads.h"
 
@@ -16,41 +16,12 @@ namespace zs::nn {
 std::vector<std::unique_ptr<Unit>> make_gpt_units(GptModel::State& s);  // gpt_units.cc
 
 GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c), tracker(t) {
-  // Every size from gpt_cpu_bytes() (nn/gpt_activations.h), which activation_plan() and the
-  // planner read too: the model and its plan cannot drift apart.
-  const GptCpuBytes n = gpt_cpu_bytes(GptActivationDims::of(c));
-  mm = n.mm;
-  inputs = act(n.inputs);
-  targets = act(n.targets);
-  xs = act(n.xs);
-  acts.resize(static_cast<size_t>(n.block_sets));
-  for (BlockActs& a : acts) a.allocate(n.block, [&](int64_t b) { return act(b); });
-  hf = act(n.hf);
-  if (n.meanf > 0) meanf = act(n.meanf);
-  rstdf = act(n.rstdf);
-  logits = act(n.logits);
-  row_loss = act(n.row_loss);
-  last_logits = act(n.last_logits);
-
-  qkv = act(n.qkv);
-  att_s = act(n.att_s);
-  att_o = act(n.att_o);
-  att_dom = act(n.att_dom);
-  if (n.att_dsm > 0) att_dsm = act(n.att_dsm);
-  att_dq = act(n.att_dq);
-  att_dk = act(n.att_dk);
-  att_dv = act(n.att_dv);
-  dres = act(n.dres);
-  dwide = act(n.dwide);
-  if (n.dwide_mm > 0) dwide_mm = act(n.dwide_mm);
-  dnarrow = act(n.dnarrow);
-  if (n.dnarrow_mm > 0) dnarrow_mm = act(n.dnarrow_mm);
-  if (n.dmlp > 0) dmlp = act(n.dmlp);
-  if (n.wscratch > 0) wscratch = act(n.wscratch);
-  pscratch = act(n.pscratch);
-  if (n.lora_t > 0) lora_t = act(n.lora_t);
-  if (n.lora_t_mm > 0) lora_t_mm = act(n.lora_t_mm);
-  if (n.lora_wscratch > 0) lora_wscratch = act(n.lora_wscratch);
+  // Every buffer from gpt_buffer_table() (models/gpt/gpt_buffers.h), which activation_plan(), the
+  // planner and the CUDA model read too: the model and its plan cannot drift apart.
+  const GptBufferTable table = gpt_buffer_table(GptActivationDims::of(c), DeviceKind::kCpu);
+  mm = table.mm;
+  allocate_gpt_buffers(table, *this, acts,
+                       [&](int64_t bytes, GptBufferPart) { return act(bytes); });
 
   gemm_ws = std::make_unique<GemmWorkspace>(tracker);
   GemmWorkspace* ws = gemm_ws.get();

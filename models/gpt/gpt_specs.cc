@@ -1,4 +1,4 @@
-#include "nn/gpt_specs.h"
+#include "models/gpt/gpt_specs.h"
 
 #include <cmath>
 

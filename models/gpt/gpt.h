@@ -1,4 +1,4 @@
-// The GPT of nn/gpt_model_base.h on the CPU: the contract (units, parameters, tokens, loss,
+// The GPT of models/gpt/gpt_model_base.h on the CPU: the contract (units, parameters, tokens, loss,
 // inference) is GptModelBase's; this header says what the CPU adds.
 //
 // Compute: matrix products accumulate in fp32 (oneDNN when built with it, Eigen otherwise) on
@@ -21,8 +21,8 @@
 
 #include "core/dtype.h"
 #include "core/memory_tracker.h"
-#include "nn/gpt_config.h"
-#include "nn/gpt_model_base.h"
+#include "models/gpt/gpt_config.h"
+#include "models/gpt/gpt_model_base.h"
 #include "nn/threads.h"  // default_threads()
 #include "unit/unit.h"
 
@@ -40,11 +40,11 @@ class GptModel : public GptModelBase {
   std::span<const float> last_logits() const override;
   int threads() const override { return threads_; }
   int64_t activation_bytes() const override;
-  // gpt_activation_plan() (nn/gpt_activations.h) for this config on the CPU and this process's
-  // GEMM path: the sizes the constructor allocated from; total() = activation_bytes().
+  // gpt_activation_plan() (models/gpt/gpt_activations.h) for this config on the CPU and this
+  // process's GEMM path: the sizes the constructor allocated from; total() = activation_bytes().
   ActivationPlan activation_plan() const override;
 
-  struct State;  // shared by the units (nn/gpt_state.h)
+  struct State;  // shared by the units (models/gpt/gpt_state.h)
 
  private:
   void load_ids(const int32_t* tokens) override;

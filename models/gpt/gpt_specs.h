@@ -1,20 +1,20 @@
 // The parameters of the GPT units, shared by the CPU model (nn::GptModel) and the GPU model
 // (nn::CudaGptModel): names, shapes, order, initialisers and weight-decay flags are declared here
 // once, so checkpoints, param_hash and safetensors exports are interchangeable between the two.
-// See nn/gpt_model_base.h for the units and the GPT-2 initialisation.
+// See models/gpt/gpt_model_base.h for the units and the GPT-2 initialisation.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "nn/gpt_config.h"
+#include "models/gpt/gpt_config.h"
 #include "unit/unit.h"
 
 namespace zs::nn {
 
 // Where each parameter of a block sits in gpt_block_specs(): an index, or -1 for a parameter the
-// architecture does not have ([Note: architecture components] in nn/gpt_architecture.h: no norm
-// biases with RMSNorm, biases per projection). The order is always ln1.weight, ln1.bias,
+// architecture does not have ([Note: architecture components] in models/gpt/gpt_architecture.h: no
+// norm biases with RMSNorm, biases per projection). The order is always ln1.weight, ln1.bias,
 // qkv.weight, qkv.bias, proj.weight, proj.bias, ln2.weight, ln2.bias, fc.weight, fc.bias,
 // fc_proj.weight, fc_proj.bias, with the absent ones left out, so a GPT-2 block keeps its twelve
 // indices.
@@ -39,7 +39,7 @@ struct GptHeadLayout {
 
 // Every base parameter below (embeddings, blocks' first GptBlockLayout::count, head) has
 // trainable = !(c.adapters.lora.enabled() && c.adapters.lora.freeze_base) ([Note: LoRA] in
-// nn/gpt_adapters.h).
+// models/gpt/gpt_adapters.h).
 
 // Unit 0 "embed": wte [vocab, width], and wpe [context, width] with learned positions.
 std::vector<ParamSpec> gpt_embed_specs(const GptConfig& c);

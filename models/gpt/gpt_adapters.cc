@@ -1,4 +1,4 @@
-#include "nn/gpt_adapters.h"
+#include "models/gpt/gpt_adapters.h"
 
 #include <algorithm>
 #include <cmath>

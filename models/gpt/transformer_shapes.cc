@@ -1,7 +1,7 @@
-#include "nn/transformer_shapes.h"
+#include "models/gpt/transformer_shapes.h"
 
 #include "core/error.h"
-#include "nn/gpt_specs.h"
+#include "models/gpt/gpt_specs.h"
 
 namespace zs::nn {
 
@@ -65,7 +65,7 @@ std::vector<std::vector<TransformerParam>> TransformerShape::unit_params() const
   GptConfig c;
   c.arch = arch();
   c.adapters = adapters;
-  // The model's own declarations (nn/gpt_specs.h): every block declares the same list.
+  // The model's own declarations (models/gpt/gpt_specs.h): every block declares the same list.
   auto params = [](const std::vector<ParamSpec>& specs) {
     std::vector<TransformerParam> out;
     for (const ParamSpec& p : specs) {

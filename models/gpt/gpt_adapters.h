@@ -1,7 +1,7 @@
-// What is added to a GPT's architecture (nn/gpt_architecture.h) for fine-tuning: low-rank adapters
-// on chosen linears and computing from an int8 frozen base. Names of the adapted linears are
-// strings only at the edges (flags, checkpoint manifests, PEFT files): parse_gpt_lora_targets() and
-// gpt_lora_target_names() convert.
+// What is added to a GPT's architecture (models/gpt/gpt_architecture.h) for fine-tuning: low-rank
+// adapters on chosen linears and computing from an int8 frozen base. Names of the adapted linears
+// are strings only at the edges (flags, checkpoint manifests, PEFT files): parse_gpt_lora_targets()
+// and gpt_lora_target_names() convert.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/buffer.h"
-#include "nn/gpt_architecture.h"
+#include "models/gpt/gpt_architecture.h"
 
 namespace zs::nn {
 
@@ -86,7 +86,7 @@ struct GptLoraConfig {
 // forward through the int8 GEMM with LLM.int8()'s outlier decomposition at outlier_threshold
 // (0 = off), backward-data on the dequantized weight (measured in docs/finetune.md). Views in the
 // compute dtype (any other storage or int8_compute) take nn::Linear as before. The model then
-// keeps one Int8Linear per shape and their workspace (GptCpuBytes::int8_ws). CPU only.
+// keeps one Int8Linear per shape and their workspace (GptBufferTable::int8_ws). CPU only.
 struct GptInt8Config {
   bool accept = false;
   float outlier_threshold = 6.0f;  // LLM.int8()'s default
