@@ -10,7 +10,7 @@
 // between ranks by design.
 //
 // The watchdog is one thread per process. Its timeout is set once per process: by the program
-// (start_watchdog, e.g. train_gpt's --watchdog-timeout), or else by the first world-sized
+// (start_watchdog, e.g. zs_train's --watchdog-timeout), or else by the first world-sized
 // MpiCommunicator made with MpiCommunicatorOptions::watchdog_timeout_s > 0 (ZS_WATCHDOG_S);
 // communicators made later (split(), split_shared(), a HierarchicalCommunicator's, dups) never
 // change it. A program call always sets it. The thread polls every 100 ms:

@@ -90,7 +90,7 @@ struct MpiCommunicatorOptions {
   // collectives/flight_recorder.h); 0: off (ZS_WATCHDOG_S). The process's watchdog takes it from
   // the first communicator over the whole world made with it on, unless the program set the
   // watchdog before (start_watchdog); communicators made later never change it, whatever theirs
-  // (start_watchdog_if_unset). A program that sets the watchdog itself, as train_gpt does from
+  // (start_watchdog_if_unset). A program that sets the watchdog itself, as zs_train does from
   // --watchdog-timeout, calls start_watchdog once, which wins over every communicator's.
   double watchdog_timeout_s = 0;
 

@@ -94,7 +94,7 @@ class Algorithms {
   }
 
   // The group's members per node and nodes spanned, when every node holds the same number of
-  // contiguous members (as train_gpt's LinkMeter classes them); {0, 0} otherwise.
+  // contiguous members (as zs_train's LinkMeter classes them); {0, 0} otherwise.
   std::pair<int, int> group_shape(CommScope scope) const {
     const int g = scope == CommScope::kWorld ? n_ : scope == CommScope::kShardGroup ? s_ : n_ / s_;
     if (scope == CommScope::kWorld) return {L_, N_};

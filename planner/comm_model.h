@@ -45,11 +45,11 @@
 //     reduce-scatter intra (L-1)*N*c*a      inter (N-1)*c*a
 //     all-reduce     intra (L-1)*p*(a+e)    inter 2(N-1)*ceil(p/N)*a (blocking, N = 2, p*a <=
 //                                           4 MiB: p*a, MPI_Allreduce)
-// CommItem::counted_* is what zeroshard's link counters report for the same calls (train_gpt's
+// CommItem::counted_* is what zeroshard's link counters report for the same calls (zs_train's
 // comm_bytes_intra/inter): for flat collectives the ring lower bound of record_flat_links, which
 // is not what MPI sends (it puts (n-1)*c*e on the last rank of each node, where the linear
 // algorithms send (n-L)*c*e from every rank); the table above for hierarchical ones; a sub-group's
-// ring bound classed as train_gpt's LinkMeter does (-1 where it cannot: groups not aligned with
+// ring bound classed as zs_train's LinkMeter does (-1 where it cannot: groups not aligned with
 // nodes).
 //
 // Time of one call: every rank issues it at once; a node's link carries what all L of its ranks

@@ -1,6 +1,6 @@
 // A transformer shape as the runtime's memory planner describes a model (planner/memory_plan.h):
 // each unit's trainable parameter sizes and names, its frozen ones with their rows (LoRA on a
-// frozen base), and the activations nn allocates for them. The one translation zs_plan, train_gpt's
+// frozen base), and the activations nn allocates for them. The one translation zs_plan, zs_train's
 // memory check before work and the planner's tests use. Apart from zs_nn (library zs_planner)
 // because it names the runtime's planner types, which zs_nn never depends on.
 //

@@ -3,7 +3,7 @@
 // its contract and the host side both devices share (configuration, token checks, micro-batch
 // bookkeeping, the unit list); nn::GptModel (CPU, models/gpt/gpt.h) and nn::CudaGptModel (CUDA,
 // models/gpt/cuda/gpt_cuda.h) add only the compute, the buffers and how ids reach them, so
-// train_gpt drives either through this class.
+// zs_train drives either through this class.
 //
 // Units (the granularity the engine gathers; names and parameters from models/gpt/gpt_specs.h):
 //   unit 0        "embed":   wte [vocab, width], wpe [context, width]
