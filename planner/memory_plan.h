@@ -6,8 +6,8 @@
 // reports (ActivationPlan, unit/activation_plan.h), asked for the micro-batch and
 // checkpointing of each configuration. zeroshard's GPT sizes its own in nn/gpt_activations.h
 // (the function its constructors allocate from) and names transformer shapes in
-// models/gpt/transformer_shapes.h; zs_plan (apps/zs_plan/zs_plan.cc) combines the two. docs/memory.md
-// explains the arithmetic.
+// models/gpt/transformer_shapes.h; zs_plan (apps/zs_plan/zs_plan.cc) combines the two.
+// docs/memory.md explains the arithmetic.
 //
 // Pure functions of their arguments (and of the model's activation function); thread-safe.
 #pragma once

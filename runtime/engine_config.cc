@@ -295,22 +295,6 @@ void check_loss_scale(const optim::LossScalerConfig& l) {
            l.hysteresis);
 }
 
-void check_block(const char* name, int64_t b) {
-  ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, ErrorCode::kInvalidArgument,
-           "{} {} is not a power of two in 32..65536", name, b);
-}
-
-// [Note: quantized weights]: stage 3 (the only stage that gathers parameters) and a block that
-// is a power of two in 32..65536.
-void check_quantized_weights(const EngineConfig& c) {
-  if (!c.zeropp.quantized_weights) return;
-  ZS_CHECK(c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
-           "zero_quantized_weights (qwZ) quantizes stage 3's parameter all-gather: ZeRO stage {} "
-           "does not gather parameters (use stage 3 or turn it off)",
-           static_cast<int>(c.stage));
-  check_block("zero_quantized_weights_block", c.zeropp.quantized_weights_block);
-}
-
 bool power_of_two(int64_t v) { return v >= 1 && (v & (v - 1)) == 0; }
 
 // [Note: world-invariant reduction]: the checks that do not need the world size.
@@ -333,19 +317,7 @@ void check_world_invariant(const EngineConfig& c) {
 void check_zeropp(const EngineConfig& c) {
   ZS_CHECK(c.node_size >= 0 && c.node_size <= (1 << 20), ErrorCode::kInvalidArgument,
            "node_size {} is outside 0 (one node) .. 2^20", c.node_size);
-  ZS_CHECK(c.zeropp.hpz_partition_size >= 1 && c.zeropp.hpz_partition_size <= (1 << 20),
-           ErrorCode::kInvalidArgument, "zero_hpz_partition_size {} is outside 1 (off) .. 2^20",
-           c.zeropp.hpz_partition_size);
-  ZS_CHECK(c.zeropp.hpz_partition_size == 1 || c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
-           "zero_hpz_partition_size {} (hpZ) keeps secondary shards of stage 3's gathered "
-           "parameters: ZeRO stage {} does not gather parameters (use stage 3 or set it to 1)",
-           c.zeropp.hpz_partition_size, static_cast<int>(c.stage));
-  if (!c.zeropp.quantized_gradients) return;
-  ZS_CHECK(c.stage == ZeroStage::k2 || c.stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
-           "zero_quantized_gradients (qgZ) quantizes the reduce-scatter of sharded gradients: ZeRO "
-           "stage {} keeps whole gradients (use stage 2 or 3 or turn it off)",
-           static_cast<int>(c.stage));
-  check_block("zero_quantized_gradients_block", c.zeropp.quantized_gradients_block);
+  validate_zeropp(c.stage, c.zeropp);
 }
 
 }  // namespace
@@ -372,7 +344,6 @@ void EngineConfig::validate() const {
            "optimizer_threads {} is outside 0 (the OpenMP default) .. 4096", optimizer_threads);
   ZS_CHECK(shard_group_size >= 0 && shard_group_size <= (1 << 20), ErrorCode::kInvalidArgument,
            "shard group size {} is outside 0 (all ranks) .. 2^20", shard_group_size);
-  check_quantized_weights(*this);
   check_zeropp(*this);
   check_world_invariant(*this);
 }
@@ -406,6 +377,47 @@ void EngineConfig::validate_for_world(int world) const {
            "zero_hpz_partition_size {} (hpZ) does not divide the {} ranks of a node (node_size): "
            "the secondary gather would leave the node",
            K, L);
+}
+
+namespace {
+
+void check_block(const KeyNamer& name, const char* key, int64_t b) {
+  ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, ErrorCode::kInvalidArgument,
+           "{} {} is not a power of two in 32..65536", name(key), b);
+}
+
+std::string same_key(std::string_view key) { return std::string(key); }
+
+}  // namespace
+
+// [Note: quantized weights], [Note: hpZ], [Note: quantized gradients]: qwZ at stage 3 only, hpZ's
+// K at least 1 and above 1 at stage 3 only, qgZ at stages 2-3 only, the blocks powers of two in
+// 32..65536.
+void validate_zeropp(ZeroStage stage, const ZeroPPConfig& z, const KeyNamer& namer) {
+  const KeyNamer& name = namer ? namer : KeyNamer(same_key);
+  const int s = static_cast<int>(stage);
+  if (z.quantized_weights) {
+    ZS_CHECK(stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
+             "{} quantizes stage 3's parameter all-gather: {} {} does not gather parameters (use "
+             "stage 3 or turn it off)",
+             name("zero_quantized_weights"), name("stage"), s);
+    check_block(name, "zero_quantized_weights_block", z.quantized_weights_block);
+  }
+  const int K = z.hpz_partition_size;
+  ZS_CHECK(K >= 1, ErrorCode::kInvalidArgument, "{} {} is not 1 (off) or more",
+           name("zero_hpz_partition_size"), K);
+  ZS_CHECK(K <= (1 << 20), ErrorCode::kInvalidArgument, "{} {} is above 2^20",
+           name("zero_hpz_partition_size"), K);
+  ZS_CHECK(K == 1 || stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
+           "{} keeps secondary shards of stage 3's gathered parameters: {} {} does not gather "
+           "parameters (use stage 3 or set it to 1)",
+           name("zero_hpz_partition_size"), name("stage"), s);
+  if (!z.quantized_gradients) return;
+  ZS_CHECK(stage == ZeroStage::k2 || stage == ZeroStage::k3, ErrorCode::kInvalidArgument,
+           "{} quantizes the reduce-scatter of sharded gradients: {} {} keeps whole gradients "
+           "(use stage 2 or 3 or turn it off)",
+           name("zero_quantized_gradients"), name("stage"), s);
+  check_block(name, "zero_quantized_gradients_block", z.quantized_gradients_block);
 }
 
 }  // namespace zs

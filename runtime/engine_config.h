@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -205,6 +206,16 @@ struct EngineConfig {
   // hybrid sharding): throws zs::Error(kInvalidArgument) naming the switch. The engine calls it.
   void validate_for_world(int world) const;
 };
+
+// How a check names a setting: the key ("stage", "zero_quantized_weights_block", ...) as the
+// reader of the configuration calls it (zs_train: the flag, or the DeepSpeed key it came from).
+using KeyNamer = std::function<std::string(std::string_view key)>;
+
+// The ZeRO++ rules (the one statement of them: EngineConfig::validate() applies them, and the
+// programs' flag readers call this with their namer): qwZ needs stage 3; hpZ's K is 1 (off) or
+// more, above 1 only at stage 3; qgZ needs stage 2 or 3; both blocks are powers of two in
+// 32..65536. Throws zs::Error(kInvalidArgument) naming the setting by `name` (null: the key).
+void validate_zeropp(ZeroStage stage, const ZeroPPConfig& z, const KeyNamer& name = nullptr);
 
 // The alignment (elements) the engine lays its groups out with: `align`, or with int8 optimizer
 // states lcm(align, optimizer.state_block), so that every state block lies inside one parameter

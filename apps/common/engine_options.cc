@@ -76,38 +76,24 @@ void read_batch(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f)
 }
 
 // --zero-quantized-weights, --zero-hpz-partition-size, --zero-quantized-gradients and the blocks.
+// The rules are the engine's (validate_zeropp in runtime/engine_config.h), naming the flags.
 void read_zeropp(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f) {
-  EngineConfig& e = f.engine;
-  const int stage = static_cast<int>(e.stage);
-  e.zeropp.quantized_weights = value<bool>(vm, "zero-quantized-weights");
-  ZS_CHECK(!e.zeropp.quantized_weights || stage == 3, kBad,
-           "{} quantizes stage 3's parameter all-gather: --zero-stage {} does not gather "
-           "parameters",
-           flag("zero-quantized-weights"), stage);
-  e.zeropp.quantized_weights_block = value<int64_t>(vm, "zero-quantized-weights-block");
-  require(vm, flag, "zero-quantized-weights-block", e.zeropp.quantized_weights,
+  ZeroPPConfig& z = f.engine.zeropp;
+  z.quantized_weights = value<bool>(vm, "zero-quantized-weights");
+  z.quantized_weights_block = value<int64_t>(vm, "zero-quantized-weights-block");
+  require(vm, flag, "zero-quantized-weights-block", z.quantized_weights,
           "--zero-quantized-weights, which is not given");
-  ZS_CHECK(power_of_two_in(e.zeropp.quantized_weights_block, 32, 65536), kBad,
-           "{} {} is not a power of two in 32..65536", flag("zero-quantized-weights-block"),
-           e.zeropp.quantized_weights_block);
-  e.zeropp.hpz_partition_size = value<int>(vm, "zero-hpz-partition-size");
-  const int k = e.zeropp.hpz_partition_size;
-  ZS_CHECK(k >= 1, kBad, "{} {} is not 1 (off) or more", flag("zero-hpz-partition-size"), k);
-  ZS_CHECK(k == 1 || stage == 3, kBad,
-           "{} keeps secondary shards of stage 3's gathered parameters: --zero-stage {} does not "
-           "gather parameters",
-           flag("zero-hpz-partition-size"), stage);
-  e.zeropp.quantized_gradients = value<bool>(vm, "zero-quantized-gradients");
-  ZS_CHECK(!e.zeropp.quantized_gradients || stage >= 2, kBad,
-           "{} quantizes the reduce-scatter of sharded gradients: --zero-stage {} keeps whole "
-           "gradients (use 2 or 3)",
-           flag("zero-quantized-gradients"), stage);
-  e.zeropp.quantized_gradients_block = value<int64_t>(vm, "zero-quantized-gradients-block");
-  require(vm, flag, "zero-quantized-gradients-block", e.zeropp.quantized_gradients,
+  z.hpz_partition_size = value<int>(vm, "zero-hpz-partition-size");
+  z.quantized_gradients = value<bool>(vm, "zero-quantized-gradients");
+  z.quantized_gradients_block = value<int64_t>(vm, "zero-quantized-gradients-block");
+  require(vm, flag, "zero-quantized-gradients-block", z.quantized_gradients,
           "--zero-quantized-gradients, which is not given");
-  ZS_CHECK(power_of_two_in(e.zeropp.quantized_gradients_block, 32, 65536), kBad,
-           "{} {} is not a power of two in 32..65536", flag("zero-quantized-gradients-block"),
-           e.zeropp.quantized_gradients_block);
+  validate_zeropp(f.engine.stage, z, [&flag](std::string_view key) {
+    if (key == "stage") return flag("zero-stage");
+    std::string dashed(key);  // zero_quantized_weights -> zero-quantized-weights
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    return flag(dashed);
+  });
 }
 
 void read_engine(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f) {

@@ -1,9 +1,10 @@
 // zs_plan: per-rank memory of a training configuration, by category, before launching it.
-// It combines the model's figures from nn (models/gpt/transformer_shapes.h: each unit's parameter sizes,
-// and the activations zeroshard's GPT allocates, nn/gpt_activations.h) with the runtime's plan of
-// model states and communication buffers (planner/memory_plan.h, what the engine allocates): to
-// the byte. It takes zs_train's flags for the run (apps/common/model_options.h, engine_options.h),
-// with their meanings and defaults. docs/memory.md explains the arithmetic and the output.
+// It combines the model's figures from nn (models/gpt/transformer_shapes.h: each unit's parameter
+// sizes, and the activations zeroshard's GPT allocates, nn/gpt_activations.h) with the runtime's
+// plan of model states and communication buffers (planner/memory_plan.h, what the engine
+// allocates): to the byte. It takes zs_train's flags for the run (apps/common/model_options.h,
+// engine_options.h), with their meanings and defaults. docs/memory.md explains the arithmetic and
+// the output.
 //
 //   zs_plan --params 7.5e9 --ranks 64 --zero-stage 1 --dtype fp16 --grad-dtype fp16
 //   zs_plan --model llama-7b --ranks 8 --zero-stage 3 --dtype bf16 --global-batch 16 --fit 80

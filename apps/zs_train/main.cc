@@ -280,7 +280,7 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
   Communicator& ecomm = r.backend->engine_comm();
   if (o.engine.zeropp.hpz_partition_size > 1 || o.engine.zeropp.quantized_gradients) {
     const char* what = o.engine.zeropp.quantized_gradients ? "--zero-quantized-gradients (qgZ)"
-                                                         : "--zero-hpz-partition-size (hpZ)";
+                                                           : "--zero-hpz-partition-size (hpZ)";
     if (!setup_phase(comm, [&] { o.engine.node_size = block_node_size(comm, what); })) return false;
   }
   return setup_phase(comm, [&] {

@@ -35,7 +35,8 @@ std::vector<Flag> run_flags(TrainOptions& o, RawFlags& r) {
       {"deepspeed-config",
        po::value(&o.ds_config),
        "read a DeepSpeed ds_config.json (ZeRO stage, bf16/fp16 and loss scaling, micro-batch, "
-       "accumulation, clipping, optimizer, scheduler; docs/running.md); a flag the file also sets must "
+       "accumulation, clipping, optimizer, scheduler; docs/running.md); a flag the file also sets "
+       "must "
        "agree with it",
        {}},
       {"ds-config", po::value<std::string>(), "alias of --deepspeed-config", {}},
