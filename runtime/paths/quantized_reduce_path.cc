@@ -39,20 +39,15 @@ class QuantizedReduce final : public ReducePath {
     ZS_ASSERT(comms.node_local != nullptr && comms.cross_node != nullptr);
     node_local_ = comms.node_local;
     cross_node_ = comms.cross_node;
-    grads_ = grads;
-    ops_ = &ops;
+    into_.connect(grads, ops, G_, shard_);
   }
   WorkHandle start(const ReduceLane& lane, int micro, int /*micro_batches*/) override {
-    void* recv = micro == 0 ? grads_ : lane.recv;
+    void* recv = into_.destination(lane, micro);
     ZS_ASSERT(recv != nullptr && (lane.area != nullptr || q_.bytes == 0));
-    pending_ = micro == 0 ? nullptr : lane.recv;
     return start_quantized_reduce(q_, lane.scratch, lane.area, *node_local_, *cross_node_, G_,
                                   recv);
   }
-  void finish() override {
-    if (pending_) ops_->accumulate(grads_, G_, pending_, G_, shard_);
-    pending_ = nullptr;
-  }
+  void finish() override { into_.finish(); }
   bool holds_lane() const override { return true; }
 
  private:
@@ -62,9 +57,7 @@ class QuantizedReduce final : public ReducePath {
   QuantizedReduceLayout q_;
   Communicator* node_local_ = nullptr;
   Communicator* cross_node_ = nullptr;
-  void* grads_ = nullptr;
-  DeviceOps* ops_ = nullptr;
-  void* pending_ = nullptr;
+  ShardAccumulator into_;
 };
 
 }  // namespace

@@ -40,4 +40,34 @@ inline void* elem_at(void* p, int64_t e, DType dt) {
   return static_cast<char*>(p) + e * static_cast<int64_t>(dtype_size(dt));
 }
 
+// A sharded reduction's destination (sharded_reduce.cc, quantized_reduce_path.cc): the first
+// micro-batch's result lands in the gradient shard, a later one in the lane's receive buffer and
+// is added into the shard when its reduction finishes.
+class ShardAccumulator {
+ public:
+  void connect(void* shard, DeviceOps& ops, DType dt, int64_t numel) {
+    shard_ = shard;
+    ops_ = &ops;
+    dt_ = dt;
+    numel_ = numel;
+  }
+  // Where micro-batch `micro`'s reduced shard is to be written.
+  void* destination(const ReduceLane& lane, int micro) {
+    pending_ = micro == 0 ? nullptr : lane.recv;
+    return micro == 0 ? shard_ : lane.recv;
+  }
+  // Its reduction has completed: adds a later micro-batch's result into the shard.
+  void finish() {
+    if (pending_) ops_->accumulate(shard_, dt_, pending_, dt_, numel_);
+    pending_ = nullptr;
+  }
+
+ private:
+  void* shard_ = nullptr;
+  DeviceOps* ops_ = nullptr;
+  DType dt_ = DType::kF32;
+  int64_t numel_ = 0;
+  void* pending_ = nullptr;
+};
+
 }  // namespace zs::paths

@@ -23,8 +23,8 @@ class ShardedReduce final : public ReducePath {
   }
   void connect(const PathComms& comms, void* grads, DeviceOps& ops, Buffer /*kept*/) override {
     comm_ = comms.group;
-    grads_ = grads;
     ops_ = &ops;
+    into_.connect(grads, ops, G_, shard_);
   }
   WorkHandle start(const ReduceLane& lane, int micro, int /*micro_batches*/) override {
     const void* send = lane.scratch;
@@ -32,16 +32,11 @@ class ShardedReduce final : public ReducePath {
       ops_->convert(lane.scratch, DType::kF32, lane.send, G_, full_);
       send = lane.send;
     }
-    // The first micro-batch's reduction lands in the shard; later ones are added to it.
-    void* recv = micro == 0 ? grads_ : lane.recv;
+    void* recv = into_.destination(lane, micro);
     ZS_ASSERT(recv != nullptr);
-    pending_ = micro == 0 ? nullptr : lane.recv;
     return comm_->start_reduce_scatter(send, recv, static_cast<size_t>(shard_), G_, ReduceOp::kSum);
   }
-  void finish() override {
-    if (pending_) ops_->accumulate(grads_, G_, pending_, G_, shard_);
-    pending_ = nullptr;
-  }
+  void finish() override { into_.finish(); }
   bool holds_lane() const override { return true; }
 
  private:
@@ -49,9 +44,8 @@ class ShardedReduce final : public ReducePath {
   int k_;
   int64_t full_, shard_;
   Communicator* comm_ = nullptr;
-  void* grads_ = nullptr;
   DeviceOps* ops_ = nullptr;
-  void* pending_ = nullptr;  // a later micro-batch's shard to add once received
+  ShardAccumulator into_;
 };
 
 }  // namespace
