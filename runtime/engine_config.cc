@@ -258,7 +258,7 @@ void check_state_fp32(const OptimizerConfig& o) {
 
 // [Note: optimizer state storage]: the dtype, the block and the threshold, and AdamW only (SGD's
 // momentum has no narrow kernel: refused rather than silently kept in fp32).
-void check_state_storage(const OptimizerConfig& o) {
+void check_state_storage(const OptimizerConfig& o, const KeyNamer& name) {
   using optim::StateDType;
   const StateDType d = o.state_dtype;
   ZS_CHECK(d == StateDType::kF32 || d == StateDType::kBF16 || d == StateDType::kI8,
@@ -266,14 +266,14 @@ void check_state_storage(const OptimizerConfig& o) {
            static_cast<int>(d));
   const int64_t b = o.state_block;
   ZS_CHECK(b >= 64 && b <= (int64_t{1} << 20) && (b & (b - 1)) == 0, ErrorCode::kInvalidArgument,
-           "optimizer.state_block {} is not a power of two in 64..1048576", b);
+           "{} {} is not a power of two in 64..1048576", name("optimizer.state_block"), b);
   ZS_CHECK(o.state_code == StateCode::kFloat8 || o.state_code == StateCode::kDynamic ||
                o.state_code == StateCode::kLinear,
            ErrorCode::kInvalidArgument,
            "optimizer.state_code {} is not one of float8, dynamic, linear",
            static_cast<int>(o.state_code));
-  ZS_CHECK(o.state_min_numel >= 0, ErrorCode::kInvalidArgument,
-           "optimizer.state_min_numel {} must not be negative", o.state_min_numel);
+  ZS_CHECK(o.state_min_numel >= 0, ErrorCode::kInvalidArgument, "{} {} must not be negative",
+           name("optimizer.state_min_numel"), o.state_min_numel);
   ZS_CHECK(d == StateDType::kF32 || o.kind == OptimizerKind::kAdamW, ErrorCode::kInvalidArgument,
            "optimizer.state_dtype {} applies to AdamW's moments: SGD keeps its momentum in fp32 "
            "(use state_dtype fp32 with SGD)",
@@ -314,20 +314,24 @@ void check_world_invariant(const EngineConfig& c) {
 }
 
 // [Note: hpZ] and [Note: quantized gradients]: the checks that do not need the world size.
-void check_zeropp(const EngineConfig& c) {
+void check_zeropp(const EngineConfig& c, const KeyNamer& name) {
   ZS_CHECK(c.node_size >= 0 && c.node_size <= (1 << 20), ErrorCode::kInvalidArgument,
            "node_size {} is outside 0 (one node) .. 2^20", c.node_size);
-  validate_zeropp(c.stage, c.zeropp);
+  validate_zeropp(c.stage, c.zeropp, name);
 }
+
+std::string same_key(std::string_view key) { return std::string(key); }
 
 }  // namespace
 
-void EngineConfig::validate() const {
+void EngineConfig::validate(const KeyNamer& namer) const {
+  const KeyNamer& name = namer ? namer : KeyNamer(same_key);
   check_precision(stage, precision);
   check_frozen(frozen);
-  ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "micro_batches {} < 1", micro_batches);
-  ZS_CHECK(prefetch >= 0 && prefetch <= 64, ErrorCode::kInvalidArgument,
-           "prefetch depth {} is outside 0..64", prefetch);
+  ZS_CHECK(micro_batches >= 1, ErrorCode::kInvalidArgument, "{} {} must be at least 1",
+           name("micro_batches"), micro_batches);
+  ZS_CHECK(prefetch >= 0 && prefetch <= 64, ErrorCode::kInvalidArgument, "{} {} is outside 0..64",
+           name("prefetch"), prefetch);
   ZS_CHECK(align >= 1 && align <= 4096, ErrorCode::kInvalidArgument,
            "alignment {} is outside 1..4096 elements", align);
   ZS_CHECK(!(offload.optimizer && stage == ZeroStage::k0), ErrorCode::kInvalidArgument,
@@ -338,13 +342,13 @@ void EngineConfig::validate() const {
       max_consecutive_skips >= -1 && max_consecutive_skips <= 1000000, ErrorCode::kInvalidArgument,
       "max_consecutive_skips {} is outside -1 (the default) .. 1000000", max_consecutive_skips);
   check_optimizer(optimizer, clip_norm);
-  check_state_storage(optimizer);
+  check_state_storage(optimizer, name);
   check_loss_scale(loss_scale);
   ZS_CHECK(optimizer_threads >= 0 && optimizer_threads <= 4096, ErrorCode::kInvalidArgument,
            "optimizer_threads {} is outside 0 (the OpenMP default) .. 4096", optimizer_threads);
   ZS_CHECK(shard_group_size >= 0 && shard_group_size <= (1 << 20), ErrorCode::kInvalidArgument,
-           "shard group size {} is outside 0 (all ranks) .. 2^20", shard_group_size);
-  check_zeropp(*this);
+           "{} {} is outside 0 (all ranks) .. 2^20", name("shard_group_size"), shard_group_size);
+  check_zeropp(*this, name);
   check_world_invariant(*this);
 }
 
@@ -385,8 +389,6 @@ void check_block(const KeyNamer& name, const char* key, int64_t b) {
   ZS_CHECK(b >= 32 && b <= 65536 && (b & (b - 1)) == 0, ErrorCode::kInvalidArgument,
            "{} {} is not a power of two in 32..65536", name(key), b);
 }
-
-std::string same_key(std::string_view key) { return std::string(key); }
 
 }  // namespace
 

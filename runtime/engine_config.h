@@ -107,6 +107,10 @@ struct FrozenPolicy {
 // "auto", "dequantize", "int8-gemm".
 const char* int8_compute_name(FrozenPolicy::Int8Compute c);
 
+// How a check names a setting: the key ("stage", "zero_quantized_weights_block", ...) as the
+// reader of the configuration calls it (zs_train: the flag, or the DeepSpeed key it came from).
+using KeyNamer = std::function<std::string(std::string_view key)>;
+
 // ZeRO++ (DeepSpeed's zero_optimization keys of the same names with a zero_ prefix): how
 // stage 2-3 move bytes besides the plain collectives. Each switch picks a gather or reduce path
 // (runtime/gather_path.h, runtime/reduce_path.h); the engine and the planner ask those paths.
@@ -201,15 +205,14 @@ struct EngineConfig {
 
   // Throws zs::Error(kInvalidArgument) naming the first bad field; zs::Error(kUnsupported) for
   // frozen.int8_compute = kInt8Gemm on a process without the int8 GEMM ([Note: int8 compute]).
-  void validate() const;
+  // `name` names the fields the flags also set (micro_batches, prefetch, shard_group_size,
+  // optimizer.state_block, optimizer.state_min_numel, stage and the ZeRO++ keys) as the reader
+  // of the configuration calls them; null: by key.
+  void validate(const KeyNamer& name = nullptr) const;
   // The checks that need the world size (node_size, hpZ and qgZ against `world` ranks, with
   // hybrid sharding): throws zs::Error(kInvalidArgument) naming the switch. The engine calls it.
   void validate_for_world(int world) const;
 };
-
-// How a check names a setting: the key ("stage", "zero_quantized_weights_block", ...) as the
-// reader of the configuration calls it (zs_train: the flag, or the DeepSpeed key it came from).
-using KeyNamer = std::function<std::string(std::string_view key)>;
 
 // The ZeRO++ rules (the one statement of them: EngineConfig::validate() applies them, and the
 // programs' flag readers call this with their namer): qwZ needs stage 3; hpZ's K is 1 (off) or

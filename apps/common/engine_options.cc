@@ -59,12 +59,9 @@ int resolve_alias(const po::variables_map& vm, const std::string& name) {
 void read_batch(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f) {
   f.batch = resolve_alias(vm, "batch");
   ZS_CHECK(f.batch >= 1, kBad, "{} {} must be at least 1", flag("batch"), f.batch);
-  EngineConfig& e = f.engine;
+  EngineConfig& e = f.engine;  // micro_batches is checked by EngineConfig::validate
   e.micro_batches = value<int>(vm, "gradient-accumulation-steps");
   f.accumulation_given = flag_given(vm, "gradient-accumulation-steps");
-  ZS_CHECK(e.micro_batches >= 1, kBad,
-           "{} {} must be at least 1 (micro-batches per optimizer step)",
-           flag("gradient-accumulation-steps"), e.micro_batches);
   f.global_micro_batches = value<int>(vm, "global-micro-batches");
   ZS_CHECK(f.global_micro_batches >= 0, kBad, "{} {} is negative", flag("global-micro-batches"),
            f.global_micro_batches);
@@ -88,12 +85,7 @@ void read_zeropp(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f
   z.quantized_gradients_block = value<int64_t>(vm, "zero-quantized-gradients-block");
   require(vm, flag, "zero-quantized-gradients-block", z.quantized_gradients,
           "--zero-quantized-gradients, which is not given");
-  validate_zeropp(f.engine.stage, z, [&flag](std::string_view key) {
-    if (key == "stage") return flag("zero-stage");
-    std::string dashed(key);  // zero_quantized_weights -> zero-quantized-weights
-    std::replace(dashed.begin(), dashed.end(), '_', '-');
-    return flag(dashed);
-  });
+  validate_zeropp(f.engine.stage, z, engine_key_namer(flag));
 }
 
 void read_engine(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f) {
@@ -104,13 +96,10 @@ void read_engine(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f
   e.stage = zero_stage_from_int(stage);
   e.precision.param_dtype = float_dtype(vm, flag, "dtype");
   e.precision.grad_dtype = float_dtype(vm, flag, "grad-dtype");
-  e.prefetch = value<int>(vm, "prefetch");
-  ZS_CHECK(e.prefetch >= 0, kBad, "{} {} must not be negative", flag("prefetch"), e.prefetch);
+  e.prefetch = value<int>(vm, "prefetch");  // its range, and shard-group-size's: validate()
   require(vm, flag, "prefetch", e.stage == ZeroStage::k3,
           fmt::format("--zero-stage 3 (it gathers parameters ahead of use), not {}", stage));
   e.shard_group_size = value<int>(vm, "shard-group-size");
-  ZS_CHECK(e.shard_group_size >= 0, kBad, "{} {} is negative (0: all ranks)",
-           flag("shard-group-size"), e.shard_group_size);
   read_zeropp(vm, flag, f);
   e.offload.optimizer = value<bool>(vm, "offload-optimizer");
   f.device = value<std::string>(vm, "device");
@@ -145,10 +134,7 @@ void read_optimizer_states(const po::variables_map& vm, const FlagNamer& flag, R
   const std::string int8_only = "--optimizer-state-dtype int8, not " + d;
   require(vm, flag, "optimizer-state-block", d == "int8", int8_only);
   require(vm, flag, "optimizer-state-code", d == "int8", int8_only);
-  opt.state_block = value<int64_t>(vm, "optimizer-state-block");
-  ZS_CHECK(power_of_two_in(opt.state_block, 64, int64_t{1} << 20), kBad,
-           "{} {} is not a power of two in 64..1048576", flag("optimizer-state-block"),
-           opt.state_block);
+  opt.state_block = value<int64_t>(vm, "optimizer-state-block");  // its range: validate()
   const std::string code = value<std::string>(vm, "optimizer-state-code");
   ZS_CHECK(code == "float8" || code == "dynamic", kBad, "{} '{}' is not one of float8, dynamic",
            flag("optimizer-state-code"), code);
@@ -159,8 +145,6 @@ void read_optimizer_states(const po::variables_map& vm, const FlagNamer& flag, R
              flag(name));
   }
   opt.state_min_numel = value<int64_t>(vm, "optimizer-state-min-numel");
-  ZS_CHECK(opt.state_min_numel >= 0, kBad, "{} {} must not be negative",
-           flag("optimizer-state-min-numel"), opt.state_min_numel);
   opt.state_dtype = d == "int8"   ? optim::StateDType::kI8
                     : d == "bf16" ? optim::StateDType::kBF16
                                   : optim::StateDType::kF32;
@@ -209,6 +193,17 @@ void read_finetune(const po::variables_map& vm, const FlagNamer& flag, RunFlags&
 }  // namespace
 
 std::string plain_flag_name(const std::string& name) { return "--" + name; }
+
+KeyNamer engine_key_namer(const FlagNamer& flag) {
+  return [flag](std::string_view key) {
+    if (key == "stage") return flag("zero-stage");
+    if (key == "micro_batches") return flag("gradient-accumulation-steps");
+    std::string dashed(key);  // optimizer.state_block -> optimizer-state-block
+    std::replace_if(
+        dashed.begin(), dashed.end(), [](char c) { return c == '_' || c == '.'; }, '-');
+    return flag(dashed);
+  };
+}
 
 bool flag_given(const po::variables_map& vm, const std::string& name) {
   return vm.count(name) && !vm[name].defaulted();
@@ -340,6 +335,7 @@ RunFlags run_flags_from(const po::variables_map& vm, const FlagNamer& flag, Engi
   read_engine(vm, flag, f);
   read_optimizer_states(vm, flag, f);
   read_finetune(vm, flag, f);
+  f.engine.validate(engine_key_namer(flag));  // the engine's ranges, named by flag
   return f;
 }
 

@@ -28,6 +28,12 @@ namespace zs::apps {
 using FlagNamer = std::function<std::string(const std::string& name)>;
 std::string plain_flag_name(const std::string& name);  // "--" + name
 
+// The engine configuration's keys as flags (runtime/engine_config.h's KeyNamer): "stage" is
+// --zero-stage, "micro_batches" --gradient-accumulation-steps, any other key its dashed form
+// ("optimizer.state_block" is --optimizer-state-block), each named by `flag`. The rules are the
+// engine's (EngineConfig::validate, validate_zeropp); the programs only say which flag broke one.
+KeyNamer engine_key_namer(const FlagNamer& flag);
+
 // --help's sections of the shared flags, each declared on `desc` with its default (a flag that
 // was not given reads as its default; given() tells them apart).
 void add_batch_options(boost::program_options::options_description& desc);

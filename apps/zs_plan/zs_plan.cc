@@ -528,7 +528,7 @@ Options parse_options(const po::variables_map& vm) {
   } else if (vm.count("nodes") && vm["nodes"].as<int>() >= 1) {
     f.engine.node_size = c.world / vm["nodes"].as<int>();
   }
-  f.engine.validate();
+  f.engine.validate(zs::apps::engine_key_namer(zs::apps::plain_flag_name));
   f.engine.validate_for_world(c.world);
   c.engine = f.engine;
   o.optimizer = vm["optimizer"].as<std::string>();

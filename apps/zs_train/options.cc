@@ -386,7 +386,7 @@ std::optional<TrainOptions> parse_options(int argc, char** argv, bool print_help
   const std::string mode = configure_log_mode(vm, o);
   if (!vm.count("data") && o.train_shards.empty()) o.data = default_data_path();
   o.model.validate();
-  o.engine.validate();
+  o.engine.validate(apps::engine_key_namer(flag));
   check_state_names(flag, o);
   if (o.device == "cuda") check_cuda_components(o.model);
   record_config(all, vm, mode, r, o);

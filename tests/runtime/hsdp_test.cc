@@ -281,7 +281,7 @@ TEST(HybridSharding, BadSizesAndDisagreementAreRefused) {
   const int n = world().size();
   expect_refused(make_config(3, n + 1), "does not divide the");
   if (n == 4) expect_refused(make_config(3, 3), "shard group size 3 does not divide the 4 ranks");
-  expect_refused(make_config(3, -1), "shard group size -1 is outside");
+  expect_refused(make_config(3, -1), "shard_group_size -1 is outside");
   if (n >= 2) {
     // Rank 0 asks for flat sharding, the others for shard groups of one rank.
     expect_refused(make_config(3, world().rank() == 0 ? 0 : 1), "shard_group_size");
