@@ -1,9 +1,12 @@
 #include "interop/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -97,36 +100,115 @@ void parse_gpt2(const json& j, const std::string& where, HfConfig& c) {
   c.arch.tied_embeddings = c.tied;
 }
 
-// rope_theta (4.x) or rope_parameters.rope_theta (5.x); rope scaling of any kind is refused.
-float rope_theta_of(const json& j, const std::string& where) {
-  ZS_CHECK(!j.contains("rope_scaling") || j.at("rope_scaling").is_null(), kBad,
-           "{}: \"rope_scaling\" is {}; rope scaling (Llama-3.1 style and others) is not "
-           "implemented",
-           where, j.contains("rope_scaling") ? j.at("rope_scaling").dump() : "");
+// A number field of a rope-scaling object `obj` (named `name` in config.json), required.
+double rope_number(const json& obj, const std::string& name, const char* key,
+                   const std::string& where) {
+  ZS_CHECK(obj.contains(key) && !obj.at(key).is_null(), kBad, "{}: \"{}.{}\" is missing ({} is {})",
+           where, name, key, name, obj.dump());
+  ZS_CHECK(obj.at(key).is_number(), kBad, "{}: \"{}.{}\" is {}, a number expected", where, name,
+           key, obj.at(key).dump());
+  return obj.at(key).get<double>();
+}
+
+// The rope scaling an object of config.json describes: 4.x's "rope_scaling" {rope_type (older:
+// type), factor, ...} or 5.x's "rope_parameters" {rope_type, rope_theta, factor, ...}, `name` the
+// field. rope_type default: none; linear: factor; llama3: factor, low_freq_factor,
+// high_freq_factor, original_max_position_embeddings. Any other type, a missing, malformed or
+// unknown key: refused naming the field and its value.
+RopeScaling rope_scaling_in(const json& obj, const std::string& name, const std::string& where) {
+  ZS_CHECK(obj.is_object(), kBad, "{}: \"{}\" is {}, an object expected", where, name, obj.dump());
+  const bool parameters = name == "rope_parameters";
+  const bool has_type = obj.contains("rope_type"), has_old = obj.contains("type");
+  ZS_CHECK(has_type || has_old || parameters, kBad,
+           "{}: \"{}\" is {}; its \"rope_type\" is missing", where, name, obj.dump());
+  const char* type_key = has_type ? "rope_type" : "type";
+  const std::string type = optional_field<std::string>(obj, type_key, "default", where);
+  ZS_CHECK(!has_type || !has_old || obj.at("type") == obj.at("rope_type"), kBad,
+           "{}: \"{}.type\" is {} but \"{}.rope_type\" is {}", where, name, obj.at("type").dump(),
+           name, obj.at("rope_type").dump());
+  RopeScaling s;
+  std::vector<std::string> keys = {"rope_type", "type"};
+  if (parameters) keys.push_back("rope_theta");  // read by rope_of
+  if (type == "linear") {
+    s.kind = RopeScalingKind::kLinear;
+    s.factor = rope_number(obj, name, "factor", where);
+    keys.push_back("factor");
+  } else if (type == "llama3") {
+    s.kind = RopeScalingKind::kLlama3;
+    s.factor = rope_number(obj, name, "factor", where);
+    s.low_freq_factor = rope_number(obj, name, "low_freq_factor", where);
+    s.high_freq_factor = rope_number(obj, name, "high_freq_factor", where);
+    const double original = rope_number(obj, name, "original_max_position_embeddings", where);
+    ZS_CHECK(original == std::floor(original) && original >= 1 && original <= (1 << 30), kBad,
+             "{}: \"{}.original_max_position_embeddings\" is {}, a positive integer expected",
+             where, name, obj.at("original_max_position_embeddings").dump());
+    s.original_context = static_cast<int>(original);
+    keys.insert(keys.end(), {"factor", "low_freq_factor", "high_freq_factor",
+                             "original_max_position_embeddings"});
+  } else {
+    ZS_CHECK(type == "default", kBad,
+             "{}: \"{}.{}\" is \"{}\"; zeroshard's rotary positions implement rope_type "
+             "default, linear and llama3 (not dynamic, yarn, longrope or others)",
+             where, name, type_key, type);
+  }
+  for (const auto& [key, value] : obj.items()) {
+    const bool known = std::find(keys.begin(), keys.end(), key) != keys.end();
+    const bool full_rotary = key == "partial_rotary_factor" && value == 1.0;
+    ZS_CHECK(known || full_rotary, kBad, "{}: \"{}.{}\" is {}; zeroshard's rope_type {} takes {}",
+             where, name, key, value.dump(), type,
+             keys.size() == 2 ? std::string("no other key")
+                              : fmt::format("{}", fmt::join(keys.begin() + 2, keys.end(), ", ")));
+  }
+  try {
+    s.validate();
+  } catch (const Error& e) {
+    fail(kBad, "{}: \"{}\" is {}: {}", where, name, obj.dump(), e.what());
+  }
+  return s;
+}
+
+// rope_theta and rope scaling: 4.x's "rope_theta" and "rope_scaling", or 5.x's
+// "rope_parameters" (its rope_theta over the top-level one). Both scalings given must agree.
+void rope_of(const json& j, const std::string& where, GptArchitecture& a, HfConfig& c) {
   // Finite and above 1, as GptArchitecture::validate() wants it, named by its key here.
   auto checked = [&where](float theta, const char* key) {
     ZS_CHECK(std::isfinite(theta) && theta > 1.0f, kBad,
              "{}: \"{}\" is {}; rotary positions need a finite theta above 1", where, key, theta);
     return theta;
   };
-  float theta = checked(optional_field<float>(j, "rope_theta", 10000.0f, where), "rope_theta");
-  if (!j.contains("rope_parameters") || j.at("rope_parameters").is_null()) return theta;
+  a.rope_theta = checked(optional_field<float>(j, "rope_theta", 10000.0f, where), "rope_theta");
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
+    a.rope_scaling = rope_scaling_in(j.at("rope_scaling"), "rope_scaling", where);
+  if (!j.contains("rope_parameters") || j.at("rope_parameters").is_null()) return;
   const json& rp = j.at("rope_parameters");
-  ZS_CHECK(rp.is_object(), kBad, "{}: \"rope_parameters\" is {}, an object expected", where,
-           rp.dump());
-  const std::string type = optional_field<std::string>(rp, "rope_type", "default", where);
-  ZS_CHECK(type == "default", kBad,
-           "{}: \"rope_parameters.rope_type\" is \"{}\"; only \"default\" rotary positions are "
-           "implemented (no rope scaling)",
-           where, type);
-  for (const auto& [key, value] : rp.items()) {
-    const bool full_rotary = key == "partial_rotary_factor" && value == 1.0;
-    ZS_CHECK(key == "rope_type" || key == "rope_theta" || full_rotary, kBad,
-             "{}: \"rope_parameters.{}\" is {}; zeroshard's rotary positions take rope_theta only",
-             where, key, value.dump());
+  const RopeScaling s = rope_scaling_in(rp, "rope_parameters", where);
+  ZS_CHECK(!a.rope_scaling.enabled() || !s.enabled() || s == a.rope_scaling, kBad,
+           "{}: \"rope_scaling\" is {} but \"rope_parameters\" is {}", where,
+           j.at("rope_scaling").dump(), rp.dump());
+  if (s.enabled()) {
+    a.rope_scaling = s;
+    c.rope_field = "rope_parameters";
   }
-  return checked(optional_field<float>(rp, "rope_theta", theta, where),
-                 "rope_parameters.rope_theta");
+  a.rope_theta = checked(optional_field<float>(rp, "rope_theta", a.rope_theta, where),
+                         "rope_parameters.rope_theta");
+}
+
+// rope_scaling as transformers 4.x writes it (rope_type, which 4.x and 5.x both read); null for
+// none.
+json rope_scaling_json(const RopeScaling& s) {
+  switch (s.kind) {
+    case RopeScalingKind::kNone:
+      return nullptr;
+    case RopeScalingKind::kLinear:
+      return {{"rope_type", "linear"}, {"factor", s.factor}};
+    case RopeScalingKind::kLlama3:
+      return {{"rope_type", "llama3"},
+              {"factor", s.factor},
+              {"low_freq_factor", s.low_freq_factor},
+              {"high_freq_factor", s.high_freq_factor},
+              {"original_max_position_embeddings", s.original_context}};
+  }
+  return nullptr;
 }
 
 // Fields of the Llama family that would change what the model computes and that our decoder does
@@ -175,7 +257,7 @@ void parse_llama_family(const json& j, const std::string& where, HfConfig& c) {
   a.norm = NormKind::kRMSNorm;
   a.norm_eps = optional_field<float>(j, "rms_norm_eps", 1e-6f, where);
   a.positions = PositionKind::kRotary;
-  a.rope_theta = rope_theta_of(j, where);
+  rope_of(j, where, a, c);
   a.mlp = MlpKind::kSwiGLU;
   const bool attention_bias = optional_field<bool>(j, "attention_bias", false, where);
   a.qkv_bias = c.family == HfFamily::kQwen2 || (c.family == HfFamily::kLlama && attention_bias);
@@ -291,6 +373,9 @@ void check_hf_config(const HfConfig& hf, const GptArchitecture& model, const std
     ZS_CHECK(f.theirs == f.mine, kBad, "{}: \"{}\" is {}, the model's {} is {}", where, f.hf,
              f.theirs, f.ours, f.mine);
   }
+  ZS_CHECK(gpt2 || run.rope_scaling == model.rope_scaling, kBad,
+           "{}: \"{}\" is {}, the model's rope scaling is {}", where, hf.rope_field,
+           rope_scaling_text(run.rope_scaling), rope_scaling_text(model.rope_scaling));
   ZS_CHECK(run.norm == model.norm && run.positions == model.positions && run.mlp == model.mlp &&
                run.qkv_bias == model.qkv_bias && run.proj_bias == model.proj_bias &&
                run.mlp_bias == model.mlp_bias,
@@ -375,9 +460,10 @@ std::string hf_config_json(const GptArchitecture& a, DType dtype) {
   if (f == HfFamily::kLlama) {
     j["attention_bias"] = a.qkv_bias;
     j["mlp_bias"] = a.mlp_bias;
-    j["rope_scaling"] = nullptr;
+    j["rope_scaling"] = rope_scaling_json(a.rope_scaling);
     j["pretraining_tp"] = 1;
   } else {
+    if (a.rope_scaling.enabled()) j["rope_scaling"] = rope_scaling_json(a.rope_scaling);
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = a.layers;

@@ -1,9 +1,10 @@
 // Hugging Face config.json <-> nn::GptArchitecture, for every family zeroshard's decoder maps onto
 // (docs/interop.md): GPT2LMHeadModel (model_type gpt2), LlamaForCausalLM (llama),
 // MistralForCausalLM (mistral) and Qwen2ForCausalLM (qwen2), as transformers 4.x and 5.x write
-// them (5.x: "rope_parameters" {rope_theta, rope_type} for rope_theta/rope_scaling, "dtype" for
-// "torch_dtype"). A field that would change what the model computes and that our decoder does not
-// do is refused, naming the field and its value.
+// them (5.x: "rope_parameters" {rope_theta, rope_type, ...} for rope_theta/rope_scaling, "dtype"
+// for "torch_dtype"). Rope scaling: rope_type default, linear and llama3 (Llama-3.1/3.2),
+// nn/rope_scaling.h. A field that would change what the model computes and that our decoder does
+// not do is refused, naming the field and its value.
 #pragma once
 
 #include <string>
@@ -31,13 +32,17 @@ struct HfConfig {
   int sliding_window =
       0;             // Mistral's sliding_window (0: none); refused where the context passes it
   bool tied = true;  // tie_word_embeddings (GPT-2's default true, the Llama family's false)
+  // The field arch.rope_scaling came from: "rope_scaling" (4.x; also when none) or
+  // "rope_parameters" (5.x).
+  const char* rope_field = "rope_scaling";
 };
 
 // Parses config.json text. Throws zs::Error(kInvalidArgument) naming `where`, the field and its
 // value: not JSON; another model_type or architectures class; a missing or non-positive size;
 // an activation our decoder does not compute (GPT-2: gelu_new / gelu_pytorch_tanh; Llama family:
-// silu); rope scaling (rope_scaling non-null, rope_type other than "default", other
-// rope_parameters); an active sliding window (use_sliding_window true, a layer_types entry other
+// silu); rope scaling other than linear and llama3 (rope_scaling's or rope_parameters' rope_type
+// dynamic, yarn, longrope...; a missing, malformed or unknown key of theirs); an active sliding
+// window (use_sliding_window true, a layer_types entry other
 // than full_attention); MoE fields; head_dim other than hidden_size / num_attention_heads;
 // GPT-2's attention scalings our attention does not do.
 HfConfig parse_hf_config(const std::string& text, const std::string& where);
@@ -58,7 +63,8 @@ void check_hf_config(const HfConfig& hf, const GptArchitecture& model, const std
 HfFamily hf_family_of(const GptArchitecture& arch);
 
 // config.json for `arch` as transformers 4.x writes it for hf_family_of(arch)'s class,
-// tie_word_embeddings as arch.tied_embeddings, no dropout, no special token ids (the vocabulary is
+// rope_scaling {rope_type, factor, ...} (Llama: null without scaling), tie_word_embeddings as
+// arch.tied_embeddings, no dropout, no special token ids (the vocabulary is
 // the run's own); torch_dtype from `dtype` (fp32 or bf16).
 std::string hf_config_json(const GptArchitecture& arch, DType dtype = DType::kF32);
 

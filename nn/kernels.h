@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "nn/rope_scaling.h"
 #include "unit/unit.h"
 
 namespace zs::nn {
@@ -75,11 +76,14 @@ void swiglu_backward_rows(const float* gate_up, const float* dy, int64_t M, int 
 // Rotary position embedding (transformers' apply_rotary_pos_emb with rotate_half), in place on
 // `heads` heads of hd (even) dims at the start of each row of x [rows, ld] (head h at columns
 // h*hd, as Attention's qkv: call once on q with x = qkv, once on k with x = qkv + C). Row r is at
-// position r % T. For i < hd/2, a = t * theta^(-2i/hd) (fp32, as transformers computes it):
+// position r % T. For i < hd/2, a = t * inv_freq[i], inv_freq = rope_inv_freq(hd, theta, scaling)
+// (theta^(-2i/hd) unscaled; fp32, as transformers computes it; nn/rope_scaling.h):
 //   x[i] <- x[i] cos a - x[i + hd/2] sin a,  x[i + hd/2] <- x[i + hd/2] cos a + x[i] sin a.
-void rope_forward(float* x, int64_t rows, int T, int heads, int hd, int64_t ld, float theta);
+void rope_forward(float* x, int64_t rows, int T, int heads, int hd, int64_t ld, float theta,
+                  const RopeScaling& scaling = {});
 // The transpose of rope_forward (the rotation by -a), in place on dx of the same layout.
-void rope_backward(float* dx, int64_t rows, int T, int heads, int hd, int64_t ld, float theta);
+void rope_backward(float* dx, int64_t rows, int T, int heads, int hd, int64_t ld, float theta,
+                   const RopeScaling& scaling = {});
 
 // out = a + b; out may alias either.
 void residual_add(const float* a, const float* b, float* out, int64_t n);

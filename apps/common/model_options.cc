@@ -28,9 +28,9 @@ constexpr ArchitectureFlag kFlags[] = {
 };
 
 // The component flags, after --family, in --help's order.
-constexpr const char* kComponentFlags[] = {"ffn",       "kv-heads",   "norm",          "norm-eps",
-                                           "positions", "rope-theta", "mlp",           "qkv-bias",
-                                           "proj-bias", "mlp-bias",   "tie-embeddings"};
+constexpr const char* kComponentFlags[] = {
+    "ffn",          "kv-heads", "norm",     "norm-eps",  "positions", "rope-theta",
+    "rope-scaling", "mlp",      "qkv-bias", "proj-bias", "mlp-bias",  "tie-embeddings"};
 
 std::span<const ArchitectureFlag> flags(bool with_vocab) {
   return std::span(kFlags).first(with_vocab ? std::size(kFlags) : std::size(kFlags) - 1);
@@ -55,6 +55,10 @@ void add_component_options(po::options_description& desc, bool with_defaults) {
       ("norm-eps", po::value<float>(), "the norms' epsilon (default 1e-5)")
       ("positions", po::value<std::string>(), "learned | rotary (default: the family's)")
       ("rope-theta", po::value<float>(), "rotary base theta (default 10000)")
+      ("rope-scaling", po::value<std::string>(), "none | linear:factor=F | "
+       "llama3:factor=F,low=L,high=H,original=N: rotary frequencies stretched as transformers' "
+       "rope_type linear or llama3 (Llama-3.1: llama3:factor=8,low=1,high=4,original=8192; "
+       "default none; --init-from-hf: config.json's rope_scaling)")
       ("mlp", po::value<std::string>(), "gelu | swiglu (default: the family's)")
       ("qkv-bias", po::value<std::string>(), "on | off: biases of q, k, v (default: the family's)")
       ("proj-bias", po::value<std::string>(), "on | off: the attention output's bias (default: "
@@ -127,6 +131,13 @@ void apply_component_options(const po::variables_map& vm, nn::GptArchitecture& a
   apply_architecture_option(vm, "kv-heads", a.kv_heads);
   if (vm.count("norm-eps")) a.norm_eps = vm["norm-eps"].as<float>();
   if (vm.count("rope-theta")) a.rope_theta = vm["rope-theta"].as<float>();
+  if (vm.count("rope-scaling")) {
+    try {
+      a.rope_scaling = nn::parse_rope_scaling(vm["rope-scaling"].as<std::string>());
+    } catch (const Error& e) {
+      fail(kBad, "--rope-scaling '{}': {}", vm["rope-scaling"].as<std::string>(), e.what());
+    }
+  }
   static constexpr const char* kNorms[] = {"layernorm", "rmsnorm"};
   static constexpr const char* kPositions[] = {"learned", "rotary"};
   static constexpr const char* kMlps[] = {"gelu", "swiglu"};
@@ -158,6 +169,9 @@ void check_architecture(const po::variables_map& vm, const nn::GptArchitecture& 
   ZS_CHECK(!vm.count("rope-theta") || a.positions == nn::PositionKind::kRotary, kBad,
            "--rope-theta applies to rotary positions (--positions rotary or --family llama), not "
            "learned ones");
+  ZS_CHECK(!vm.count("rope-scaling") || a.positions == nn::PositionKind::kRotary, kBad,
+           "--rope-scaling applies to rotary positions (--positions rotary or --family llama), "
+           "not learned ones");
   if (a.positions == nn::PositionKind::kRotary) {
     const char* from = given(vm, "positions") ? "--positions rotary" : "--family llama";
     ZS_CHECK(std::isfinite(a.rope_theta) && a.rope_theta > 1.0f, kBad,

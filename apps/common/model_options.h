@@ -1,8 +1,8 @@
 // The architecture flags of the trainer (zs_train) and zs_plan, declared once
 // (issues 26, 27): the dimensions --layers, --heads, --width, --context, --vocab and the components
-// --family gpt2|llama (a preset), --norm, --norm-eps, --positions, --rope-theta, --mlp, --ffn,
-// --kv-heads, --qkv-bias, --proj-bias, --mlp-bias ([Note: architecture components] in
-// nn/gpt_architecture.h), each with one help text, mapped onto nn::GptArchitecture (the trainer)
+// --family gpt2|llama (a preset), --norm, --norm-eps, --positions, --rope-theta, --rope-scaling,
+// --mlp, --ffn, --kv-heads, --qkv-bias, --proj-bias, --mlp-bias ([Note: architecture components]
+// in nn/gpt_architecture.h), each with one help text, mapped onto nn::GptArchitecture (the trainer)
 // or nn::TransformerShape (zs_plan), so that the same flags describe the same model in both.
 #pragma once
 
@@ -57,7 +57,8 @@ void apply_component_options(const boost::program_options::variables_map& vm,
 
 // Checks `arch` as the flags gave it, naming the flags: --kv-heads must divide --heads, rotary
 // positions need an even head dim (--width / --heads), --ffn, --norm-eps and --rope-theta in
-// range, and --rope-theta only with rotary positions. The rest is the model's to check
+// range, and --rope-theta and --rope-scaling only with rotary positions (--rope-scaling's value is
+// checked by apply_component_options). The rest is the model's to check
 // (GptArchitecture::validate, TransformerShape::validate). Throws zs::Error(kInvalidArgument).
 void check_architecture(const boost::program_options::variables_map& vm,
                         const nn::GptArchitecture& arch);

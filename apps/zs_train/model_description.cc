@@ -24,6 +24,7 @@ constexpr DescribedFlag kFlagOrder[] = {{"layers", "--layers"},
                                         {"norm_eps", "--norm-eps"},
                                         {"positions", "--positions"},
                                         {"rope_theta", "--rope-theta"},
+                                        {"rope_scaling", "--rope-scaling"},
                                         {"mlp", "--mlp"},
                                         {"qkv_bias", "--qkv-bias"},
                                         {"proj_bias", "--proj-bias"},
@@ -46,9 +47,13 @@ std::string value_text(const nlohmann::json& v) {
   return v.dump();
 }
 
-// The value of `key` in a description; "off" for an absent tied_embeddings (stored only when on).
+// The value of `key` in a description; "off" for an absent tied_embeddings and "none" for an absent
+// rope_scaling (each stored only when on).
 std::string flag_value(const nlohmann::json& d, const char* key) {
-  if (!d.contains(key)) return std::string(key) == "tied_embeddings" ? "off" : "(absent)";
+  if (!d.contains(key)) {
+    const std::string k = key;
+    return k == "tied_embeddings" ? "off" : k == "rope_scaling" ? "none" : "(absent)";
+  }
   return value_text(d[key]);
 }
 
@@ -118,6 +123,8 @@ nn::GptArchitecture architecture_from_description(const std::string& text,
     a.mlp = mlp == "swiglu" ? nn::MlpKind::kSwiGLU : nn::MlpKind::kGelu;
     a.norm_eps = d.at("norm_eps").get<float>();
     a.rope_theta = d.at("rope_theta").get<float>();
+    if (d.contains("rope_scaling"))
+      a.rope_scaling = nn::parse_rope_scaling(d.at("rope_scaling").get<std::string>());
     a.ffn = d.at("ffn").get<int>();
     a.kv_heads = d.at("kv_heads").get<int>();
     a.qkv_bias = d.at("qkv_bias").get<bool>();
@@ -139,6 +146,8 @@ std::string model_description(const TrainOptions& o) {
   nlohmann::json j = architecture_json(m.arch);
   j["model"] = "gpt";
   if (m.arch.tied_embeddings) j["tied_embeddings"] = true;  // absent untied: as before issue 27's
+  // Absent without scaling: the descriptions of checkpoints before it still match.
+  if (m.arch.rope_scaling.enabled()) j["rope_scaling"] = nn::rope_scaling_text(m.arch.rope_scaling);
   if (m.adapters.lora.enabled()) {  // absent without adapters: full-model checkpoints as before
     j["lora-rank"] = m.adapters.lora.rank;
     j["lora-alpha"] = shortest(m.adapters.lora.alpha);  // 16, not 16.000000xxx

@@ -249,8 +249,10 @@ nn::GptArchitecture hf_or_resumed_architecture(const po::variables_map& vm, Trai
 // parse or contradicts them.
 void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& r,
                    TrainOptions& o) {
-  o.model.arch = zs_train_architecture(vm);
-  if (!o.checkpoint.init_from_hf.empty()) o.model.arch = hf_or_resumed_architecture(vm, o);
+  // With --init-from-hf the flags given are checked over config.json's model, not the default
+  // GPT-2 (whose learned positions would refuse --rope-theta and --rope-scaling).
+  o.model.arch = o.checkpoint.init_from_hf.empty() ? zs_train_architecture(vm)
+                                                   : hf_or_resumed_architecture(vm, o);
   if (!o.checkpoint.export_hf.empty()) check_hf_export(o.model.arch, o.checkpoint.export_hf);
   apps::RunFlags f = apps::run_flags_from(
       vm, [&flag](const std::string& name) { return flag(name); }, o.engine);

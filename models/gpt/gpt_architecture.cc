@@ -66,6 +66,15 @@ void GptArchitecture::validate() const {
     ZS_CHECK(head_dim() % 2 == 0, ErrorCode::kInvalidArgument,
              "gpt config: rotary positions need an even head dim, got width {} / heads {} = {}",
              width, heads, head_dim());
+    try {
+      rope_scaling.validate();
+    } catch (const Error& e) {
+      fail(ErrorCode::kInvalidArgument, "gpt config: {}", e.what());
+    }
+  } else {
+    ZS_CHECK(!rope_scaling.enabled(), ErrorCode::kInvalidArgument,
+             "gpt config: rope scaling {} applies to rotary positions, not learned ones",
+             rope_scaling_text(rope_scaling));
   }
 }
 

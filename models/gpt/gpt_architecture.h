@@ -10,7 +10,8 @@
 //              eps = norm_eps for both.
 //   positions  kLearned: wpe [context, C] added to the token embedding (GPT-2); kRotary: no
 //              parameters, q and k rotated per head by RoPE with rope_theta (Llama,
-//              transformers' rotate_half convention).
+//              transformers' rotate_half convention), its frequencies stretched by rope_scaling
+//              (none, linear or llama3: nn/rope_scaling.h; Llama-3.1/3.2).
 //   mlp        kGelu: fc [F, C] -> GELU (tanh) -> fc_proj [C, F] (GPT-2); kSwiGLU: fc [2F, C]
 //              holds gate_proj's rows [0, F) and up_proj's rows [F, 2F), silu(gate) * up ->
 //              fc_proj [C, F] (down_proj) (Llama).
@@ -27,6 +28,8 @@
 
 #include <cstdint>
 #include <string>
+
+#include "nn/rope_scaling.h"
 
 namespace zs::nn {
 
@@ -47,6 +50,7 @@ struct GptArchitecture {
   float norm_eps = 1e-5f;  // layer_norm_epsilon, rms_norm_eps
   PositionKind positions = PositionKind::kLearned;
   float rope_theta = 10000.0f;  // kRotary only
+  RopeScaling rope_scaling;     // kRotary only; none by default
   MlpKind mlp = MlpKind::kGelu;
   bool qkv_bias = true;
   bool proj_bias = true;

@@ -56,8 +56,8 @@ void rotate_qk(GptModel::State& s, float* qkv, bool backward) {
   if (a.positions != PositionKind::kRotary) return;
   const int hd = a.head_dim();
   auto rope = backward ? rope_backward : rope_forward;
-  rope(qkv, s.M, s.T, s.H, hd, s.Q, a.rope_theta);
-  rope(qkv + s.C, s.M, s.T, s.KV, hd, s.Q, a.rope_theta);
+  rope(qkv, s.M, s.T, s.H, hd, s.Q, a.rope_theta, a.rope_scaling);
+  rope(qkv + s.C, s.M, s.T, s.KV, hd, s.Q, a.rope_theta, a.rope_scaling);
 }
 
 class EmbedUnit : public GptUnit {

@@ -61,5 +61,31 @@ TEST(ModelDescription, OldCheckpointsRefuseAnotherArchitectureByField) {
             R"("vocab":256,"width":128})");
 }
 
+// Rope scaling is described when on (absent otherwise, as before it existed), read back, and a
+// resume with another scaling is refused naming --rope-scaling.
+TEST(ModelDescription, RopeScaling) {
+  TrainOptions o = trainer_defaults();
+  o.model.arch.norm = nn::NormKind::kRMSNorm;
+  o.model.arch.positions = nn::PositionKind::kRotary;
+  o.model.arch.mlp = nn::MlpKind::kSwiGLU;
+  o.model.arch.qkv_bias = o.model.arch.proj_bias = o.model.arch.mlp_bias = false;
+  const std::string plain = model_description(o);
+  EXPECT_EQ(plain.find("rope_scaling"), std::string::npos) << plain;
+  o.model.arch.rope_scaling = {nn::RopeScalingKind::kLlama3, 32.0, 1.0, 4.0, 8192};
+  const std::string scaled = model_description(o);
+  EXPECT_NE(scaled.find(R"("rope_scaling":"llama3:factor=32,low=1,high=4,original=8192")"),
+            std::string::npos)
+      << scaled;
+  EXPECT_EQ(architecture_from_description(scaled, "x").rope_scaling, o.model.arch.rope_scaling);
+  EXPECT_EQ(describe_model_change(plain, description_to_expect(plain, scaled)),
+            "--rope-scaling llama3:factor=32,low=1,high=4,original=8192 in this run, none in the "
+            "checkpoint");
+  TrainOptions lin = o;
+  lin.model.arch.rope_scaling = {nn::RopeScalingKind::kLinear, 4.0};
+  EXPECT_EQ(describe_model_change(scaled, description_to_expect(scaled, model_description(lin))),
+            "--rope-scaling linear:factor=4 in this run, llama3:factor=32,low=1,high=4,"
+            "original=8192 in the checkpoint");
+}
+
 }  // namespace
 }  // namespace zs::train

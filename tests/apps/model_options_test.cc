@@ -166,5 +166,29 @@ TEST(ModelOptions, BadComponentFlagsAreRefusedByName) {
   EXPECT_EQ(refusal({"--norm-eps", "0"}), "--norm-eps 0 is outside (0, 1)");
 }
 
+TEST(ModelOptions, RopeScaling) {
+  nn::GptArchitecture a = architecture_from_options(
+      parse(zs_train_flags(),
+            {"--family", "llama", "--rope-scaling", "llama3:factor=32,low=1,high=4,original=8192"}),
+      kZsTrain);
+  const nn::RopeScaling want = {nn::RopeScalingKind::kLlama3, 32.0, 1.0, 4.0, 8192};
+  EXPECT_EQ(a.rope_scaling, want);
+  EXPECT_TRUE(component_options_given(parse(zs_train_flags(), {"--rope-scaling", "none"})));
+  a = architecture_from_options(
+      parse(zs_train_flags(), {"--positions", "rotary", "--rope-scaling", "linear:factor=4"}),
+      kZsTrain);
+  EXPECT_EQ(a.rope_scaling.kind, nn::RopeScalingKind::kLinear);
+  EXPECT_EQ(a.rope_scaling.factor, 4.0);
+  EXPECT_EQ(refusal({"--rope-scaling", "linear:factor=4"}),
+            "--rope-scaling applies to rotary positions (--positions rotary or --family llama), "
+            "not learned ones");
+  EXPECT_EQ(refusal({"--family", "llama", "--rope-scaling", "yarn:factor=4"}),
+            "--rope-scaling 'yarn:factor=4': rope scaling: 'yarn:factor=4' is not one of none, "
+            "linear:factor=F, llama3:factor=F,low=L,high=H,original=N");
+  EXPECT_EQ(refusal({"--family", "llama", "--rope-scaling", "llama3:factor=8"}),
+            "--rope-scaling 'llama3:factor=8': rope scaling: 'llama3:factor=8' lacks low= (llama3 "
+            "needs factor=..., low=..., high=..., original=...)");
+}
+
 }  // namespace
 }  // namespace zs::apps

@@ -219,16 +219,6 @@ TEST(HfConfig, RefusesWhatTheDecoderDoesNotComputeNamingTheField) {
       {kLlama3, [](json& j) { j["architectures"] = {"LlamaModel"}; },
        "\"model_type\" is \"llama\" but \"architectures\" is [\"LlamaModel\"]"},
       {kLlama3, [](json& j) { j["hidden_act"] = "gelu"; }, "\"hidden_act\" is \"gelu\""},
-      {kLlama3,
-       [](json& j) {
-         j["rope_scaling"] = {{"factor", 8.0}, {"rope_type", "llama3"}};
-       },
-       "\"rope_scaling\" is {\"factor\":8.0,\"rope_type\":\"llama3\"}"},
-      {kLlama3V5,
-       [](json& j) {
-         j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "llama3"}};
-       },
-       "\"rope_parameters.rope_type\" is \"llama3\""},
       {kLlama3V5, [](json& j) { j["rope_parameters"]["partial_rotary_factor"] = 0.5; },
        "\"rope_parameters.partial_rotary_factor\" is 0.5"},
       {kQwen2, [](json& j) { j["use_sliding_window"] = true; }, "\"use_sliding_window\" is true"},
@@ -292,6 +282,138 @@ TEST(HfConfig, ExportConfigParsesBackForEachFamily) {
   EXPECT_NE(error_of([&] { hf_family_of(gqa_gpt2); }).find("the model's kv_heads is 2"),
             std::string::npos);
   EXPECT_EQ(hf_family_of(GptArchitecture{}), HfFamily::kGpt2);
+}
+
+// Llama-3.2-1B's config.json (transformers 4.45): rope_scaling llama3, tied embeddings.
+const char* kLlama32 = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
+  "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+  "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})";
+
+const RopeScaling kLlama32Scaling = {RopeScalingKind::kLlama3, 32.0, 1.0, 4.0, 8192};
+
+TEST(HfConfig, RopeScalingLlama3AndLinearInBothForms) {
+  const HfConfig c = parse_hf_config(kLlama32, "x");
+  EXPECT_EQ(c.arch.rope_scaling, kLlama32Scaling);
+  EXPECT_EQ(c.arch.rope_theta, 500000.0f);
+  EXPECT_EQ(c.max_positions, 131072);
+  EXPECT_TRUE(c.tied);
+  // transformers 5.x: rope_parameters holds theta, type and the scaling's fields.
+  json v5 = json::parse(kLlama32);
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                           {"factor", 32.0},          {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  const HfConfig c5 = parse_hf_config(v5.dump(), "x");
+  EXPECT_EQ(c5.arch, c.arch);
+  EXPECT_STREQ(c5.rope_field, "rope_parameters");
+  // linear, as 4.36 writes it ("type") and as later versions do ("rope_type").
+  json lin = json::parse(kLlama3);
+  lin["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  const RopeScaling linear4 = {RopeScalingKind::kLinear, 4.0};
+  EXPECT_EQ(parse_hf_config(lin.dump(), "x").arch.rope_scaling, linear4);
+  lin["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}, {"type", "linear"}};
+  EXPECT_EQ(parse_hf_config(lin.dump(), "x").arch.rope_scaling, linear4);
+  lin["rope_scaling"] = {{"rope_type", "default"}};  // no scaling
+  EXPECT_FALSE(parse_hf_config(lin.dump(), "x").arch.rope_scaling.enabled());
+}
+
+TEST(HfConfig, RopeScalingRefusalsNameTheFieldAndValue) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string needle;
+  };
+  auto scaling = [](json v) { return [v](json& j) { j["rope_scaling"] = v; }; };
+  const Case cases[] = {
+      {scaling({{"rope_type", "dynamic"}, {"factor", 2.0}}),
+       "\"rope_scaling.rope_type\" is \"dynamic\"; zeroshard's rotary positions implement "
+       "rope_type default, linear and llama3"},
+      {scaling({{"type", "yarn"}, {"factor", 4.0}}), "\"rope_scaling.type\" is \"yarn\""},
+      {scaling({{"rope_type", "longrope"}}), "\"rope_scaling.rope_type\" is \"longrope\""},
+      {scaling({{"factor", 8.0}}),
+       "\"rope_scaling\" is {\"factor\":8.0}; its \"rope_type\" is "
+       "missing"},
+      {scaling({{"rope_type", "linear"}}), "\"rope_scaling.factor\" is missing"},
+      {scaling({{"rope_type", "linear"}, {"factor", "4"}}),
+       "\"rope_scaling.factor\" is \"4\", a number expected"},
+      {scaling({{"rope_type", "linear"}, {"factor", 0.5}}),
+       "\"rope_scaling\" is {\"factor\":0.5,\"rope_type\":\"linear\"}: rope scaling: linear "
+       "factor 0.5 must be finite and at least 1"},
+      {scaling({{"rope_type", "linear"}, {"factor", 2.0}, {"type", "llama3"}}),
+       "\"rope_scaling.type\" is \"llama3\" but \"rope_scaling.rope_type\" is \"linear\""},
+      {scaling({{"rope_type", "llama3"},
+                {"factor", 8.0},
+                {"low_freq_factor", 1.0},
+                {"high_freq_factor", 4.0}}),
+       "\"rope_scaling.original_max_position_embeddings\" is missing"},
+      {scaling({{"rope_type", "llama3"},
+                {"factor", 8.0},
+                {"low_freq_factor", 4.0},
+                {"high_freq_factor", 1.0},
+                {"original_max_position_embeddings", 8192}}),
+       "\"rope_scaling\" is {\"factor\":8.0,\"high_freq_factor\":1.0,\"low_freq_factor\":4.0,"
+       "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}: rope scaling: llama3 "
+       "high_freq_factor 1 must be finite and above low_freq_factor 4"},
+      {scaling({{"rope_type", "llama3"},
+                {"factor", 8.0},
+                {"low_freq_factor", 1.0},
+                {"high_freq_factor", 4.0},
+                {"original_max_position_embeddings", 8192.5}}),
+       "\"rope_scaling.original_max_position_embeddings\" is 8192.5, a positive integer"},
+      {scaling({{"rope_type", "linear"}, {"factor", 2.0}, {"attention_factor", 1.5}}),
+       "\"rope_scaling.attention_factor\" is 1.5; zeroshard's rope_type linear takes factor"},
+      {scaling("llama3"), "\"rope_scaling\" is \"llama3\", an object expected"},
+      {[](json& j) {
+         j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "yarn"}, {"factor", 4.0}};
+       },
+       "\"rope_parameters.rope_type\" is \"yarn\""},
+      {[](json& j) {
+         j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+         j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 4.0}};
+       },
+       "\"rope_scaling\" is {\"factor\":2.0,\"rope_type\":\"linear\"} but \"rope_parameters\" is"},
+  };
+  for (const Case& c : cases) {
+    json j = json::parse(kLlama3);
+    c.edit(j);
+    const std::string msg = error_of([&] { parse_hf_config(j.dump(), "dir/config.json"); });
+    EXPECT_NE(msg.find("dir/config.json: " + c.needle), std::string::npos) << msg;
+  }
+}
+
+TEST(HfConfig, RopeScalingExportsAndIsCompared) {
+  const HfConfig c = parse_hf_config(kLlama32, "x");
+  GptArchitecture a = hf_run_architecture(c, 256, "x");
+  EXPECT_EQ(a.rope_scaling, kLlama32Scaling);
+  const json j = json::parse(hf_config_json(a));
+  EXPECT_EQ(j.at("rope_scaling"), json({{"rope_type", "llama3"},
+                                        {"factor", 32.0},
+                                        {"low_freq_factor", 1.0},
+                                        {"high_freq_factor", 4.0},
+                                        {"original_max_position_embeddings", 8192}}));
+  EXPECT_EQ(parse_hf_config(j.dump(), "x").arch.rope_scaling, kLlama32Scaling);
+  GptArchitecture lin = a;
+  lin.rope_scaling = {RopeScalingKind::kLinear, 4.0};
+  EXPECT_EQ(json::parse(hf_config_json(lin)).at("rope_scaling"),
+            json({{"rope_type", "linear"}, {"factor", 4.0}}));
+  GptArchitecture qwen = lin;
+  qwen.qkv_bias = true;  // Qwen2ForCausalLM carries rope_scaling too
+  EXPECT_EQ(parse_hf_config(hf_config_json(qwen), "x").arch.rope_scaling, lin.rope_scaling);
+  GptArchitecture none = a;
+  none.rope_scaling = {};
+  EXPECT_TRUE(json::parse(hf_config_json(none)).at("rope_scaling").is_null());
+  EXPECT_NE(error_of([&] { check_hf_config(c, none, "c"); })
+                .find("c: \"rope_scaling\" is llama3:factor=32,low=1,high=4,original=8192, the "
+                      "model's rope scaling is none"),
+            std::string::npos);
 }
 
 }  // namespace

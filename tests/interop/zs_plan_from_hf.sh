@@ -62,8 +62,8 @@ expect '"num_hidden_layers" is 32, the model'"'"'s layers is 30' --from-hf "$wor
 expect '"max_position_embeddings" is 2048, the run'"'"'s context 4096' \
   --from-hf "$work/llama" --context 4096
 mkdir -p "$work/scaled"
-sed 's/"use_cache": true/"rope_scaling": {"factor": 8.0, "rope_type": "llama3"}/' \
+sed 's/"use_cache": true/"rope_scaling": {"factor": 8.0, "rope_type": "yarn"}/' \
   "$work/llama/config.json" >"$work/scaled/config.json"
-expect '"rope_scaling" is {"factor":8.0,"rope_type":"llama3"}' --from-hf "$work/scaled"
+expect '"rope_scaling.rope_type" is "yarn"' --from-hf "$work/scaled"
 expect '--from-hf takes no --params or --model' --from-hf "$work/llama" --model llama-7b
 echo PASS

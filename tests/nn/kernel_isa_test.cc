@@ -222,7 +222,7 @@ TEST(KernelIsa, Rope) {
       VecF x = x0, want = x0;
       for (int r = 0; r < rows; ++r)
         kernel_ref::rope_row(&want[r * ld], r % T, heads, hd, 500000.0f, sign);
-      (sign > 0 ? rope_forward : rope_backward)(x.data(), rows, T, heads, hd, ld, 500000.0f);
+      (sign > 0 ? rope_forward : rope_backward)(x.data(), rows, T, heads, hd, ld, 500000.0f, {});
       expect_bits(
           std::string(sign > 0 ? "rope_forward" : "rope_backward") + " hd=" + std::to_string(hd), x,
           want);
