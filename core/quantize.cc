@@ -1,5 +1,6 @@
 #include "core/quantize.h"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -28,16 +29,23 @@ size_t quantize_num_blocks(size_t n, size_t block) {
 
 namespace {
 
+// The largest magnitude's bits: |x| as an integer, whose order is the order of the magnitudes
+// (inf and NaN above every finite value), so the loop vectorizes as an integer max.
+ZS_SIMD_BODY(uint32_t, abs_bits_max, (const float* __restrict x, size_t m)) {
+  uint32_t mx = 0;
+  for (size_t i = 0; i < m; ++i) {
+    const uint32_t a = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
+    mx = a > mx ? a : mx;
+  }
+  return mx;
+}
+ZS_SIMD_DISPATCH(uint32_t, abs_bits_max, (const float* __restrict x, size_t m), (x, m))
+
 // Scale of one block; NaN when the block holds a non-finite value (see quantize.h).
 float block_scale(const float* x, size_t m) {
-  float absmax = 0.0f;
-  bool finite = true;
-  for (size_t i = 0; i < m; ++i) {
-    const float a = std::fabs(x[i]);
-    finite = finite && std::isfinite(a);
-    absmax = a > absmax ? a : absmax;
-  }
-  if (!finite) return std::numeric_limits<float>::quiet_NaN();
+  const uint32_t bits = abs_bits_max(x, m);
+  if (bits >= 0x7f800000u) return std::numeric_limits<float>::quiet_NaN();  // inf or NaN
+  const float absmax = std::bit_cast<float>(bits);
   if (absmax == 0.0f) return 0.0f;
   float scale = absmax / 127.0f;
   // In the subnormal range the division loses bits; round up so absmax / scale <= 127.
@@ -47,6 +55,28 @@ float block_scale(const float* x, size_t m) {
   while (std::isinf(scale * 127.0f)) scale = std::nextafter(scale, 0.0f);
   return scale;
 }
+
+// q[i] = quantize_int8_value(x[i] / scale) for a block's finite x and its scale > 0, without
+// branches so that it vectorizes: the same quotient, then round half to even on the truncation
+// (an int conversion, exact: |v| <= 127 (1 + 2^-20) by block_scale) and the clamp applied to the
+// integer, which gives the same value as clamping v first (round is monotone and maps +-127 to
+// itself), so every level gives quantize_int8_value's bits.
+ZS_SIMD_BODY(void, quantize_chunk,
+             (const float* __restrict x, float scale, size_t n, int8_t* __restrict q)) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i] / scale;
+    const int32_t r = static_cast<int32_t>(v);
+    const float frac = std::fabs(v - static_cast<float>(r));
+    const int32_t up = (frac > 0.5f ? 1 : 0) | (frac == 0.5f ? (r & 1) : 0);
+    int32_t k = r + (v < 0.0f ? -up : up);
+    k = k < -127 ? -127 : k;
+    k = k > 127 ? 127 : k;
+    q[i] = static_cast<int8_t>(k);
+  }
+}
+ZS_SIMD_DISPATCH(void, quantize_chunk,
+                 (const float* __restrict x, float scale, size_t n, int8_t* __restrict q),
+                 (x, scale, n, q))
 
 }  // namespace
 
@@ -61,7 +91,7 @@ void quantize_int8_blockwise(const float* x, size_t n, size_t block, int8_t* q, 
       for (size_t i = 0; i < m; ++i) q[begin + i] = 0;
       continue;
     }
-    for (size_t i = 0; i < m; ++i) q[begin + i] = quantize_int8_value(x[begin + i] / scale);
+    quantize_chunk(x + begin, scale, m, q + begin);
   }
 }
 

@@ -421,15 +421,22 @@ void Engine::Impl::init_parameters() {
   const DType P = config.precision.param_dtype;
   std::vector<float> tmp;
   std::vector<char> host_param;
+  const int threads = config.optimizer_threads;  // 0: the OpenMP default
   for (ParamGroup& g : groups) {
+    // Frozen parameters: only the values this rank's bytes depend on ([Note: vector draws] in
+    // runtime/param_init.h), drawn and encoded a piece at a time.
     for (size_t f = 0; f < g.frozen_specs().size(); ++f) {
-      const FrozenRecord& r = g.frozen_layout().records[f];
-      tmp.resize(static_cast<size_t>(r.numel));
-      init_param_values(g.frozen_specs()[f].init, config.seed, static_cast<uint32_t>(g.index()),
-                        static_cast<uint32_t>(g.frozen_spec_index(f)), 0, r.numel, tmp.data());
-      g.set_frozen(f, tmp.data());
+      const Init init = g.frozen_specs()[f].init;
+      const auto unit = static_cast<uint32_t>(g.index());
+      const auto param = static_cast<uint32_t>(g.frozen_spec_index(f));
+      g.set_frozen(
+          f,
+          [&](int64_t first, int64_t n, float* out) {
+            init_param_values(init, config.seed, unit, param, first, n, out);
+          },
+          threads);
     }
-    states->initialize(g, config.seed);
+    states->initialize(g, config.seed, threads);
     if (!policy.gather_updated_params()) {
       states->cast_to_params(g);
       continue;
@@ -440,7 +447,7 @@ void Engine::Impl::init_parameters() {
       const size_t n = static_cast<size_t>(slot.numel);
       tmp.resize(n);
       init_param_values(g.specs()[p].init, config.seed, static_cast<uint32_t>(g.index()),
-                        static_cast<uint32_t>(g.spec_index(p)), 0, slot.numel, tmp.data());
+                        static_cast<uint32_t>(g.spec_index(p)), 0, slot.numel, tmp.data(), threads);
       void* dst = g.param_at(slot.offset);
       if (ops.host_accessible()) {
         convert(tmp.data(), DType::kF32, dst, P, n);

@@ -192,7 +192,7 @@ void OptimizerStates::place_moments(MasterShard& s, void* m, void* v) {
   s.v_store = carve_moment(s.storage, v);
 }
 
-void OptimizerStates::initialize(ParamGroup& g, uint64_t seed) {
+void OptimizerStates::initialize(ParamGroup& g, uint64_t seed, int threads) {
   MasterShard& s = shards_.at(static_cast<size_t>(g.index()));
   // Drawn on the host: in place when the master is host memory, else into a staging copy.
   std::vector<float> host;
@@ -204,7 +204,7 @@ void OptimizerStates::initialize(ParamGroup& g, uint64_t seed) {
   for (const ShardSegment& seg : s.segments) {
     init_param_values(g.specs()[seg.param].init, seed, static_cast<uint32_t>(g.index()),
                       static_cast<uint32_t>(g.spec_index(static_cast<size_t>(seg.param))),
-                      seg.param_offset, seg.length, master + seg.shard_offset);
+                      seg.param_offset, seg.length, master + seg.shard_offset, threads);
   }
   write_master(s, master);
 }

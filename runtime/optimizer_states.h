@@ -81,7 +81,7 @@ class OptimizerStates {
   void attach(ParamGroup& g, const UnitBufferPlan& up);
   MasterShard& shard(size_t group) { return shards_.at(group); }
   // Draws group g's initial master values (param_init.h, identical for every placement).
-  void initialize(ParamGroup& g, uint64_t seed);
+  void initialize(ParamGroup& g, uint64_t seed, int threads = 1);
 
   // The step's gradient of g is final (its last reduction finished).
   virtual void gradient_final(ParamGroup& /*g*/) {}

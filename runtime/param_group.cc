@@ -238,9 +238,16 @@ std::span<const ParamView> ParamGroup::gathered_views() const {
 }
 
 void ParamGroup::set_frozen(size_t f, const float* values) {
+  set_frozen(
+      f,
+      [values](int64_t first, int64_t n, float* out) {
+        std::copy(values + first, values + first + n, out);
+      },
+      1);
+}
+
+void ParamGroup::set_frozen(size_t f, const FrozenValues& values, int threads) {
   const FrozenRecord& r = frozen_.records.at(f);
-  std::vector<uint8_t> rec(static_cast<size_t>(r.bytes));
-  encode_frozen_record(values, r, rec.data());
   // This rank's stored range of the padded byte group, and its overlap with the record.
   const int64_t lo = policy_.shard_params ? frozen_.bytes.shard_begin(rank_) : 0;
   const int64_t hi =
@@ -248,11 +255,12 @@ void ParamGroup::set_frozen(size_t f, const float* values) {
   const int64_t b = std::max(lo, r.offset), e = std::min(hi, r.offset + r.bytes);
   if (b >= e) return;
   void* dst = at(frozen_store_.data(), b - lo, DType::kU8);
-  const uint8_t* src = rec.data() + (b - r.offset);
   if (ops_.host_accessible()) {
-    std::memcpy(dst, src, static_cast<size_t>(e - b));
+    encode_frozen_range(r, b - r.offset, e - r.offset, values, dst, threads);
   } else {
-    ops_.copy_from_host(dst, src, static_cast<size_t>(e - b));
+    std::vector<uint8_t> rec(static_cast<size_t>(e - b));
+    encode_frozen_range(r, b - r.offset, e - r.offset, values, rec.data(), threads);
+    ops_.copy_from_host(dst, rec.data(), rec.size());
     ops_.synchronize();  // `rec` goes away
   }
 }

@@ -138,6 +138,10 @@ class ParamGroup {
   // Writes frozen parameter f from its full fp32 values: this rank keeps the bytes of its shard
   // (or all of them), encoded as the record says.
   void set_frozen(size_t f, const float* values);
+  // The same from a source of the values (sharding/frozen_layout.h), asked only for the elements
+  // this rank's stored bytes depend on (int8: the rows its range overlaps), encoded on up to
+  // `threads` threads.
+  void set_frozen(size_t f, const FrozenValues& values, int threads);
   // Collective when the frozen parameters are sharded: the whole padded frozen byte group, on
   // every rank, in host memory (gathered through `staging`).
   std::vector<uint8_t> gather_frozen_bytes(HostStaging& staging);

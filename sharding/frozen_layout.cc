@@ -1,6 +1,13 @@
 #include "sharding/frozen_layout.h"
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#include <omp.h>
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -72,6 +79,109 @@ void encode_frozen_record(const float* values, const FrozenRecord& r, void* out)
     return;
   }
   convert(values, DType::kF32, out, r.dtype, static_cast<size_t>(r.numel));
+}
+
+namespace {
+
+// Copies the part of src, which holds record bytes [src_begin, src_begin + n), that falls in
+// [begin, end) to out (which holds record bytes [begin, end)).
+void copy_overlap(const void* src, int64_t src_begin, int64_t n, int64_t begin, int64_t end,
+                  void* out) {
+  const int64_t b = std::max(begin, src_begin), e = std::min(end, src_begin + n);
+  if (b >= e) return;
+  std::memcpy(static_cast<char*>(out) + (b - begin),
+              static_cast<const char*>(src) + (b - src_begin), static_cast<size_t>(e - b));
+}
+
+constexpr int64_t kPieceElems = int64_t{1} << 16;
+
+// Runs body(p) for p in [0, pieces) on up to `threads` OpenMP threads, which compute under the
+// caller's MXCSR (rounding, FTZ/DAZ) as the caller's own thread would.
+template <typename Body>
+void for_pieces(int64_t pieces, int threads, Body&& body) {
+  if (threads <= 0) threads = omp_get_max_threads();
+  threads = static_cast<int>(std::min<int64_t>(threads, pieces));
+  if (threads <= 1 || omp_in_parallel()) {
+    for (int64_t p = 0; p < pieces; ++p) body(p);
+    return;
+  }
+#if defined(__x86_64__)
+  const unsigned csr = _mm_getcsr();
+#endif
+#pragma omp parallel num_threads(threads)
+  {
+#if defined(__x86_64__)
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(csr);
+#endif
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t p = 0; p < pieces; ++p) body(p);
+#if defined(__x86_64__)
+    _mm_setcsr(saved);
+#endif
+  }
+}
+
+// Rows [r0, r1) of an int8 record: drawn and quantized a piece of rows at a time, and the bytes
+// of their scales and values that fall in [begin, end) copied out.
+void encode_rows(const FrozenRecord& r, int64_t r0, int64_t r1, int64_t begin, int64_t end,
+                 const FrozenValues& values, void* out, int threads) {
+  const int64_t per = std::max<int64_t>(1, kPieceElems / r.cols);
+  for_pieces((r1 - r0 + per - 1) / per, threads, [&](int64_t p) {
+    thread_local std::vector<float> x, scales;
+    thread_local std::vector<int8_t> q;
+    const int64_t a = r0 + p * per, rows = std::min(per, r1 - a), n = rows * r.cols;
+    x.resize(static_cast<size_t>(n));
+    q.resize(static_cast<size_t>(n));
+    scales.resize(static_cast<size_t>(rows));
+    values(a * r.cols, n, x.data());
+    quantize_int8_rows(x.data(), static_cast<size_t>(rows), static_cast<size_t>(r.cols), q.data(),
+                       scales.data());
+    copy_overlap(scales.data(), 4 * a, 4 * rows, begin, end, out);
+    copy_overlap(q.data(), 4 * r.rows + a * r.cols, n, begin, end, out);
+  });
+}
+
+}  // namespace
+
+void encode_frozen_range(const FrozenRecord& r, int64_t begin, int64_t end,
+                         const FrozenValues& values, void* out, int threads) {
+  ZS_CHECK(0 <= begin && begin <= end && end <= r.bytes, ErrorCode::kInvalidArgument,
+           "encode_frozen_range: bytes [{}, {}) are not in a record of {} bytes", begin, end,
+           r.bytes);
+  if (begin == end) return;
+  if (r.dtype == DType::kI8) {
+    // The rows whose scales the range overlaps, and the rows whose values it overlaps.
+    const int64_t sb = 4 * r.rows;
+    int64_t s0 = 0, s1 = 0, v0 = 0, v1 = 0;
+    if (begin < sb) {
+      s0 = begin / 4;
+      s1 = (std::min(end, sb) + 3) / 4;
+    }
+    if (end > sb) {
+      v0 = (std::max(begin, sb) - sb) / r.cols;
+      v1 = (end - sb + r.cols - 1) / r.cols;
+    }
+    if (s0 < s1 && v0 < v1 && s0 <= v1 && v0 <= s1) {  // one run of rows covers both
+      encode_rows(r, std::min(s0, v0), std::max(s1, v1), begin, end, values, out, threads);
+      return;
+    }
+    if (s0 < s1) encode_rows(r, s0, s1, begin, end, values, out, threads);
+    if (v0 < v1) encode_rows(r, v0, v1, begin, end, values, out, threads);
+    return;
+  }
+  const int64_t es = static_cast<int64_t>(dtype_size(r.dtype));
+  const int64_t e0 = begin / es, e1 = (end + es - 1) / es;
+  for_pieces((e1 - e0 + kPieceElems - 1) / kPieceElems, threads, [&](int64_t p) {
+    thread_local std::vector<float> x;
+    thread_local std::vector<char> enc;
+    const int64_t a = e0 + p * kPieceElems, n = std::min(kPieceElems, e1 - a);
+    x.resize(static_cast<size_t>(n));
+    enc.resize(static_cast<size_t>(n * es));
+    values(a, n, x.data());
+    convert(x.data(), DType::kF32, enc.data(), r.dtype, static_cast<size_t>(n));
+    copy_overlap(enc.data(), a * es, n * es, begin, end, out);
+  });
 }
 
 void decode_frozen_record(const void* bytes, const FrozenRecord& r, float* out) {

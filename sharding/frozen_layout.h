@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -65,6 +66,18 @@ FrozenLayout compute_frozen_layout(std::span<const FrozenParamDesc> params, DTyp
 // The bytes of one record from a parameter's full fp32 values (int8: vector-wise quantization
 // with round half to even; floats: rounded once to nearest even). `out` holds record.bytes.
 void encode_frozen_record(const float* values, const FrozenRecord& record, void* out);
+// A source of a frozen parameter's fp32 values: writes elements [first, first + n) to out. May be
+// called from several threads at once (on disjoint ranges).
+using FrozenValues = std::function<void(int64_t first, int64_t n, float* out)>;
+// Bytes [begin, end) of the record encode_frozen_record writes (offsets in the record,
+// 0 <= begin <= end <= record.bytes), into out[0, end - begin), asking `values` only for the
+// elements those bytes depend on: for int8, whole rows (one scale per row), those whose scale or
+// values the range overlaps; for floats, the elements it overlaps. The bytes equal the
+// corresponding bytes of encode_frozen_record. Values are asked for and encoded a piece of at
+// most about 2^16 elements (or one row) at a time, on up to `threads` OpenMP threads (0: the
+// OpenMP default); the bytes do not depend on the thread count.
+void encode_frozen_range(const FrozenRecord& record, int64_t begin, int64_t end,
+                         const FrozenValues& values, void* out, int threads = 1);
 // The fp32 values a record holds (int8: q * scale), numel of them.
 void decode_frozen_record(const void* record_bytes, const FrozenRecord& record, float* out);
 // The record's values in the compute dtype, as a unit sees them: for int8 each q * scale is

@@ -15,12 +15,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -47,6 +50,7 @@
 #include "run_report.h"
 #include "runtime/agreement.h"
 #include "runtime/engine.h"
+#include "runtime/param_init.h"
 
 namespace zs::train {
 namespace {
@@ -217,6 +221,8 @@ struct Run {
   RunLog json;                  // rank 0's --json-log; disabled elsewhere
   SaveDir save_dir;             // holds --save-dir's writer lock until the run ends
   int64_t tokens_per_step = 0;  // over all ranks
+  double init_s = 0.0;          // the engine's construction ([Note: start-up lines])
+  int64_t init_drawn = 0;       // initial values drawn on this rank
 };
 
 // Parses and checks the flags and paths on every rank. False: refused (one message printed);
@@ -261,6 +267,44 @@ bool check_before_work(Communicator& comm, const TrainOptions& o) {
   return true;
 }
 
+// [Note: start-up lines] Rank 0's lines about the start-up: while the engine draws the initial
+// parameters, "init: 5.0 s, 1.23 G values drawn on this rank" at most every 5 s (none for a
+// shorter one); then "init: 12.3 s (6.74 G parameters, 3.37 G on this rank)": the engine's
+// construction (its buffers and this rank's draws); after the banner, before the first step,
+// "start-up: 14.0 s since launch".
+class InitProgress {
+ public:
+  InitProgress(bool enabled, Clock::time_point start, int64_t drawn0) {
+    if (!enabled) return;
+    thread_ = std::thread([this, start, drawn0] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::seconds(5), [this] { return done_; })) {
+        std::printf("init: %.1f s, %.2f G values drawn on this rank\n",
+                    std::chrono::duration<double>(Clock::now() - start).count(),
+                    static_cast<double>(param_values_drawn() - drawn0) / 1e9);
+        std::fflush(stdout);
+      }
+    });
+  }
+  ~InitProgress() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  InitProgress(const InitProgress&) = delete;
+  InitProgress& operator=(const InitProgress&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 // The kernels, the text, the device backend with its model, and the engine. False: refused.
 bool build_engine(MpiCommunicator& comm, Run& r) {
   TrainOptions& o = r.o;
@@ -283,9 +327,20 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
                                                            : "--zero-hpz-partition-size (hpZ)";
     if (!setup_phase(comm, [&] { o.engine.node_size = block_node_size(comm, what); })) return false;
   }
-  return setup_phase(comm, [&] {
-    r.engine = std::make_unique<Engine>(*r.model, ecomm, o.engine, &r.tracker, r.backend->ops());
-  });
+  // The engine's construction draws the initial parameters (runtime/param_init.h): timed, with
+  // rank 0's progress lines while it runs.
+  const auto t0 = Clock::now();
+  const int64_t drawn0 = param_values_drawn();
+  bool ok = false;
+  {
+    InitProgress progress(comm.rank() == 0, t0, drawn0);
+    ok = setup_phase(comm, [&] {
+      r.engine = std::make_unique<Engine>(*r.model, ecomm, o.engine, &r.tracker, r.backend->ops());
+    });
+  }
+  r.init_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.init_drawn = param_values_drawn() - drawn0;
+  return ok;
 }
 
 // The checkpoint start (resume, initial weights, --save-dir's claim: checkpointing.h) and the run
@@ -584,7 +639,15 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   const int W = comm.size();
   r.tokens_per_step = static_cast<int64_t>(W) * r.o.engine.micro_batches * r.o.model.run.batch *
                       r.o.model.arch.context;
-  if (comm.rank() == 0) print_banner(r, W);
+  if (comm.rank() == 0) {
+    std::printf("init: %.1f s (%.2f G parameters, %.2f G on this rank)\n", r.init_s,
+                static_cast<double>(r.engine->num_params() + r.engine->num_frozen_params()) / 1e9,
+                static_cast<double>(r.init_drawn) / 1e9);
+    print_banner(r, W);
+    std::printf("start-up: %.1f s since launch\n",
+                std::chrono::duration<double>(Clock::now() - start).count());
+    std::fflush(stdout);
+  }
   if (r.json.enabled()) write_header(r, W, command_line(argc, argv), start_wall);
   LoopTotals totals = train(r, comm, start);
   const RunTotals closing = finish(r, comm, totals);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -117,6 +118,53 @@ TEST(Quantize, TinyAndNonFiniteBlocks) {
   dequantize_int8_blockwise(qb, sb, 4, 2, bb);
   EXPECT_TRUE(std::isnan(bb[0]));
   EXPECT_FLOAT_EQ(bb[3], 3.0f);
+}
+
+// The vectorized block quantization against its definition, element by element:
+// scale = block_scale, q = quantize_int8_value(x / scale). Rows of random magnitudes, rows built
+// of exact ties (k + 0.5) * scale of both signs, subnormal and huge rows, odd lengths.
+TEST(Quantize, BlockwiseMatchesElementwiseDefinition) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> half(-127, 126);
+  for (size_t cols : {1u, 2u, 7u, 15u, 16u, 17u, 63u, 64u, 65u, 257u, 4099u}) {
+    for (int kind = 0; kind < 5; ++kind) {
+      const size_t rows = 9;
+      std::vector<float> x(rows * cols);
+      for (size_t r = 0; r < rows; ++r) {
+        const float mag = kind == 0   ? std::ldexp(1.0f, static_cast<int>(r) * 3 - 12)
+                          : kind == 3 ? 1e-40f
+                          : kind == 4 ? 3e38f
+                                      : 1.0f;
+        for (size_t c = 0; c < cols; ++c) {
+          float v = mag * normal(rng);
+          if (kind == 1 || kind == 2) {  // ties: (k + 1/2) * s, and the row's max at 127 * s
+            const float s = kind == 1 ? 0.01f : 3.0f;
+            v = c == 0 ? 127.0f * s : (static_cast<float>(half(rng)) + 0.5f) * s;
+          }
+          if (kind == 4) v = std::clamp(v, -3.4e38f, 3.4e38f);
+          x[r * cols + c] = v;
+        }
+      }
+      std::vector<int8_t> q(x.size());
+      std::vector<float> scales(rows);
+      quantize_int8_rows(x.data(), rows, cols, q.data(), scales.data());
+      for (size_t r = 0; r < rows; ++r) {
+        std::vector<int8_t> one(cols);
+        float scale1 = 0.0f;
+        quantize_int8_blockwise(x.data() + r * cols, cols, cols, one.data(), &scale1);
+        ASSERT_EQ(std::memcmp(&scale1, &scales[r], 4), 0);
+        for (size_t c = 0; c < cols; ++c) {
+          const int8_t want =
+              scales[r] > 0.0f ? quantize_int8_value(x[r * cols + c] / scales[r]) : int8_t{0};
+          ASSERT_EQ(q[r * cols + c], want)
+              << "cols " << cols << " kind " << kind << " row " << r << " col " << c << " x "
+              << x[r * cols + c] << " scale " << scales[r] << " at "
+              << simd_level_name(active_simd_level());
+        }
+      }
+    }
+  }
 }
 
 TEST(Quantize, ZeroBlockSizeThrows) {
