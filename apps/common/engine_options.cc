@@ -335,7 +335,6 @@ RunFlags run_flags_from(const po::variables_map& vm, const FlagNamer& flag, Engi
   read_engine(vm, flag, f);
   read_optimizer_states(vm, flag, f);
   read_finetune(vm, flag, f);
-  f.engine.validate(engine_key_namer(flag));  // the engine's ranges, named by flag
   return f;
 }
 

@@ -71,7 +71,9 @@ struct RunFlags {
 // Reads and checks the shared flags in --help's order; the first bad one is named (by `flag`)
 // with what is allowed, and a dependent flag given without the flag it depends on is refused
 // ([Note: dependent flags]). RunFlags::engine is `engine` with the flags' fields set (the rest,
-// e.g. zs_train's seed and learning rate, stays). Throws zs::Error(kInvalidArgument).
+// e.g. zs_train's seed and learning rate, stays); the ranges the engine states (prefetch, shard
+// group, accumulation steps, state block and threshold) are checked when the program validates
+// the finished configuration through engine_key_namer(). Throws zs::Error(kInvalidArgument).
 RunFlags run_flags_from(const boost::program_options::variables_map& vm, const FlagNamer& flag,
                         EngineConfig engine = {});
 
