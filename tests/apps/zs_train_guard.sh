@@ -58,7 +58,10 @@ case "$case_name" in
     done
     grep -qE '^step +2/' "$work/k.txt" || { kill -9 $pid; cat "$work/k.txt"; fail "the long run did not start"; }
     ls -d "$work/ck"/.replaced-* > /dev/null || fail "no .replaced directory while the new run trains"
-    pkill -9 -f -- "--seed 7 --overwrite" ; kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+    # Only this case's ranks: other cases run beside this one under ctest -j and also pass
+    # --seed 7 --overwrite, so the pattern names this case's save directory.
+    pkill -9 -f -- "--steps 3000 .*--save-dir $(printf '%s' "$work/ck" | sed 's/[][\\.*^$+?(){}|]/\\&/g') --seed 7"
+    kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
     sleep 1
     run_ok "$work/a3.txt" 2 "${a[@]}" --steps 12 --resume
     grep -qF "were set aside by --overwrite for a run that ended before its first checkpoint: put back into $work/ck" "$work/a3.txt" ||
