@@ -429,7 +429,7 @@ void Engine::Impl::init_parameters() {
       const Init init = g.frozen_specs()[f].init;
       const auto unit = static_cast<uint32_t>(g.index());
       const auto param = static_cast<uint32_t>(g.frozen_spec_index(f));
-      g.set_frozen(
+      g.init_frozen(
           f,
           [&](int64_t first, int64_t n, float* out) {
             init_param_values(init, config.seed, unit, param, first, n, out);

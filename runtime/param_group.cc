@@ -246,13 +246,18 @@ void ParamGroup::set_frozen(size_t f, const float* values) {
       1);
 }
 
+std::pair<int64_t, int64_t> ParamGroup::stored_frozen_bytes(const FrozenRecord& r) const {
+  const int64_t lo = policy_.shard_params ? frozen_.bytes.shard_begin(rank_) : 0;
+  const int64_t hi =
+      lo + (policy_.shard_params ? frozen_.bytes.shard_numel : frozen_.bytes.padded_numel);
+  return {std::max(lo, r.offset), std::min(hi, r.offset + r.bytes)};
+}
+
 void ParamGroup::set_frozen(size_t f, const FrozenValues& values, int threads) {
   const FrozenRecord& r = frozen_.records.at(f);
   // This rank's stored range of the padded byte group, and its overlap with the record.
   const int64_t lo = policy_.shard_params ? frozen_.bytes.shard_begin(rank_) : 0;
-  const int64_t hi =
-      lo + (policy_.shard_params ? frozen_.bytes.shard_numel : frozen_.bytes.padded_numel);
-  const int64_t b = std::max(lo, r.offset), e = std::min(hi, r.offset + r.bytes);
+  const auto [b, e] = stored_frozen_bytes(r);
   if (b >= e) return;
   void* dst = at(frozen_store_.data(), b - lo, DType::kU8);
   if (ops_.host_accessible()) {
@@ -261,6 +266,44 @@ void ParamGroup::set_frozen(size_t f, const FrozenValues& values, int threads) {
     std::vector<uint8_t> rec(static_cast<size_t>(e - b));
     encode_frozen_range(r, b - r.offset, e - r.offset, values, rec.data(), threads);
     ops_.copy_from_host(dst, rec.data(), rec.size());
+    ops_.synchronize();  // `rec` goes away
+  }
+}
+
+void ParamGroup::init_frozen(size_t f, const FrozenValues& values, int threads) {
+  const FrozenRecord& r = frozen_.records.at(f);
+  if (r.dtype != DType::kI8 || r.rows == 0 || !policy_.shard_params || comm_.size() == 1) {
+    set_frozen(f, values, threads);
+    return;
+  }
+  // Every rank takes part in the exchange, whatever it stores of this record.
+  const int64_t lo = frozen_.bytes.shard_begin(rank_);
+  const auto [b, e] = stored_frozen_bytes(r);
+  const int64_t values_begin = r.offset + 4 * r.rows;  // first value byte, in the group
+  std::vector<float> scales(static_cast<size_t>(r.rows), 0.0f);
+  std::vector<uint8_t> rec;
+  void* dst = nullptr;
+  if (b < e) {
+    if (ops_.host_accessible()) {
+      dst = at(frozen_store_.data(), b - lo, DType::kU8);
+    } else {
+      rec.resize(static_cast<size_t>(e - b));
+      dst = rec.data();
+    }
+    const int64_t vb = std::max(b, values_begin);
+    if (vb < e) {
+      encode_int8_values(r, vb - r.offset, e - r.offset, values, static_cast<char*>(dst) + (vb - b),
+                         scales.data(), threads);
+    }
+  }
+  comm_.all_reduce(scales.data(), scales.data(), scales.size(), DType::kF32, ReduceOp::kMax);
+  if (b >= e) return;
+  if (b < values_begin) {
+    std::memcpy(dst, reinterpret_cast<const char*>(scales.data()) + (b - r.offset),
+                static_cast<size_t>(std::min(e, values_begin) - b));
+  }
+  if (!rec.empty()) {
+    ops_.copy_from_host(at(frozen_store_.data(), b - lo, DType::kU8), rec.data(), rec.size());
     ops_.synchronize();  // `rec` goes away
   }
 }

@@ -38,6 +38,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -142,6 +143,14 @@ class ParamGroup {
   // this rank's stored bytes depend on (int8: the rows its range overlaps), encoded on up to
   // `threads` threads.
   void set_frozen(size_t f, const FrozenValues& values, int threads);
+  // As set_frozen from a source, for a random initialisation: collective over the group's
+  // communicator when the frozen parameters are sharded (every rank calls it for every f in the
+  // same order). An int8 matrix's row scales come first in its record, so the rank storing them
+  // would otherwise draw every row of the record; here each rank draws only the rows whose values
+  // it stores, and the scales are exchanged (an all-reduce of the record's scales by max: each
+  // row's scale is computed from the whole row by every rank that draws it, 0 elsewhere). The
+  // bytes equal set_frozen's.
+  void init_frozen(size_t f, const FrozenValues& values, int threads);
   // Collective when the frozen parameters are sharded: the whole padded frozen byte group, on
   // every rank, in host memory (gathered through `staging`).
   std::vector<uint8_t> gather_frozen_bytes(HostStaging& staging);
@@ -183,6 +192,9 @@ class ParamGroup {
   const void* update_grad() const;
 
  private:
+  // This rank's stored bytes of record r, [first, last) in the padded frozen byte group (empty
+  // when first >= last).
+  std::pair<int64_t, int64_t> stored_frozen_bytes(const FrozenRecord& r) const;
   int index_;
   std::string name_;
   void build_views();

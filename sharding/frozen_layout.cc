@@ -125,7 +125,7 @@ void for_pieces(int64_t pieces, int threads, Body&& body) {
 // Rows [r0, r1) of an int8 record: drawn and quantized a piece of rows at a time, and the bytes
 // of their scales and values that fall in [begin, end) copied out.
 void encode_rows(const FrozenRecord& r, int64_t r0, int64_t r1, int64_t begin, int64_t end,
-                 const FrozenValues& values, void* out, int threads) {
+                 const FrozenValues& values, void* out, int threads, float* row_scales = nullptr) {
   const int64_t per = std::max<int64_t>(1, kPieceElems / r.cols);
   for_pieces((r1 - r0 + per - 1) / per, threads, [&](int64_t p) {
     thread_local std::vector<float> x, scales;
@@ -139,6 +139,7 @@ void encode_rows(const FrozenRecord& r, int64_t r0, int64_t r1, int64_t begin, i
                        scales.data());
     copy_overlap(scales.data(), 4 * a, 4 * rows, begin, end, out);
     copy_overlap(q.data(), 4 * r.rows + a * r.cols, n, begin, end, out);
+    if (row_scales) std::copy(scales.begin(), scales.begin() + rows, row_scales + a);
   });
 }
 
@@ -182,6 +183,19 @@ void encode_frozen_range(const FrozenRecord& r, int64_t begin, int64_t end,
     convert(x.data(), DType::kF32, enc.data(), r.dtype, static_cast<size_t>(n));
     copy_overlap(enc.data(), a * es, n * es, begin, end, out);
   });
+}
+
+void encode_int8_values(const FrozenRecord& r, int64_t begin, int64_t end,
+                        const FrozenValues& values, void* out, float* row_scales, int threads) {
+  ZS_CHECK(
+      r.dtype == DType::kI8 && r.rows > 0 && 4 * r.rows <= begin && begin <= end && end <= r.bytes,
+      ErrorCode::kInvalidArgument,
+      "encode_int8_values: bytes [{}, {}) are not value bytes of an int8 record of {} bytes", begin,
+      end, r.bytes);
+  if (begin == end) return;
+  const int64_t sb = 4 * r.rows;
+  const int64_t v0 = (begin - sb) / r.cols, v1 = (end - sb + r.cols - 1) / r.cols;
+  encode_rows(r, v0, v1, begin, end, values, out, threads, row_scales);
 }
 
 void decode_frozen_record(const void* bytes, const FrozenRecord& r, float* out) {

@@ -78,6 +78,14 @@ using FrozenValues = std::function<void(int64_t first, int64_t n, float* out)>;
 // OpenMP default); the bytes do not depend on the thread count.
 void encode_frozen_range(const FrozenRecord& record, int64_t begin, int64_t end,
                          const FrozenValues& values, void* out, int threads = 1);
+// For an int8 matrix record: value bytes [begin, end) (4 * rows <= begin <= end <= bytes) as
+// encode_frozen_range writes them, drawing only the rows those bytes overlap, and the scale of
+// each of those rows into row_scales[row] (row_scales holds record.rows floats; the other rows'
+// entries are left as they are). A rank that stores a record's scales but not all its values gets
+// the others' scales from the ranks that store them (ParamGroup::init_frozen) instead of drawing
+// their rows.
+void encode_int8_values(const FrozenRecord& record, int64_t begin, int64_t end,
+                        const FrozenValues& values, void* out, float* row_scales, int threads = 1);
 // The fp32 values a record holds (int8: q * scale), numel of them.
 void decode_frozen_record(const void* record_bytes, const FrozenRecord& record, float* out);
 // The record's values in the compute dtype, as a unit sees them: for int8 each q * scale is

@@ -141,6 +141,29 @@ TEST(Frozen, InitialValuesAreTheTrainableDraws) {
   EXPECT_EQ(frozen.num_params() + frozen.num_frozen_params(), plain.num_params());
 }
 
+// int8 storage, sharded (stage 3): a rank that stores a matrix's row scales but not all its values
+// gets the others' scales by exchange instead of drawing their rows (ParamGroup::init_frozen). The
+// stored bytes equal the replicated engine's (stage 0 draws and encodes every record whole), at
+// widths where records straddle the shard boundaries at 2 and 4 ranks.
+TEST(Frozen, ShardedInt8InitEqualsReplicated) {
+  for (const int width : {20, 200, 333}) {
+    SCOPED_TRACE(fmt::format("width {}", width));
+    MlpShape shape = frozen_shape();
+    shape.width = width;
+    MlpModel m0(shape, world().size(), world().rank(), 1);
+    MlpModel m3(shape, world().size(), world().rank(), 1);
+    Engine e0(m0, world(), make_config(0, DType::kF32, DType::kI8));
+    Engine e3(m3, world(), make_config(3, DType::kF32, DType::kI8));
+    EXPECT_EQ(e3.frozen_hash(), e0.frozen_hash());
+    for (size_t u = 0; u < e3.num_units(); ++u) {
+      for (size_t f = 0; f < e3.frozen_specs(u).size(); ++f) {
+        EXPECT_EQ(e3.gather_frozen_param(u, f), e0.gather_frozen_param(u, f))
+            << "unit " << u << " frozen " << f;
+      }
+    }
+  }
+}
+
 // int8 storage: each element of a frozen matrix reads back within half its row's scale of the
 // fp32 value (core/quantize.h's bound); vectors are stored in the compute dtype.
 TEST(Frozen, Int8RoundTripWithinHalfAScalePerRow) {
