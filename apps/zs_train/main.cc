@@ -11,6 +11,7 @@
 // waiting in a collective). run() is the list of the program's phases, each a function below in the
 // order it calls them; run_report.h formats what rank 0 prints and logs.
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -81,6 +82,17 @@ std::vector<double> peak_memory_max(Engine& engine, Communicator& comm) {
   v.push_back(static_cast<double>(engine.tracker().peak_total()));
   comm.all_reduce(v.data(), v.data(), v.size(), DType::kF64, ReduceOp::kMax);
   return v;
+}
+
+// Every rank's process peak resident set (getrusage's ru_maxrss, the kernel's VmHWM), in bytes,
+// indexed by rank: what the machine saw, beside the tracker's model state. Collective.
+std::vector<double> peak_rss_per_rank(Communicator& comm) {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const double mine = static_cast<double>(u.ru_maxrss) * 1024.0;  // KiB on Linux
+  std::vector<double> all(static_cast<size_t>(comm.size()));
+  comm.all_gather(&mine, all.data(), 1, DType::kF64);
+  return all;
 }
 
 // check_agreement over the data's size and hash; when they differ, again with each rank's
@@ -584,6 +596,7 @@ RunTotals finish(Run& r, Communicator& comm, LoopTotals& t) {
   }
   export_if_asked(*r.engine, comm, o.checkpoint, o.model);
   out.hash = param_hash_hex(r.engine->param_hash());
+  out.rss_peaks = peak_rss_per_rank(comm);  // after the exports: they count too
   return out;
 }
 
@@ -613,6 +626,7 @@ void write_final(Run& r, const LoopTotals& t, const RunTotals& f) {
                               {"model_tflops", f.model_tflops},
                               {"mfu", peak > 0 ? f.model_tflops / f.world / peak : 0.0},
                               {"memory_bytes", mem},
+                              {"peak_rss_bytes_per_rank", f.rss_peaks},
                               {"comm_bytes_per_step", f.comm_max},
                               {"comm_bytes_intra_all_ranks", f.link_intra},
                               {"comm_bytes_inter_all_ranks", f.link_inter},

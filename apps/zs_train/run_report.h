@@ -40,10 +40,13 @@ nlohmann::ordered_json step_record(const StepReport& r);
 // The closing figures of a run, the same on every rank (max or sum over ranks where named).
 struct RunTotals {
   std::vector<double> peaks;  // per MemCategory, then the total: max over ranks
-  double comm_max = 0.0;      // bytes sent in the last step, the most on one rank
-  double link_intra = -1.0;   // ... within nodes, all ranks together; -1 unknown
-  double link_inter = -1.0;   // ... between nodes, all ranks together; -1 unknown
-  double mean_ms = 0.0;       // mean over steps after the first (0 without such steps)
+  // Each rank's process peak resident set in bytes (VmHWM: model state, the program's and the
+  // libraries' own memory, the exports), by rank.
+  std::vector<double> rss_peaks;
+  double comm_max = 0.0;     // bytes sent in the last step, the most on one rank
+  double link_intra = -1.0;  // ... within nodes, all ranks together; -1 unknown
+  double link_inter = -1.0;  // ... between nodes, all ranks together; -1 unknown
+  double mean_ms = 0.0;      // mean over steps after the first (0 without such steps)
   double mean_tok_s = 0.0;
   double median_ms = 0.0;  // the slowest rank's median step time, steps after the first
   double median_tok_s = 0.0;
@@ -55,8 +58,8 @@ struct RunTotals {
   std::string hash;               // param_hash_hex of the final parameters
 };
 
-// Prints the closing lines: peak memory, bytes sent per step, model FLOP/s, the sample and
-// "param_hash: ...".
+// Prints the closing lines: peak memory (tracked, and each rank's process peak RSS), bytes sent
+// per step, model FLOP/s, the sample and "param_hash: ...".
 void print_run_totals(const RunTotals& t);
 
 }  // namespace zs::train

@@ -76,6 +76,8 @@ assert f["world_size"] == 2 and f["stage"] == 3 and f["params"] > 0
 for k in ("params", "activations", "comm_buffers", "master", "optimizer", "grads"):
     assert f["memory_bytes"][k] > 0, k
 assert f["comm_bytes_per_step"] > 0 and len(f["param_hash"]) == 16
+rss = f["peak_rss_bytes_per_rank"]  # each rank's VmHWM: at least the tracked model state
+assert len(rss) == 2 and min(rss) > 0 and max(rss) >= f["memory_bytes"]["total"], (rss, f["memory_bytes"])
 k = f["kernels"]
 for key in ("cpu", "features", "isa", "isa_cap", "onednn_isa_cap", "gemm", "gemm_dtype",
             "conversions", "elementwise", "cpu_adam", "reductions"):
