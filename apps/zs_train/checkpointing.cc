@@ -3,7 +3,9 @@
 // (interop/gpt_hf.h). See docs/checkpoints.md and docs/interop.md.
 #include "checkpointing.h"
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,10 +17,21 @@
 #include "core/error.h"
 #include "interop/gpt_hf.h"
 #include "interop/gpt_lora_io.h"
+#include "memory_check.h"
 #include "model_description.h"
 
 namespace zs::train {
 namespace {
+
+// Bytes of the regular files under `dir` (a checkpoint directory).
+int64_t directory_bytes(const std::string& dir) {
+  int64_t n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    if (e.is_regular_file(ec)) n += static_cast<int64_t>(e.file_size(ec));
+  }
+  return n;
+}
 
 namespace po = boost::program_options;
 
@@ -226,7 +239,10 @@ SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& fla
                          path.empty() ? "initial weights" : "frozen base");
   if (path.empty()) return dir;
   if (frozen) opt.frozen_base_source = base_source(flags);
+  const auto t0 = std::chrono::steady_clock::now();
   const CheckpointInfo info = load_checkpoint(engine, comm, path, opt);
+  const double read_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const TrainerState mine = state;
   state = parse_trainer_state(info.trainer_state, path);
   state.run_id = mine.run_id;
@@ -237,6 +253,9 @@ SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& fla
   if (comm.rank() == 0) {
     std::printf("resumed from %s (step %lld, written by %d ranks at stage %d)\n", path.c_str(),
                 static_cast<long long>(info.step), info.world_size, info.stage);
+    const double bytes = static_cast<double>(directory_bytes(path));
+    std::printf("resume: read %s in %.2f s (%.2f GB/s)\n", human_bytes(bytes).c_str(), read_s,
+                read_s > 0 ? bytes / read_s / 1e9 : 0.0);
     const std::string& init = flags.init_from.empty() ? flags.init_from_hf : flags.init_from;
     if (!init.empty() && !frozen)
       std::printf("resume: the checkpoint wins; initial weights %s not read\n", init.c_str());
@@ -258,8 +277,16 @@ void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flag
   opt.model_description = model_json.empty() ? "{}" : model_json;
   opt.run_id = state.run_id;
   if (engine.num_frozen_params() > 0) opt.frozen_base_source = base_source(flags);
+  const auto t0 = std::chrono::steady_clock::now();
   const std::string path = save_checkpoint(engine, comm, flags.save_dir, opt);
-  if (comm.rank() == 0) std::printf("saved checkpoint %s\n", path.c_str());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (comm.rank() == 0) {
+    // The files' size on disk and the rate the training waited for (every rank's write, the
+    // fsyncs and the manifest included).
+    const double bytes = static_cast<double>(directory_bytes(path));
+    std::printf("saved checkpoint %s (%s in %.2f s, %.2f GB/s)\n", path.c_str(),
+                human_bytes(bytes).c_str(), s, s > 0 ? bytes / s / 1e9 : 0.0);
+  }
   const std::vector<int64_t> replaced = dir.replaced_steps();
   if (dir.finish_replacing())
     std::printf(
