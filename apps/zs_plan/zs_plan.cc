@@ -352,10 +352,11 @@ void declare_options(po::options_description& all) {
       ("help,h", "show this help")
       ("params", po::value<double>(), "bare parameter count (e.g. 7.5e9), split into ~equal units")
       ("model", po::value<std::string>(),
-       "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b | llama-3-8b")
+       "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b | llama-3-8b | "
+       "llama-3.2-1b | qwen3-0.6b")
       ("from-hf", po::value<std::string>(),
        "the model a Hugging Face directory's config.json describes (GPT-2, Llama, Mistral, "
-       "Qwen2; a rotary model's context: --context, default max_position_embeddings)")
+       "Qwen2, Qwen3; a rotary model's context: --context, default max_position_embeddings)")
       ("ranks", po::value<int>()->default_value(1), "world size N")
       ("ranks-per-node", po::value<int>(), "ranks per node (default: all ranks on one node)")
       ("global-batch", po::value<int64_t>(), "sequences per optimizer step over all ranks, "
