@@ -186,7 +186,10 @@ void check_architecture(const po::variables_map& vm, const nn::GptArchitecture& 
            "--rope-scaling applies to rotary positions (--positions rotary or --family llama), "
            "not learned ones");
   if (a.positions == nn::PositionKind::kRotary) {
-    const char* from = given(vm, "positions") ? "--positions rotary" : "--family llama";
+    const std::string from =
+        given(vm, "positions")
+            ? std::string("--positions rotary")
+            : "--family " + (vm.count("family") ? vm["family"].as<std::string>() : "llama");
     ZS_CHECK(std::isfinite(a.rope_theta) && a.rope_theta > 1.0f, kBad,
              "--rope-theta {} must be finite and above 1", a.rope_theta);
     if (a.head_dim_override > 0) {

@@ -81,8 +81,10 @@ zs::nn::CpuGemm parse_cpu_gemm(const std::string& s) {
 
 const char* device_name(zs::DeviceKind d) { return d == zs::DeviceKind::kCuda ? "cuda" : "cpu"; }
 
-const char* family_name(zs::nn::TransformerFamily f) {
-  return f == zs::nn::TransformerFamily::kGpt ? "gpt" : "llama";
+// "gpt", "llama", or "qwen3" for the Llama family with q/k norms.
+const char* family_name(const zs::nn::TransformerShape& s) {
+  if (s.family == zs::nn::TransformerFamily::kGpt) return "gpt";
+  return s.qk_norm ? "qwen3" : "llama";
 }
 
 struct Options {
@@ -462,9 +464,10 @@ void parse_model(const po::variables_map& vm, const zs::nn::GptAdapters& adapter
   s.adapters = adapters;
   o.model = zs::nn::transformer_model_desc(s);  // validates the shape
   o.shape = s;
-  o.model_name += fmt::format(" ({}: {} layers, width {}, {} heads, FFN {}, vocab {}, context {})",
-                              family_name(s.family), s.layers, s.width, s.heads, s.ffn_width(),
-                              s.vocab, s.context);
+  const std::string head_dim = s.head_dim > 0 ? fmt::format(" of {}", s.head_dim) : "";
+  o.model_name += fmt::format(
+      " ({}: {} layers, width {}, {} heads{}, FFN {}, vocab {}, context {})", family_name(s),
+      s.layers, s.width, s.heads, head_dim, s.ffn_width(), s.vocab, s.context);
 }
 
 // The sequences per optimizer step over all ranks: --batch x accumulation steps x ranks, or
