@@ -21,8 +21,8 @@
 #            --device cuda with it is refused naming it; zs_plan equals the tracked bytes at stage 3
 #   qwen3    --family qwen3 --head-dim 24 (q/k norms; 4 heads of 24 on a width of 64), tied: the
 #            banner names them; stages 0-3 give one param_hash; --export-hf writes
-#            Qwen3ForCausalLM and --init-from-hf of it trains 3 steps at 2 ranks from the same
-#            weights (its first loss equals the exporting run's evaluation on them); a resume
+#            Qwen3ForCausalLM (head_dim 24) and --init-from-hf of it trains 3 steps at 2 ranks as
+#            qwen3; a resume
 #            with another --head-dim is refused naming it; --device cuda is refused naming the
 #            head_dim; zs_plan equals the tracked bytes at stage 3
 source "$(dirname "${BASH_SOURCE[0]}")/zs_train_lib.sh"

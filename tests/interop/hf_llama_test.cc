@@ -91,7 +91,7 @@ TEST(HfLlama, Qwen3ExportImportIsExactUnderItsNames) {
   EXPECT_EQ(a.engine->param_hash(), b.engine->param_hash());
   const auto m = a.masters();
   Tensors ts = read_f32(dir / "hf/model.safetensors");
-  EXPECT_EQ(ts.size(), static_cast<size_t>(1 + 2 * 9 + 1));  // 9 per layer, tied: no lm_head
+  EXPECT_EQ(ts.size(), static_cast<size_t>(1 + 2 * 11 + 1));  // 11 per layer, tied: no lm_head
   const GptBlockLayout bl = GptBlockLayout::of(c.arch);
   const int64_t C = 32, D = 48, KV = 24;
   const auto& qkv = m[1][bl.qkv_w];
