@@ -18,7 +18,28 @@ using nlohmann::json;
 constexpr ErrorCode kBad = ErrorCode::kInvalidArgument;
 
 constexpr HfFamily kFamilies[] = {HfFamily::kGpt2, HfFamily::kLlama, HfFamily::kMistral,
-                                  HfFamily::kQwen2};
+                                  HfFamily::kQwen2, HfFamily::kQwen3};
+
+// Qwen3Config's head_dim when config.json has none.
+constexpr int kQwen3DefaultHeadDim = 128;
+
+// Gemma's families: refused naming what they compute that zeroshard's decoder does not.
+void refuse_gemma(const std::string& type, const std::string& cls, const std::string& where) {
+  const bool gemma1 = type == "gemma" || cls == "GemmaForCausalLM";
+  const bool later = type == "gemma2" || type == "gemma3" || type == "gemma3_text" ||
+                     cls == "Gemma2ForCausalLM" || cls == "Gemma3ForCausalLM" ||
+                     cls == "Gemma3ForConditionalGeneration";
+  if (!gemma1 && !later) return;
+  fail(kBad,
+       "{}: \"model_type\" is \"{}\" ({}): zeroshard's decoder lacks Gemma's components: the "
+       "GeGLU MLP (hidden_activation gelu_pytorch_tanh on gate_proj), the embedding scaled by "
+       "sqrt(hidden_size), and RMSNorm's (1 + weight) scale{}",
+       where, type.empty() ? "?" : type, cls.empty() ? "no architectures" : cls,
+       later ? "; and Gemma 2/3's attn_logit_softcapping / final_logit_softcapping, "
+               "query_pre_attn_scalar, the extra pre/post-feedforward norms and the "
+               "alternating sliding-window layers (sliding_window, layer_types)"
+             : "");
+}
 
 // A positive integer field; `fallback` (another spelling) when `key` is absent.
 int positive(const json& j, const std::string& key, const std::string& where,
@@ -52,6 +73,7 @@ HfFamily family_of(const json& j, const std::string& where) {
   const json archs = j.contains("architectures") ? j.at("architectures") : json();
   const bool has_archs = archs.is_array() && !archs.empty() && archs[0].is_string();
   std::string type = optional_field<std::string>(j, "model_type", "", where);
+  refuse_gemma(type, has_archs ? archs[0].get<std::string>() : "", where);
   for (HfFamily f : kFamilies) {
     if (type.empty() && has_archs && archs[0] == hf_class_name(f)) type = hf_model_type(f);
   }
@@ -66,7 +88,8 @@ HfFamily family_of(const json& j, const std::string& where) {
   }
   fail(kBad,
        "{}: \"model_type\" is \"{}\"; zeroshard's decoder maps gpt2 (GPT2LMHeadModel), llama "
-       "(LlamaForCausalLM), mistral (MistralForCausalLM) and qwen2 (Qwen2ForCausalLM)",
+       "(LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM) and qwen3 "
+       "(Qwen3ForCausalLM)",
        where, type);
 }
 
@@ -213,7 +236,7 @@ json rope_scaling_json(const RopeScaling& s) {
 
 // Fields of the Llama family that would change what the model computes and that our decoder does
 // not do: refused naming them.
-void refuse_unsupported(const json& j, const std::string& where, const GptArchitecture& a) {
+void refuse_unsupported(const json& j, const std::string& where) {
   const std::string act = optional_field<std::string>(j, "hidden_act", "silu", where);
   ZS_CHECK(act == "silu", kBad,
            "{}: \"hidden_act\" is \"{}\"; zeroshard's SwiGLU computes silu(gate) * up", where, act);
@@ -233,10 +256,24 @@ void refuse_unsupported(const json& j, const std::string& where, const GptArchit
     ZS_CHECK(!on, kBad, "{}: \"{}\" is {}; mixture-of-experts layers are not implemented", where,
              moe, on ? j.at(moe).dump() : "");
   }
-  const int head_dim = optional_field<int>(j, "head_dim", a.head_dim(), where);
-  ZS_CHECK(head_dim == a.head_dim(), kBad,
-           "{}: \"head_dim\" is {}; zeroshard's head dim is hidden_size / num_attention_heads = {}",
-           where, head_dim, a.head_dim());
+}
+
+// head_dim: hidden_size / num_attention_heads unless config.json says otherwise (Qwen3Config's
+// default 128 when absent); kept in head_dim_override only when it differs, so a Llama config
+// with the redundant field parses to the architecture without it.
+void head_dim_of(const json& j, const std::string& where, HfConfig& c) {
+  GptArchitecture& a = c.arch;
+  const bool divides = a.width % a.heads == 0;
+  int fallback = divides ? a.width / a.heads : 0;
+  if (c.family == HfFamily::kQwen3) fallback = kQwen3DefaultHeadDim;
+  int head_dim = fallback;
+  if (j.contains("head_dim") && !j.at("head_dim").is_null())
+    head_dim = positive(j, "head_dim", where);
+  ZS_CHECK(head_dim > 0, kBad,
+           "{}: \"hidden_size\" {} does not divide by \"num_attention_heads\" {} and \"head_dim\" "
+           "is missing",
+           where, a.width, a.heads);
+  a.head_dim_override = divides && head_dim == a.width / a.heads ? 0 : head_dim;
 }
 
 void parse_llama_family(const json& j, const std::string& where, HfConfig& c) {
@@ -250,20 +287,20 @@ void parse_llama_family(const json& j, const std::string& where, HfConfig& c) {
   a.ffn = positive(j, "intermediate_size", where);
   a.vocab = positive(j, "vocab_size", where);
   a.context = c.max_positions = positive(j, "max_position_embeddings", where);
-  ZS_CHECK(a.width % a.heads == 0, kBad,
-           "{}: \"hidden_size\" {} does not divide by "
-           "\"num_attention_heads\" {}",
-           where, a.width, a.heads);
+  head_dim_of(j, where, c);
   a.norm = NormKind::kRMSNorm;
   a.norm_eps = optional_field<float>(j, "rms_norm_eps", 1e-6f, where);
   a.positions = PositionKind::kRotary;
   rope_of(j, where, a, c);
   a.mlp = MlpKind::kSwiGLU;
   const bool attention_bias = optional_field<bool>(j, "attention_bias", false, where);
-  a.qkv_bias = c.family == HfFamily::kQwen2 || (c.family == HfFamily::kLlama && attention_bias);
-  a.proj_bias = c.family == HfFamily::kLlama && attention_bias;
+  // Llama and Qwen3: attention_bias on q/k/v and o alike; Qwen2: q/k/v biases always.
+  const bool llama_biases = c.family == HfFamily::kLlama || c.family == HfFamily::kQwen3;
+  a.qkv_bias = c.family == HfFamily::kQwen2 || (llama_biases && attention_bias);
+  a.proj_bias = llama_biases && attention_bias;
   a.mlp_bias = c.family == HfFamily::kLlama && optional_field<bool>(j, "mlp_bias", false, where);
-  refuse_unsupported(j, where, a);
+  a.qk_norm = c.family == HfFamily::kQwen3;  // Qwen3Attention's q_norm and k_norm
+  refuse_unsupported(j, where);
   if (c.family == HfFamily::kMistral)
     c.sliding_window = optional_field<int>(j, "sliding_window", 0, where);
   c.tied = optional_field<bool>(j, "tie_word_embeddings", false, where);
@@ -293,6 +330,8 @@ const char* hf_model_type(HfFamily f) {
       return "mistral";
     case HfFamily::kQwen2:
       return "qwen2";
+    case HfFamily::kQwen3:
+      return "qwen3";
   }
   return "?";
 }
@@ -307,6 +346,8 @@ const char* hf_class_name(HfFamily f) {
       return "MistralForCausalLM";
     case HfFamily::kQwen2:
       return "Qwen2ForCausalLM";
+    case HfFamily::kQwen3:
+      return "Qwen3ForCausalLM";
   }
   return "?";
 }
@@ -341,8 +382,9 @@ GptArchitecture hf_run_architecture(const HfConfig& hf, int context, const std::
            "{}: \"max_position_embeddings\" is {}, the run's context {} is not in 1..{}", where,
            hf.max_positions, context, hf.max_positions);
   ZS_CHECK(hf.sliding_window == 0 || context <= hf.sliding_window, kBad,
-           "{}: \"sliding_window\" is {}, shorter than the run's context {}; sliding-window "
-           "attention is not implemented",
+           "{}: \"sliding_window\" is {}, shorter than the run's context {} (--context); "
+           "sliding-window attention is not implemented (a window of at least the context "
+           "changes nothing)",
            where, hf.sliding_window, context);
   a.context = context;
   return a;
@@ -355,6 +397,7 @@ void check_hf_config(const HfConfig& hf, const GptArchitecture& model, const std
       {gpt2 ? "n_layer" : "num_hidden_layers", "layers", run.layers, model.layers},
       {gpt2 ? "n_head" : "num_attention_heads", "heads", run.heads, model.heads},
       {"num_key_value_heads", "kv heads", run.kv_heads_or_heads(), model.kv_heads_or_heads()},
+      {"head_dim", "head dim", run.head_dim(), model.head_dim()},
       {gpt2 ? "n_embd" : "hidden_size", "width", run.width, model.width},
       {"vocab_size", "vocab", run.vocab, model.vocab},
       {gpt2 ? "n_inner" : "intermediate_size", "ffn width", run.ffn_width(), model.ffn_width()},
@@ -378,14 +421,16 @@ void check_hf_config(const HfConfig& hf, const GptArchitecture& model, const std
            rope_scaling_text(run.rope_scaling), rope_scaling_text(model.rope_scaling));
   ZS_CHECK(run.norm == model.norm && run.positions == model.positions && run.mlp == model.mlp &&
                run.qkv_bias == model.qkv_bias && run.proj_bias == model.proj_bias &&
-               run.mlp_bias == model.mlp_bias,
+               run.mlp_bias == model.mlp_bias && run.qk_norm == model.qk_norm,
            kBad,
-           "{}: \"model_type\" is \"{}\" ({}, {} positions, {}, biases qkv {} proj {} mlp {}), the "
-           "model has {}, {} positions, {}, biases qkv {} proj {} mlp {}",
+           "{}: \"model_type\" is \"{}\" ({}, {} positions, {}, biases qkv {} proj {} mlp {}, "
+           "qk_norm {}), the model has {}, {} positions, {}, biases qkv {} proj {} mlp {}, qk_norm "
+           "{}",
            where, hf_model_type(hf.family), norm_kind_name(run.norm),
            position_kind_name(run.positions), mlp_kind_name(run.mlp), run.qkv_bias, run.proj_bias,
-           run.mlp_bias, norm_kind_name(model.norm), position_kind_name(model.positions),
-           mlp_kind_name(model.mlp), model.qkv_bias, model.proj_bias, model.mlp_bias);
+           run.mlp_bias, run.qk_norm, norm_kind_name(model.norm),
+           position_kind_name(model.positions), mlp_kind_name(model.mlp), model.qkv_bias,
+           model.proj_bias, model.mlp_bias, model.qk_norm);
 }
 
 HfFamily hf_family_of(const GptArchitecture& a) {
@@ -405,12 +450,20 @@ HfFamily hf_family_of(const GptArchitecture& a) {
          "every bias");
     need(a.kv_heads_or_heads() == a.heads, "kv_heads", std::to_string(a.kv_heads), cls,
          "kv_heads = heads");
+    need(a.attn_width() == a.width, "head_dim", std::to_string(a.head_dim()), cls, "width / heads");
+    need(!a.qk_norm, "qk_norm", "on", cls, "none");
     return HfFamily::kGpt2;
   }
-  const char* cls = "LlamaForCausalLM";
+  const char* cls = a.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
   need(a.positions == PositionKind::kRotary, "positions", position_kind_name(a.positions), cls,
        "rotary");
   need(a.mlp == MlpKind::kSwiGLU, "mlp", mlp_kind_name(a.mlp), cls, "swiglu");
+  if (a.qk_norm) {
+    need(!a.mlp_bias, "mlp_bias", "on", cls, "no MLP bias");
+    need(a.qkv_bias == a.proj_bias, "proj_bias", a.proj_bias ? "on" : "off", cls,
+         "the same as qkv_bias (attention_bias)");
+    return HfFamily::kQwen3;
+  }
   if (a.qkv_bias && !a.proj_bias && !a.mlp_bias) return HfFamily::kQwen2;
   need(a.qkv_bias == a.proj_bias, "proj_bias", a.proj_bias ? "on" : "off",
        "LlamaForCausalLM (or Qwen2ForCausalLM)",
@@ -457,12 +510,15 @@ std::string hf_config_json(const GptArchitecture& a, DType dtype) {
   j["rms_norm_eps"] = json_float(a.norm_eps);
   j["rope_theta"] = json_float(a.rope_theta);
   j["attention_dropout"] = 0.0;
+  // Qwen3Config's head_dim defaults to 128, not hidden_size / num_attention_heads: always written.
+  if (f == HfFamily::kQwen3 || a.head_dim_override > 0) j["head_dim"] = a.head_dim();
   if (f == HfFamily::kLlama) {
     j["attention_bias"] = a.qkv_bias;
     j["mlp_bias"] = a.mlp_bias;
     j["rope_scaling"] = rope_scaling_json(a.rope_scaling);
     j["pretraining_tp"] = 1;
   } else {
+    if (f == HfFamily::kQwen3) j["attention_bias"] = a.qkv_bias;
     if (a.rope_scaling.enabled()) j["rope_scaling"] = rope_scaling_json(a.rope_scaling);
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;

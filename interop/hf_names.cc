@@ -28,6 +28,8 @@ constexpr BlockName kGpt2Block[] = {
 // Llama family, after "model.layers.<i>." (qkv and fc are assembled from pieces: llama_pieces).
 constexpr BlockName kLlamaBlock[] = {
     {"ln1.weight", "input_layernorm.weight", false},
+    {"q_norm.weight", "self_attn.q_norm.weight", false},
+    {"k_norm.weight", "self_attn.k_norm.weight", false},
     {"proj.weight", "self_attn.o_proj.weight", false},
     {"proj.bias", "self_attn.o_proj.bias", false},
     {"ln2.weight", "post_attention_layernorm.weight", false},
@@ -53,13 +55,13 @@ bool llama_pieces(const GptArchitecture& a, const std::string& prefix, const std
                   TensorName& out) {
   const size_t dot = name.find('.');
   const std::string linear = name.substr(0, dot), kind = name.substr(dot + 1);
-  const int64_t C = a.width, KV = static_cast<int64_t>(a.kv_heads_or_heads()) * a.head_dim();
+  const int64_t D = a.attn_width(), KV = static_cast<int64_t>(a.kv_heads_or_heads()) * a.head_dim();
   const int64_t F = a.ffn_width();
   if (linear == "qkv") {
     const std::string at = prefix + "self_attn.";
-    out.pieces = {TensorPiece{at + "q_proj." + kind, 0, C},
-                  TensorPiece{at + "k_proj." + kind, C, KV},
-                  TensorPiece{at + "v_proj." + kind, C + KV, KV}};
+    out.pieces = {TensorPiece{at + "q_proj." + kind, 0, D},
+                  TensorPiece{at + "k_proj." + kind, D, KV},
+                  TensorPiece{at + "v_proj." + kind, D + KV, KV}};
     return true;
   }
   if (linear == "fc") {

@@ -1,6 +1,6 @@
 // Our decoder's parameters under Hugging Face transformers' names and layouts (docs/interop.md),
 // for the GPT-2 family (GPT2LMHeadModel) and the Llama family (LlamaForCausalLM,
-// MistralForCausalLM, Qwen2ForCausalLM share the names).
+// MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM share the names).
 //
 // GPT-2 (HF's Conv1D stores [in, out]: the four block matrices are transposed):
 //   embed.wte / wpe              transformer.wte.weight / transformer.wpe.weight
@@ -18,8 +18,11 @@
 // Llama family (nn.Linear stores [out, in] as we do: nothing is transposed):
 //   embed.wte                    model.embed_tokens.weight
 //   block.i.ln1.weight           model.layers.i.input_layernorm.weight
-//   block.i.qkv.weight/bias      rows [0, C) self_attn.q_proj, [C, C + KV hd) k_proj, then v_proj
-//   block.i.proj.weight/bias     model.layers.i.self_attn.o_proj.weight/bias
+//   block.i.qkv.weight/bias      rows [0, D) self_attn.q_proj, [D, D + KV hd) k_proj, then v_proj
+//                                (D = H hd: C unless head_dim is set)
+//   block.i.q_norm.weight [hd]   model.layers.i.self_attn.q_norm.weight (Qwen3)
+//   block.i.k_norm.weight [hd]   model.layers.i.self_attn.k_norm.weight (Qwen3)
+//   block.i.proj.weight/bias     model.layers.i.self_attn.o_proj.weight/bias [C, D]
 //   block.i.ln2.weight           model.layers.i.post_attention_layernorm.weight
 //   block.i.fc.weight/bias       rows [0, F) mlp.gate_proj, [F, 2F) mlp.up_proj
 //   block.i.fc_proj.weight/bias  model.layers.i.mlp.down_proj.weight/bias

@@ -47,6 +47,19 @@ void rmsnorm_forward(const float* x, const float* w, int64_t M, int C, float eps
 void rmsnorm_backward(const float* x, const float* w, const float* rstd, const float* dy, int64_t M,
                       int C, float* dx, float* dw);
 
+// Qwen3's per-head q/k RMSNorm, in place on `heads` heads of hd dims at the start of each row of
+// x [rows, ld] (head h at columns h*hd, as rope_forward): each head's vector v <- v rstd w, rstd =
+// 1 / sqrt(mean(v^2) + eps), w [hd] shared by the heads. saved [rows, heads hd] receives the
+// input and rstd [rows, heads] the statistics, for backward. Deterministic; bitwise
+// rmsnorm_forward on each head's row.
+void rmsnorm_heads_forward(float* x, int64_t rows, int heads, int hd, int64_t ld, const float* w,
+                           float eps, float* saved, float* rstd);
+// Its backward in place on dx of the same layout: on entry dy, on exit dL/dv (overwrites). dw +=
+// the sum over rows and heads of dy v rstd, each column summed by one thread in (row, head) order
+// (the same bits at any thread count); a null dw is skipped (frozen weight).
+void rmsnorm_heads_backward(float* dx, int64_t rows, int heads, int hd, int64_t ld, const float* w,
+                            const float* saved, const float* rstd, float* dw);
+
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written in dt.
 void gelu_forward(const float* x, void* out, DType dt, int64_t n);
 // dx = dy * gelu'(x); dx may alias dy.

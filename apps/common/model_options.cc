@@ -29,8 +29,9 @@ constexpr ArchitectureFlag kFlags[] = {
 
 // The component flags, after --family, in --help's order.
 constexpr const char* kComponentFlags[] = {
-    "ffn",          "kv-heads", "norm",     "norm-eps",  "positions", "rope-theta",
-    "rope-scaling", "mlp",      "qkv-bias", "proj-bias", "mlp-bias",  "tie-embeddings"};
+    "ffn",      "kv-heads",  "head-dim",   "qk-norm",       "norm",
+    "norm-eps", "positions", "rope-theta", "rope-scaling",  "mlp",
+    "qkv-bias", "proj-bias", "mlp-bias",   "tie-embeddings"};
 
 std::span<const ArchitectureFlag> flags(bool with_vocab) {
   return std::span(kFlags).first(with_vocab ? std::size(kFlags) : std::size(kFlags) - 1);
@@ -45,12 +46,17 @@ void add_component_options(po::options_description& desc, bool with_defaults) {
   if (with_defaults) family->default_value("gpt2");
   // clang-format off
   desc.add_options()
-      ("family", family, "gpt2 | llama: a preset of the components below (gpt2: LayerNorm, learned "
-       "positions, GELU, biases; llama: RMSNorm, rotary, SwiGLU, no biases); a component flag "
-       "overrides it; gpt is gpt2's other spelling")
+      ("family", family, "gpt2 | llama | qwen3: a preset of the components below (gpt2: LayerNorm, "
+       "learned positions, GELU, biases; llama: RMSNorm, rotary, SwiGLU, no biases; qwen3: "
+       "llama's with per-head q/k norms); a component flag overrides it; gpt is gpt2's other "
+       "spelling")
       ("ffn", po::value<int>(), "MLP width in elements (default: 4 x width)")
       ("kv-heads", po::value<int>(), "key/value heads, dividing --heads (grouped-query "
        "attention; default: --heads)")
+      ("head-dim", po::value<int>(), "each attention head's width; heads x head-dim need not be "
+       "--width (Qwen3-0.6B: 16 x 128 on 1024; default: --width / --heads)")
+      ("qk-norm", po::value<std::string>(), "on | off: RMSNorm over each head's q and k before "
+       "RoPE, weights [head-dim] (Qwen3's q_norm / k_norm; default: the family's)")
       ("norm", po::value<std::string>(), "layernorm | rmsnorm (default: the family's)")
       ("norm-eps", po::value<float>(), "the norms' epsilon (default 1e-5)")
       ("positions", po::value<std::string>(), "learned | rotary (default: the family's)")
@@ -81,9 +87,11 @@ int choice(const po::variables_map& vm, const char* name, std::span<const char* 
 }
 
 void apply_family(const std::string& family, nn::GptArchitecture& a) {
-  const bool llama = family == "llama";
+  const bool qwen3 = family == "qwen3";
+  const bool llama = family == "llama" || qwen3;
   ZS_CHECK(llama || family == "gpt2" || family == "gpt", kBad,
-           "--family '{}' is not one of gpt2, llama (gpt: gpt2)", family);
+           "--family '{}' is not one of gpt2, llama, qwen3 (gpt: gpt2)", family);
+  a.qk_norm = qwen3;
   a.norm = llama ? nn::NormKind::kRMSNorm : nn::NormKind::kLayerNorm;
   a.positions = llama ? nn::PositionKind::kRotary : nn::PositionKind::kLearned;
   a.mlp = llama ? nn::MlpKind::kSwiGLU : nn::MlpKind::kGelu;
@@ -129,6 +137,7 @@ void apply_component_options(const po::variables_map& vm, nn::GptArchitecture& a
   if (vm.count("family")) apply_family(vm["family"].as<std::string>(), a);
   apply_architecture_option(vm, "ffn", a.ffn);
   apply_architecture_option(vm, "kv-heads", a.kv_heads);
+  apply_architecture_option(vm, "head-dim", a.head_dim_override);
   if (vm.count("norm-eps")) a.norm_eps = vm["norm-eps"].as<float>();
   if (vm.count("rope-theta")) a.rope_theta = vm["rope-theta"].as<float>();
   if (vm.count("rope-scaling")) {
@@ -149,6 +158,7 @@ void apply_component_options(const po::variables_map& vm, nn::GptArchitecture& a
   if (vm.count("qkv-bias")) a.qkv_bias = choice(vm, "qkv-bias", kOnOff) == 1;
   if (vm.count("proj-bias")) a.proj_bias = choice(vm, "proj-bias", kOnOff) == 1;
   if (vm.count("mlp-bias")) a.mlp_bias = choice(vm, "mlp-bias", kOnOff) == 1;
+  if (vm.count("qk-norm")) a.qk_norm = choice(vm, "qk-norm", kOnOff) == 1;
   if (vm.count("tie-embeddings")) a.tied_embeddings = choice(vm, "tie-embeddings", kOnOff) == 1;
 }
 
@@ -157,7 +167,10 @@ void check_architecture(const po::variables_map& vm, const nn::GptArchitecture& 
            "--ffn {} is outside 1..64 x --width ({})", a.ffn, 64 * a.width);
   ZS_CHECK(std::isfinite(a.norm_eps) && a.norm_eps > 0.0f && a.norm_eps < 1.0f, kBad,
            "--norm-eps {} is outside (0, 1)", a.norm_eps);
-  const bool divides = a.heads > 0 && a.width > 0 && a.width % a.heads == 0;
+  ZS_CHECK(!vm.count("head-dim") || (a.head_dim_override >= 1 && a.head_dim_override <= 16384),
+           kBad, "--head-dim {} is outside 1..16384", a.head_dim_override);
+  const bool divides =
+      a.head_dim_override > 0 || (a.heads > 0 && a.width > 0 && a.width % a.heads == 0);
   ZS_CHECK(!vm.count("kv-heads") || (a.kv_heads >= 1 && a.heads > 0 && a.kv_heads <= a.heads &&
                                      a.heads % a.kv_heads == 0),
            kBad,
@@ -173,12 +186,20 @@ void check_architecture(const po::variables_map& vm, const nn::GptArchitecture& 
            "--rope-scaling applies to rotary positions (--positions rotary or --family llama), "
            "not learned ones");
   if (a.positions == nn::PositionKind::kRotary) {
-    const char* from = given(vm, "positions") ? "--positions rotary" : "--family llama";
+    const std::string from =
+        given(vm, "positions")
+            ? std::string("--positions rotary")
+            : "--family " + (vm.count("family") ? vm["family"].as<std::string>() : "llama");
     ZS_CHECK(std::isfinite(a.rope_theta) && a.rope_theta > 1.0f, kBad,
              "--rope-theta {} must be finite and above 1", a.rope_theta);
-    ZS_CHECK(!divides || a.head_dim() % 2 == 0, kBad,
-             "rotary positions ({}) need an even head dim: --width {} / --heads {} = {}", from,
-             a.width, a.heads, a.head_dim());
+    if (a.head_dim_override > 0) {
+      ZS_CHECK(a.head_dim() % 2 == 0, kBad,
+               "rotary positions ({}) need an even head dim: --head-dim {}", from, a.head_dim());
+    } else {
+      ZS_CHECK(!divides || a.head_dim() % 2 == 0, kBad,
+               "rotary positions ({}) need an even head dim: --width {} / --heads {} = {}", from,
+               a.width, a.heads, a.head_dim());
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The architecture flags of the trainer (zs_train) and zs_plan, declared once
 // (issues 26, 27): the dimensions --layers, --heads, --width, --context, --vocab and the components
-// --family gpt2|llama (a preset), --norm, --norm-eps, --positions, --rope-theta, --rope-scaling,
+// --family gpt2|llama|qwen3 (a preset), --head-dim, --qk-norm, --norm, --norm-eps, --positions,
+// --rope-theta, --rope-scaling,
 // --mlp, --ffn, --kv-heads, --qkv-bias, --proj-bias, --mlp-bias ([Note: architecture components]
 // in nn/gpt_architecture.h), each with one help text, mapped onto nn::GptArchitecture (the trainer)
 // or nn::TransformerShape (zs_plan), so that the same flags describe the same model in both.
@@ -49,8 +50,8 @@ void apply_architecture_options(const boost::program_options::variables_map& vm,
   apply_architecture_option(vm, "vocab", arch.vocab);
 }
 
-// --family's preset (when vm holds it: norm, positions, MLP and biases of GPT-2 or Llama; "gpt" is
-// gpt2's other spelling), then each component flag vm holds, over `arch`. Throws
+// --family's preset (when vm holds it: norm, positions, MLP, biases and q/k norms of GPT-2, Llama
+// or Qwen3; "gpt" is gpt2's other spelling), then each component flag vm holds, over `arch`. Throws
 // zs::Error(kInvalidArgument) naming the flag and its value for a value outside its choices.
 void apply_component_options(const boost::program_options::variables_map& vm,
                              nn::GptArchitecture& arch);

@@ -81,8 +81,10 @@ zs::nn::CpuGemm parse_cpu_gemm(const std::string& s) {
 
 const char* device_name(zs::DeviceKind d) { return d == zs::DeviceKind::kCuda ? "cuda" : "cpu"; }
 
-const char* family_name(zs::nn::TransformerFamily f) {
-  return f == zs::nn::TransformerFamily::kGpt ? "gpt" : "llama";
+// "gpt", "llama", or "qwen3" for the Llama family with q/k norms.
+const char* family_name(const zs::nn::TransformerShape& s) {
+  if (s.family == zs::nn::TransformerFamily::kGpt) return "gpt";
+  return s.qk_norm ? "qwen3" : "llama";
 }
 
 struct Options {
@@ -352,10 +354,11 @@ void declare_options(po::options_description& all) {
       ("help,h", "show this help")
       ("params", po::value<double>(), "bare parameter count (e.g. 7.5e9), split into ~equal units")
       ("model", po::value<std::string>(),
-       "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b | llama-3-8b")
+       "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | gpt-6b | llama-7b | llama-3-8b | "
+       "llama-3.2-1b | qwen3-0.6b")
       ("from-hf", po::value<std::string>(),
        "the model a Hugging Face directory's config.json describes (GPT-2, Llama, Mistral, "
-       "Qwen2; a rotary model's context: --context, default max_position_embeddings)")
+       "Qwen2, Qwen3; a rotary model's context: --context, default max_position_embeddings)")
       ("ranks", po::value<int>()->default_value(1), "world size N")
       ("ranks-per-node", po::value<int>(), "ranks per node (default: all ranks on one node)")
       ("global-batch", po::value<int64_t>(), "sequences per optimizer step over all ranks, "
@@ -461,9 +464,10 @@ void parse_model(const po::variables_map& vm, const zs::nn::GptAdapters& adapter
   s.adapters = adapters;
   o.model = zs::nn::transformer_model_desc(s);  // validates the shape
   o.shape = s;
-  o.model_name += fmt::format(" ({}: {} layers, width {}, {} heads, FFN {}, vocab {}, context {})",
-                              family_name(s.family), s.layers, s.width, s.heads, s.ffn_width(),
-                              s.vocab, s.context);
+  const std::string head_dim = s.head_dim > 0 ? fmt::format(" of {}", s.head_dim) : "";
+  o.model_name += fmt::format(
+      " ({}: {} layers, width {}, {} heads{}, FFN {}, vocab {}, context {})", family_name(s),
+      s.layers, s.width, s.heads, head_dim, s.ffn_width(), s.vocab, s.context);
 }
 
 // The sequences per optimizer step over all ranks: --batch x accumulation steps x ranks, or

@@ -388,8 +388,8 @@ std::string describe_collectives(const HierarchicalCommunicator& h, const std::s
 
 // The components after the dimensions in the banner: nothing for GPT-2's (the banner stays as it
 // was), else "; llama: rmsnorm, rotary (theta 10000), swiglu, FFN 1024, 2 KV heads, biases
-// qkv off, proj off, mlp off" (", tied embeddings" after it when tied; GPT-2's: "; tied
-// embeddings" alone).
+// qkv off, proj off, mlp off" (", head dim N" and ", q/k norms" after the KV heads when set,
+// ", tied embeddings" after it all when tied; GPT-2's: "; tied embeddings" alone).
 std::string describe_components(const nn::GptArchitecture& a) {
   const char* tied = a.tied_embeddings ? ", tied embeddings" : "";
   if (a.family() == "gpt-2" && a.ffn_width() == 4 * a.width)
@@ -398,10 +398,13 @@ std::string describe_components(const nn::GptArchitecture& a) {
   const std::string rotary = a.positions == nn::PositionKind::kRotary
                                  ? fmt::format(" (theta {})", a.rope_theta)
                                  : std::string();
-  return fmt::format("; {}: {}, {}{}, {}, FFN {}, {} KV heads, biases qkv {}, proj {}, mlp {}{}",
-                     a.family(), nn::norm_kind_name(a.norm), nn::position_kind_name(a.positions),
-                     rotary, nn::mlp_kind_name(a.mlp), a.ffn_width(), a.kv_heads_or_heads(),
-                     on(a.qkv_bias), on(a.proj_bias), on(a.mlp_bias), tied);
+  const std::string head_dim =
+      a.head_dim_override > 0 ? fmt::format(", head dim {}", a.head_dim()) : std::string();
+  return fmt::format(
+      "; {}: {}, {}{}, {}, FFN {}, {} KV heads{}{}, biases qkv {}, proj {}, mlp {}{}", a.family(),
+      nn::norm_kind_name(a.norm), nn::position_kind_name(a.positions), rotary,
+      nn::mlp_kind_name(a.mlp), a.ffn_width(), a.kv_heads_or_heads(), head_dim,
+      a.qk_norm ? ", q/k norms" : "", on(a.qkv_bias), on(a.proj_bias), on(a.mlp_bias), tied);
 }
 
 // Rank 0's lines before the first step: the kernel paths, the run, the collectives.

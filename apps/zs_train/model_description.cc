@@ -19,6 +19,8 @@ constexpr DescribedFlag kFlagOrder[] = {{"layers", "--layers"},
                                         {"context", "--context"},
                                         {"vocab", "--vocab"},
                                         {"kv_heads", "--kv-heads"},
+                                        {"head_dim", "--head-dim"},
+                                        {"qk_norm", "--qk-norm"},
                                         {"ffn", "--ffn"},
                                         {"norm", "--norm"},
                                         {"norm_eps", "--norm-eps"},
@@ -47,12 +49,14 @@ std::string value_text(const nlohmann::json& v) {
   return v.dump();
 }
 
-// The value of `key` in a description; "off" for an absent tied_embeddings and "none" for an absent
-// rope_scaling (each stored only when on).
+// The value of `key` in a description; "off" for an absent tied_embeddings or qk_norm, "none" for
+// an absent rope_scaling and "width / heads" for an absent head_dim (each stored only when set).
 std::string flag_value(const nlohmann::json& d, const char* key) {
   if (!d.contains(key)) {
     const std::string k = key;
-    return k == "tied_embeddings" ? "off" : k == "rope_scaling" ? "none" : "(absent)";
+    if (k == "tied_embeddings" || k == "qk_norm") return "off";
+    if (k == "head_dim") return "width / heads";
+    return k == "rope_scaling" ? "none" : "(absent)";
   }
   return value_text(d[key]);
 }
@@ -69,7 +73,8 @@ std::string family_of(const nlohmann::json& d) {
   if (norm == "layernorm" && pos == "learned" && mlp == "gelu" && biases &&
       d.value("kv_heads", 0) == d["heads"].get<int>())
     return "gpt2";
-  if (norm == "rmsnorm" && pos == "rotary" && mlp == "swiglu" && none) return "llama";
+  if (norm == "rmsnorm" && pos == "rotary" && mlp == "swiglu" && none)
+    return d.value("qk_norm", false) ? "qwen3" : "llama";
   return "custom";
 }
 
@@ -130,6 +135,8 @@ nn::GptArchitecture architecture_from_description(const std::string& text,
     a.qkv_bias = d.at("qkv_bias").get<bool>();
     a.proj_bias = d.at("proj_bias").get<bool>();
     a.mlp_bias = d.at("mlp_bias").get<bool>();
+    a.head_dim_override = d.value("head_dim", 0);  // absent: width / heads
+    a.qk_norm = d.value("qk_norm", false);
     a.validate();
   } catch (const nlohmann::json::exception& e) {
     fail(ErrorCode::kCorruptData, "{}: the model description is not zs_train's ({})", where,
@@ -146,6 +153,9 @@ std::string model_description(const TrainOptions& o) {
   nlohmann::json j = architecture_json(m.arch);
   j["model"] = "gpt";
   if (m.arch.tied_embeddings) j["tied_embeddings"] = true;  // absent untied: as before issue 27's
+  // Absent unless set: the descriptions of checkpoints before them still match.
+  if (m.arch.head_dim_override > 0) j["head_dim"] = m.arch.head_dim_override;
+  if (m.arch.qk_norm) j["qk_norm"] = true;
   // Absent without scaling: the descriptions of checkpoints before it still match.
   if (m.arch.rope_scaling.enabled()) j["rope_scaling"] = nn::rope_scaling_text(m.arch.rope_scaling);
   if (m.adapters.lora.enabled()) {  // absent without adapters: full-model checkpoints as before

@@ -15,7 +15,7 @@ namespace zs::train {
 // The architecture's fields: layers, heads, width, context, vocab, ffn_mult (the dimensions, as
 // checkpoints before issue 27 hold them) and the components norm, norm_eps, positions, rope_theta,
 // mlp, ffn (elements), kv_heads (0: heads), qkv_bias, proj_bias, mlp_bias. (model_description
-// adds tied_embeddings and rope_scaling, the --rope-scaling text, when on.)
+// adds tied_embeddings, rope_scaling (the --rope-scaling text), head_dim and qk_norm when set.)
 nlohmann::json architecture_json(const nn::GptArchitecture& arch);
 
 // The description of `o`'s model (JSON text): {"model": "gpt", architecture_json(...)} and, with

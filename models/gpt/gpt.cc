@@ -27,11 +27,11 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   GemmWorkspace* ws = gemm_ws.get();
   const GptArchitecture& a = c.arch;
   qkv_lin = Linear(M, C, Q, a.qkv_bias, false, mm, tracker, ws);
-  proj_lin = Linear(M, C, C, a.proj_bias, true, mm, tracker, ws);
+  proj_lin = Linear(M, D, C, a.proj_bias, true, mm, tracker, ws);
   fc_lin = Linear(M, C, G, a.mlp_bias, false, mm, tracker, ws);
   fcproj_lin = Linear(M, F, C, a.mlp_bias, true, mm, tracker, ws);
   head_lin = Linear(M, C, V, false, false, mm, tracker, ws);
-  attn = Attention(B, T, C, H, KV, mm, tracker, ws);
+  attn = Attention(B, T, D, H, KV, mm, tracker, ws);  // D = H hd: its q and output width
   if (c.adapters.lora.enabled()) {
     lora_rank = c.adapters.lora.rank;
     int slot = 0;

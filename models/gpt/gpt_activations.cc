@@ -37,8 +37,9 @@ struct LinearShape {
 };
 std::array<LinearShape, 5> gpt_linear_shapes(const GptActivationDims& d) {
   const int C = static_cast<int>(d.width), F = static_cast<int>(d.ffn);
+  const int D = static_cast<int>(d.attn_width());
   return {LinearShape{C, static_cast<int>(d.qkv_cols()), d.qkv_bias, false},
-          LinearShape{C, C, d.proj_bias, true},
+          LinearShape{D, C, d.proj_bias, true},
           LinearShape{C, static_cast<int>(d.fc_cols()), d.mlp_bias, false},
           LinearShape{F, C, d.mlp_bias, true},
           LinearShape{C, static_cast<int>(d.vocab), false, false}};
@@ -64,7 +65,8 @@ std::vector<LoraShape> gpt_lora_shapes(const GptActivationDims& d) {
 
 std::array<Attention::SplitDescs, 6> attention_descs(const GptActivationDims& d) {
   return Attention::gemm_descs(static_cast<int>(d.batch), static_cast<int>(d.context),
-                               static_cast<int>(d.width), static_cast<int>(d.heads), cpu_mm(d));
+                               static_cast<int>(d.attn_width()), static_cast<int>(d.heads),
+                               cpu_mm(d));
 }
 
 }  // namespace
@@ -84,6 +86,8 @@ GptActivationDims GptActivationDims::of(const GptConfig& c) {
   d.vocab = c.arch.vocab;
   d.layers = c.arch.layers;
   d.kv_heads = c.arch.kv_heads;
+  d.head_dim = c.arch.head_dim_override;
+  d.qk_norm = c.arch.qk_norm;
   d.norm = c.arch.norm;
   d.positions = c.arch.positions;
   d.mlp = c.arch.mlp;
@@ -111,6 +115,8 @@ GptArchitecture GptActivationDims::arch() const {
   a.vocab = static_cast<int>(vocab);
   a.ffn = static_cast<int>(ffn);
   a.kv_heads = static_cast<int>(kv_heads);
+  a.head_dim_override = static_cast<int>(head_dim);
+  a.qk_norm = qk_norm;
   a.norm = norm;
   a.positions = positions;
   a.mlp = mlp;
@@ -150,7 +156,10 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
   const bool cuda = device == DeviceKind::kCuda;
   if (cuda) check_gpt_cuda_buffers(d);
   const int64_t M = d.tokens(), C = d.width, F = d.ffn, V = d.vocab, L = d.layers;
-  const int64_t Q = d.qkv_cols(), G = d.fc_cols();
+  const int64_t Q = d.qkv_cols(), G = d.fc_cols(), D = d.attn_width();
+  const GptArchitecture arch = d.arch();
+  // Per-head q/k norm: the q and k heads' inputs [M, (H + KV) hd] and statistics [M, H + KV].
+  const int64_t qk_heads = d.qk_norm ? d.heads + arch.kv_heads_or_heads() : 0;
   const int64_t bhtt = d.batch * d.heads * d.context * d.context;
   GptBufferTable t;
   t.mm = cuda ? d.compute_dtype : cpu_mm(d);
@@ -196,16 +205,16 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
       {"last_logits", &B::last_logits, cuda ? 0 : V * kF4, P::kHead},
       {"qkv", &B::qkv, M * Q * kF4, P::kWorkspace},
       {"att_s", &B::att_s, bhtt * kF4, P::kWorkspace},
-      {"att_o", &B::att_o, M * C * kF4, P::kWorkspace},
-      {"att_dom", &B::att_dom, M * C * e, P::kWorkspace},
+      {"att_o", &B::att_o, M * D * kF4, P::kWorkspace},
+      {"att_dom", &B::att_dom, M * D * e, P::kWorkspace},
       {"att_dsm", &B::att_dsm, lowp ? bhtt * e : 0, P::kWorkspace},
-      {"att_dq", &B::att_dq, M * C * kF4, P::kWorkspace},
-      {"att_dk", &B::att_dk, M * C * kF4, P::kWorkspace},
-      {"att_dv", &B::att_dv, M * C * kF4, P::kWorkspace},
+      {"att_dq", &B::att_dq, M * D * kF4, P::kWorkspace},
+      {"att_dk", &B::att_dk, M * D * kF4, P::kWorkspace},
+      {"att_dv", &B::att_dv, M * D * kF4, P::kWorkspace},
       {"dres", &B::dres, M * C * kF4, P::kWorkspace},
       {"dwide", &B::dwide, M * (cuda ? wide : cpu_wide) * kF4, P::kWorkspace},
       {"dwide_mm", &B::dwide_mm, lowp ? M * cpu_wide * e : 0, P::kWorkspace},
-      {"dnarrow", &B::dnarrow, M * C * kF4, P::kWorkspace},
+      {"dnarrow", &B::dnarrow, M * std::max(C, D) * kF4, P::kWorkspace},
       {"dnarrow_mm", &B::dnarrow_mm, lowp ? M * C * e : 0, P::kWorkspace},
       {"dmlp", &B::dmlp, d.mlp == MlpKind::kSwiGLU ? M * F * kF4 : 0, P::kWorkspace},
       {"wscratch", &B::wscratch,
@@ -221,18 +230,20 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
   };
 
   using K = GptBlockBuffers;
-  const int64_t mce = M * C * e;
+  const int64_t mce = M * C * e, mde = M * D * e;
   const int64_t stat = M * kF4;
   t.block = {
       {"h1", &K::h1, mce, P::kWorkspace},
       {"mean1", &K::mean1, layernorm ? stat : 0, P::kWorkspace},
       {"rstd1", &K::rstd1, stat, P::kWorkspace},
-      {"q", &K::q, mce, P::kWorkspace},
-      {"k", &K::k, mce, P::kWorkspace},
-      {"v", &K::v, mce, P::kWorkspace},
+      {"q", &K::q, mde, P::kWorkspace},
+      {"k", &K::k, mde, P::kWorkspace},
+      {"v", &K::v, mde, P::kWorkspace},
+      {"qk_x", &K::qk_x, M * qk_heads * arch.head_dim() * kF4, P::kWorkspace},
+      {"qk_rstd", &K::qk_rstd, M * qk_heads * kF4, P::kWorkspace},
       {"p", &K::p, bhtt * kF4, P::kWorkspace},
       {"pm", &K::pm, lowp ? bhtt * e : 0, P::kWorkspace},
-      {"a", &K::a, mce, P::kWorkspace},
+      {"a", &K::a, mde, P::kWorkspace},
       {"x2", &K::x2, M * C * kF4, P::kWorkspace},
       {"h2", &K::h2, mce, P::kWorkspace},
       {"mean2", &K::mean2, layernorm ? stat : 0, P::kWorkspace},
@@ -305,7 +316,7 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
   if (pairs) {
     b = std::max(b, static_cast<int64_t>(Attention::pair_workspace_need(
                         static_cast<int>(d.batch), static_cast<int>(d.context),
-                        static_cast<int>(d.width), static_cast<int>(d.heads))));
+                        static_cast<int>(d.attn_width()), static_cast<int>(d.heads))));
   }
   return b;
 }
@@ -349,6 +360,10 @@ void check_gpt_cuda_components(const GptActivationDims& d) {
   refuse(d.mlp != MlpKind::kGelu, "the SwiGLU MLP (mlp swiglu)");
   refuse(d.kv_heads != 0 && d.kv_heads != d.heads,
          fmt::format("grouped-query attention (kv_heads {} of heads {})", d.kv_heads, d.heads));
+  refuse(d.head_dim != 0 && d.head_dim * d.heads != d.width,
+         fmt::format("a head_dim other than width / heads (head_dim {}, width {}, heads {})",
+                     d.head_dim, d.width, d.heads));
+  refuse(d.qk_norm, "per-head q/k RMSNorm (qk_norm)");
   refuse(!(d.qkv_bias && d.proj_bias && d.mlp_bias),
          fmt::format("a block without some biases (qkv_bias {}, proj_bias {}, mlp_bias {})",
                      d.qkv_bias, d.proj_bias, d.mlp_bias));

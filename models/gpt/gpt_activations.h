@@ -61,6 +61,8 @@ struct GptActivationDims {
   int64_t layers = 1;   // L
   // The components ([Note: architecture components] in models/gpt/gpt_architecture.h).
   int64_t kv_heads = 0;  // 0: heads
+  int64_t head_dim = 0;  // 0: width / heads (GptArchitecture::head_dim_override)
+  bool qk_norm = false;  // per-head q/k RMSNorm: its saved input and statistics per block
   NormKind norm = NormKind::kLayerNorm;
   PositionKind positions = PositionKind::kLearned;
   MlpKind mlp = MlpKind::kGelu;
@@ -82,8 +84,9 @@ struct GptActivationDims {
   int64_t tokens() const { return batch * context; }  // M
   // The architecture these dimensions describe (ffn explicit, context and vocab as given).
   GptArchitecture arch() const;
-  int64_t qkv_cols() const { return arch().qkv_rows(); }  // Q = C + 2 KV hd
-  int64_t fc_cols() const { return arch().fc_rows(); }    // G = F or 2F (SwiGLU)
+  int64_t qkv_cols() const { return arch().qkv_rows(); }      // Q = D + 2 KV hd
+  int64_t attn_width() const { return arch().attn_width(); }  // D = H hd
+  int64_t fc_cols() const { return arch().fc_rows(); }        // G = F or 2F (SwiGLU)
   static GptActivationDims of(const GptConfig& c);
 };
 
@@ -131,7 +134,8 @@ GptCudaWorkspace gpt_cuda_workspace(const GptActivationDims& d);
 
 // Throws zs::Error(kUnsupported) "cuda gpt: <component> is implemented on the CPU backend only"
 // naming the first component of `d` the CUDA model lacks: RMSNorm, rotary positions, SwiGLU,
-// grouped-query attention, a projection without bias (the CUDA model is GPT-2's).
+// grouped-query attention, a head_dim other than width / heads, q/k norms, a projection without
+// bias (the CUDA model is GPT-2's).
 void check_gpt_cuda_components(const GptActivationDims& d);
 
 // Throws zs::Error(kInvalidArgument) when the ids do not fit int32 (too many tokens), and

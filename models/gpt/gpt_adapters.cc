@@ -161,7 +161,8 @@ void gpt_lora_linear_shape(GptLoraTarget t, const GptArchitecture& arch, int64_t
                            int64_t* out) {
   const int64_t C = arch.width, F = arch.ffn_width();
   const int64_t kv = static_cast<int64_t>(arch.kv_heads_or_heads()) * arch.head_dim();
-  *in = t == GptLoraTarget::kFcProj ? F : C;
+  const int64_t D = arch.attn_width();
+  *in = t == GptLoraTarget::kFcProj ? F : t == GptLoraTarget::kProj ? D : C;
   switch (t) {
     case GptLoraTarget::kQkv:
       *out = arch.qkv_rows();
@@ -171,8 +172,10 @@ void gpt_lora_linear_shape(GptLoraTarget t, const GptArchitecture& arch, int64_t
       return;
     case GptLoraTarget::kProj:
     case GptLoraTarget::kFcProj:
-    case GptLoraTarget::kQ:
       *out = C;
+      return;
+    case GptLoraTarget::kQ:
+      *out = D;
       return;
     case GptLoraTarget::kK:
     case GptLoraTarget::kV:
@@ -187,13 +190,13 @@ void gpt_lora_linear_shape(GptLoraTarget t, const GptArchitecture& arch, int64_t
 }
 
 int64_t gpt_lora_row_offset(GptLoraTarget t, const GptArchitecture& arch) {
-  const int64_t C = arch.width;
+  const int64_t D = arch.attn_width();
   const int64_t kv = static_cast<int64_t>(arch.kv_heads_or_heads()) * arch.head_dim();
   switch (t) {
     case GptLoraTarget::kK:
-      return C;
+      return D;
     case GptLoraTarget::kV:
-      return C + kv;
+      return D + kv;
     case GptLoraTarget::kUp:
       return arch.ffn_width();
     default:

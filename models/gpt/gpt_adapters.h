@@ -104,12 +104,13 @@ struct GptAdapters {
   int64_t num_lora_params_per_block(const GptArchitecture& arch) const;
 };
 
-// (in, out) of the adapter of `t` in a block of `arch`: qkv (C, qkv_rows()), proj (C, C), fc
-// (C, fc_rows()), fc_proj (F, C); q_proj (C, C), k_proj and v_proj (C, kv_heads head_dim),
+// (in, out) of the adapter of `t` in a block of `arch` (D = attn_width(), C unless head_dim is
+// set): qkv (C, qkv_rows()), proj (D, C), fc (C, fc_rows()), fc_proj (F, C); q_proj (C, D),
+// k_proj and v_proj (C, kv_heads head_dim),
 // gate_proj and up_proj (C, F). A base linear `t` (< kNumGptLinears): the linear's own shape.
 void gpt_lora_linear_shape(GptLoraTarget t, const GptArchitecture& arch, int64_t* in, int64_t* out);
 // The first output row (column of the linear's output) the adapter of `t` writes: 0 for a whole
-// linear; q_proj 0, k_proj C, v_proj C + kv_heads head_dim; gate_proj 0, up_proj F.
+// linear; q_proj 0, k_proj D, v_proj D + kv_heads head_dim; gate_proj 0, up_proj F.
 int64_t gpt_lora_row_offset(GptLoraTarget t, const GptArchitecture& arch);
 // Throws zs::Error(kInvalidArgument) "gpt config: lora target ..." when the targets do not fit
 // `arch`: gate_proj/up_proj without SwiGLU, or two targets that overlap (qkv with q/k/v_proj, fc

@@ -14,7 +14,7 @@ const char* position_kind_name(PositionKind k) {
 const char* mlp_kind_name(MlpKind k) { return k == MlpKind::kSwiGLU ? "swiglu" : "gelu"; }
 
 int64_t GptArchitecture::qkv_rows() const {
-  return width + 2 * static_cast<int64_t>(kv_heads_or_heads()) * head_dim();
+  return attn_width() + 2 * static_cast<int64_t>(kv_heads_or_heads()) * head_dim();
 }
 
 int64_t GptArchitecture::fc_rows() const {
@@ -24,10 +24,12 @@ int64_t GptArchitecture::fc_rows() const {
 std::string GptArchitecture::family() const {
   const bool gpt2 = norm == NormKind::kLayerNorm && positions == PositionKind::kLearned &&
                     mlp == MlpKind::kGelu && qkv_bias && proj_bias && mlp_bias &&
-                    kv_heads_or_heads() == heads;
-  const bool llama = norm == NormKind::kRMSNorm && positions == PositionKind::kRotary &&
-                     mlp == MlpKind::kSwiGLU && !qkv_bias && !proj_bias && !mlp_bias;
-  return gpt2 ? "gpt-2" : llama ? "llama" : "custom";
+                    kv_heads_or_heads() == heads && attn_width() == width && !qk_norm;
+  const bool llama_parts = norm == NormKind::kRMSNorm && positions == PositionKind::kRotary &&
+                           mlp == MlpKind::kSwiGLU && !qkv_bias && !proj_bias && !mlp_bias;
+  if (gpt2) return "gpt-2";
+  if (llama_parts) return qk_norm ? "qwen3" : "llama";
+  return "custom";
 }
 
 void GptArchitecture::validate() const {
@@ -41,8 +43,16 @@ void GptArchitecture::validate() const {
   pos(context, "context");
   pos(vocab, "vocab");
   pos(ffn_mult, "ffn_mult");
-  ZS_CHECK(width % heads == 0, ErrorCode::kInvalidArgument,
-           "gpt config: width {} must divide by heads {}", width, heads);
+  ZS_CHECK(head_dim_override >= 0 && head_dim_override <= kMaxRow, ErrorCode::kInvalidArgument,
+           "gpt config: head_dim {} is outside 0..{} (0 = width / heads)", head_dim_override,
+           kMaxRow);
+  ZS_CHECK(head_dim_override > 0 || width % heads == 0, ErrorCode::kInvalidArgument,
+           "gpt config: width {} must divide by heads {} (or set head_dim)", width, heads);
+  // The attention's width D = heads x head_dim is a row of q, of the attention output and of
+  // proj's input: bounded as the width is.
+  ZS_CHECK(attn_width() <= 64 * static_cast<int64_t>(kMaxRow), ErrorCode::kInvalidArgument,
+           "gpt config: heads {} x head_dim {} = {} is above {}", heads, head_dim(), attn_width(),
+           64 * kMaxRow);
   // The layer norm's row buffers bound the width (the CPU's and the CUDA kernels' kMaxRow alike);
   // the vocabulary is unbounded (GPT-2's 50257).
   ZS_CHECK(width <= kMaxRow, ErrorCode::kInvalidArgument, "gpt config: width {} must be at most {}",
@@ -64,8 +74,9 @@ void GptArchitecture::validate() const {
     ZS_CHECK(std::isfinite(rope_theta) && rope_theta > 1.0f, ErrorCode::kInvalidArgument,
              "gpt config: rope_theta {} must be finite and above 1", rope_theta);
     ZS_CHECK(head_dim() % 2 == 0, ErrorCode::kInvalidArgument,
-             "gpt config: rotary positions need an even head dim, got width {} / heads {} = {}",
-             width, heads, head_dim());
+             "gpt config: rotary positions need an even head dim, got {} (width {}, heads {}, "
+             "head_dim {})",
+             head_dim(), width, heads, head_dim_override);
     try {
       rope_scaling.validate();
     } catch (const Error& e) {
@@ -81,7 +92,9 @@ void GptArchitecture::validate() const {
 int64_t GptArchitecture::num_block_params() const {
   const int64_t C = width, F = ffn_width();
   const int64_t norms = (has_norm_bias() ? 2 : 1) * C;
-  const int64_t attn = qkv_rows() * C + (qkv_bias ? qkv_rows() : 0) + C * C + (proj_bias ? C : 0);
+  const int64_t D = attn_width();
+  const int64_t attn = qkv_rows() * C + (qkv_bias ? qkv_rows() : 0) + C * D + (proj_bias ? C : 0) +
+                       (qk_norm ? 2 * head_dim() : 0);
   const int64_t mlp_params = fc_rows() * C + C * F + (mlp_bias ? fc_rows() + C : 0);
   return 2 * norms + attn + mlp_params;
 }

@@ -4,7 +4,8 @@
 // it for a device; both models build their state from it (allocate_gpt_buffers) and
 // gpt_activation_plan() sums it, so the models and their plan cannot drift apart.
 //
-// M = batch * context rows, C the width, F the FFN width, mm the matmul dtype (the CPU's or the
+// M = batch * context rows, C the width, D = heads head_dim the attention's width (C unless
+// head_dim is set), F the FFN width, mm the matmul dtype (the CPU's or the
 // GPU's, [Note: GPT activations] in models/gpt/gpt_activations.h).
 #pragma once
 
@@ -22,9 +23,11 @@ struct GptBlockBuffers {
   Buffer h1;            // [M, C] ln1 output, mm
   Buffer mean1, rstd1;  // [M] fp32 (no mean with RMSNorm)
   Buffer q, k, v;       // [B, H, T, hd] mm
+  Buffer qk_x;          // [M, (H + KV) hd] fp32: q and k heads before their norms (qk_norm only)
+  Buffer qk_rstd;       // [M, H + KV] fp32: their statistics (qk_norm only)
   Buffer p;             // [B, H, T, T] fp32 probabilities
   Buffer pm;            // [B, H, T, T] mm (empty when mm is fp32)
-  Buffer a;             // [M, C] attention output, mm
+  Buffer a;             // [M, D] attention output, mm (D = H hd: C unless head_dim is set)
   Buffer x2;            // [M, C] residual after attention, fp32
   Buffer h2;            // [M, C] ln2 output, mm
   Buffer mean2, rstd2;  // [M] fp32
@@ -52,13 +55,14 @@ struct GptModelBuffers {
   Buffer last_logits;       // CPU: [V] fp32
   // Temporaries shared by all units.
   Buffer qkv;                     // [M, Q] fp32
-  Buffer att_s, att_o;            // [B, H, T, T], [M, C] fp32
-  Buffer att_dom, att_dsm;        // [M, C], [B, H, T, T] mm (att_dsm empty when mm is fp32)
-  Buffer att_dq, att_dk, att_dv;  // [M, C] fp32 each
+  Buffer att_s, att_o;            // [B, H, T, T], [M, D] fp32
+  Buffer att_dom, att_dsm;        // [M, D], [B, H, T, T] mm (att_dsm empty when mm is fp32)
+  Buffer att_dq, att_dk, att_dv;  // [M, D] fp32 each
   Buffer dres;                    // [M, C] gradient of the residual stream
   Buffer dwide;                   // [M, wide] fp32 gradient temporaries
   Buffer dwide_mm;                // [M, wide] mm copy (empty when mm is fp32)
-  Buffer dnarrow;                 // [M, C] fp32 (CUDA: also the forward's pre-residual output)
+  Buffer dnarrow;                 // [M, max(C, D)] fp32 (CUDA: also the forward's pre-residual
+                                  // output)
   Buffer dnarrow_mm;              // [M, C] mm copy of dres / dnarrow (empty when mm is fp32)
   Buffer dmlp;                    // CPU: [M, F] fp32 gradient of SwiGLU's output (SwiGLU only)
   Buffer wscratch;                // CPU: [max weight numel] fp32 (fp16 compute)

@@ -15,6 +15,8 @@ GptDims::GptDims(const GptConfig& c)
       H(c.arch.heads),
       F(c.arch.ffn_width()),
       KV(c.arch.kv_heads_or_heads()),
+      hd(c.arch.head_dim()),
+      D(static_cast<int>(c.arch.attn_width())),
       Q(static_cast<int>(c.arch.qkv_rows())),
       G(static_cast<int>(c.arch.fc_rows())),
       V(c.arch.vocab),

@@ -24,7 +24,9 @@ struct GptDims {
   int H = 0;      // heads
   int F = 0;      // FFN width (GptArchitecture::ffn_width())
   int KV = 0;     // key/value heads
-  int Q = 0;      // qkv columns: C + 2 KV hd
+  int hd = 0;     // head dim (GptArchitecture::head_dim())
+  int D = 0;      // attention width H hd (C unless head_dim is set)
+  int Q = 0;      // qkv columns: D + 2 KV hd
   int G = 0;      // fc columns: F (GELU) or 2F (SwiGLU's gate and up)
   int V = 0;      // vocabulary
   int L = 0;      // blocks

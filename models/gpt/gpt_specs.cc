@@ -35,6 +35,8 @@ GptBlockLayout GptBlockLayout::of(const GptArchitecture& a) {
   l.ln1_b = take(nb);
   l.qkv_w = take(true);
   l.qkv_b = take(a.qkv_bias);
+  l.q_norm_w = take(a.qk_norm);
+  l.k_norm_w = take(a.qk_norm);
   l.proj_w = take(true);
   l.proj_b = take(a.proj_bias);
   l.ln2_w = take(true);
@@ -75,6 +77,7 @@ std::vector<ParamSpec> gpt_embed_specs(const GptConfig& c) {
 std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
   const GptArchitecture& a = c.arch;
   const int64_t C = a.width, F = a.ffn_width(), Q = a.qkv_rows(), G = a.fc_rows();
+  const int64_t D = a.attn_width(), hd = a.head_dim();
   const Init w = Init::normal(0.0f, kInitStd);
   const Init wres = Init::normal(0.0f, kInitStd / std::sqrt(2.0f * a.layers));
   const bool nb = a.has_norm_bias();
@@ -86,7 +89,9 @@ std::vector<ParamSpec> gpt_block_specs(const GptConfig& c) {
   add(nb, spec("ln1.bias", {C}, Init::zeros(), false));
   add(true, spec("qkv.weight", {Q, C}, w, true));
   add(a.qkv_bias, spec("qkv.bias", {Q}, Init::zeros(), false));
-  add(true, spec("proj.weight", {C, C}, wres, true));
+  add(a.qk_norm, spec("q_norm.weight", {hd}, Init::ones(), false));
+  add(a.qk_norm, spec("k_norm.weight", {hd}, Init::ones(), false));
+  add(true, spec("proj.weight", {C, D}, wres, true));
   add(a.proj_bias, spec("proj.bias", {C}, Init::zeros(), false));
   add(true, spec("ln2.weight", {C}, Init::ones(), false));
   add(nb, spec("ln2.bias", {C}, Init::zeros(), false));

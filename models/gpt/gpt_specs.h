@@ -14,12 +14,13 @@ namespace zs::nn {
 
 // Where each parameter of a block sits in gpt_block_specs(): an index, or -1 for a parameter the
 // architecture does not have ([Note: architecture components] in models/gpt/gpt_architecture.h: no
-// norm biases with RMSNorm, biases per projection). The order is always ln1.weight, ln1.bias,
-// qkv.weight, qkv.bias, proj.weight, proj.bias, ln2.weight, ln2.bias, fc.weight, fc.bias,
-// fc_proj.weight, fc_proj.bias, with the absent ones left out, so a GPT-2 block keeps its twelve
-// indices.
+// norm biases with RMSNorm, biases per projection, q/k norms with qk_norm only). The order is
+// always ln1.weight, ln1.bias, qkv.weight, qkv.bias, q_norm.weight, k_norm.weight, proj.weight,
+// proj.bias, ln2.weight, ln2.bias, fc.weight, fc.bias, fc_proj.weight, fc_proj.bias, with the
+// absent ones left out, so a GPT-2 block keeps its twelve indices.
 struct GptBlockLayout {
-  int ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, proj_w = -1, proj_b = -1;
+  int ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, q_norm_w = -1, k_norm_w = -1;
+  int proj_w = -1, proj_b = -1;
   int ln2_w = -1, ln2_b = -1, fc_w = -1, fc_b = -1, fc_proj_w = -1, fc_proj_b = -1;
   int count = 0;  // base parameters of a block; the LoRA adapters follow
 

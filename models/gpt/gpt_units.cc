@@ -54,10 +54,37 @@ void norm_backward(GptModel::State& s, std::span<const ParamView> p, GradViews& 
 void rotate_qk(GptModel::State& s, float* qkv, bool backward) {
   const GptArchitecture& a = s.cfg.arch;
   if (a.positions != PositionKind::kRotary) return;
-  const int hd = a.head_dim();
   auto rope = backward ? rope_backward : rope_forward;
-  rope(qkv, s.M, s.T, s.H, hd, s.Q, a.rope_theta, a.rope_scaling);
-  rope(qkv + s.C, s.M, s.T, s.KV, hd, s.Q, a.rope_theta, a.rope_scaling);
+  rope(qkv, s.M, s.T, s.H, s.hd, s.Q, a.rope_theta, a.rope_scaling);
+  rope(qkv + s.D, s.M, s.T, s.KV, s.hd, s.Q, a.rope_theta, a.rope_scaling);
+}
+
+// Qwen3's per-head q and k RMSNorm ([Note: architecture components]) on qkv [M, Q] in place,
+// before RoPE: q heads at columns [0, D), k heads at [D, D + KV hd); their inputs and statistics
+// kept in the block set (q's rows first, then k's). Nothing without qk_norm. The weights take
+// pscratch slots 2 and 3 (the qkv bias's slot 0 is done with).
+void qk_norm_forward(GptModel::State& s, std::span<const ParamView> p, const GptBlockLayout& lay,
+                     BlockActs& a, float* qkv) {
+  if (!s.cfg.arch.qk_norm) return;
+  const float eps = s.cfg.arch.norm_eps;
+  float* x = a.qk_x.as<float>();
+  float* rstd = a.qk_rstd.as<float>();
+  rmsnorm_heads_forward(qkv, s.M, s.H, s.hd, s.Q, s.small_f32(p[lay.q_norm_w], 2), eps, x, rstd);
+  rmsnorm_heads_forward(qkv + s.D, s.M, s.KV, s.hd, s.Q, s.small_f32(p[lay.k_norm_w], 3), eps,
+                        x + s.M * s.D, rstd + s.M * s.H);
+}
+
+// Its backward in place on dqkv [M, Q] (after RoPE's): dq and dk through the norms, the weights'
+// gradients where wanted.
+void qk_norm_backward(GptModel::State& s, std::span<const ParamView> p, GradViews& g,
+                      const GptBlockLayout& lay, BlockActs& a, float* dqkv) {
+  if (!s.cfg.arch.qk_norm) return;
+  const float* x = a.qk_x.as<float>();
+  const float* rstd = a.qk_rstd.as<float>();
+  rmsnorm_heads_backward(dqkv, s.M, s.H, s.hd, s.Q, s.small_f32(p[lay.q_norm_w], 2), x, rstd,
+                         wanted_grad(g, lay.q_norm_w));
+  rmsnorm_heads_backward(dqkv + s.D, s.M, s.KV, s.hd, s.Q, s.small_f32(p[lay.k_norm_w], 3),
+                         x + s.M * s.D, rstd + s.M * s.H, wanted_grad(g, lay.k_norm_w));
 }
 
 class EmbedUnit : public GptUnit {
@@ -109,6 +136,7 @@ class BlockUnit : public GptUnit {
     float* qkv = s.qkv.as<float>();
     norm_forward(s, p, lay_.ln1_w, lay_.ln1_b, x, a.h1.data(), a.mean1, a.rstd1);
     linear_forward(p, s.qkv_lin, GptLoraTarget::kQkv, a, a.h1.data(), qkv);
+    qk_norm_forward(s, p, lay_, a, qkv);
     rotate_qk(s, qkv, false);
     s.attn.forward(qkv, a.attn(), s.attn_work(), a.a.data());
     // Residual: x2 = x + proj(a), fused as the GEMM's sum post-op on a copy of x.
@@ -207,7 +235,7 @@ class BlockUnit : public GptUnit {
                   dres);
   }
 
-  // x2 = x + proj(attn(rope(qkv(norm1(x))))): s.dres becomes dL/dx.
+  // x2 = x + proj(attn(rope(qk_norm(qkv(norm1(x)))))): s.dres becomes dL/dx.
   void attention_backward(std::span<const ParamView> p, GradViews& g) {
     GptModel::State& s = s_;
     BlockActs& a = s.block_acts(l_);
@@ -220,6 +248,7 @@ class BlockUnit : public GptUnit {
                     a);                                        // da
     s.attn.backward(dnarrow, a.attn(), s.attn_work(), dwide);  // dqkv [M, Q]
     rotate_qk(s, dwide, true);
+    qk_norm_backward(s, p, g, lay_, a, dwide);
     const void* dqkv = s.to_mm(dwide, s.dwide_mm, M * s.Q);
     linear_backward(p, g, s.qkv_lin, GptLoraTarget::kQkv, dwide, dqkv, s.Q, a.h1.data(), dnarrow,
                     a);  // dh1

@@ -1,5 +1,7 @@
 #include "models/gpt/transformer_shapes.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "models/gpt/gpt_specs.h"
 
@@ -16,8 +18,10 @@ void TransformerShape::validate() const {
   pos(vocab, "vocab");
   pos(context, "context");
   ZS_CHECK(ffn >= 0, ErrorCode::kInvalidArgument, "transformer: ffn {} < 0", ffn);
-  ZS_CHECK(width % heads == 0, ErrorCode::kInvalidArgument,
-           "transformer: width {} must divide by heads {}", width, heads);
+  ZS_CHECK(head_dim >= 0 && head_dim <= 16384, ErrorCode::kInvalidArgument,
+           "transformer: head_dim {} is outside 0..16384 (0 = width / heads)", head_dim);
+  ZS_CHECK(head_dim > 0 || width % heads == 0, ErrorCode::kInvalidArgument,
+           "transformer: width {} must divide by heads {} (or set head_dim)", width, heads);
   // Bounds that keep every size below int64 and the unit list small enough to build: a shape
   // past them is a typo, not a model (the largest trained models have ~100 layers, width ~20k).
   auto at_most = [](int64_t v, int64_t max, const char* name) {
@@ -30,7 +34,9 @@ void TransformerShape::validate() const {
   at_most(vocab, int64_t{1} << 24, "vocab");
   at_most(context, int64_t{1} << 24, "context");
   const long double C = width, F = ffn > 0 ? ffn : 4.0L * width;
-  const long double params = (vocab + context) * C + layers * (4 * C * C + 2 * C * F) + vocab * C;
+  const long double D = head_dim > 0 ? static_cast<long double>(heads) * head_dim : C;
+  const long double params =
+      (vocab + context) * C + layers * (2 * C * C + 2 * C * D + 2 * C * F) + vocab * C;
   ZS_CHECK(params < 1e15L, ErrorCode::kInvalidArgument,
            "transformer: about {:.3g} parameters, more than the 1e15 a plan can hold",
            static_cast<double>(params));
@@ -55,6 +61,8 @@ GptArchitecture TransformerShape::arch() const {
   a.vocab = vocab;
   a.ffn = ffn_width();
   a.kv_heads = kv_heads;
+  a.head_dim_override = head_dim;
+  a.qk_norm = qk_norm;
   a.rope_theta = rope_theta;
   a.norm_eps = norm_eps;
   return a;
@@ -109,9 +117,13 @@ int64_t TransformerShape::num_trainable_params() const {
 
 TransformerShape transformer_shape_of(const GptArchitecture& arch, const GptAdapters& adapters) {
   TransformerShape s;
-  s.family = arch.family() == "llama" ? TransformerFamily::kLlama : TransformerFamily::kGpt;
+  const std::string family = arch.family();
+  s.family =
+      family == "llama" || family == "qwen3" ? TransformerFamily::kLlama : TransformerFamily::kGpt;
   s.components = arch;
   s.kv_heads = arch.kv_heads;
+  s.head_dim = arch.head_dim_override;
+  s.qk_norm = arch.qk_norm;
   s.rope_theta = arch.rope_theta;
   s.norm_eps = arch.norm_eps;
   s.layers = arch.layers;
@@ -166,11 +178,43 @@ std::optional<TransformerShape> transformer_shape_by_name(std::string_view name)
     s.rope_theta = 500000.0f;
     return s;
   }
+  if (name == "llama-3.2-1b") {
+    TransformerShape s;
+    s.family = TransformerFamily::kLlama;
+    s.layers = 16;
+    s.width = 2048;
+    s.heads = 32;
+    s.kv_heads = 8;
+    s.ffn = 8192;
+    s.vocab = 128256;
+    s.context = 8192;
+    s.rope_theta = 500000.0f;
+    s.components.tied_embeddings = true;
+    return s;
+  }
+  if (name == "qwen3-0.6b") {
+    TransformerShape s;
+    s.family = TransformerFamily::kLlama;
+    s.layers = 28;
+    s.width = 1024;
+    s.heads = 16;
+    s.kv_heads = 8;
+    s.head_dim = 128;
+    s.qk_norm = true;
+    s.ffn = 3072;
+    s.vocab = 151936;
+    s.context = 4096;
+    s.rope_theta = 1e6f;
+    s.norm_eps = 1e-6f;
+    s.components.tied_embeddings = true;
+    return s;
+  }
   return std::nullopt;
 }
 
 std::vector<std::string> transformer_shape_names() {
-  return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-6b", "llama-7b", "llama-3-8b"};
+  return {"gpt2",     "gpt2-medium", "gpt2-large",   "gpt2-xl",   "gpt-6b",
+          "llama-7b", "llama-3-8b",  "llama-3.2-1b", "qwen3-0.6b"};
 }
 
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
@@ -180,7 +224,8 @@ ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_
   ZS_CHECK(micro_batch >= 1, ErrorCode::kInvalidArgument, "micro-batch of {} sequences < 1",
            micro_batch);
   {  // Every activation size must fit in int64 with room to add: bound an over-estimate.
-    const long double B = micro_batch, T = shape.context, C = shape.width, H = shape.heads,
+    const long double B = micro_batch, T = shape.context, H = shape.heads,
+                      C = std::max<long double>(shape.width, shape.arch().attn_width()),
                       F = shape.ffn_width(), V = shape.vocab, L = shape.layers;
     const long double bytes =
         (L + 2) * (6 * B * H * T * T + B * T * (16 * C + 8 * F)) + 16 * B * T * V;

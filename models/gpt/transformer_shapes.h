@@ -24,8 +24,9 @@ namespace zs::nn {
 // kGpt: GPT-2's components (learned positions, LayerNorm, biases, GELU MLP [F, C] / [C, F]), or
 //   any mix of components TransformerShape::components gives (a Qwen2 or Mistral directory).
 // kLlama: Llama's (RMSNorm, rotary positions, SwiGLU MLP with gate and up fused [2F, C] and down
-//   [C, F], no biases), whatever the component fields say. Both: untied LM head, units embed,
-//   block.0..L-1, head ([Note: architecture components] in models/gpt/gpt_architecture.h).
+//   [C, F], no biases), whatever the component fields say; head_dim and qk_norm (Qwen3) and
+//   components.tied_embeddings apply to both. Units embed, block.0..L-1, head ([Note: architecture
+//   components] in models/gpt/gpt_architecture.h).
 enum class TransformerFamily { kGpt, kLlama };
 
 // One parameter as a planner sees it: its elements, its first dimension when it is a matrix
@@ -46,8 +47,10 @@ struct TransformerShape {
   int heads = 12;
   int ffn = 0;  // F; 0 = 4 * width
   int vocab = 50257;
-  int context = 1024;  // T
-  int kv_heads = 0;    // grouped-query attention's key/value heads; 0: heads
+  int context = 1024;    // T
+  int kv_heads = 0;      // grouped-query attention's key/value heads; 0: heads
+  int head_dim = 0;      // per-head width; 0: width / heads (Qwen3 sets it apart)
+  bool qk_norm = false;  // Qwen3's per-head q/k RMSNorm (q_norm, k_norm [head_dim] per block)
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
   // The components of a kGpt shape (norm, positions, MLP, biases): GPT-2's by default;
@@ -87,7 +90,11 @@ TransformerShape transformer_shape_of(const GptArchitecture& arch,
 // dims on our GPT: 28 layers, hidden 4096, 16 heads, FFN 16384, vocab 50400, context 2048: 6.06e9
 // parameters), llama-7b (LLaMA 6.7B dims: 32 layers, hidden 4096, 32 heads, FFN 11008, vocab
 // 32000, context 2048), llama-3-8b (32 layers, hidden 4096, 32 heads, 8 KV heads, FFN 14336,
-// vocab 128256, rope theta 500000, context 8192). nullopt for an unknown name.
+// vocab 128256, rope theta 500000, context 8192), llama-3.2-1b (16 layers, hidden 2048, 32 heads,
+// 8 KV heads, FFN 8192, vocab 128256, rope theta 500000, tied, context 8192; its llama3 rope
+// scaling changes no size), qwen3-0.6b (Llama's components with q/k norms: 28 layers, hidden
+// 1024, 16 heads of head_dim 128, 8 KV heads, FFN 3072, vocab 151936, rope theta 1e6, eps 1e-6,
+// tied, context 4096). nullopt for an unknown name.
 std::optional<TransformerShape> transformer_shape_by_name(std::string_view name);
 std::vector<std::string> transformer_shape_names();
 

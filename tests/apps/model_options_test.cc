@@ -152,7 +152,8 @@ std::string refusal(std::vector<std::string> args) {
 TEST(ModelOptions, BadComponentFlagsAreRefusedByName) {
   EXPECT_EQ(refusal({"--norm", "batchnorm"}),
             "--norm 'batchnorm' is not one of layernorm, rmsnorm");
-  EXPECT_EQ(refusal({"--family", "bert"}), "--family 'bert' is not one of gpt2, llama (gpt: gpt2)");
+  EXPECT_EQ(refusal({"--family", "bert"}),
+            "--family 'bert' is not one of gpt2, llama, qwen3 (gpt: gpt2)");
   EXPECT_EQ(refusal({"--qkv-bias", "yes"}), "--qkv-bias 'yes' is not one of off, on");
   EXPECT_EQ(refusal({"--kv-heads", "3"}),
             "--kv-heads 3 does not divide --heads 4 (each key/value head serves a group of query "
@@ -164,6 +165,25 @@ TEST(ModelOptions, BadComponentFlagsAreRefusedByName) {
             "9");
   EXPECT_EQ(refusal({"--ffn", "0"}), "--ffn 0 is outside 1..64 x --width (8192)");
   EXPECT_EQ(refusal({"--norm-eps", "0"}), "--norm-eps 0 is outside (0, 1)");
+  EXPECT_EQ(refusal({"--head-dim", "0"}), "--head-dim 0 is outside 1..16384");
+  EXPECT_EQ(refusal({"--family", "qwen3", "--head-dim", "9"}),
+            "rotary positions (--family qwen3) need an even head dim: --head-dim 9");
+}
+
+TEST(ModelOptions, Qwen3FamilyAndHeadDim) {
+  const nn::GptArchitecture a = architecture_from_options(
+      parse(zs_train_flags(), {"--family", "qwen3", "--head-dim", "64", "--kv-heads", "2"}),
+      kZsTrain);
+  EXPECT_TRUE(a.qk_norm);
+  EXPECT_EQ(a.norm, nn::NormKind::kRMSNorm);
+  EXPECT_EQ(a.head_dim(), 64);
+  EXPECT_EQ(a.attn_width(), 4 * 64);  // 4 heads of 64 on the default width 128
+  EXPECT_EQ(a.family(), "qwen3");
+  const nn::GptArchitecture off = architecture_from_options(
+      parse(zs_train_flags(), {"--family", "qwen3", "--qk-norm", "off"}), kZsTrain);
+  EXPECT_FALSE(off.qk_norm);
+  EXPECT_EQ(off.family(), "llama");
+  EXPECT_EQ(off.head_dim_override, 0);
 }
 
 TEST(ModelOptions, RopeScaling) {

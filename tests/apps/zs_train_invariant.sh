@@ -7,6 +7,8 @@
 #   dtypes   fp32 and fp16 (dynamic loss scaling) stage 2, offloaded bf16 stage 3, int8 optimizer
 #            states, hierarchical collectives on 2 fake nodes: one hash per setting at 1, 2, 4
 #   lora     LoRA on an int8 base at 1, 2, 4 ranks
+#   qwen3    --family qwen3 (q/k norms), 2 heads of 48 on a width of 64 over 1 KV head, tied:
+#            bf16 stage 3 and fp32 stage 1 at 1, 2, 4 ranks
 #   resume   saved at step 10 by 4 ranks, resumed at 2 and at 8 (and 1): the uninterrupted
 #            4-rank run's hash
 #   plan     zs_plan --world-invariant equals the trainer's tracked memory (the tree's partial
@@ -41,6 +43,11 @@ same_at() {
 }
 
 case "$case_name" in
+  qwen3)
+    qwen=(--family qwen3 --kv-heads 1 --head-dim 48 --tie-embeddings on)
+    same_at "qwen3 bf16 stage 3" "1 2 4" --steps 10 --dtype bf16 --zero-stage 3 "${qwen[@]}"
+    same_at "qwen3 fp32 stage 1" "1 2 4" --steps 10 --dtype fp32 --zero-stage 1 "${qwen[@]}"
+    ;;
   stages)
     for stage in 0 1 2; do same_at "bf16 stage $stage" "1 2 4" --steps 20 --dtype bf16 --zero-stage $stage; done
     same_at "bf16 stage 3" "1 2 4 8" --steps 20 --dtype bf16 --zero-stage 3

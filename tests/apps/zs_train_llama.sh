@@ -19,6 +19,12 @@
 #            drops by vocab x width; stages 0-3 give one param_hash; resume at step 3 is bitwise
 #            and a 2-rank checkpoint resumes at 4 ranks; an untied resume is refused naming --tie-embeddings;
 #            --device cuda with it is refused naming it; zs_plan equals the tracked bytes at stage 3
+#   qwen3    --family qwen3 --head-dim 24 (q/k norms; 4 heads of 24 on a width of 64), tied: the
+#            banner names them; stages 0-3 give one param_hash; --export-hf writes
+#            Qwen3ForCausalLM (head_dim 24) and --init-from-hf of it trains 3 steps at 2 ranks as
+#            qwen3; a resume
+#            with another --head-dim is refused naming it; --device cuda is refused naming the
+#            head_dim; zs_plan equals the tracked bytes at stage 3
 source "$(dirname "${BASH_SOURCE[0]}")/zs_train_lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/plan_check_lib.sh"
 
@@ -150,6 +156,40 @@ case "$case_name" in
     plan=$("$zs_plan" "${llama[@]}" --tie-embeddings on --vocab 256 --batch 4 --threads 1 --ranks 2 \
       "${flags[@]}" --json) || fail "zs_plan tied"
     plan_equals_tracked "tied stage 3" "$log" "$plan" params grads master optimizer comm_buffers \
+      host_offload
+    ;;
+  qwen3)
+    qwen=(--family qwen3 --layers 2 --heads 4 --kv-heads 2 --width 64 --head-dim 24 --context 32
+          --tie-embeddings on)
+    q=("${qwen[@]}" "${opts[@]}")
+    run_ok "$work/q0.txt" 2 "${q[@]}" --steps 4 --zero-stage 0 --dtype fp32
+    grep -qF "qwen3: rmsnorm, rotary (theta 10000), swiglu, FFN 256, 2 KV heads, head dim 24, q/k norms, biases qkv off, proj off, mlp off, tied embeddings)" \
+      "$work/q0.txt" || { cat "$work/q0.txt"; fail "the banner does not name qwen3's components"; }
+    for stage in 1 2 3; do
+      run_ok "$work/q$stage.txt" 2 "${q[@]}" --steps 4 --zero-stage $stage --dtype fp32
+      same_hash "qwen3 stage 0 vs $stage" "$work/q0.txt" "$work/q$stage.txt"
+    done
+    run_ok "$work/e.txt" 2 "${q[@]}" --steps 4 --save-dir "$work/ckpt" --save-every 2 \
+      --export-hf "$work/hf"
+    grep -qF '"Qwen3ForCausalLM"' "$work/hf/config.json" || fail "the export is not Qwen3's"
+    grep -qF '"head_dim": 24' "$work/hf/config.json" || fail "the export has no head_dim 24"
+    run_ok "$work/i.txt" 2 --init-from-hf "$work/hf" --context 32 "${opts[@]}" --steps 3
+    grep -qF "qwen3: rmsnorm" "$work/i.txt" || { cat "$work/i.txt"; fail "--init-from-hf: not qwen3"; }
+    [ -n "$(loss_at "$work/i.txt" 3)" ] || { cat "$work/i.txt"; fail "--init-from-hf: no step 3"; }
+    echo "--init-from-hf of the Qwen3 export: step 3 loss $(loss_at "$work/i.txt" 3)"
+    expect "other --head-dim" "--head-dim 16 in this run, 24 in the checkpoint" \
+      "${qwen[@]/24/16}" "${opts[@]}" --steps 4 --resume-from "$work/ckpt/step-00000002"
+    expect "qwen3 on cuda" "cuda gpt: RMSNorm (norm rmsnorm) is implemented on the CPU backend only" \
+      "${q[@]}" --steps 2 --device cuda
+    expect "head_dim on cuda" "cuda gpt: a head_dim other than width / heads (head_dim 24, width 64, heads 4)" \
+      --layers 2 --heads 4 --width 64 --head-dim 24 --context 32 --steps 2 --device cuda
+    zs_plan=$(dirname "$bin")/zs_plan
+    log=$work/run.jsonl
+    flags=(--zero-stage 3 --dtype bf16 --grad-dtype fp32)
+    run_ok "$work/p.txt" 2 "${q[@]}" --steps 2 "${flags[@]}" --json-log "$log"
+    plan=$("$zs_plan" "${qwen[@]}" --vocab 256 --batch 4 --threads 1 --ranks 2 "${flags[@]}" \
+      --json) || fail "zs_plan qwen3"
+    plan_equals_tracked "qwen3 stage 3" "$log" "$plan" params grads master optimizer comm_buffers \
       host_offload
     ;;
   *)

@@ -229,7 +229,7 @@ TEST(HfConfig, RefusesWhatTheDecoderDoesNotComputeNamingTheField) {
        "\"layer_types\" holds \"sliding_attention\""},
       {kMistral, [](json& j) { j["num_local_experts"] = 8; }, "\"num_local_experts\" is 8"},
       {kQwen2, [](json& j) { j["num_experts"] = 60; }, "\"num_experts\" is 60"},
-      {kLlama3, [](json& j) { j["head_dim"] = 256; }, "\"head_dim\" is 256"},
+      {kLlama3, [](json& j) { j["head_dim"] = 0; }, "\"head_dim\" is 0"},
       {kLlama3, [](json& j) { j.erase("hidden_size"); }, "\"hidden_size\" is missing"},
       {kLlama3, [](json& j) { j["num_key_value_heads"] = 5; },
        "gpt config: kv_heads 5 must divide heads 32"},
@@ -248,14 +248,128 @@ TEST(HfConfig, RefusesWhatTheDecoderDoesNotComputeNamingTheField) {
             std::string::npos);
 }
 
+// Qwen3-0.6B's config.json (transformers 4.51): 16 heads of head_dim 128 on a width of 1024.
+const char* kQwen3 = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+  "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
+
+GptArchitecture qwen3_0_6b() {
+  GptArchitecture a = llama(28, 16, 8, 1024, 3072, 151936, 40960, 1e6f, 1e-6f);
+  a.head_dim_override = 128;
+  a.qk_norm = true;
+  a.tied_embeddings = true;
+  return a;
+}
+
+TEST(HfConfig, ParsesQwen3WithItsHeadDimAndQkNorms) {
+  const HfConfig q = parse_hf_config(kQwen3, "qwen3");
+  EXPECT_EQ(q.family, HfFamily::kQwen3);
+  EXPECT_EQ(q.arch, qwen3_0_6b());
+  EXPECT_EQ(q.arch.head_dim(), 128);
+  EXPECT_EQ(q.arch.attn_width(), 2048);
+  EXPECT_EQ(q.arch.family(), "qwen3");
+  EXPECT_TRUE(q.tied);
+  EXPECT_EQ(q.sliding_window, 0);
+  // Qwen3Config's head_dim is 128 when config.json has none, not hidden_size / heads (64).
+  json j = json::parse(kQwen3);
+  j.erase("head_dim");
+  EXPECT_EQ(parse_hf_config(j.dump(), "q").arch, qwen3_0_6b());
+  // head_dim equal to hidden_size / heads is no override.
+  j["head_dim"] = 64;
+  EXPECT_EQ(parse_hf_config(j.dump(), "q").arch.head_dim_override, 0);
+  // attention_bias: q/k/v and o biases.
+  j = json::parse(kQwen3);
+  j["attention_bias"] = true;
+  const GptArchitecture b = parse_hf_config(j.dump(), "q").arch;
+  EXPECT_TRUE(b.qkv_bias && b.proj_bias && !b.mlp_bias);
+  // The architectures class alone names the family.
+  j = json::parse(kQwen3);
+  j.erase("model_type");
+  EXPECT_EQ(parse_hf_config(j.dump(), "q").family, HfFamily::kQwen3);
+  // A Llama config.json with an explicit head_dim apart from hidden_size / heads.
+  j = json::parse(kLlama3);
+  j["head_dim"] = 256;
+  const GptArchitecture l = parse_hf_config(j.dump(), "l").arch;
+  EXPECT_EQ(l.head_dim_override, 256);
+  EXPECT_FALSE(l.qk_norm);
+  EXPECT_EQ(l.qkv_rows(), 32 * 256 + 2 * 8 * 256);
+  // check_hf_config names head_dim and the q/k norms.
+  const GptArchitecture run = hf_run_architecture(q, 256, "x");
+  GptArchitecture model = run;
+  model.head_dim_override = 64;
+  EXPECT_NE(error_of([&] {
+              check_hf_config(q, model, "c");
+            }).find("c: \"head_dim\" is 128, the model's head dim is 64"),
+            std::string::npos);
+  model = run;
+  model.qk_norm = false;
+  EXPECT_NE(error_of([&] { check_hf_config(q, model, "c"); }).find("qk_norm true), the model"),
+            std::string::npos);
+  EXPECT_NO_THROW(check_hf_config(q, run, "c"));
+}
+
+TEST(HfConfig, RefusesGemmaNamingWhatItLacks) {
+  json g = json::parse(kLlama3);
+  g["model_type"] = "gemma";
+  g["architectures"] = {"GemmaForCausalLM"};
+  g["hidden_activation"] = "gelu_pytorch_tanh";
+  std::string msg = error_of([&] { parse_hf_config(g.dump(), "g/config.json"); });
+  for (const char* part : {"g/config.json: \"model_type\" is \"gemma\" (GemmaForCausalLM)", "GeGLU",
+                           "hidden_activation", "sqrt(hidden_size)", "(1 + weight)"})
+    EXPECT_NE(msg.find(part), std::string::npos) << part << " in " << msg;
+  EXPECT_EQ(msg.find("softcapping"), std::string::npos) << msg;
+  for (const char* type : {"gemma2", "gemma3_text"}) {
+    g["model_type"] = type;
+    g.erase("architectures");
+    msg = error_of([&] { parse_hf_config(g.dump(), "g"); });
+    for (const char* part :
+         {"GeGLU", "attn_logit_softcapping", "final_logit_softcapping", "sliding-window layers"})
+      EXPECT_NE(msg.find(part), std::string::npos) << part << " in " << msg;
+  }
+  g.erase("model_type");
+  g["architectures"] = {"Gemma2ForCausalLM"};
+  EXPECT_NE(error_of([&] { parse_hf_config(g.dump(), "g"); }).find("Gemma2ForCausalLM"),
+            std::string::npos);
+}
+
+TEST(HfConfig, MistralSlidingWindowNullOrCoveringTheContextChangesNothing) {
+  json m = json::parse(kMistral);
+  m["sliding_window"] = nullptr;
+  const HfConfig none = parse_hf_config(m.dump(), "m");
+  EXPECT_EQ(none.sliding_window, 0);
+  EXPECT_EQ(hf_run_architecture(none, 32768, "m").context, 32768);
+  const HfConfig w = parse_hf_config(kMistral, "m");
+  EXPECT_EQ(hf_run_architecture(w, 4096, "m"), hf_run_architecture(none, 4096, "m"));
+  const std::string msg = error_of([&] { hf_run_architecture(w, 8192, "m/config.json"); });
+  EXPECT_NE(msg.find("m/config.json: \"sliding_window\" is 4096, shorter than the run's context "
+                     "8192 (--context)"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(HfConfig, ExportConfigParsesBackForEachFamily) {
   GptArchitecture l = llama(2, 4, 2, 64, 160, 300, 32, 10000.0f, 1e-6f);
   GptArchitecture q = l;
   q.qkv_bias = true;
   GptArchitecture lb = l;
   lb.qkv_bias = lb.proj_bias = lb.mlp_bias = true;  // attention_bias and mlp_bias
+  GptArchitecture q3 = l;  // Qwen3: q/k norms, 4 heads of 24 on a width of 64
+  q3.qk_norm = true;
+  q3.head_dim_override = 24;
+  GptArchitecture q3b = q3;  // with attention_bias, and head_dim = width / heads
+  q3b.qkv_bias = q3b.proj_bias = true;
+  q3b.head_dim_override = 0;
+  GptArchitecture lh = l;  // Llama with an explicit head_dim
+  lh.head_dim_override = 8;
   const std::pair<GptArchitecture, HfFamily> cases[] = {
-      {l, HfFamily::kLlama}, {q, HfFamily::kQwen2}, {lb, HfFamily::kLlama}};
+      {l, HfFamily::kLlama},  {q, HfFamily::kQwen2},   {lb, HfFamily::kLlama},
+      {q3, HfFamily::kQwen3}, {q3b, HfFamily::kQwen3}, {lh, HfFamily::kLlama}};
   for (const auto& [arch, family] : cases) {
     EXPECT_EQ(hf_family_of(arch), family);
     const std::string text = hf_config_json(arch, DType::kBF16);
@@ -277,6 +391,17 @@ TEST(HfConfig, ExportConfigParsesBackForEachFamily) {
   mix.proj_bias = true;
   EXPECT_NE(error_of([&] { hf_config_json(mix); }).find("the model's proj_bias is on"),
             std::string::npos);
+  mix = q3;
+  mix.mlp_bias = true;
+  EXPECT_NE(error_of([&] { hf_family_of(mix); }).find("Qwen3ForCausalLM needs no MLP bias"),
+            std::string::npos);
+  GptArchitecture gpt2_qk;
+  gpt2_qk.qk_norm = true;
+  EXPECT_NE(error_of([&] { hf_family_of(gpt2_qk); }).find("the model's qk_norm is on"),
+            std::string::npos);
+  // Qwen3's head_dim is written even when it is width / heads (Qwen3Config's default is 128).
+  EXPECT_EQ(json::parse(hf_config_json(q3b)).at("head_dim"), 16);
+  EXPECT_FALSE(json::parse(hf_config_json(l)).contains("head_dim"));
   GptArchitecture gqa_gpt2;
   gqa_gpt2.kv_heads = 2;
   EXPECT_NE(error_of([&] { hf_family_of(gqa_gpt2); }).find("the model's kv_heads is 2"),

@@ -4,7 +4,9 @@
 // Qwen2 (q/k/v biases); the file holds HF's names with q|k|v and gate|up as row ranges of our
 // fused weights; a sharded model.safetensors.index.json imports the same; a tensor missing from
 // every file, a wrong shape and a tensor in two files are refused naming them; tied embeddings are
-// one parameter. The logits against transformers itself: tests/apps/hf_llama.py.
+// one parameter; Qwen3 (q_norm/k_norm, 4 heads of 12 on a width of 32, tied) exports and imports
+// exactly under its names. The logits against transformers itself: tests/apps/hf_llama.py and
+// tests/interop/hf_parity.py.
 #include <mpi.h>
 
 #include <string>
@@ -65,6 +67,52 @@ TEST(HfLlama, ExportImportIsExactForEachForm) {
     EXPECT_EQ(a.masters(), b.masters());
     EXPECT_EQ(a.engine->param_hash(), b.engine->param_hash());
   }
+}
+
+// Qwen3's form of llama_config(): per-head q/k norms, head_dim 12 (q 48 rows, k and v 24 each:
+// heads x head_dim is not the width), tied.
+GptConfig qwen3_config() {
+  GptConfig c = llama_config();
+  c.arch.qk_norm = true;
+  c.arch.head_dim_override = 12;
+  c.arch.tied_embeddings = true;
+  return c;
+}
+
+TEST(HfLlama, Qwen3ExportImportIsExactUnderItsNames) {
+  TempDir dir;
+  const GptConfig c = qwen3_config();
+  Rig a(1, c), b(2, c);
+  export_gpt_hf(*a.engine, world(), c, dir / "hf");
+  const GptHfImport r = import_gpt_hf(*b.engine, world(), c, dir / "hf");
+  EXPECT_EQ(r.config.family, HfFamily::kQwen3);
+  EXPECT_TRUE(r.config.tied);
+  EXPECT_EQ(a.masters(), b.masters());
+  EXPECT_EQ(a.engine->param_hash(), b.engine->param_hash());
+  const auto m = a.masters();
+  Tensors ts = read_f32(dir / "hf/model.safetensors");
+  EXPECT_EQ(ts.size(), static_cast<size_t>(1 + 2 * 11 + 1));  // 11 per layer, tied: no lm_head
+  const GptBlockLayout bl = GptBlockLayout::of(c.arch);
+  const int64_t C = 32, D = 48, KV = 24;
+  const auto& qkv = m[1][bl.qkv_w];
+  EXPECT_EQ(find(ts, "model.layers.0.self_attn.q_proj.weight")->shape,
+            (std::vector<int64_t>{D, C}));
+  EXPECT_EQ(find(ts, "model.layers.0.self_attn.q_proj.weight")->data, rows(qkv, C, 0, D));
+  EXPECT_EQ(find(ts, "model.layers.0.self_attn.k_proj.weight")->data, rows(qkv, C, D, KV));
+  EXPECT_EQ(find(ts, "model.layers.0.self_attn.v_proj.weight")->data, rows(qkv, C, D + KV, KV));
+  EXPECT_EQ(find(ts, "model.layers.0.self_attn.o_proj.weight")->shape,
+            (std::vector<int64_t>{C, D}));
+  EXPECT_EQ(find(ts, "model.layers.1.self_attn.q_norm.weight")->shape, (std::vector<int64_t>{12}));
+  EXPECT_EQ(find(ts, "model.layers.1.self_attn.q_norm.weight")->data, m[2][bl.q_norm_w]);
+  EXPECT_EQ(find(ts, "model.layers.1.self_attn.k_norm.weight")->data, m[2][bl.k_norm_w]);
+  EXPECT_EQ(find(ts, "lm_head.weight"), nullptr);
+  std::ifstream in(dir / "hf/config.json");
+  const json j = json::parse(in);
+  EXPECT_EQ(j.at("architectures"), json::array({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(j.at("model_type"), "qwen3");
+  EXPECT_EQ(j.at("head_dim"), 12);
+  EXPECT_EQ(j.at("attention_bias"), false);
+  EXPECT_EQ(j.at("tie_word_embeddings"), true);
 }
 
 TEST(HfLlama, Bf16ExportImportsItsRounding) {

@@ -18,8 +18,16 @@ and rope theta of the named checkpoints:
   llama3      Llama-3-8B: 32 heads over 8 KV heads (4:1), FFN 3.5x, theta 5e5, untied, vocab 128256
   qwen2       Qwen2-0.5B: 14 heads over 2 KV heads (7:1), q/k/v biases, FFN 5.43x, theta 1e6, tied,
               vocab 151936 (transformers >= 4.37; skipped, saying so, where it has no Qwen2)
+  qwen3       Qwen3-0.6B: 4 heads over 2 KV heads (2:1) of head_dim 32 on hidden 64 (heads x
+              head_dim = 2 x hidden, as 16 x 128 on 1024), q_norm/k_norm, FFN 3x, theta 1e6, eps
+              1e-6, tied, vocab 151936. Qwen3ForCausalLM where transformers has it (>= 4.51);
+              otherwise (the CI's 4.36) the reference is LlamaForCausalLM with each layer's
+              self_attn replaced by Qwen3LikeAttention below, which computes what
+              modeling_qwen3.py's Qwen3Attention does (q_norm and k_norm, Qwen3RMSNorm over each
+              head's head_dim vector, before RoPE; head_dim apart from hidden / heads) from the
+              same-named parameters, and the saved config.json is rewritten as Qwen3's.
 
-usage: hf_parity.py HF_PARITY WORKDIR
+usage: hf_parity.py HF_PARITY WORKDIR [MODEL,...]
 Exit 77 (skip) without torch/transformers.
 """
 import json, os, shutil, subprocess, sys
@@ -69,6 +77,92 @@ if hasattr(transformers, "Qwen2ForCausalLM"):
 else:
     print(f"qwen2: skipped: transformers {transformers.__version__} has no Qwen2ForCausalLM")
 
+# Qwen3-0.6B's ratios (hidden 1024, 16 heads of 128, 8 KV heads, FFN 3072), scaled down.
+QWEN3 = dict(vocab_size=151936, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, head_dim=32, rope_theta=1000000.0,
+             rms_norm_eps=1e-6, tie_word_embeddings=True, max_position_embeddings=2048,
+             hidden_act="silu")
+
+
+class Qwen3LikeAttention(torch.nn.Module):
+    """Qwen3Attention (modeling_qwen3.py) for transformers releases without Qwen3: q_proj
+    [H hd, C], k_proj and v_proj [KV hd, C], o_proj [C, H hd], no biases; q_norm and k_norm
+    (LlamaRMSNorm over each head's hd vector: Qwen3RMSNorm's arithmetic) on q and k before
+    RoPE (rotate_half, inv_freq = theta^(-2i/hd) in fp32, as LlamaRotaryEmbedding); causal
+    softmax(q k^T / sqrt(hd)) over repeat_kv'd keys. Called by 4.36's LlamaDecoderLayer (a
+    3-tuple back); the causal mask is its own (the test has no padding)."""
+
+    def __init__(self, c):
+        super().__init__()
+        from transformers.models.llama.modeling_llama import LlamaRMSNorm
+        C, H, KV, hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], \
+            c["head_dim"]
+        self.H, self.KV, self.hd, self.theta = H, KV, hd, c["rope_theta"]
+        self.q_proj = torch.nn.Linear(C, H * hd, bias=False)
+        self.k_proj = torch.nn.Linear(C, KV * hd, bias=False)
+        self.v_proj = torch.nn.Linear(C, KV * hd, bias=False)
+        self.o_proj = torch.nn.Linear(H * hd, C, bias=False)
+        self.q_norm = LlamaRMSNorm(hd, eps=c["rms_norm_eps"])
+        self.k_norm = LlamaRMSNorm(hd, eps=c["rms_norm_eps"])
+
+    def forward(self, hidden_states, *args, **kwargs):
+        b, t, _ = hidden_states.shape
+        q = self.q_norm(self.q_proj(hidden_states).view(b, t, self.H, self.hd)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(hidden_states).view(b, t, self.KV, self.hd)).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(b, t, self.KV, self.hd).transpose(1, 2)
+        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.hd, 2).float() / self.hd))
+        freqs = torch.outer(torch.arange(t).float(), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+
+        def rotate_half(x):
+            return torch.cat((-x[..., self.hd // 2:], x[..., :self.hd // 2]), dim=-1)
+
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(self.H // self.KV, dim=1)  # repeat_kv
+        v = v.repeat_interleave(self.H // self.KV, dim=1)
+        s = torch.matmul(q, k.transpose(2, 3)) / (self.hd ** 0.5)
+        s = s + torch.full((t, t), float("-inf")).triu(1)
+        p = torch.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
+        o = torch.matmul(p, v).transpose(1, 2).reshape(b, t, self.H * self.hd)
+        return self.o_proj(o), None, kwargs.get("past_key_value")
+
+
+def qwen3_like_llama(_config):
+    """LlamaForCausalLM with Qwen3LikeAttention in every layer (head_dim = hidden / heads for
+    the Llama part, which builds no attention of its own that survives)."""
+    c = dict(QWEN3)
+    del c["head_dim"]
+    model = LlamaForCausalLM(LlamaConfig(**c))
+    for layer in model.model.layers:
+        layer.self_attn = Qwen3LikeAttention(QWEN3)
+    return model
+
+
+def as_qwen3_config(hf_dir):
+    """Rewrites a Qwen3LikeAttention model's config.json as Qwen3's (Qwen3Config's fields)."""
+    path = os.path.join(hf_dir, "config.json")
+    with open(path) as f:
+        j = json.load(f)
+    j.update(QWEN3)
+    j.update(model_type="qwen3", architectures=["Qwen3ForCausalLM"], attention_bias=False,
+             use_sliding_window=False, sliding_window=None, max_window_layers=2)
+    for k in ("pretraining_tp", "mlp_bias"):
+        j.pop(k, None)
+    with open(path, "w") as f:
+        json.dump(j, f, indent=2)
+
+
+if hasattr(transformers, "Qwen3ForCausalLM"):
+    MODELS["qwen3"] = (transformers.Qwen3ForCausalLM,
+                       transformers.Qwen3Config(**QWEN3, attention_bias=False,
+                                                use_sliding_window=False))
+else:
+    MODELS["qwen3"] = (qwen3_like_llama, LlamaConfig(**{k: v for k, v in QWEN3.items()
+                                                         if k != "head_dim"}))
+    print(f"qwen3: transformers {transformers.__version__} has no Qwen3ForCausalLM: the reference "
+          f"is LlamaForCausalLM with Qwen3LikeAttention")
+
 
 def ours_of_hf(name, grads, layers, tied):
     """HF gradient tensors (by HF name) in our layout (by '<unit>.<param>')."""
@@ -106,6 +200,9 @@ def ours_of_hf(name, grads, layers, tied):
         if a + "q_proj.bias" in grads:  # Qwen2: q/k/v biases
             g[u + "qkv.bias"] = torch.cat([grads[a + "q_proj.bias"], grads[a + "k_proj.bias"],
                                            grads[a + "v_proj.bias"]])
+        if a + "q_norm.weight" in grads:  # Qwen3: per-head q/k norms
+            g[u + "q_norm.weight"] = grads[a + "q_norm.weight"]
+            g[u + "k_norm.weight"] = grads[a + "k_norm.weight"]
         g[u + "proj.weight"] = grads[a + "o_proj.weight"]
         g[u + "ln2.weight"] = grads[p + "post_attention_layernorm.weight"]
         g[u + "fc.weight"] = torch.cat([grads[p + "mlp.gate_proj.weight"],
@@ -127,6 +224,8 @@ def check(name):
     model.eval()
     hf_dir = os.path.join(work, name)
     model.save_pretrained(hf_dir, safe_serialization=True)
+    if cls is qwen3_like_llama:
+        as_qwen3_config(hf_dir)
     vocab = config.vocab_size
     gen = torch.Generator().manual_seed(7)
     tokens = torch.randint(0, vocab, (B, T + 1), generator=gen)

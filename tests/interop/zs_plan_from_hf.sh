@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # zs_plan --from-hf DIR (apps/zs_plan/zs_plan.cc, interop/hf_config.h): LLaMA-7B's config.json as
 # transformers wrote it plans exactly what --model llama-7b plans (every number of --json equal;
-# only the model's name differs), at two dtypes and stages; a flag that disagrees with config.json
-# and an unsupported field are refused naming them.
+# only the model's name differs), at two dtypes and stages, and so does Qwen3-0.6B's as --model
+# qwen3-0.6b (596,049,920 parameters); a flag that disagrees with config.json, an unsupported field
+# and a Gemma directory are refused naming them; Mistral's sliding_window is accepted when it
+# covers the context and refused naming --context otherwise.
 #   zs_plan_from_hf.sh ZS_PLAN WORKDIR
 set -euo pipefail
 plan=$1 work=$2
@@ -26,6 +28,31 @@ for flags in "--dtype fp32 --zero-stage 3" "--dtype bf16 --zero-stage 1 --ranks 
     exit 1
   fi
   echo "--from-hf = --model llama-7b ($flags): $(wc -l <"$work/a.json") lines equal"
+done
+# Qwen3-0.6B's config.json (transformers 4.51) at the preset's context: --model qwen3-0.6b.
+mkdir -p "$work/qwen3"
+cat >"$work/qwen3/config.json" <<'JSON'
+{"architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+ "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+ "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+ "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+ "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+ "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+ "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+ "use_cache": true, "use_sliding_window": false, "vocab_size": 151936}
+JSON
+for flags in "--dtype bf16 --zero-stage 3 --ranks 8 --batch 1" "--dtype fp32 --zero-stage 2 --batch 2"; do
+  # shellcheck disable=SC2086
+  "$plan" --from-hf "$work/qwen3" --context 4096 --json $flags | grep -v '"model":' >"$work/a.json"
+  # shellcheck disable=SC2086
+  "$plan" --model qwen3-0.6b --json $flags | grep -v '"model":' >"$work/b.json"
+  if ! cmp -s "$work/a.json" "$work/b.json"; then
+    diff "$work/a.json" "$work/b.json" || true
+    echo "FAIL: --from-hf plans differently from --model qwen3-0.6b ($flags)"
+    exit 1
+  fi
+  grep -qF '"num_params": 596049920' "$work/a.json" || { echo "FAIL: Qwen3-0.6B's count"; exit 1; }
+  echo "--from-hf qwen3 = --model qwen3-0.6b ($flags): $(wc -l <"$work/a.json") lines equal"
 done
 # The documents' LLaMA-6B arithmetic from a config.json (LLaMA's dimensions with 28 layers:
 # 5,928,882,176 parameters): fp32 weights about 24 GB (4 bytes/param), AdamW's fp32 states about
@@ -66,4 +93,17 @@ sed 's/"use_cache": true/"rope_scaling": {"factor": 8.0, "rope_type": "yarn"}/' 
   "$work/llama/config.json" >"$work/scaled/config.json"
 expect '"rope_scaling.rope_type" is "yarn"' --from-hf "$work/scaled"
 expect '--from-hf takes no --params or --model' --from-hf "$work/llama" --model llama-7b
+expect '"head_dim" is 128, the model'"'"'s head dim is 64' --from-hf "$work/qwen3" --head-dim 64
+mkdir -p "$work/gemma"
+sed -e 's/"model_type": "qwen3"/"model_type": "gemma2"/' -e 's/Qwen3ForCausalLM/Gemma2ForCausalLM/' \
+  "$work/qwen3/config.json" >"$work/gemma/config.json"
+expect '"model_type" is "gemma2" (Gemma2ForCausalLM): zeroshard'"'"'s decoder lacks Gemma'"'"'s components' \
+  --from-hf "$work/gemma"
+mkdir -p "$work/mistral"
+sed -e 's/"model_type": "llama"/"model_type": "mistral"/' -e 's/LlamaForCausalLM/MistralForCausalLM/' \
+  -e 's/"use_cache": true/"sliding_window": 1024/' "$work/llama/config.json" >"$work/mistral/config.json"
+"$plan" --from-hf "$work/mistral" --context 1024 --json >/dev/null ||
+  { echo "FAIL: a sliding window covering the context was refused"; exit 1; }
+expect '"sliding_window" is 1024, shorter than the run'"'"'s context 2048 (--context)' \
+  --from-hf "$work/mistral"
 echo PASS

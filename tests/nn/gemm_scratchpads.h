@@ -21,23 +21,24 @@
 
 namespace zs::nn::testing {
 
-// Builds the same layers models/gpt/gpt.cc builds (any architecture: the qkv rows, fc rows, biases
-// and key/value heads of g.arch; the LoRA adapters; with g.adapters.int8.accept the four
-// Int8Linears over their own workspace) over one workspace, with the thread team GptModel uses;
-// checks that the workspaces are the planned ones and returns the activation bytes beyond them.
+// Builds the same layers models/gpt/gpt.cc builds (any architecture: the qkv rows, fc rows, biases,
+// head_dim (proj and attention over D = heads head_dim) and key/value heads of g.arch; the LoRA
+// adapters; with g.adapters.int8.accept the four Int8Linears over their own workspace) over one
+// workspace, with the thread team GptModel uses; checks that the workspaces are the planned ones
+// and returns the activation bytes beyond them.
 inline int64_t measured_gemm_scratchpads(const GptConfig& g) {
   ThreadScope scope(g.run.threads);  // as GptModel builds them: the scratchpads depend on the team
   MemoryTracker t;
   const DType mm = g.run.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
   const GptArchitecture& ar = g.arch;
   const int64_t M = static_cast<int64_t>(g.run.batch) * ar.context;
-  const int C = ar.width, F = ar.ffn_width();
+  const int C = ar.width, F = ar.ffn_width(), D = static_cast<int>(ar.attn_width());
   const int Q = static_cast<int>(ar.qkv_rows()), G = static_cast<int>(ar.fc_rows());
   GemmWorkspace ws(&t);
-  Linear a(M, C, Q, ar.qkv_bias, false, mm, &t, &ws), b(M, C, C, ar.proj_bias, true, mm, &t, &ws),
+  Linear a(M, C, Q, ar.qkv_bias, false, mm, &t, &ws), b(M, D, C, ar.proj_bias, true, mm, &t, &ws),
       c(M, C, G, ar.mlp_bias, false, mm, &t, &ws), d(M, F, C, ar.mlp_bias, true, mm, &t, &ws),
       e(M, C, ar.vocab, false, false, mm, &t, &ws);
-  Attention at(g.run.batch, ar.context, C, ar.heads, ar.kv_heads_or_heads(), mm, &t, &ws);
+  Attention at(g.run.batch, ar.context, D, ar.heads, ar.kv_heads_or_heads(), mm, &t, &ws);
   std::vector<LoraAdapter> adapters;
   for (int k = 0; k < kNumGptLoraTargets; ++k) {
     const auto target = static_cast<GptLoraTarget>(k);

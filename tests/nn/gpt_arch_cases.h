@@ -34,9 +34,22 @@ inline GptArchitecture llama_form(GptArchitecture base, int kv_heads, int ffn = 
   return base;
 }
 
+// Qwen3's components on `base`: Llama's with 2 key/value heads, per-head q/k RMSNorm, rope theta
+// 1e6, tied embeddings, and a head_dim 4 wider than width / heads (Qwen3-0.6B's 16 heads of 128
+// on a width of 1024: heads x head_dim is not the width).
+inline GptArchitecture qwen3_form(GptArchitecture base) {
+  GptArchitecture a = llama_form(base, 2);
+  a.qk_norm = true;
+  a.head_dim_override = base.width / base.heads + 4;
+  a.rope_theta = 1e6f;
+  a.tied_embeddings = true;
+  return a;
+}
+
 // On `base` (heads even, head_dim even): all-Llama with one and
 // two key/value heads, multi-head Llama, Qwen2-like (qkv biases only, theta 1e6), GPT-2 with two
-// key/value heads, GPT-2 with an ffn that is not a multiple of the width, and Llama with that ffn.
+// key/value heads, GPT-2 with an ffn that is not a multiple of the width, and Llama with that ffn;
+// then tied embeddings (Llama, GPT-2) and Qwen3 (qwen3_form, last).
 inline std::vector<ArchCase> llama_form_cases(const GptArchitecture& base) {
   const int odd_ffn = base.width * 5 / 2 + 4;  // not a multiple of the width
   std::vector<ArchCase> v;
@@ -61,6 +74,7 @@ inline std::vector<ArchCase> llama_form_cases(const GptArchitecture& base) {
   GptArchitecture gpt2_tied = base;
   gpt2_tied.tied_embeddings = true;
   v.push_back({"gpt2_tied", gpt2_tied});
+  v.push_back({"qwen3", qwen3_form(base)});
   return v;
 }
 
@@ -78,13 +92,13 @@ inline std::vector<ArchCase> gpt2_and(const GptArchitecture& base,
 }
 
 // The cases the engine and LoRA/int8 planner tests run: "gpt2", "llama_kv2" (2 key/value heads of
-// 4, ffn 84: not a multiple of the width), "qwen2" (qkv biases) and "llama_tied" (tied
-// embeddings), for tiny_config().
+// 4, ffn 84: not a multiple of the width), "qwen2" (qkv biases), "llama_tied" (tied embeddings)
+// and "qwen3" (q/k norms, 4 heads of 12 on a width of 32), for tiny_config().
 inline std::vector<ArchCase> tiny_archs() {
   GptArchitecture base;
   base.width = 32;
   base.heads = 4;
-  return gpt2_and(base, {"llama_kv2", "qwen2", "llama_tied"});
+  return gpt2_and(base, {"llama_kv2", "qwen2", "llama_tied", "qwen3"});
 }
 
 // A tiny GPT of `arch`'s components: 2 layers, width 32, 2 heads of 16 for "gpt2" and 4 of 8

@@ -27,7 +27,8 @@ using testing::engine_config;
 using testing::rank_tokens;
 using zs::testing::world;
 
-// All-Llama with 2 key/value heads of 4 and ffn 84, and Qwen2-like (tiny_archs() less GPT-2).
+// All-Llama with 2 key/value heads of 4 and ffn 84, Qwen2-like, tied Llama and Qwen3 (q/k norms,
+// 4 heads of 12 on a width of 32): tiny_archs() less GPT-2.
 std::vector<testing::ArchCase> archs() {
   std::vector<testing::ArchCase> v = testing::tiny_archs();
   v.erase(v.begin());

@@ -52,6 +52,52 @@ TEST(NnLlamaLayers, RmsNorm) {
   EXPECT_EQ(0, std::memcmp(yb.data(), yr.data(), yb.size() * sizeof(uint16_t)));
 }
 
+// Qwen3's per-head q/k RMSNorm: 3 heads of 20 at columns [4, 64) of rows 70 wide (a head window
+// inside a wider qkv row, as the model's k heads are). Forward: bitwise rmsnorm_forward on each
+// head's row; backward: bitwise rmsnorm_backward's dx per head (zeroed first), dw within fp32
+// sums of rmsnorm_backward's, and both against finite differences; columns outside the heads kept.
+TEST(NnLlamaLayers, RmsNormHeads) {
+  const int M = 5, heads = 3, hd = 20, ld = 70, col = 4;
+  const float eps = 1e-6f;
+  VecF x = randf(M * ld, 41, 2.0f), w = randf(hd, 42), r = randf(M * ld, 43);
+  VecF y = x, saved(M * heads * hd), rstd(M * heads);
+  rmsnorm_heads_forward(y.data() + col, M, heads, hd, ld, w.data(), eps, saved.data(), rstd.data());
+  VecF dx = r, dw(hd, 0.0f);
+  rmsnorm_heads_backward(dx.data() + col, M, heads, hd, ld, w.data(), saved.data(), rstd.data(),
+                         dw.data());
+  // The same rows through the plain kernels, one head per row.
+  VecF xr(M * heads * hd), dyr(M * heads * hd), yr(M * heads * hd), rr(M * heads);
+  for (int i = 0; i < M; ++i)
+    for (int h = 0; h < heads; ++h)
+      for (int j = 0; j < hd; ++j) {
+        xr[(i * heads + h) * hd + j] = x[i * ld + col + h * hd + j];
+        dyr[(i * heads + h) * hd + j] = r[i * ld + col + h * hd + j];
+      }
+  rmsnorm_forward(xr.data(), w.data(), M * heads, hd, eps, yr.data(), DType::kF32, rr.data());
+  VecF dxr(M * heads * hd, 0.0f), dwr(hd, 0.0f);
+  rmsnorm_backward(xr.data(), w.data(), rr.data(), dyr.data(), M * heads, hd, dxr.data(),
+                   dwr.data());
+  EXPECT_EQ(saved, xr);
+  EXPECT_EQ(rstd, rr);
+  for (int i = 0; i < M; ++i)
+    for (int c = 0; c < ld; ++c) {
+      const bool in = c >= col && c < col + heads * hd;
+      const int k = i * heads * hd + (c - col);
+      EXPECT_EQ(y[i * ld + c], in ? yr[k] : x[i * ld + c]) << i << "," << c;
+      EXPECT_EQ(dx[i * ld + c], in ? dxr[k] : r[i * ld + c]) << i << "," << c;
+    }
+  for (int j = 0; j < hd; ++j) EXPECT_NEAR(dw[j], dwr[j], 1e-5 * (1.0 + std::fabs(dwr[j]))) << j;
+  auto loss_w = [&](const VecD& v) {
+    return dot(ref_rmsnorm(to_d(xr), v, M * heads, hd, eps), dyr);
+  };
+  expect_close("rmsnorm heads dw", dw, numeric_grad(loss_w, to_d(w)));
+  // A frozen weight (null dw) gives the same dx bits.
+  VecF dx2 = r;
+  rmsnorm_heads_backward(dx2.data() + col, M, heads, hd, ld, w.data(), saved.data(), rstd.data(),
+                         nullptr);
+  EXPECT_EQ(dx2, dx);
+}
+
 double ref_silu(double g) { return g / (1.0 + std::exp(-g)); }
 
 // n = 2500 covers full chunks and a tail; gate up to |g| ~ 12 reaches both saturated ends.

@@ -4,6 +4,8 @@
 // head h / (H / KV)), causal softmax of q k^T / sqrt(hd), o_proj, down_proj(silu(gate_proj(x)) *
 // up_proj(x)), final norm, lm_head. The reference takes q_proj, k_proj, v_proj, gate_proj and
 // up_proj as the row blocks [Note: architecture components] says our fused qkv and fc hold, so a
+// Qwen3 form adds modeling_qwen3.py's q_norm / k_norm (RMSNorm over each head's q and k before
+// RoPE) and a head_dim apart from width / heads (q_proj [H hd, C], o_proj [C, H hd]), so a
 // convention error (head order, q/k/v order, gate vs up, which half rotates) shows here where
 // finite differences cannot see it. fp32 logits (inference) and the training loss within 1e-5.
 #include <gtest/gtest.h>
@@ -108,23 +110,27 @@ struct Params {
 void decoder_layer(const Params& p, int l, Mat& x, int64_t T) {
   const GptArchitecture& a = p.a;
   const int C = a.width, H = a.heads, KV = a.kv_heads_or_heads(), hd = a.head_dim();
-  const int64_t F = a.ffn_width(), kv = static_cast<int64_t>(KV) * hd;
+  const int64_t F = a.ffn_width(), kv = static_cast<int64_t>(KV) * hd, D = a.attn_width();
   const auto& wqkv = p.block(l, "qkv.weight");
   Mat bq, bk, bv;
   if (a.qkv_bias) {
     const auto& b = p.block(l, "qkv.bias");
-    bq = rows_of(b, 1, 0, C), bk = rows_of(b, 1, C, kv), bv = rows_of(b, 1, C + kv, kv);
+    bq = rows_of(b, 1, 0, D), bk = rows_of(b, 1, D, kv), bv = rows_of(b, 1, D + kv, kv);
   }
   const Mat h1 = rmsnorm(x, p.block(l, "ln1.weight"), T, C, a.norm_eps);
-  Mat q = linear(h1, rows_of(wqkv, C, 0, C), a.qkv_bias ? &bq : nullptr, T, C, C);
-  Mat k = linear(h1, rows_of(wqkv, C, C, kv), a.qkv_bias ? &bk : nullptr, T, C, kv);
-  const Mat v = linear(h1, rows_of(wqkv, C, C + kv, kv), a.qkv_bias ? &bv : nullptr, T, C, kv);
+  Mat q = linear(h1, rows_of(wqkv, C, 0, D), a.qkv_bias ? &bq : nullptr, T, C, D);
+  Mat k = linear(h1, rows_of(wqkv, C, D, kv), a.qkv_bias ? &bk : nullptr, T, C, kv);
+  const Mat v = linear(h1, rows_of(wqkv, C, D + kv, kv), a.qkv_bias ? &bv : nullptr, T, C, kv);
+  if (a.qk_norm) {  // Qwen3Attention: q_norm / k_norm over each head's vector ([T * heads, hd])
+    q = rmsnorm(q, p.block(l, "q_norm.weight"), T * H, hd, a.norm_eps);
+    k = rmsnorm(k, p.block(l, "k_norm.weight"), T * KV, hd, a.norm_eps);
+  }
   rope(q, T, H, hd, a.rope_theta);
   rope(k, T, KV, hd, a.rope_theta);
   const Mat att = attention(q, k, v, T, H, KV, hd);
   const Mat bo = a.proj_bias ? rows_of(p.block(l, "proj.bias"), 1, 0, C) : Mat();
-  const Mat o = linear(att, rows_of(p.block(l, "proj.weight"), C, 0, C),
-                       a.proj_bias ? &bo : nullptr, T, C, C);
+  const Mat o = linear(att, rows_of(p.block(l, "proj.weight"), D, 0, C),
+                       a.proj_bias ? &bo : nullptr, T, D, C);
   for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
   // LlamaMLP: down_proj(act_fn(gate_proj(x)) * up_proj(x)).
   const Mat h2 = rmsnorm(x, p.block(l, "ln2.weight"), T, C, a.norm_eps);

@@ -102,6 +102,10 @@ TEST(PlanArith, ParameterCountsFromDimensions) {
   const TransformerShape gpt2 = *transformer_shape_by_name("gpt2");
   EXPECT_EQ(gpt2.num_params(), 124'439'808 + 50257 * 768);
   EXPECT_EQ(transformer_shape_by_name("gpt2-xl")->num_params(), 1'557'611'200 + 50257 * 1600);
+  // Tied heads: Hugging Face's counts of Qwen3-0.6B (16 heads of 128 on a width of 1024, q/k
+  // norms) and Llama-3.2-1B.
+  EXPECT_EQ(transformer_shape_by_name("qwen3-0.6b")->num_params(), 596'049'920);
+  EXPECT_EQ(transformer_shape_by_name("llama-3.2-1b")->num_params(), 1'235'814'400);
   EXPECT_FALSE(transformer_shape_by_name("gpt5").has_value());
   for (const std::string& n : transformer_shape_names())
     EXPECT_TRUE(transformer_shape_by_name(n).has_value()) << n;

@@ -153,13 +153,13 @@ TEST(Plan, ModelStatesFollowZeroFormula) {
 
 // GPT-2 at 2 heads of 16, and the Llama form (tests/nn/gpt_arch_cases.h) at 4 heads of 8: all-Llama
 // with 1 and 2 key/value heads (ffn 84, not a multiple of the width), Qwen2-like (qkv biases),
-// and tied embeddings in both families.
+// tied embeddings in both families, and Qwen3 (q/k norms, 4 heads of 12 on a width of 32).
 std::vector<nn::testing::ArchCase> plan_archs() {
   nn::GptArchitecture base;
   base.width = 32;
   base.heads = 4;
-  return nn::testing::gpt2_and(base,
-                               {"llama_kv1", "llama_kv2", "qwen2", "llama_tied", "gpt2_tied"});
+  return nn::testing::gpt2_and(
+      base, {"llama_kv1", "llama_kv2", "qwen2", "llama_tied", "gpt2_tied", "qwen3"});
 }
 
 nn::GptConfig gpt_config(const nn::testing::ArchCase& arch, bool ckpt, DType dtype, int batch) {
