@@ -3,7 +3,10 @@
 // gradient but the LM head weight's bit for bit (dx of the head is; the blocks see the same
 // gradient); the LM head weight's (a tied wte's) within the note's bound; the logits buffer and the
 // activation plan shrink to one chunk's rows. The GPT-2 and Llama forms, tied embeddings included,
-// in fp32, bf16 and fp16.
+// in fp32, bf16 and fp16. Bit for bit where a row's product bits do not depend on the other rows
+// (oneDNN's AVX-512 kernels, lm_head_test); elsewhere (the AVX2 twin, Eigen) lm_head_test holds the
+// head to its derived bounds and this test the model to tolerances: the loss within 1e-5
+// relative, each gradient within 1e-3 of its largest element.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include "models/gpt/gpt.h"
 #include "models/gpt/gpt_activations.h"
 #include "models/gpt/gpt_specs.h"
+#include "nn/gemm.h"
 #include "tests/nn/gpt_arch_cases.h"
 #include "unit/unit_harness.h"
 
@@ -60,6 +64,13 @@ std::vector<int32_t> random_tokens(const GptConfig& c, int micro_batches, uint32
   std::vector<int32_t> t(static_cast<size_t>(micro_batches) * c.run.batch * (c.arch.context + 1));
   for (auto& x : t) x = d(rng);
   return t;
+}
+
+// As lm_head_test's: oneDNN's brgemm AVX-512 kernels, not widened.
+bool rows_exact(const GptConfig& c) {
+  const DType mm = c.run.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  const GemmPath& g = gemm_path(mm);
+  return gemm_uses_onednn() && !g.widened && g.name.find("brg:avx512") != std::string::npos;
 }
 
 double max_abs(const std::vector<float>& v) {
@@ -108,7 +119,11 @@ TEST(GptHeadChunk, SameLossLogitsAndGradients) {
           r.model.load_micro_batch(mb);
           whole.host.forward();
           r.host.forward();
-          EXPECT_EQ(whole.model.loss(), r.model.loss());
+          const bool exact = rows_exact(c);
+          if (exact)
+            EXPECT_EQ(whole.model.loss(), r.model.loss());
+          else
+            EXPECT_NEAR(whole.model.loss(), r.model.loss(), 1e-5 * whole.model.loss());
           whole.host.backward(scale);
           r.host.backward(scale);
           const double bound = lm_head_bound(r, c, scale);
@@ -118,6 +133,13 @@ TEST(GptHeadChunk, SameLossLogitsAndGradients) {
               const std::vector<float>& a = whole.host.grad(u, i);
               const std::vector<float>& b = r.host.grad(u, i);
               ASSERT_EQ(a.size(), b.size());
+              if (!exact) {
+                const double tol = 1e-3 * max_abs(a) + 1e-12;
+                for (size_t j = 0; j < a.size(); ++j)
+                  ASSERT_LE(std::fabs(static_cast<double>(a[j]) - b[j]), tol)
+                      << "unit " << u << " " << r.host.spec(u, i).name << " [" << j << "]";
+                continue;
+              }
               if (&a != &lm_whole) {  // not the LM head weight (nor the wte tied to it)
                 EXPECT_EQ(0, std::memcmp(a.data(), b.data(), 4 * a.size()))
                     << "unit " << u << " " << r.host.spec(u, i).name;
@@ -142,7 +164,11 @@ TEST(GptHeadChunk, SameLossLogitsAndGradients) {
         whole.host.forward(false);
         r.host.forward(false);
         const auto la = whole.model.last_logits(), lb = r.model.last_logits();
-        EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), 4 * la.size()));
+        if (rows_exact(c)) {
+          EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), 4 * la.size()));
+        } else {
+          for (size_t v = 0; v < la.size(); ++v) EXPECT_NEAR(la[v], lb[v], 1e-5);
+        }
       }
     }
 }

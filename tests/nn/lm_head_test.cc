@@ -1,8 +1,11 @@
 // The chunked LM head (nn/lm_head.h, [Note: chunked head]) against the unchunked one (one chunk of
 // M rows, which is itself checked op for op against the head the model ran before: Linear,
-// cross_entropy_forward, cross_entropy_backward): loss, row losses, inference logits and dx bit
-// for bit; dW within the bound the note derives. fp32 and bf16 operands, chunks that divide M and
-// chunks that do not, shapes whose V is not a multiple of the vector width.
+// cross_entropy_forward, cross_entropy_backward). Where the GEMM gives a row the same bits
+// whatever the rows around it (oneDNN's AVX-512 kernels, native fp32 and bf16): loss, row losses,
+// inference logits and dx bit for bit. Elsewhere (oneDNN's AVX2 gemm:jit, Eigen) a row's logits
+// differ by rounding, and each is held to the bound derived below. dW within the note's bound
+// (plus, off the exact paths, what the dlogits' difference carries). fp32 and bf16 operands,
+// chunks that divide M and chunks that do not, V not a multiple of the vector width.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -97,6 +101,13 @@ Result run_head(const Problem& p, int64_t chunk, bool train_dw = true) {
   return r;
 }
 
+// True where a row's product bits do not depend on the other rows: oneDNN's brgemm AVX-512 kernels
+// (not widened). The AVX2 twin of this test (gemm:jit) and Eigen builds run the bounded checks.
+bool rows_exact(DType mm) {
+  const GemmPath& g = gemm_path(mm);
+  return gemm_uses_onednn() && !g.widened && g.name.find("brg:avx512") != std::string::npos;
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
 }
@@ -121,6 +132,71 @@ std::vector<double> dw_bound(const Problem& p, const std::vector<float>& dl) {
 std::vector<float> as_mm_values(const Problem& p, std::vector<float> v) {
   (void)p.in_mm(v);
   return v;
+}
+
+// Off the exact paths: per row i, D_i bounds the difference of any two fp32 products of its
+// logits, 2 g(C) max_v sum_c |x_ic| |w_vc| (each within g(C) of the exact dot product). Then the
+// row loss, lse(z) - z_t, moves by at most 2 D_i, plus its kernel's own rounding (1e-6 relative
+// covers exp_approx and the sums over V); a probability by at most p (2.02 D_i + 1e-6), so dx_ic by
+// k max_v |w_vc| (2.02 D_i + 1e-6 + 4 g(V)) (sum_v p = 1, sum_v |dl| <= 2k), plus with bf16
+// dlogits their rounding, 2^-7 k max_v |w_vc|.
+struct RowBounds {
+  std::vector<double> D;         // [M]
+  std::vector<double> row_loss;  // [M]
+  std::vector<double> dx;        // [M, C]
+  std::vector<double> dw_extra;  // [V, C]: sum_i |delta dl_iv| |x_ic|
+};
+
+double g_of(double n) {
+  const double u = std::ldexp(1.0, -24);
+  return n * u / (1.0 - n * u);
+}
+
+RowBounds row_bounds(const Problem& p, const Result& whole, const std::vector<float>& dl) {
+  const int64_t M = p.s.M, C = p.s.C, V = p.s.V;
+  const double k = 1.0 / static_cast<double>(M), lowp = p.mm == DType::kBF16 ? 1.0 : 0.0;
+  RowBounds b;
+  b.D.resize(M);
+  std::vector<double> wmax(C, 0.0);
+  for (int64_t v = 0; v < V; ++v)
+    for (int64_t c = 0; c < C; ++c)
+      wmax[c] = std::max(wmax[c], std::fabs(static_cast<double>(p.w32[v * C + c])));
+  for (int64_t i = 0; i < M; ++i) {
+    double mx = 0.0;
+    for (int64_t v = 0; v < V; ++v) {
+      double s = 0.0;
+      for (int64_t c = 0; c < C; ++c)
+        s += std::fabs(p.x32[i * C + c]) * std::fabs(p.w32[v * C + c]);
+      mx = std::max(mx, s);
+    }
+    b.D[i] = 2.0 * g_of(static_cast<double>(C)) * mx;
+    b.row_loss.push_back(2.0 * b.D[i] + 1e-6 * (1.0 + std::fabs(whole.row_loss[i])));
+    for (int64_t c = 0; c < C; ++c)
+      b.dx.push_back(
+          k * wmax[c] *
+          (2.02 * b.D[i] + 1e-6 + 4.0 * g_of(static_cast<double>(V)) + lowp * std::ldexp(1.0, -7)));
+  }
+  b.dw_extra.assign(static_cast<size_t>(V * C), 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t v = 0; v < V; ++v) {
+      const double prob = dl[i * V + v] / k + (v == p.targets[i] ? 1.0 : 0.0);
+      const double d = k * std::fabs(prob) * (2.02 * b.D[i] + 1e-6) +
+                       lowp * std::ldexp(1.0, -7) * std::fabs(dl[i * V + v]);
+      for (int64_t c = 0; c < C; ++c) b.dw_extra[v * C + c] += d * std::fabs(p.x32[i * C + c]);
+    }
+  return b;
+}
+
+// Elements of a past b (bound) beyond `slack` times the bound; and the worst ratio.
+int64_t past(const std::vector<float>& a, const std::vector<float>& ref,
+             const std::vector<double>& bound, double* worst) {
+  int64_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - ref[i]);
+    n += d > bound[i];
+    *worst = std::max(*worst, d / bound[i]);
+  }
+  return n;
 }
 
 TEST(LmHead, OneChunkIsThePreviousHead) {
@@ -148,8 +224,8 @@ TEST(LmHead, OneChunkIsThePreviousHead) {
   }
 }
 
-// Loss, row losses, inference logits and dx bit for bit; dW within the bound; a frozen weight (dw
-// null) changes nothing else.
+// Loss, row losses, inference logits and dx bit for bit on the exact paths, within RowBounds
+// elsewhere; dW within the bound; a frozen weight (dw null) changes nothing else.
 TEST(LmHead, ChunksGiveTheSameLossAndDxAndBoundedDw) {
   ThreadScope scope(2);
   const Shape shapes[] = {{74, 64, 301}, {150, 256, 1000}};
@@ -158,16 +234,39 @@ TEST(LmHead, ChunksGiveTheSameLossAndDxAndBoundedDw) {
       const Problem p(s, dt, static_cast<uint32_t>(s.M + s.V));
       const Result whole = run_head(p, s.M);
       const std::vector<float> dl = as_mm_values(p, whole.dl);
-      const std::vector<double> bound = dw_bound(p, dl);
+      std::vector<double> bound = dw_bound(p, dl);
+      const bool exact = rows_exact(dt);
+      std::printf("%s products on %s: %s\n", std::string(dtype_name(dt)).c_str(),
+                  gemm_path(dt).name.c_str(), exact ? "rows exact" : "rows bounded");
+      RowBounds rb;
+      if (!exact) {
+        rb = row_bounds(p, whole, dl);
+        for (size_t i = 0; i < bound.size(); ++i) bound[i] += rb.dw_extra[i];
+      }
       for (int64_t chunk : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{37}, s.M - 1}) {
         SCOPED_TRACE(::testing::Message() << "M " << s.M << " C " << s.C << " V " << s.V << " "
                                           << dtype_name(dt) << " chunk " << chunk);
         const Result r = run_head(p, chunk);
-        EXPECT_EQ(r.loss, whole.loss);
-        EXPECT_TRUE(same_bits(r.row_loss, whole.row_loss));
-        EXPECT_TRUE(same_bits(r.dx, whole.dx));
-        for (size_t i = 0; i < std::size(kRows); ++i)
-          EXPECT_TRUE(same_bits(r.row_logits[i], whole.row_logits[i])) << "row " << kRows[i];
+        if (exact) {
+          EXPECT_EQ(r.loss, whole.loss);
+          EXPECT_TRUE(same_bits(r.row_loss, whole.row_loss));
+          EXPECT_TRUE(same_bits(r.dx, whole.dx));
+          for (size_t i = 0; i < std::size(kRows); ++i)
+            EXPECT_TRUE(same_bits(r.row_logits[i], whole.row_logits[i])) << "row " << kRows[i];
+        } else {
+          double w_loss = 0.0, w_dx = 0.0, mean_bound = 0.0;
+          for (double x : rb.row_loss) mean_bound += x / static_cast<double>(s.M);
+          EXPECT_EQ(past(r.row_loss, whole.row_loss, rb.row_loss, &w_loss), 0) << "row losses";
+          EXPECT_LE(std::fabs(r.loss - whole.loss), mean_bound + 1e-12);
+          EXPECT_EQ(past(r.dx, whole.dx, rb.dx, &w_dx), 0) << "dx";
+          for (size_t i = 0; i < std::size(kRows); ++i) {
+            const int64_t row = std::min(kRows[i], s.M - 1);
+            for (int v = 0; v < s.V; ++v)
+              EXPECT_LE(std::fabs(r.row_logits[i][v] - whole.row_logits[i][v]), rb.D[row]);
+          }
+          std::printf("  chunk %3ld: row losses worst %.3g, dx worst %.3g of their bounds\n",
+                      static_cast<long>(chunk), w_loss, w_dx);
+        }
         double worst = 0.0, max_diff = 0.0;
         int64_t over = 0, differ = 0;
         for (size_t i = 0; i < r.dw.size(); ++i) {
@@ -184,7 +283,7 @@ TEST(LmHead, ChunksGiveTheSameLossAndDxAndBoundedDw) {
             static_cast<long>(s.M), s.C, s.V, std::string(dtype_name(dt)).c_str(),
             static_cast<long>(chunk), max_diff, static_cast<long>(differ), r.dw.size(), worst);
         const Result frozen = run_head(p, chunk, false);
-        EXPECT_TRUE(same_bits(frozen.dx, whole.dx));
+        EXPECT_TRUE(same_bits(frozen.dx, r.dx));
         EXPECT_TRUE(same_bits(frozen.dw, p.dw0));
       }
     }
