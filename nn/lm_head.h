@@ -6,11 +6,12 @@
 // losses and dlogits exactly as the unchunked head computes them (the row kernels of
 // nn/kernels.h). The loss, the row losses and dx = dlogits W (a sum over V per row) are then the
 // same bits as the unchunked head's wherever the GEMM gives a row the same bits whatever rows
-// surround it, which lm_head_test checks for oneDNN and Eigen. Vocabulary chunks would need an
-// online log-sum-exp (another summation order for every loss) and would split dx's sum over V.
-// What changes is dW = sum over rows of dlogits^T x: each chunk adds its partial sum into dW,
-// chunks from last to first. Both orders are fp32 sums of the same M + 1 terms (dW's previous
-// value and the M row products), so elementwise
+// surround it: oneDNN's AVX-512 kernels do (lm_head_test checks it); its AVX2 gemm:jit and Eigen
+// do not, and there lm_head_test holds them to bounds derived from the logits' rounding. Vocabulary
+// chunks would need an online log-sum-exp (another summation order for every loss) and would split
+// dx's sum over V. What changes is dW = sum over rows of dlogits^T x: each chunk adds its partial
+// sum into dW, chunks from last to first. Both orders are fp32 sums of the same M + 1 terms (dW's
+// previous value and the M row products), so elementwise
 //   |dW_chunked - dW_whole| <= 2 g(M + 1) (|dW0| + sum_i |dl_i| |x_i|),  g(n) = n u / (1 - n u),
 // u = 2^-24 (the widened bf16 operands are exact in fp32); lm_head_test checks this bound. The
 // chunk boundaries depend on M, V and the setting only (gpt_head_chunk_rows), never on ranks or
