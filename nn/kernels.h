@@ -115,5 +115,16 @@ double cross_entropy_forward(const float* logits, const int32_t* targets, int64_
 // dlogits = (probs - onehot(target)) * scale / M; dlogits may alias probs.
 void cross_entropy_backward(const float* probs, const int32_t* targets, int64_t M, int V,
                             float scale, float* dlogits);
+// The two halves of cross_entropy_forward, for a head that runs its rows in chunks
+// (nn/lm_head.h): probs and row_loss of `rows` rows, then the mean of M row losses (summed in
+// double, in row order). cross_entropy_forward is cross_entropy_rows then mean_row_loss, the same
+// bits.
+void cross_entropy_rows(const float* logits, const int32_t* targets, int64_t rows, int V,
+                        float* probs, float* row_loss);
+double mean_row_loss(const float* row_loss, int64_t M);
+// cross_entropy_backward over `rows` rows with the factor k = scale / M given (M the rows of the
+// whole batch): dlogits = (probs - onehot(target)) * k; dlogits may alias probs.
+void cross_entropy_backward_rows(const float* probs, const int32_t* targets, int64_t rows, int V,
+                                 float k, float* dlogits);
 
 }  // namespace zs::nn

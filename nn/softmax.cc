@@ -76,21 +76,34 @@ void causal_softmax_backward(const float* p, const float* dp, float* ds, int64_t
   }
 }
 
-double cross_entropy_forward(const float* logits, const int32_t* targets, int64_t M, int V,
-                             float* probs, float* row_loss) {
+void cross_entropy_rows(const float* logits, const int32_t* targets, int64_t rows, int V,
+                        float* probs, float* row_loss) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < M; ++i)
+  for (int64_t i = 0; i < rows; ++i)
     row_loss[i] = ce_row(logits + i * V, targets[i], V, probs + i * V);
+}
+
+double mean_row_loss(const float* row_loss, int64_t M) {
   double sum = 0.0;
   for (int64_t i = 0; i < M; ++i) sum += row_loss[i];
   return sum / static_cast<double>(M);
 }
 
+double cross_entropy_forward(const float* logits, const int32_t* targets, int64_t M, int V,
+                             float* probs, float* row_loss) {
+  cross_entropy_rows(logits, targets, M, V, probs, row_loss);
+  return mean_row_loss(row_loss, M);
+}
+
+void cross_entropy_backward_rows(const float* probs, const int32_t* targets, int64_t rows, int V,
+                                 float k, float* dlogits) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows; ++i) ce_row_grad(probs + i * V, targets[i], V, k, dlogits + i * V);
+}
+
 void cross_entropy_backward(const float* probs, const int32_t* targets, int64_t M, int V,
                             float scale, float* dlogits) {
-  const float k = scale / static_cast<float>(M);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < M; ++i) ce_row_grad(probs + i * V, targets[i], V, k, dlogits + i * V);
+  cross_entropy_backward_rows(probs, targets, M, V, scale / static_cast<float>(M), dlogits);
 }
 
 }  // namespace zs::nn

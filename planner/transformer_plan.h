@@ -21,9 +21,10 @@ ModelDesc transformer_model_desc(const TransformerShape& shape);
 
 // transformer_activation_plan() of `shape` for whatever micro-batch and checkpointing the planner
 // asks: in `compute_dtype`, on `device`, the CPU products on `cpu_gemm` built for `threads` (0:
-// default_threads()).
+// default_threads()), the LM head chunked as `head_chunk` says (GptRunSettings::head_chunk).
 ActivationFn transformer_activations(const TransformerShape& shape, DType compute_dtype,
                                      DeviceKind device = DeviceKind::kCpu,
-                                     CpuGemm cpu_gemm = CpuGemm::kOnednn, int threads = 0);
+                                     CpuGemm cpu_gemm = CpuGemm::kOnednn, int threads = 0,
+                                     int64_t head_chunk = kGptHeadChunkAuto);
 
 }  // namespace zs::nn

@@ -56,6 +56,23 @@ int resolve_alias(const po::variables_map& vm, const std::string& name) {
   return v;
 }
 
+// --head-chunk: auto, off or a row count N >= 1 (nn::GptRunSettings::head_chunk).
+int64_t head_chunk(const po::variables_map& vm, const FlagNamer& flag) {
+  const std::string s = value<std::string>(vm, "head-chunk");
+  if (s == "auto") return nn::kGptHeadChunkAuto;
+  if (s == "off") return nn::kGptHeadChunkOff;
+  size_t used = 0;
+  int64_t n = 0;
+  try {
+    n = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  ZS_CHECK(used == s.size() && !s.empty() && s[0] != '+' && n >= 1, kBad,
+           "{} '{}' is not auto, off or a number of token rows >= 1", flag("head-chunk"), s);
+  return n;
+}
+
 void read_batch(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f) {
   f.batch = resolve_alias(vm, "batch");
   ZS_CHECK(f.batch >= 1, kBad, "{} {} must be at least 1", flag("batch"), f.batch);
@@ -67,6 +84,7 @@ void read_batch(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f)
            f.global_micro_batches);
   e.world_invariant = value<bool>(vm, "world-invariant");
   f.checkpoint_activations = value<bool>(vm, "checkpoint-activations");
+  f.head_chunk = head_chunk(vm, flag);
   f.threads = value<int>(vm, "threads");
   ZS_CHECK(f.threads >= 0 && f.threads <= 1024, kBad, "{} {} is outside 0..1024", flag("threads"),
            f.threads);
@@ -233,6 +251,11 @@ void add_batch_options(po::options_description& desc) {
        "every world size; CPU, fp32 gradients)")
       ("checkpoint-activations", po::bool_switch(),
        "recompute each block's forward in backward (less activation memory)")
+      ("head-chunk", po::value<std::string>()->default_value("auto"),
+       "the LM head and its loss over chunks of N token rows, so the fp32 logits [batch x "
+       "context, vocab] are never whole: auto (chunk when they would exceed 256 MiB, in chunks "
+       "of 32 MiB / (4 vocab) rows), off, or N (CPU only; the loss and every gradient but the "
+       "LM head weight's are the same bits; docs/memory.md)")
       ("threads", po::value<int>()->default_value(0),
        "compute threads per rank (0: cores / ranks on this node); oneDNN sizes its GEMM "
        "scratchpads for them");

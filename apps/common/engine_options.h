@@ -19,6 +19,7 @@
 #include <boost/program_options.hpp>
 
 #include "models/gpt/gpt_adapters.h"
+#include "models/gpt/gpt_config.h"
 #include "runtime/engine_config.h"
 
 namespace zs::apps {
@@ -56,6 +57,8 @@ struct RunFlags {
   bool accumulation_given = false;  // --gradient-accumulation-steps was given
   int global_micro_batches = 0;     // --global-micro-batches; 0: not given
   bool checkpoint_activations = false;
+  // --head-chunk: nn::GptRunSettings::head_chunk (auto -1, off 0, or rows).
+  int64_t head_chunk = nn::kGptHeadChunkAuto;
   int threads = 0;                           // --threads; 0: cores / ranks on the node
   std::string device = "cpu";                // cpu | cuda
   std::string collectives = "hierarchical";  // hierarchical | flat

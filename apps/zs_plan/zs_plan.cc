@@ -99,6 +99,13 @@ struct Options {
   std::string optimizer;                                // --optimizer, as given: adamw | sgd
   zs::nn::CpuGemm cpu_gemm = zs::nn::CpuGemm::kOnednn;  // --cpu-gemm, resolved
   int threads = 1;  // --threads, resolved: the team oneDNN sizes the GEMM scratchpads for
+  int64_t head_chunk = zs::nn::kGptHeadChunkAuto;  // --head-chunk
+
+  // The rows of one LM head chunk at M tokens per micro-batch (M: whole; always on CUDA).
+  int64_t head_rows(int64_t M) const {
+    if (!shape || config.device == zs::DeviceKind::kCuda) return M;
+    return zs::nn::gpt_head_chunk_rows(M, shape->vocab, head_chunk);
+  }
 };
 
 // ", LoRA r=8 on qkv,fc, frozen base in int8", or nothing without adapters.
@@ -281,6 +288,22 @@ void print_activation_rows(const Options& o, const zs::MemoryPlan& p) {
       "inputs %s%s GB\n",
       "", "", "", human(a.blocks).c_str(), human(a.recompute).c_str(), human(a.head).c_str(),
       human(a.workspace).c_str(), human(a.inputs).c_str(), gemm.c_str());
+  if (!o.shape) return;
+  // [Note: chunked head] in nn/lm_head.h: the head's fp32 logits, one chunk of rows at a time.
+  const int64_t M = a.tokens, V = o.shape->vocab, R = o.head_rows(M);
+  const std::string whole = human(M * V * 4);
+  if (R == M) {
+    std::printf("  %-24s %18s %10s   head logits [%ld, %ld] fp32 %s GB, whole (--head-chunk %s)\n",
+                "", "", "", static_cast<long>(M), static_cast<long>(V), whole.c_str(),
+                o.head_chunk == zs::nn::kGptHeadChunkAuto ? "auto: not above 256 MiB" : "off");
+  } else {
+    std::printf(
+        "  %-24s %18s %10s   head logits [%ld, %ld] fp32 %s GB: %ld chunks of %ld of the %ld "
+        "rows (whole: %s GB)\n",
+        "", "", "", static_cast<long>(R), static_cast<long>(V), human(R * V * 4).c_str(),
+        static_cast<long>((M + R - 1) / R), static_cast<long>(R), static_cast<long>(M),
+        whole.c_str());
+  }
 }
 
 // The communication and prefetch buffers, e.g. "1 x 0.01 GB fp32 unit-gradient scratch, ...".
@@ -490,6 +513,7 @@ int64_t global_batch(const po::variables_map& vm, const zs::apps::RunFlags& f, i
 void parse_run(const po::variables_map& vm, const zs::apps::RunFlags& f, Options& o) {
   zs::PlanConfig& c = o.config;
   c.checkpoint_activations = f.checkpoint_activations;
+  o.head_chunk = f.head_chunk;
   c.device = f.device_kind();
   o.cpu_gemm = parse_cpu_gemm(vm["cpu-gemm"].as<std::string>());
   c.global_batch = global_batch(vm, f, c.world);
@@ -567,6 +591,11 @@ nlohmann::json result_json(const Options& o, const zs::MemoryPlan& plan,
   const zs::PlanConfig& c = o.config;
   const zs::EngineConfig& e = c.engine;
   nlohmann::json j = plan_json(plan);
+  if (o.shape && plan.activations.counted) {  // [Note: chunked head] in nn/lm_head.h
+    const int64_t rows = o.head_rows(plan.activations.tokens);
+    j["activations"]["head_chunk_rows"] = rows;
+    j["activations"]["logits_bytes"] = rows * o.shape->vocab * 4;
+  }
   j["model"] = o.model_name;
   j["num_params"] = plan.num_params;
   j["num_padded_params"] = plan.num_padded_params;
@@ -637,8 +666,9 @@ int run(int argc, char** argv) {
   if (o.shape) {
     // The model's activations (nn) for each micro-batch and checkpointing the runtime asks for:
     // the engine's device is the model's, the compute dtype the parameters'.
-    o.model.activations = zs::nn::transformer_activations(
-        *o.shape, o.config.engine.precision.param_dtype, o.config.device, o.cpu_gemm, o.threads);
+    o.model.activations =
+        zs::nn::transformer_activations(*o.shape, o.config.engine.precision.param_dtype,
+                                        o.config.device, o.cpu_gemm, o.threads, o.head_chunk);
   }
   const zs::MemoryPlan plan = zs::plan_memory(o.model, o.config);  // zs::Error -> exit 2 in main
   std::vector<zs::FitCandidate> fits;

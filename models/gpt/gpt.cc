@@ -30,7 +30,7 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   proj_lin = Linear(M, D, C, a.proj_bias, true, mm, tracker, ws);
   fc_lin = Linear(M, C, G, a.mlp_bias, false, mm, tracker, ws);
   fcproj_lin = Linear(M, F, C, a.mlp_bias, true, mm, tracker, ws);
-  head_lin = Linear(M, C, V, false, false, mm, tracker, ws);
+  head = LmHead(M, C, V, table.head_rows, mm, tracker, ws);
   attn = Attention(B, T, D, H, KV, mm, tracker, ws);  // D = H hd: its q and output width
   if (c.adapters.lora.enabled()) {
     lora_rank = c.adapters.lora.rank;
@@ -60,8 +60,9 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   }
   act_bytes += static_cast<int64_t>(gemm_ws->size());
   // [Note: GEMM scratchpads] in nn/gemm.h: oneDNN's, registered by each product.
-  for (const Linear* l : {&qkv_lin, &proj_lin, &fc_lin, &fcproj_lin, &head_lin})
+  for (const Linear* l : {&qkv_lin, &proj_lin, &fc_lin, &fcproj_lin})
     act_bytes += l->scratchpad_bytes();
+  act_bytes += head.scratchpad_bytes();
   act_bytes += attn.scratchpad_bytes();
   for (const LoraAdapter& l : lora) act_bytes += l.scratchpad_bytes();
 }

@@ -14,6 +14,7 @@
 #include "nn/attention.h"
 #include "nn/gemm.h"
 #include "nn/linear.h"
+#include "nn/lm_head.h"
 #include "nn/lora.h"
 #include "nn/threads.h"
 
@@ -30,19 +31,25 @@ DType cpu_mm(const GptActivationDims& d) {
   return d.compute_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
 }
 
-// models/gpt/gpt.cc's five Linears: qkv, proj, fc, fc_proj, head.
+// models/gpt/gpt.cc's Linears: qkv, proj, fc, fc_proj on M rows, and the LM head's (nn/lm_head.h)
+// on its chunk's rows and, when the chunk does not divide M, on the last chunk's.
 struct LinearShape {
+  int64_t rows = 0;
   int in = 0, out = 0;
   bool bias = false, residual = false;
 };
-std::array<LinearShape, 5> gpt_linear_shapes(const GptActivationDims& d) {
+std::vector<LinearShape> gpt_linear_shapes(const GptActivationDims& d) {
+  const int64_t M = d.tokens();
   const int C = static_cast<int>(d.width), F = static_cast<int>(d.ffn);
   const int D = static_cast<int>(d.attn_width());
-  return {LinearShape{C, static_cast<int>(d.qkv_cols()), d.qkv_bias, false},
-          LinearShape{D, C, d.proj_bias, true},
-          LinearShape{C, static_cast<int>(d.fc_cols()), d.mlp_bias, false},
-          LinearShape{F, C, d.mlp_bias, true},
-          LinearShape{C, static_cast<int>(d.vocab), false, false}};
+  std::vector<LinearShape> v = {
+      LinearShape{M, C, static_cast<int>(d.qkv_cols()), d.qkv_bias, false},
+      LinearShape{M, D, C, d.proj_bias, true},
+      LinearShape{M, C, static_cast<int>(d.fc_cols()), d.mlp_bias, false},
+      LinearShape{M, F, C, d.mlp_bias, true}};
+  for (int64_t rows : LmHead::linear_rows(M, d.head_rows()))
+    v.push_back(LinearShape{rows, C, static_cast<int>(d.vocab), false, false});
+  return v;
 }
 
 // models/gpt/gpt.cc's LoRA adapters: one per adapted linear, its output rows base_out apart.
@@ -103,6 +110,7 @@ GptActivationDims GptActivationDims::of(const GptConfig& c) {
   d.int8_accept = c.adapters.int8.accept;
   d.int8_outlier_threshold = c.adapters.int8.outlier_threshold;
   d.threads = c.run.threads;
+  d.head_chunk = c.run.head_chunk;
   return d;
 }
 
@@ -167,11 +175,17 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
   const bool lowp = t.mm != DType::kF32;
   const bool layernorm = d.norm == NormKind::kLayerNorm;
   const bool lora = d.lora_count() > 0;
-  // The gradient temporaries' width: the CPU's also holds the head's [M, V] gradient.
+  // The gradient temporaries' width: the CPU's also holds the head's [M, V] gradient, or its mm
+  // copy of one chunk's [R, V] when the head chunks ([Note: chunked head] in nn/lm_head.h).
   const int64_t wide = std::max(G, Q);
   const int64_t cpu_wide = std::max(wide, V);
   t.block_sets = d.checkpoint ? 1 : L;
   t.block_input = M * C * kF4;
+  t.head_rows = cuda ? M : d.head_rows();
+  const int64_t R = t.head_rows;
+  const bool chunked = R < M;
+  const int64_t cpu_dwide = chunked ? M * wide : M * cpu_wide;
+  const int64_t cpu_dwide_mm = std::max(M * wide, R * V);
   // The CUDA slots are 256-byte aligned (CudaGemm::run() wants aligned biases).
   t.pscratch_stride = cuda ? (wide + 63) / 64 * 64 : wide;
 
@@ -200,7 +214,7 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
       {"hf", &B::hf, M * C * e, P::kHead},
       {"meanf", &B::meanf, layernorm ? M * kF4 : 0, P::kHead},
       {"rstdf", &B::rstdf, M * kF4, P::kHead},
-      {"logits", &B::logits, M * V * kF4, P::kHead},
+      {"logits", &B::logits, R * V * kF4, P::kHead},
       {"row_loss", &B::row_loss, M * kF4, P::kHead},
       {"last_logits", &B::last_logits, cuda ? 0 : V * kF4, P::kHead},
       {"qkv", &B::qkv, M * Q * kF4, P::kWorkspace},
@@ -212,8 +226,9 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
       {"att_dk", &B::att_dk, M * D * kF4, P::kWorkspace},
       {"att_dv", &B::att_dv, M * D * kF4, P::kWorkspace},
       {"dres", &B::dres, M * C * kF4, P::kWorkspace},
-      {"dwide", &B::dwide, M * (cuda ? wide : cpu_wide) * kF4, P::kWorkspace},
-      {"dwide_mm", &B::dwide_mm, lowp ? M * cpu_wide * e : 0, P::kWorkspace},
+      {"dwide", &B::dwide, (cuda ? M * wide : cpu_dwide) * kF4, P::kWorkspace},
+      {"dwide_mm", &B::dwide_mm, lowp ? (cuda ? M * cpu_wide : cpu_dwide_mm) * e : 0,
+       P::kWorkspace},
       {"dnarrow", &B::dnarrow, M * std::max(C, D) * kF4, P::kWorkspace},
       {"dnarrow_mm", &B::dnarrow_mm, lowp ? M * C * e : 0, P::kWorkspace},
       {"dmlp", &B::dmlp, d.mlp == MlpKind::kSwiGLU ? M * F * kF4 : 0, P::kWorkspace},
@@ -297,10 +312,10 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
   int64_t b = 0;
   const DType mm = cpu_mm(d);
   for (const LinearShape& l : gpt_linear_shapes(d)) {
-    for (const GemmDesc& g : Linear::gemm_descs(M, l.in, l.out, l.bias, l.residual, mm))
+    for (const GemmDesc& g : Linear::gemm_descs(l.rows, l.in, l.out, l.bias, l.residual, mm))
       b = std::max(b, need(g));
     if (pairs)
-      b = std::max(b, static_cast<int64_t>(Linear::backward_workspace_need(M, l.in, l.out)));
+      b = std::max(b, static_cast<int64_t>(Linear::backward_workspace_need(l.rows, l.in, l.out)));
   }
   // nn/lora.cc: LoraAdapter's six products per adapted linear, each its own Gemm.
   for (const LoraShape& l : gpt_lora_shapes(d))
@@ -332,7 +347,8 @@ int64_t gpt_cpu_gemm_scratchpad_bytes(const GptActivationDims& d, CpuGemm cpu_ge
     b += static_cast<int64_t>(gemm_scratchpad_bytes(g, widened));
   };
   for (const LinearShape& l : gpt_linear_shapes(d))
-    for (const GemmDesc& g : Linear::gemm_descs(M, l.in, l.out, l.bias, l.residual, mm)) add(g);
+    for (const GemmDesc& g : Linear::gemm_descs(l.rows, l.in, l.out, l.bias, l.residual, mm))
+      add(g);
   for (const Attention::SplitDescs& s : attention_descs(d)) {
     if (s.has_top) add(s.top);
     add(s.bottom);
@@ -373,6 +389,10 @@ void check_gpt_cuda_components(const GptActivationDims& d) {
 
 void check_gpt_cuda_buffers(const GptActivationDims& d) {
   check_gpt_lora_device(d.lora_rank, DeviceKind::kCuda);
+  ZS_CHECK(d.head_chunk <= 0 || d.head_chunk >= d.tokens(), ErrorCode::kUnsupported,
+           "cuda gpt: a chunked LM head (head_chunk {} of {} rows) is implemented on the CPU "
+           "backend only (run with --device cpu, or --head-chunk off)",
+           d.head_chunk, d.tokens());
   check_gpt_cuda_components(d);
   ZS_CHECK(kCudaGptIdsPerToken * d.tokens() + 1 <= std::numeric_limits<int32_t>::max(),
            ErrorCode::kInvalidArgument, "cuda gpt: batch x context = {} tokens is too many",

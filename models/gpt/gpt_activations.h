@@ -75,6 +75,9 @@ struct GptActivationDims {
   float lora_scale = 1.0f;    // s = alpha / r (GptLoraConfig::scaling()): the products' alpha
   bool int8_accept = false;   // GptAdapters::int8.accept ([Note: int8 base compute])
   float int8_outlier_threshold = 0.0f;
+  // GptRunSettings::head_chunk: kGptHeadChunkAuto, kGptHeadChunkOff or rows ([Note: chunked head]
+  // in nn/lm_head.h; the CPU model only, the CUDA model refuses a chunk of fewer than M rows).
+  int64_t head_chunk = kGptHeadChunkAuto;
   // The OpenMP team GptModel builds its products for (GptRunConfig::threads; 0: default_threads()):
   // oneDNN sizes their scratchpads per thread.
   int threads = 0;
@@ -82,6 +85,8 @@ struct GptActivationDims {
   int64_t lora_count() const;  // adapted linears per block (0 without adapters)
 
   int64_t tokens() const { return batch * context; }  // M
+  // The rows of one CPU LM head chunk: gpt_head_chunk_rows(M, V, head_chunk).
+  int64_t head_rows() const { return gpt_head_chunk_rows(tokens(), vocab, head_chunk); }
   // The architecture these dimensions describe (ffn explicit, context and vocab as given).
   GptArchitecture arch() const;
   int64_t qkv_cols() const { return arch().qkv_rows(); }      // Q = D + 2 KV hd

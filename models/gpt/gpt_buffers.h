@@ -50,7 +50,8 @@ struct GptModelBuffers {
   // Kept activations.
   Buffer xs;                // [L + 1][M, C] block inputs, fp32; xs[L] is the head's input
   Buffer hf, meanf, rstdf;  // head: ln_f output [M, C] mm, [M], [M]
-  Buffer logits;            // [M, V] fp32; probabilities after a training forward
+  Buffer logits;            // [R, V] fp32, R = GptBufferTable::head_rows ([Note: chunked head]
+                            // in nn/lm_head.h); probabilities after a training forward
   Buffer row_loss;          // [M] fp32
   Buffer last_logits;       // CPU: [V] fp32
   // Temporaries shared by all units.
@@ -60,7 +61,7 @@ struct GptModelBuffers {
   Buffer att_dq, att_dk, att_dv;  // [M, D] fp32 each
   Buffer dres;                    // [M, C] gradient of the residual stream
   Buffer dwide;                   // [M, wide] fp32 gradient temporaries
-  Buffer dwide_mm;                // [M, wide] mm copy (empty when mm is fp32)
+  Buffer dwide_mm;                // [M, wide] mm copy (empty when mm is fp32); CPU: also [R, V]
   Buffer dnarrow;                 // [M, max(C, D)] fp32 (CUDA: also the forward's pre-residual
                                   // output)
   Buffer dnarrow_mm;              // [M, C] mm copy of dres / dnarrow (empty when mm is fp32)
@@ -94,6 +95,7 @@ struct GptBufferTable {
   DType mm = DType::kF32;   // the matmul dtype
   int64_t block_sets = 0;   // L, or 1 when checkpointing
   int64_t block_input = 0;  // bytes of one xs slice [M, C] fp32
+  int64_t head_rows = 0;    // R: rows of one LM head chunk (M: unchunked; CUDA: always M)
   // In allocation order: inputs and pinned staging, xs, then (after the block sets) the head and
   // the temporaries.
   std::vector<GptBufferRow<GptModelBuffers>> model;

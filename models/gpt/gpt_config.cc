@@ -1,5 +1,7 @@
 #include "models/gpt/gpt_config.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace zs::nn {
@@ -13,6 +15,15 @@ void GptRunSettings::validate() const {
       dtype_name(compute_dtype));
   ZS_CHECK(threads >= 0 && threads <= 1024, ErrorCode::kInvalidArgument,
            "gpt config: threads {} is outside 0..1024", threads);
+  ZS_CHECK(head_chunk >= kGptHeadChunkAuto, ErrorCode::kInvalidArgument,
+           "gpt config: head_chunk {} is not auto (-1), off (0) or a row count", head_chunk);
+}
+
+int64_t gpt_head_chunk_rows(int64_t M, int64_t V, int64_t head_chunk) {
+  if (head_chunk == kGptHeadChunkOff || head_chunk >= M) return M;
+  if (head_chunk > 0) return head_chunk;
+  if (4 * M * V <= kGptHeadChunkAutoBytes) return M;
+  return std::clamp<int64_t>(kGptHeadChunkAutoChunkBytes / (4 * V), 1, M);
 }
 
 void GptConfig::validate() const {

@@ -23,10 +23,27 @@ struct GptRunSettings {
   // Keep only each block's input in forward and recompute the block in backward. Gradients are
   // bitwise identical to the non-checkpointed model; activation memory drops.
   bool checkpoint_activations = false;
+  // The LM head and its loss in chunks of token rows ([Note: chunked head] in nn/lm_head.h):
+  // kGptHeadChunkAuto, kGptHeadChunkOff, or N >= 1 rows per chunk (N >= batch x context: one
+  // chunk, the unchunked head). gpt_head_chunk_rows() resolves it.
+  int64_t head_chunk = -1;  // kGptHeadChunkAuto
 
   // Throws zs::Error(kInvalidArgument) "gpt config: ..." naming the first bad field.
   void validate() const;
 };
+
+// GptRunSettings::head_chunk's two named values.
+constexpr int64_t kGptHeadChunkAuto = -1;  // chunk only when the logits would be large
+constexpr int64_t kGptHeadChunkOff = 0;    // the whole [M, V] logits at once
+// auto: the head chunks when the fp32 logits [M, V] would exceed this many bytes, into chunks of
+// kGptHeadChunkAutoChunkBytes / (4 V) rows (at least 1).
+constexpr int64_t kGptHeadChunkAutoBytes = int64_t{256} << 20;      // 256 MiB
+constexpr int64_t kGptHeadChunkAutoChunkBytes = int64_t{32} << 20;  // 32 MiB
+// The rows of one head chunk for M = batch x context tokens, vocabulary V and the setting
+// `head_chunk`: M when the head does not chunk (off, auto below the bound, N >= M), else the
+// chunk's rows (the last chunk holds the M mod rows left, when not 0). A function of the
+// micro-batch shape alone: never of ranks or threads.
+int64_t gpt_head_chunk_rows(int64_t M, int64_t V, int64_t head_chunk);
 
 struct GptConfig {
   GptArchitecture arch;

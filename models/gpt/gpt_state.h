@@ -21,6 +21,7 @@
 #include "nn/attention.h"
 #include "nn/int8_linear.h"
 #include "nn/linear.h"
+#include "nn/lm_head.h"
 #include "nn/lora.h"
 
 namespace zs::nn {
@@ -51,7 +52,8 @@ struct GptModel::State : GptDims, GptModelBuffers {
   std::unique_ptr<GemmWorkspace> gemm_ws;
 
   // Shared layers (one per shape).
-  Linear qkv_lin, proj_lin, fc_lin, fcproj_lin, head_lin;
+  Linear qkv_lin, proj_lin, fc_lin, fcproj_lin;
+  LmHead head;  // the LM head and its loss, in row chunks ([Note: chunked head] in nn/lm_head.h)
   Attention attn;
 
   // LoRA ([Note: LoRA] in models/gpt/gpt_adapters.h), by GptLoraTarget: the adapter of each adapted

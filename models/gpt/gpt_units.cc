@@ -269,16 +269,14 @@ class HeadUnit : public GptUnit {
     ThreadScope scope(s_.threads);
     GptModel::State& s = s_;
     norm_forward(s, p, lay_.ln_w, lay_.ln_b, s.x(s.L), s.hf.data(), s.meanf, s.rstdf);
-    float* logits = s.logits.as<float>();
-    s.head_lin.forward(s.hf.data(), s.weight_mm(p[lay_.lm_head]), nullptr, logits);
+    const void* w = s.weight_mm(p[lay_.lm_head]);
+    float* logits = s.logits.as<float>();  // [head rows, V]
     if (s.inference) {
-      std::memcpy(s.last_logits.data(), logits + static_cast<int64_t>(s.inference_length - 1) * s.V,
-                  sizeof(float) * s.V);
+      s.head.row_logits(s.hf.data(), w, s.inference_length - 1, logits, s.last_logits.as<float>());
       return;
     }
-    // The logits become probabilities in place; backward turns them into dlogits.
-    s.loss = cross_entropy_forward(logits, s.targets.as<int32_t>(), s.M, s.V, logits,
-                                   s.row_loss.as<float>());
+    s.loss =
+        s.head.forward(s.hf.data(), w, s.targets.as<int32_t>(), logits, s.row_loss.as<float>());
   }
   // Seeds the gradient with info.loss_scale; must follow this micro-batch's training forward
   // (it consumes the probabilities in place).
@@ -287,12 +285,10 @@ class HeadUnit : public GptUnit {
     check_backward(s_.inference);
     ThreadScope scope(s_.threads);
     GptModel::State& s = s_;
-    float* dlogits = s.logits.as<float>();
-    cross_entropy_backward(dlogits, s.targets.as<int32_t>(), s.M, s.V, info.loss_scale, dlogits);
-    const void* dl = s.to_mm(dlogits, s.dwide_mm, s.M * s.V);
     float* dh = s.dnarrow.as<float>();
-    s.head_lin.backward(dl, s.hf.data(), s.weight_mm(p[lay_.lm_head]), dh,
-                        wanted_grad(g, lay_.lm_head));
+    s.head.backward(s.hf.data(), s.weight_mm(p[lay_.lm_head]), s.targets.as<int32_t>(),
+                    info.loss_scale, s.logits.as<float>(), s.dwide_mm.data(),
+                    s.row_loss.as<float>(), dh, wanted_grad(g, lay_.lm_head));
     float* dres = s.dres.as<float>();
     std::memset(dres, 0, sizeof(float) * s.M * s.C);
     norm_backward(s, p, g, lay_.ln_w, lay_.ln_b, s.x(s.L), s.meanf, s.rstdf, dh, dres);

@@ -219,10 +219,12 @@ std::vector<std::string> transformer_shape_names() {
 
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
                                            DType compute_dtype, bool checkpoint, DeviceKind device,
-                                           CpuGemm cpu_gemm, int threads) {
+                                           CpuGemm cpu_gemm, int threads, int64_t head_chunk) {
   shape.validate();
   ZS_CHECK(micro_batch >= 1, ErrorCode::kInvalidArgument, "micro-batch of {} sequences < 1",
            micro_batch);
+  ZS_CHECK(head_chunk >= kGptHeadChunkAuto, ErrorCode::kInvalidArgument,
+           "head chunk {} is not auto (-1), off (0) or a row count", head_chunk);
   {  // Every activation size must fit in int64 with room to add: bound an over-estimate.
     const long double B = micro_batch, T = shape.context, H = shape.heads,
                       C = std::max<long double>(shape.width, shape.arch().attn_width()),
@@ -239,6 +241,7 @@ ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_
   d.compute_dtype = compute_dtype;
   d.checkpoint = checkpoint;
   d.threads = threads;
+  d.head_chunk = head_chunk;
   return gpt_activation_plan(d, device, cpu_gemm);
 }
 

@@ -9,6 +9,11 @@
 #   lora     LoRA on an int8 base at 1, 2, 4 ranks
 #   qwen3    --family qwen3 (q/k norms), 2 heads of 48 on a width of 64 over 1 KV head, tied:
 #            bf16 stage 3 and fp32 stage 1 at 1, 2, 4 ranks
+#   headchunk the LM head in row chunks ([Note: chunked head] in nn/lm_head.h): --head-chunk 5
+#            (64 rows per micro-batch: 13 chunks, the last of 4) one hash at 1, 2, 4 ranks; the
+#            tiny model at 2 ranks with --head-chunk 7 (128 rows) one hash at stages 0-3 and with
+#            --checkpoint-activations, and step 1's loss that of --head-chunk off; a bad value
+#            refused by name
 #   resume   saved at step 10 by 4 ranks, resumed at 2 and at 8 (and 1): the uninterrupted
 #            4-rank run's hash
 #   plan     zs_plan --world-invariant equals the trainer's tracked memory (the tree's partial
@@ -69,6 +74,28 @@ case "$case_name" in
   lora)
     same_at "LoRA on an int8 base" "1 2 4" --steps 20 --dtype bf16 --lora-rank 4 --base-dtype int8 \
       --int8-compute dequantize
+    ;;
+  headchunk)
+    same_at "bf16 stage 3, --head-chunk 5" "1 2 4" --steps 10 --dtype bf16 --head-chunk 5
+    for stage in 0 1 2 3; do
+      run_ok "$work/st$stage.txt" 2 "${tiny[@]}" --steps 6 --zero-stage $stage --head-chunk 7
+    done
+    for stage in 1 2 3; do
+      same_hash "--head-chunk 7: stage 0 vs $stage" "$work/st0.txt" "$work/st$stage.txt"
+    done
+    run_ok "$work/ck.txt" 2 "${tiny[@]}" --steps 6 --zero-stage 3 --head-chunk 7 \
+      --checkpoint-activations
+    same_hash "--head-chunk 7: checkpointed vs not" "$work/st3.txt" "$work/ck.txt"
+    run_ok "$work/off.txt" 2 "${tiny[@]}" --steps 6 --zero-stage 3 --head-chunk off
+    first() { grep -E '^step +1/' "$1" | grep -oE 'loss [0-9.]+' | head -1; }
+    [ -n "$(first "$work/off.txt")" ] && [ "$(first "$work/off.txt")" = "$(first "$work/st3.txt")" ] ||
+      fail "step 1: '$(first "$work/st3.txt")' chunked vs '$(first "$work/off.txt")' whole"
+    echo "step 1: $(first "$work/st3.txt") chunked and whole"
+    for bad in abc 0 -3 7x; do
+      expect "--head-chunk $bad" "--head-chunk '$bad' is not auto, off or a number of token rows >= 1" \
+        "${tiny[@]}" --steps 2 --head-chunk "$bad"
+    done
+    help_has "--head-chunk arg (=auto)"
     ;;
   resume)
     run_ok "$work/straight.txt" 4 "${inv[@]}" --steps 20 --dtype bf16

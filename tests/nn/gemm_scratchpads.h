@@ -16,6 +16,7 @@
 #include "nn/gemm.h"
 #include "nn/int8_linear.h"
 #include "nn/linear.h"
+#include "nn/lm_head.h"
 #include "nn/lora.h"
 #include "nn/threads.h"
 
@@ -36,8 +37,9 @@ inline int64_t measured_gemm_scratchpads(const GptConfig& g) {
   const int Q = static_cast<int>(ar.qkv_rows()), G = static_cast<int>(ar.fc_rows());
   GemmWorkspace ws(&t);
   Linear a(M, C, Q, ar.qkv_bias, false, mm, &t, &ws), b(M, D, C, ar.proj_bias, true, mm, &t, &ws),
-      c(M, C, G, ar.mlp_bias, false, mm, &t, &ws), d(M, F, C, ar.mlp_bias, true, mm, &t, &ws),
-      e(M, C, ar.vocab, false, false, mm, &t, &ws);
+      c(M, C, G, ar.mlp_bias, false, mm, &t, &ws), d(M, F, C, ar.mlp_bias, true, mm, &t, &ws);
+  // The LM head over its chunk's rows (and the last chunk's), nn/lm_head.h.
+  LmHead e(M, C, ar.vocab, gpt_head_chunk_rows(M, ar.vocab, g.run.head_chunk), mm, &t, &ws);
   Attention at(g.run.batch, ar.context, D, ar.heads, ar.kv_heads_or_heads(), mm, &t, &ws);
   std::vector<LoraAdapter> adapters;
   for (int k = 0; k < kNumGptLoraTargets; ++k) {

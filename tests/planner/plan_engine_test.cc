@@ -162,11 +162,13 @@ std::vector<nn::testing::ArchCase> plan_archs() {
       base, {"llama_kv1", "llama_kv2", "qwen2", "llama_tied", "gpt2_tied", "qwen3"});
 }
 
-nn::GptConfig gpt_config(const nn::testing::ArchCase& arch, bool ckpt, DType dtype, int batch) {
+nn::GptConfig gpt_config(const nn::testing::ArchCase& arch, bool ckpt, DType dtype, int batch,
+                         int64_t head_chunk = nn::kGptHeadChunkAuto) {
   nn::GptConfig g = nn::testing::tiny_config(arch, dtype);
   g.arch.vocab = 96;
   g.run.batch = batch;
   g.run.checkpoint_activations = ckpt;
+  g.run.head_chunk = head_chunk;
   return g;
 }
 
@@ -174,7 +176,8 @@ nn::GptConfig gpt_config(const nn::testing::ArchCase& arch, bool ckpt, DType dty
 ActivationPlan shape_activations(const nn::GptConfig& g) {
   return nn::transformer_activation_plan(
       nn::transformer_shape_of(g.arch, g.adapters), g.run.batch, g.run.compute_dtype,
-      g.run.checkpoint_activations, DeviceKind::kCpu, nn::this_process_cpu_gemm(), g.run.threads);
+      g.run.checkpoint_activations, DeviceKind::kCpu, nn::this_process_cpu_gemm(), g.run.threads,
+      g.run.head_chunk);
 }
 
 using nn::testing::measured_gemm_scratchpads;
@@ -209,6 +212,29 @@ TEST(Plan, GptActivationsMatchModel) {
         }
 }
 
+// The LM head in row chunks ([Note: chunked head] in nn/lm_head.h): chunks that divide the 48 rows
+// and chunks that do not, the logits buffer one chunk's rows, every figure as allocated.
+TEST(Plan, ChunkedHeadActivationsMatchModel) {
+  for (const nn::testing::ArchCase& arch : plan_archs())
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
+      for (int64_t chunk : {int64_t{5}, int64_t{16}}) {
+        const nn::GptConfig g = gpt_config(arch, false, dt, 3, chunk);
+        SCOPED_TRACE(fmt::format("{} {} head chunk {}", arch.name, dtype_name(dt), chunk));
+        MemoryTracker t;
+        nn::GptModel model(g, &t);
+        const ActivationPlan a = model.activation_plan();
+        EXPECT_EQ(a.total(), model.activation_bytes());
+        EXPECT_EQ(shape_activations(g).total(), a.total()) << "zs_plan's route";
+        EXPECT_EQ(t.current(MemCategory::kActivations), a.total());
+        EXPECT_EQ(a.gemm_scratchpads, measured_gemm_scratchpads(g));
+        const nn::GptBufferTable table =
+            nn::gpt_buffer_table(nn::GptActivationDims::of(g), DeviceKind::kCpu);
+        EXPECT_EQ(table.row("logits"), chunk * 96 * 4);
+        const ActivationPlan whole = shape_activations(gpt_config(arch, false, dt, 3, 0));
+        EXPECT_EQ(whole.head - a.head, (48 - chunk) * 96 * 4);
+      }
+}
+
 // GptModel under the engine: every category, activations included, as planned.
 TEST(Plan, GptUnderEngineMatchesTracker) {
   const int N = world().size();
@@ -216,8 +242,11 @@ TEST(Plan, GptUnderEngineMatchesTracker) {
     for (int stage : {0, 1, 2, 3})
       for (bool ckpt : {false, true})
         for (int mb : {1, 2}) {
-          const nn::GptConfig g = gpt_config(arch, ckpt, DType::kBF16, 2);
-          SCOPED_TRACE(fmt::format("{} stage {} ckpt {} mb {}", arch.name, stage, ckpt, mb));
+          // The LM head in chunks of 5 of its 32 rows with more micro-batches.
+          const int64_t chunk = mb == 2 ? 5 : nn::kGptHeadChunkAuto;
+          const nn::GptConfig g = gpt_config(arch, ckpt, DType::kBF16, 2, chunk);
+          SCOPED_TRACE(fmt::format("{} stage {} ckpt {} mb {} head chunk {}", arch.name, stage,
+                                   ckpt, mb, chunk));
           MemoryTracker t;
           nn::GptModel model(g, &t);
           Case c{stage, DType::kBF16, DType::kF32, OptimizerKind::kAdamW, stage > 0, mb};
@@ -233,7 +262,8 @@ TEST(Plan, GptUnderEngineMatchesTracker) {
           const ModelDesc d = describe(model);
           const ModelDesc ds = test::transformer_desc(nn::transformer_shape_of(g.arch, g.adapters),
                                                       g.run.compute_dtype, DeviceKind::kCpu,
-                                                      nn::this_process_cpu_gemm(), g.run.threads);
+                                                      nn::this_process_cpu_gemm(), g.run.threads,
+                                                      g.run.head_chunk);
           EXPECT_EQ(ds.units, d.units);
           EXPECT_EQ(d.num_params(), g.num_params());
           const MemoryPlan plan = plan_memory(d, pc);
