@@ -142,6 +142,9 @@ class ParamGroup {
   // this rank's stored bytes depend on (int8: the rows its range overlaps), encoded on up to
   // `threads` threads.
   void set_frozen(size_t f, const FrozenValues& values, int threads);
+  // The elements of frozen parameter f that set_frozen asks its source for on this rank
+  // (frozen_elements_of_bytes of the record's bytes this rank stores); empty when it stores none.
+  ElementRange frozen_needs(size_t f) const;
   // Collective when the frozen parameters are sharded: the whole padded frozen byte group, on
   // every rank, in host memory (gathered through `staging`).
   std::vector<uint8_t> gather_frozen_bytes(HostStaging& staging);
@@ -183,6 +186,7 @@ class ParamGroup {
   const void* update_grad() const;
 
  private:
+  void stored_overlap(const FrozenRecord& r, int64_t& lo, int64_t& b, int64_t& e) const;
   int index_;
   std::string name_;
   void build_views();

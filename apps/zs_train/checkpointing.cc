@@ -12,6 +12,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors_shards.h"
 #include "core/error.h"
 #include "interop/gpt_hf.h"
 #include "interop/gpt_lora_io.h"
@@ -56,6 +57,7 @@ void check_flags(const CheckpointFlags& f) {
            f.resume ? "--resume" : "--resume-from");
   if (!f.export_safetensors.empty() || !f.export_hf.empty() || !f.export_adapters.empty())
     export_dtype(f);
+  safetensors::parse_byte_size(f.export_shard_size, "--export-shard-size");
 }
 
 std::string trainer_state_json(const TrainerState& s) {
@@ -190,6 +192,10 @@ void add_hf_flags(po::options_description& d, CheckpointFlags& f) {
        "at the end, write a Hugging Face directory here (model.safetensors in --export-dtype, "
        "config.json: GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM as the architecture "
        "is) that AutoModelForCausalLM.from_pretrained loads")  //
+      ("export-shard-size", po::value(&f.export_shard_size)->default_value(f.export_shard_size),
+       "--export-hf's largest weights file, as save_pretrained's max_shard_size: bytes, or with "
+       "KB, MB, GB (10^3, 10^6, 10^9) or KiB, MiB, GiB; a model larger is written as "
+       "model-00001-of-0000N.safetensors... and model.safetensors.index.json")  //
       ("init-from-hf", po::value(&f.init_from_hf),
        "the model config.json describes (GPT-2, Llama, Mistral, Qwen2; a model flag given must "
        "agree with it; a rotary model's context is --context) and its initial weights "
@@ -281,11 +287,20 @@ void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
                   flags.export_dtype.c_str());
   }
   if (!flags.export_hf.empty()) {
-    nn::export_gpt_hf(engine, comm, model, flags.export_hf, export_dtype(flags));
-    if (comm.rank() == 0)
+    const safetensors::ExportReport r = nn::export_gpt_hf(
+        engine, comm, model, flags.export_hf, export_dtype(flags),
+        safetensors::parse_byte_size(flags.export_shard_size, "--export-shard-size"));
+    if (comm.rank() == 0 && r.files == 1)
       std::printf("exported %s/model.safetensors and config.json (Hugging Face %s, %s)\n",
                   flags.export_hf.c_str(), nn::hf_class_name(nn::hf_family_of(model.arch)),
                   flags.export_dtype.c_str());
+    if (comm.rank() == 0 && r.files > 1)
+      std::printf(
+          "exported %s: %d safetensors files of at most %s, model.safetensors.index.json and "
+          "config.json (Hugging Face %s, %s, %lld bytes of tensors)\n",
+          flags.export_hf.c_str(), r.files, flags.export_shard_size.c_str(),
+          nn::hf_class_name(nn::hf_family_of(model.arch)), flags.export_dtype.c_str(),
+          static_cast<long long>(r.data_bytes));
   }
   if (!flags.export_adapters.empty()) {
     nn::export_gpt_peft_adapters(engine, comm, model, flags.export_adapters, export_dtype(flags));
