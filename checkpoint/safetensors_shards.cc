@@ -94,9 +94,10 @@ int64_t parse_byte_size(const std::string& text, const std::string& flag) {
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   if (digits == 0) refuse("not a size");
   std::string unit = text.substr(digits);
-  if (!unit.empty() && unit.back() == 'b' && unit != "b")
-    refuse("a unit ending in a lowercase b means bits in transformers; write B");
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  // transformers reads "5Gb" as bits; KiB, MiB, GiB in any case.
+  if (!unit.empty() && text.back() == 'b' && (unit.size() < 2 || unit[unit.size() - 2] != 'I'))
+    refuse("a unit ending in a lowercase b means bits in transformers; write B");
   int64_t scale = 0;
   if (unit.empty() || unit == "B")
     scale = 1;

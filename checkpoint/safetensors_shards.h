@@ -43,8 +43,9 @@ std::string shard_index_json(std::span<const std::string> tensors,
                              std::span<const std::string> files, int64_t total_bytes);
 
 // A size as save_pretrained's max_shard_size takes it: an integer of bytes, or an integer followed
-// by KB, MB, GB (10^3, 10^6, 10^9) or KiB, MiB, GiB (2^10, 2^20, 2^30), the unit's letters in any
-// case except a final lowercase "b" (bits in transformers: refused). At least 1 byte.
+// by B, KB, MB, GB (10^3, 10^6, 10^9) or KiB, MiB, GiB (2^10, 2^20, 2^30), the letters in any
+// case, except that "b" ending B, KB, MB or GB (bits in transformers: "5Gb") is refused. At least
+// 1 byte.
 // zs::Error(kInvalidArgument) naming `flag` and the text otherwise.
 int64_t parse_byte_size(const std::string& text, const std::string& flag);
 
