@@ -3,6 +3,7 @@
 // (interop/gpt_hf.h). See docs/checkpoints.md and docs/interop.md.
 #include "checkpointing.h"
 
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -133,16 +134,21 @@ SaveDir claim_save_dir(Communicator& comm, const CheckpointFlags& flags) {
   return dir;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // --init-from-hf, --init-safetensors. `what`: "initial weights" or "frozen base".
 void load_initial_weights(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
                           const nn::GptConfig& model, const char* what) {
   if (!flags.init_from_hf.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
     const nn::GptHfImport r = nn::import_gpt_hf(engine, comm, model, flags.init_from_hf);
     if (comm.rank() == 0) {
       std::printf("%s from %s (Hugging Face %s", what, flags.init_from_hf.c_str(),
                   nn::hf_class_name(r.config.family));
       if (r.shards > 1) std::printf(", %d safetensors shards", r.shards);
-      std::printf(")\n");
+      std::printf(") in %.1f s\n", seconds_since(t0));
       if (r.config.tied)
         std::printf("tied: lm_head.weight is %s (one parameter)\n",
                     nn::hf_embedding_name(r.config.family));
@@ -287,20 +293,21 @@ void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
                   flags.export_dtype.c_str());
   }
   if (!flags.export_hf.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
     const safetensors::ExportReport r = nn::export_gpt_hf(
         engine, comm, model, flags.export_hf, export_dtype(flags),
         safetensors::parse_byte_size(flags.export_shard_size, "--export-shard-size"));
     if (comm.rank() == 0 && r.files == 1)
-      std::printf("exported %s/model.safetensors and config.json (Hugging Face %s, %s)\n",
+      std::printf("exported %s/model.safetensors and config.json (Hugging Face %s, %s) in %.1f s\n",
                   flags.export_hf.c_str(), nn::hf_class_name(nn::hf_family_of(model.arch)),
-                  flags.export_dtype.c_str());
+                  flags.export_dtype.c_str(), seconds_since(t0));
     if (comm.rank() == 0 && r.files > 1)
       std::printf(
           "exported %s: %d safetensors files of at most %s, model.safetensors.index.json and "
-          "config.json (Hugging Face %s, %s, %lld bytes of tensors)\n",
+          "config.json (Hugging Face %s, %s, %lld bytes of tensors) in %.1f s\n",
           flags.export_hf.c_str(), r.files, flags.export_shard_size.c_str(),
           nn::hf_class_name(nn::hf_family_of(model.arch)), flags.export_dtype.c_str(),
-          static_cast<long long>(r.data_bytes));
+          static_cast<long long>(r.data_bytes), seconds_since(t0));
   }
   if (!flags.export_adapters.empty()) {
     nn::export_gpt_peft_adapters(engine, comm, model, flags.export_adapters, export_dtype(flags));
