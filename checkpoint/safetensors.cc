@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_io.h"
+#include "checkpoint/safetensors_names.h"
+#include "checkpoint/safetensors_shards.h"
 #include "collectives/fail_together.h"
 #include "core/convert.h"
 #include "core/error.h"
@@ -22,108 +24,6 @@ namespace zs::safetensors {
 namespace {
 
 using nlohmann::json;
-
-[[noreturn]] void corrupt(const std::string& what) { throw Error(ErrorCode::kCorruptData, what); }
-
-// The dtypes this module converts from.
-bool to_dtype(const std::string& name, DType& out) {
-  if (name == "F32")
-    out = DType::kF32;
-  else if (name == "BF16")
-    out = DType::kBF16;
-  else if (name == "F16")
-    out = DType::kF16;
-  else
-    return false;
-  return true;
-}
-
-// The file layout of a 2-D parameter [r, c] stored transposed: [c, r].
-std::vector<int64_t> file_shape(const ParamSpec& s, bool transposed) {
-  if (!transposed) return s.shape;
-  return {s.shape[1], s.shape[0]};
-}
-
-// Rows of a parameter as TensorPiece counts them: its first dimension (a scalar: one).
-int64_t rows_of(const ParamSpec& s) { return s.shape.empty() ? 1 : s.shape[0]; }
-// Elements per row.
-int64_t row_numel(const ParamSpec& s) {
-  const int64_t r = rows_of(s);
-  return r == 0 ? 0 : s.numel() / r;
-}
-
-// The tensors of a parameter: its pieces, or the one tensor covering every row.
-std::vector<TensorPiece> pieces_of(const TensorName& n, const ParamSpec& s) {
-  if (!n.pieces.empty()) return n.pieces;
-  return {TensorPiece{n.name, 0, rows_of(s)}};
-}
-
-// The file layout of piece `p` of parameter `s`: [p.rows, the other dimensions...], or the
-// transpose of a whole parameter stored transposed.
-std::vector<int64_t> piece_shape(const ParamSpec& s, const TensorName& n, const TensorPiece& p) {
-  if (n.transposed) return file_shape(s, true);
-  std::vector<int64_t> shape = s.shape;
-  if (!shape.empty()) shape[0] = p.rows;
-  return shape;
-}
-
-// Pieces cover the parameter's rows in order from 0, none empty, none transposed.
-void check_pieces(const std::string& unit, const ParamSpec& s, const TensorName& n) {
-  if (n.pieces.empty()) return;
-  ZS_CHECK(!n.transposed, ErrorCode::kInvalidArgument,
-           "safetensors: parameter {}.{} is assembled from pieces and stored transposed", unit,
-           s.name);
-  int64_t next = 0;
-  for (const TensorPiece& p : n.pieces) {
-    ZS_CHECK(!p.name.empty() && p.rows > 0 && p.first_row == next, ErrorCode::kInvalidArgument,
-             "safetensors: piece \"{}\" of {}.{} covers rows [{}, {}), row {} expected first",
-             p.name, unit, s.name, p.first_row, p.first_row + p.rows, next);
-    next += p.rows;
-  }
-  ZS_CHECK(next == rows_of(s), ErrorCode::kInvalidArgument,
-           "safetensors: the pieces of {}.{} cover {} rows of {}", unit, s.name, next, rows_of(s));
-}
-
-// The namer's answer for every parameter of the engine, trainable [unit][param] and frozen
-// [unit][frozen param], checked: transposed parameters are 2-D, pieces cover their parameter and,
-// for an export (`distinct`), no name is given twice.
-struct Names {
-  std::vector<std::vector<TensorName>> trainable, frozen;
-};
-
-Names resolve_names(Engine& e, const TensorNamer& namer, bool distinct) {
-  Names names;
-  names.trainable.resize(e.num_units());
-  names.frozen.resize(e.num_units());
-  std::set<std::string> seen;
-  auto resolve = [&](size_t u, const ParamSpec& s) {
-    TensorName n = namer ? namer(e.unit_name(u), s) : default_tensor_name(e.unit_name(u), s);
-    ZS_CHECK(!n.name.empty() || !n.pieces.empty(), ErrorCode::kInvalidArgument,
-             "safetensors: no tensor name for parameter {}.{}", e.unit_name(u), s.name);
-    check_pieces(e.unit_name(u), s, n);
-    for (const TensorPiece& p : pieces_of(n, s)) {
-      ZS_CHECK(seen.insert(p.name).second || !distinct, ErrorCode::kInvalidArgument,
-               "safetensors: tensor name \"{}\" given to two parameters (the second: {}.{})",
-               p.name, e.unit_name(u), s.name);
-    }
-    ZS_CHECK(!n.transposed || s.shape.size() == 2, ErrorCode::kInvalidArgument,
-             "safetensors: parameter {}.{} is stored transposed but has {} dimensions",
-             e.unit_name(u), s.name, s.shape.size());
-    return n;
-  };
-  for (size_t u = 0; u < e.num_units(); ++u) {
-    for (const ParamSpec& s : e.param_specs(u)) names.trainable[u].push_back(resolve(u, s));
-    for (const ParamSpec& s : e.frozen_specs(u)) names.frozen[u].push_back(resolve(u, s));
-  }
-  return names;
-}
-
-// dst[i * rows + j] = src[j * cols + i]: [rows, cols] -> [cols, rows].
-void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
-  for (int64_t j = 0; j < rows; ++j) {
-    for (int64_t i = 0; i < cols; ++i) dst[i * rows + j] = src[j * cols + i];
-  }
-}
 
 void write_file_atomically(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";
@@ -139,10 +39,10 @@ TensorName default_tensor_name(const std::string& unit, const ParamSpec& param) 
   return {unit + "." + param.name, false};
 }
 
-void export_model(Engine& e, Communicator& comm, const std::string& path, DType dtype) {
+ExportReport export_model(Engine& e, Communicator& comm, const std::string& path, DType dtype) {
   ExportOptions o;
   o.dtype = dtype;
-  export_model(e, comm, path, o);
+  return export_model(e, comm, path, o);
 }
 
 namespace {
@@ -170,26 +70,42 @@ std::vector<std::vector<Entry>> export_entries(Engine& e, const Names& names,
   return entries;
 }
 
-// The JSON header of the file, padded with spaces to a multiple of 8 bytes.
-std::string export_header(const std::vector<std::vector<Entry>>& entries,
+// One tensor of the file(s): a piece of a parameter (or the whole of it), in file order.
+struct FileTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;
+};
+
+std::vector<FileTensor> file_tensors(const std::vector<std::vector<Entry>>& entries,
+                                     const ExportOptions& options) {
+  const int64_t esize = static_cast<int64_t>(dtype_size(options.dtype));
+  std::vector<FileTensor> ts;
+  for (const std::vector<Entry>& unit : entries) {
+    for (const Entry& en : unit) {
+      // Pieces are consecutive row ranges: the parameter's data, in order.
+      for (const TensorPiece& p : pieces_of(*en.name, *en.spec))
+        ts.push_back(
+            {p.name, piece_shape(*en.spec, *en.name, p), p.rows * row_numel(*en.spec) * esize});
+    }
+  }
+  return ts;
+}
+
+// The JSON header of file `shard` of the plan, padded with spaces to a multiple of 8 bytes.
+std::string export_header(const std::vector<FileTensor>& ts, const ShardPlan& plan, int shard,
                           const ExportOptions& options) {
-  const size_t esize = dtype_size(options.dtype);
-  const char* dname = options.dtype == DType::kF32 ? "F32" : "BF16";
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"}, {"producer", "zeroshard"}};
   for (const auto& [k, v] : options.metadata) header["__metadata__"][k] = v;
   uint64_t off = 0;
-  for (const std::vector<Entry>& unit : entries) {
-    for (const Entry& en : unit) {
-      // Pieces are consecutive row ranges: the parameter's data, written whole, is theirs in order.
-      for (const TensorPiece& p : pieces_of(*en.name, *en.spec)) {
-        const uint64_t bytes = static_cast<uint64_t>(p.rows * row_numel(*en.spec)) * esize;
-        header[p.name] = {{"dtype", dname},
-                          {"shape", piece_shape(*en.spec, *en.name, p)},
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (plan.shard_of[i] != shard) continue;
+    const uint64_t bytes = static_cast<uint64_t>(ts[i].bytes);
+    header[ts[i].name] = {{"dtype", options.dtype == DType::kF32 ? "F32" : "BF16"},
+                          {"shape", ts[i].shape},
                           {"data_offsets", {off, off + bytes}}};
-        off += bytes;
-      }
-    }
+    off += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -226,33 +142,39 @@ void transform_unit(Engine& e, size_t u, const ExportOptions& options, UnitValue
   }
 }
 
-// Rank 0's side of an export: the file written to path.tmp, then renamed, with the side files.
-// Every step is skipped on other ranks and after the first error, which is kept for the ranks'
-// agreement at the end.
+// Rank 0's side of an export ([Note: export commit]): the files written under temporary names in
+// order, then put in place. Every step is skipped on other ranks and after the first error, which
+// is kept for the ranks' agreement at the end.
+//
+// [Note: export commit] Each file is written to NAME.tmp and fsynced. Once every one is complete:
+// (1) in Hugging Face's layout (max_shard_bytes > 0), the directory's old entry points (the single
+// weights file, the index) are removed: from here to (3) the directory loads nothing rather than
+// a mix; (2) the shards are renamed into place and the side files (config.json) written; (3) the
+// entry point, the single weights file or the index, is renamed into place last; (4) in that
+// layout, files of the layout (is_layout_file) that the new export does not use are removed. An
+// export interrupted before (1) leaves the old model as it was; one interrupted in (1)-(3) leaves
+// a directory that loads nothing.
 class ExportWriter {
  public:
-  ExportWriter(const std::string& path, const ExportOptions& options, bool writer)
+  ExportWriter(const std::string& path, const ExportOptions& options, bool writer,
+               std::vector<FileTensor> tensors, ShardPlan plan)
       : options_(options),
-        tmp_(path + ".tmp"),
-        path_(path),
         parent_(std::filesystem::absolute(path).parent_path()),
-        writer_(writer) {}
-
-  void begin(const std::string& header) {
+        weights_(std::filesystem::path(path).filename().string()),
+        tensors_(std::move(tensors)),
+        plan_(std::move(plan)),
+        names_(shard_file_names(weights_, plan_.count())),
+        writer_(writer) {
     guarded([&] {
-      if (options_.create_directory) {
-        std::error_code ec;
-        std::filesystem::create_directories(parent_, ec);
-        ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot create directory: {}",
-                 parent_.string(), ec.message());
-      }
-      out_ = std::make_unique<ckpt::OutFile>(tmp_);
-      uint8_t len[8];
-      for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(header.size() >> (8 * i));
-      out_->write(len, 8);
-      out_->write(header.data(), header.size());
+      if (!options_.create_directory) return;
+      std::error_code ec;
+      std::filesystem::create_directories(parent_, ec);
+      ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot create directory: {}",
+               parent_.string(), ec.message());
     });
   }
+
+  int files() const { return plan_.count(); }
 
   // Unit u's entries from its gathered values.
   void write_unit(Engine& e, size_t u, const std::vector<Entry>& entries, UnitValues& values) {
@@ -262,19 +184,40 @@ class ExportWriter {
     });
   }
 
-  // Renames the file into place and writes the side files; on an error removes path.tmp.
+  // Puts the files in place ([Note: export commit]); on an error removes the temporary files.
   // Returns the error, if any.
   std::optional<Error> finish() {
     guarded([&] {
-      out_->finish();
-      zs::rename_path(tmp_, path_);
+      open_through(plan_.count() - 1);  // files with no tensor left (an empty model)
+      if (out_) out_->finish();
+      const bool hf = options_.max_shard_bytes > 0, sharded = plan_.count() > 1;
+      const std::string index = shard_index_name(weights_);
+      if (hf) {
+        for (const std::string& old : {weights_, index}) remove_if_there(old);
+      }
+      if (sharded) {
+        for (const std::string& n : names_) zs::rename_path(tmp(n), path(n));
+      }
       for (const auto& [name, content] : options_.side_files)
-        write_file_atomically((parent_ / name).string(), content);
+        write_file_atomically(path(name), content);
+      if (sharded) {
+        std::vector<std::string> tn, fn;
+        for (size_t i = 0; i < tensors_.size(); ++i) {
+          tn.push_back(tensors_[i].name);
+          fn.push_back(names_[static_cast<size_t>(plan_.shard_of[i])]);
+        }
+        int64_t total = 0;
+        for (const int64_t b : plan_.shard_bytes) total += b;
+        write_file_atomically(path(index), shard_index_json(tn, fn, total));
+      } else {
+        zs::rename_path(tmp(weights_), path(weights_));
+      }
       zs::sync_dir(parent_.string());
+      if (hf) remove_stale(sharded ? index : weights_);
     });
     if (err_) {
       std::error_code ignored;
-      std::filesystem::remove(tmp_, ignored);
+      for (const std::string& n : names_) std::filesystem::remove(tmp(n), ignored);
     }
     return err_;
   }
@@ -292,6 +235,42 @@ class ExportWriter {
     }
   }
 
+  std::string path(const std::string& name) const { return (parent_ / name).string(); }
+  std::string tmp(const std::string& name) const { return path(name) + ".tmp"; }
+
+  void remove_if_there(const std::string& name) {
+    std::error_code ec;
+    std::filesystem::remove(path(name), ec);
+    ZS_CHECK(!ec, ErrorCode::kInvalidArgument, "{}: cannot remove: {}", path(name), ec.message());
+  }
+
+  // Files of the layout in the directory that the new export does not use (`entry`: its entry
+  // point).
+  void remove_stale(const std::string& entry) {
+    std::vector<std::string> stale;
+    for (const auto& f : std::filesystem::directory_iterator(parent_)) {
+      const std::string n = f.path().filename().string();
+      if (!is_layout_file(weights_, n) || n == entry) continue;
+      if (std::find(names_.begin(), names_.end(), n) == names_.end()) stale.push_back(n);
+    }
+    for (const std::string& n : stale) remove_if_there(n);
+    if (!stale.empty()) zs::sync_dir(parent_.string());
+  }
+
+  // Opens files up to `shard` (finishing the current one), each with its header.
+  void open_through(int shard) {
+    while (current_ < shard) {
+      if (out_) out_->finish();
+      ++current_;
+      out_ = std::make_unique<ckpt::OutFile>(tmp(names_[static_cast<size_t>(current_)]));
+      const std::string header = export_header(tensors_, plan_, current_, options_);
+      uint8_t len[8];
+      for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+      out_->write(len, 8);
+      out_->write(header.data(), header.size());
+    }
+  }
+
   void write_entry(const Entry& en, const std::vector<float>& v) {
     const float* src = v.data();
     if (en.name->transposed) {
@@ -299,257 +278,40 @@ class ExportWriter {
       transpose(src, flipped_.data(), en.spec->shape[0], en.spec->shape[1]);
       src = flipped_.data();
     }
-    if (options_.dtype == DType::kF32) {
-      out_->write(src, v.size() * 4);
-    } else {
+    const char* bytes = reinterpret_cast<const char*>(src);
+    if (options_.dtype == DType::kBF16) {
       half_.resize(v.size());
       fp32_to_bf16(src, half_.data(), half_.size());
-      out_->write(half_.data(), half_.size() * 2);
+      bytes = reinterpret_cast<const char*>(half_.data());
+    }
+    // Its pieces, each a tensor of the plan, in order.
+    for (size_t k = 0; k < pieces_of(*en.name, *en.spec).size(); ++k) {
+      open_through(plan_.shard_of[next_]);
+      out_->write(bytes, static_cast<size_t>(tensors_[next_].bytes));
+      bytes += tensors_[next_].bytes;
+      ++next_;
     }
   }
 
   const ExportOptions& options_;
-  const std::string tmp_, path_;
   const std::filesystem::path parent_;
+  const std::string weights_;
+  const std::vector<FileTensor> tensors_;
+  const ShardPlan plan_;
+  const std::vector<std::string> names_;  // the files, in order
   const bool writer_;
+  int current_ = -1;  // the file being written
+  size_t next_ = 0;   // the next tensor of tensors_
   std::unique_ptr<ckpt::OutFile> out_;
   std::optional<Error> err_;
   std::vector<float> flipped_;
   std::vector<uint16_t> half_;
 };
 
-// The header of the safetensors file f (named `path` in errors).
-Header read_file_header(const ckpt::InFile& f, const std::string& path) {
-  try {
-    std::byte first[8] = {};
-    if (f.size() < 8) corrupt(fmt::format("truncated: {} bytes", f.size()));
-    f.read_at(0, first, 8);
-    const uint64_t n = header_length(first);
-    if (8 + n > static_cast<uint64_t>(f.size()))
-      corrupt(fmt::format("truncated: header of {} bytes in a {}-byte file", n, f.size()));
-    std::vector<std::byte> text(n);
-    f.read_at(8, text.data(), text.size());
-    return parse_header(text, static_cast<uint64_t>(f.size()) - 8 - n);
-  } catch (const Error& x) {
-    throw Error(x.code(), fmt::format("{}: {}", path, x.what()));
-  }
-}
-
-// Values read from the file before any is applied: unit u's shard of the fp32 master
-// (trainable[u]) and its frozen parameters whole (frozen[u][q]; empty: absent, kept).
-struct Staged {
-  std::vector<std::vector<float>> trainable;
-  std::vector<std::vector<std::vector<float>>> frozen;
-};
-
-// A tensor of one of the import's files.
-struct Located {
-  size_t file = 0;
-  const TensorInfo* info = nullptr;
-};
-
-// One import on this rank: finds each parameter's tensors, checks them and reads this rank's part.
-class Importer {
- public:
-  Importer(Engine& e, const std::vector<std::string>& paths, const std::string& where,
-           const ImportOptions& options, ImportReport& report)
-      : e_(e), paths_(paths), where_(where), options_(options), report_(report) {
-    headers_.reserve(paths.size());
-    for (size_t f = 0; f < paths.size(); ++f) {
-      files_.push_back(std::make_unique<ckpt::InFile>(paths[f]));
-      headers_.push_back(read_file_header(*files_[f], paths[f]));
-    }
-    for (size_t f = 0; f < paths.size(); ++f) {
-      for (const TensorInfo& t : headers_[f].tensors) {
-        const auto [it, fresh] = by_name_.emplace(t.name, Located{f, &t});
-        if (!fresh)
-          corrupt(fmt::format("tensor \"{}\" is in both {} and {}", t.name, paths[it->second.file],
-                              paths[f]));
-      }
-    }
-  }
-
-  // Reads every parameter of every unit into `staged`, then checks that every tensor of the
-  // files was read or may be ignored.
-  void read_all(const Names& names, Staged& staged) {
-    for (size_t u = 0; u < e_.num_units(); ++u) {
-      stage_frozen(u, names.frozen[u], staged.frozen[u]);
-      stage_trainable(u, names.trainable[u], staged.trainable[u]);
-    }
-    check_all_read();
-  }
-
- private:
-  // A parameter's tensors (one per piece), checked: shape and dtype. Empty when the parameter is
-  // optional and its first tensor absent.
-  std::vector<Located> find(size_t u, const ParamSpec& spec, const TensorName& tn) {
-    std::vector<Located> found;
-    for (const TensorPiece& p : pieces_of(tn, spec)) {
-      auto it = by_name_.find(p.name);
-      if (it == by_name_.end() && found.empty() && options_.optional &&
-          options_.optional(e_.unit_name(u), spec)) {
-        report_.absent.push_back(e_.unit_name(u) + "." + spec.name);
-        return {};
-      }
-      ZS_CHECK(it != by_name_.end(), ErrorCode::kInvalidArgument, "{}: tensor \"{}\" is missing",
-               where_, p.name);
-      check_tensor(u, spec, tn, p, it->second);
-      read_.insert(p.name);
-      found.push_back(it->second);
-    }
-    return found;
-  }
-
-  void check_tensor(size_t u, const ParamSpec& spec, const TensorName& tn, const TensorPiece& p,
-                    const Located& at) {
-    const TensorInfo& t = *at.info;
-    const std::vector<int64_t> want = piece_shape(spec, tn, p);
-    ZS_CHECK(t.shape == want, ErrorCode::kInvalidArgument,
-             "{}: tensor \"{}\" has shape [{}], the model needs [{}]{}", paths_[at.file], p.name,
-             fmt::join(t.shape, ", "), fmt::join(want, ", "),
-             tn.transposed ? fmt::format(" (the transpose of {}.{})", e_.unit_name(u), spec.name)
-                           : std::string());
-    DType dt = DType::kF32;
-    ZS_CHECK(to_dtype(t.dtype, dt), ErrorCode::kInvalidArgument,
-             "{}: tensor \"{}\" has dtype {} (F32, BF16 or F16 expected)", paths_[at.file], p.name,
-             t.dtype);
-  }
-
-  // Elements [a, b) of tensor `at` (its own row-major layout) as fp32 into out.
-  void read_elements(const Located& at, int64_t a, int64_t b, float* out) {
-    DType dt = DType::kF32;
-    to_dtype(at.info->dtype, dt);
-    const size_t es = dtype_size(dt);
-    std::vector<std::byte> raw(static_cast<size_t>(b - a) * es);
-    const int64_t start = static_cast<int64_t>(headers_[at.file].data_start() + at.info->begin);
-    files_[at.file]->read_at(start + a * static_cast<int64_t>(es), raw.data(), raw.size());
-    convert(raw.data(), dt, out, DType::kF32, static_cast<size_t>(b - a));
-  }
-
-  // Frozen parameters: the whole tensor on every rank (int8 rows need whole rows).
-  void stage_frozen(size_t u, const std::vector<TensorName>& names,
-                    std::vector<std::vector<float>>& staged) {
-    const std::vector<ParamSpec>& fspecs = e_.frozen_specs(u);
-    staged.resize(fspecs.size());
-    for (size_t q = 0; q < fspecs.size(); ++q) {
-      const std::vector<Located> found = find(u, fspecs[q], names[q]);
-      if (found.empty()) continue;
-      staged[q].resize(static_cast<size_t>(fspecs[q].numel()));
-      read_param_range(fspecs[q], names[q], found, 0, fspecs[q].numel(), staged[q].data());
-    }
-  }
-
-  // Trainable parameters: this rank's shard of each; optional ones the files lack keep their
-  // values.
-  void stage_trainable(size_t u, const std::vector<TensorName>& names, std::vector<float>& staged) {
-    const std::vector<ParamSpec>& specs = e_.param_specs(u);
-    const GroupLayout& l = e_.layout(u);
-    const UnitShardState st = e_.shard_state(u);
-    staged.assign(st.master, st.master + st.numel);
-    for (size_t p = 0; p < specs.size(); ++p) {
-      const std::vector<Located> found = find(u, specs[p], names[p]);
-      if (found.empty()) continue;
-      const int64_t off = l.params[p].offset;
-      const int64_t lo = std::max(st.begin, off);
-      const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
-      if (lo >= hi) continue;
-      read_param_range(specs[p], names[p], found, lo - off, hi - off,
-                       staged.data() + (lo - st.begin));
-    }
-  }
-
-  // Elements [a, b) of the parameter (its own row-major layout) into dst, as fp32, from its
-  // tensors `found`, each part checked finite.
-  void read_param_range(const ParamSpec& spec, const TensorName& tn,
-                        const std::vector<Located>& found, int64_t a, int64_t b, float* dst) {
-    if (tn.transposed) {
-      read_transposed(spec, tn, found[0], a, b, dst);
-      return;
-    }
-    const std::vector<TensorPiece> pieces = pieces_of(tn, spec);
-    const int64_t row = row_numel(spec);
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      const int64_t p0 = pieces[k].first_row * row, p1 = p0 + pieces[k].rows * row;
-      const int64_t lo = std::max(a, p0), hi = std::min(b, p1);
-      if (lo >= hi) continue;
-      // The shard's range of the row-major piece: one read.
-      float* out = dst + (lo - a);
-      read_elements(found[k], lo - p0, hi - p0, out);
-      const int64_t bad = ckpt::first_nonfinite(out, static_cast<size_t>(hi - lo));
-      if (bad >= 0) nonfinite(pieces[k].name, out[bad], lo - p0 + bad);
-    }
-  }
-
-  // Elements [a, b) of a 2-D parameter stored transposed: scattered in the file, so the whole
-  // tensor is read and the range picked.
-  void read_transposed(const ParamSpec& spec, const TensorName& tn, const Located& at, int64_t a,
-                       int64_t b, float* dst) {
-    whole_.resize(static_cast<size_t>(spec.numel()));
-    read_elements(at, 0, spec.numel(), whole_.data());
-    const int64_t rows = spec.shape[0], cols = spec.shape[1];
-    for (int64_t k = a; k < b; ++k) {
-      const int64_t i = (k % cols) * rows + k / cols;  // element k's index in the file's layout
-      dst[k - a] = whole_[static_cast<size_t>(i)];
-      if (!std::isfinite(dst[k - a])) nonfinite(tn.name, dst[k - a], i);
-    }
-  }
-
-  [[noreturn]] void nonfinite(const std::string& name, float v, int64_t element) {
-    const Located& at = by_name_.at(name);
-    fail(ErrorCode::kInvalidArgument,
-         "{}: tensor \"{}\" holds a non-finite value ({}) at element {}", paths_[at.file], name, v,
-         element);
-  }
-
-  // Every tensor of the files was read, or the options say it may be ignored.
-  void check_all_read() {
-    size_t extra = 0;
-    std::string first_extra;
-    for (const Header& h : headers_) {
-      for (const TensorInfo& t : h.tensors) {
-        if (read_.count(t.name)) continue;
-        if (options_.ignorable && options_.ignorable(t.name)) {
-          report_.ignored.push_back(t.name);
-        } else if (extra++ == 0) {
-          first_extra = t.name;
-        }
-      }
-    }
-    ZS_CHECK(extra == 0, ErrorCode::kInvalidArgument,
-             "{}: {} tensor(s) the model does not have, e.g. \"{}\"", where_, extra, first_extra);
-  }
-
-  Engine& e_;
-  const std::vector<std::string>& paths_;
-  const std::string& where_;
-  const ImportOptions& options_;
-  ImportReport& report_;
-  std::vector<std::unique_ptr<ckpt::InFile>> files_;
-  std::vector<Header> headers_;
-  std::unordered_map<std::string, Located> by_name_;
-  std::set<std::string> read_;
-  std::vector<float> whole_;
-};
-
-// The staged values into the engine (every rank has read its part).
-void apply_staged(Engine& e, const Staged& staged) {
-  for (size_t u = 0; u < e.num_units(); ++u) {
-    const UnitShardState st = e.shard_state(u);
-    if (!staged.trainable[u].empty()) {
-      std::memcpy(st.master, staged.trainable[u].data(),
-                  staged.trainable[u].size() * sizeof(float));
-    }
-    for (size_t f = 0; f < staged.frozen[u].size(); ++f) {
-      if (!staged.frozen[u][f].empty()) e.set_frozen_param(u, f, staged.frozen[u][f].data());
-    }
-  }
-  e.refresh_params_from_master();
-}
-
 }  // namespace
 
-void export_model(Engine& e, Communicator& comm, const std::string& path,
-                  const ExportOptions& options) {
+ExportReport export_model(Engine& e, Communicator& comm, const std::string& path,
+                          const ExportOptions& options) {
   ZS_CHECK(options.dtype == DType::kF32 || options.dtype == DType::kBF16,
            ErrorCode::kInvalidArgument, "safetensors export: dtype {} (fp32 or bf16 expected)",
            dtype_name(options.dtype));
@@ -558,8 +320,17 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
   fail_together(comm, [&] { e.check_master_finite(fmt::format("safetensors export {}", path)); });
   const Names names = resolve_names(e, options.namer, true);
   const std::vector<std::vector<Entry>> entries = export_entries(e, names, options);
-  ExportWriter writer(path, options, comm.rank() == 0);
-  writer.begin(export_header(entries, options));
+  std::vector<FileTensor> tensors = file_tensors(entries, options);
+  std::vector<int64_t> bytes;
+  for (const FileTensor& t : tensors) bytes.push_back(t.bytes);
+  // One file unless a shard size is given: the limit is then every file's.
+  ShardPlan plan =
+      plan_shards(bytes, options.max_shard_bytes > 0 ? options.max_shard_bytes
+                                                     : std::numeric_limits<int64_t>::max());
+  ExportReport report;
+  report.files = plan.count();
+  for (const int64_t b : bytes) report.data_bytes += b;
+  ExportWriter writer(path, options, comm.rank() == 0, std::move(tensors), std::move(plan));
   for (size_t u = 0; u < e.num_units(); ++u) {
     UnitValues values = gather_unit_values(e, u);
     writer.write_unit(e, u, entries[u], values);
@@ -568,38 +339,7 @@ void export_model(Engine& e, Communicator& comm, const std::string& path,
   fail_together(comm, [&] {
     if (err) throw *err;
   });
-}
-
-ImportReport import_model(Engine& e, Communicator& comm, const std::string& path,
-                          const ImportOptions& options) {
-  return import_model_files(e, comm, {path}, path, options);
-}
-
-ImportReport import_model_files(Engine& e, Communicator& comm,
-                                const std::vector<std::string>& paths, const std::string& where,
-                                const ImportOptions& options) {
-  Staged staged;
-  staged.trainable.resize(e.num_units());
-  staged.frozen.resize(e.num_units());
-  ImportReport report;
-  fail_together(comm, [&] {
-    const Names names = resolve_names(e, options.namer, false);
-    Importer(e, paths, where, options, report).read_all(names, staged);
-  });
-  apply_staged(e, staged);
   return report;
-}
-
-std::string read_side_file(Communicator& comm, const std::string& path, int64_t max_bytes) {
-  std::string text;
-  fail_together(comm, [&] {
-    if (comm.rank() == 0) text = ckpt::read_whole_file(path, max_bytes);
-  });
-  double n = static_cast<double>(text.size());
-  comm.broadcast(&n, 1, DType::kF64, 0);
-  text.resize(static_cast<size_t>(n));
-  if (!text.empty()) comm.broadcast(text.data(), text.size(), DType::kU8, 0);
-  return text;
 }
 
 }  // namespace zs::safetensors

@@ -68,6 +68,17 @@ struct ExportOptions {
   // each atomically (name.tmp, fsync, rename) by rank 0 after the tensors.
   std::map<std::string, std::string> side_files;
   bool create_directory = false;  // create the file's directory when missing (else an error)
+  // 0: one file, `path`. > 0: Hugging Face's layout of a directory
+  // (checkpoint/safetensors_shards.h, save_pretrained's max_shard_size): `path`
+  // ("DIR/model.safetensors") when every tensor fits in one file of at most this many data bytes,
+  // else "DIR/model-00001-of-0000N.safetensors"... and "DIR/model.safetensors.index.json"; files of
+  // another layout there are replaced.
+  int64_t max_shard_bytes = 0;
+};
+
+struct ExportReport {
+  int files = 1;           // safetensors files written (> 1: with an index)
+  int64_t data_bytes = 0;  // tensor data, every file together (the index's total_size)
 };
 
 struct ImportOptions {
@@ -77,6 +88,7 @@ struct ImportOptions {
   // Tensors that no parameter reads and that may be present (another framework's buffers); they
   // are skipped. Any other extra tensor is an error. Empty: none may be.
   std::function<bool(const std::string& name)> ignorable;
+  int threads = 1;  // OpenMP threads that encode frozen parameters (int8 quantization); 0: default
 };
 
 struct ImportReport {
@@ -86,23 +98,34 @@ struct ImportReport {
 
 // Writes the consolidated fp32 master weights and the frozen parameters (Engine::frozen_specs;
 // per unit, trainable then frozen) to `path` as options.dtype under options.namer's names and
-// layouts: every rank gathers, rank 0 writes (to path.tmp, fsync, rename; creating the
-// directory if options.create_directory), then writes options.side_files beside it. Collective;
-// errors (an unsupported dtype, duplicate names, a transposed parameter that is not 2-D, I/O) are
-// thrown on every rank.
-void export_model(Engine& engine, Communicator& comm, const std::string& path,
-                  const ExportOptions& options);
-void export_model(Engine& engine, Communicator& comm, const std::string& path,
-                  DType dtype = DType::kF32);
+// layouts, or to the shards options.max_shard_bytes asks for (tensors in that order, greedily, a
+// tensor never split): every rank gathers a unit at a time, rank 0 writes. Atomic
+// ([Note: export commit] in safetensors.cc): every file is written to NAME.tmp and fsynced, the
+// side files (options.side_files, e.g. a config.json) are written beside them, and the entry
+// point (the single file or the index) is put in place last; in the sharded layout the
+// directory's old single file, index and shards the new export does not name are removed, the
+// last only after the new export is in place. Creates the directory if options.create_directory.
+// Collective; errors (an unsupported dtype, duplicate names, a transposed parameter that is not
+// 2-D, I/O) are thrown on every rank, and leave no temporary file.
+ExportReport export_model(Engine& engine, Communicator& comm, const std::string& path,
+                          const ExportOptions& options);
+ExportReport export_model(Engine& engine, Communicator& comm, const std::string& path,
+                          DType dtype = DType::kF32);
 
 // Sets the fp32 master weights and the frozen parameters (encoded in their storage dtype, int8
-// quantized) from a safetensors file (F32, BF16 or F16 tensors): every rank reads the header and
-// the ranges of its own shard (the whole tensor where it is stored transposed, or frozen; of each
-// piece, the rows its shard covers). Every parameter's tensor or pieces (options.namer) must be
-// present with the parameter's shape (transposed where the namer says so) and finite values, and no
-// tensor that is neither read nor ignorable may be: zs::Error(kInvalidArgument) naming the file and
-// the tensor. A malformed file gives kCorruptData, a missing one kNotFound. Nothing is changed
-// unless every rank succeeded. Optimizer state and step are left as they are. Collective.
+// quantized) from a safetensors file (F32, BF16 or F16 tensors). First, on every rank and before
+// anything is changed: the header is read and every parameter's tensor or pieces (options.namer)
+// must be present with the parameter's shape (transposed where the namer says so) and a dtype
+// above, and no tensor that is neither read nor ignorable may be: zs::Error(kInvalidArgument)
+// naming the file and the tensor; a malformed or truncated file gives kCorruptData, a missing one
+// kNotFound; the engine is left as it was. Then unit by unit, streaming ([Note: streaming import]
+// in safetensors_import.cc): each rank reads only its part (of a trainable parameter its shard's
+// ranges, the whole tensor where it is stored transposed; of a frozen one the rows its stored
+// bytes depend on, Engine::frozen_param_needs) into one unit's buffer, checks it finite, and the
+// unit is applied once every rank has read it. A non-finite value gives kInvalidArgument naming
+// the file, the tensor and the element on every rank; the units before it were already applied,
+// so the engine's parameters are then unspecified (import again, or discard the engine). Peak
+// extra memory: one unit's part. Optimizer state and step are left as they are. Collective.
 ImportReport import_model(Engine& engine, Communicator& comm, const std::string& path,
                           const ImportOptions& options = {});
 // import_model over several files (a sharded checkpoint: each tensor in exactly one of them, a

@@ -65,8 +65,9 @@ std::vector<std::string> weight_files(Communicator& comm, const std::string& dir
 
 }  // namespace
 
-void export_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& c, const std::string& dir,
-                   DType dtype) {
+safetensors::ExportReport export_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& c,
+                                        const std::string& dir, DType dtype,
+                                        int64_t max_shard_bytes) {
   const HfFamily family = hf_family_of(c.arch);  // refuses a mix before anything is written
   safetensors::ExportOptions o;
   o.dtype = dtype;
@@ -78,7 +79,8 @@ void export_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& c, const
   merge_lora_on_export(c, o);
   o.side_files[kConfig] = hf_config_json(c.arch, dtype);
   o.create_directory = true;
-  safetensors::export_model(engine, comm, (fs::path(dir) / kWeights).string(), o);
+  o.max_shard_bytes = max_shard_bytes;
+  return safetensors::export_model(engine, comm, (fs::path(dir) / kWeights).string(), o);
 }
 
 HfConfig read_gpt_hf_config(Communicator& comm, const std::string& dir) {
@@ -104,6 +106,7 @@ GptHfImport import_gpt_hf(Engine& engine, Communicator& comm, const GptConfig& m
   o.ignorable = [tied, family](const std::string& name) {
     return hf_ignorable(family, name) || (tied && name == "lm_head.weight");
   };
+  o.threads = model.run.threads;
   std::string where;
   const std::vector<std::string> files = weight_files(comm, dir, where);
   r.ignored = safetensors::import_model_files(engine, comm, files, where, o).ignored;

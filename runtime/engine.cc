@@ -818,6 +818,28 @@ void Engine::set_frozen_param(size_t ui, size_t f, const float* values) {
   impl_->groups.at(ui).set_frozen(f, values);
 }
 
+ElementRange Engine::frozen_param_needs(size_t ui, size_t f) const {
+  return impl_->groups.at(ui).frozen_needs(f);
+}
+
+void Engine::set_frozen_param_range(size_t ui, size_t f, int64_t first, int64_t count,
+                                    const float* values, int threads) {
+  ParamGroup& g = impl_->groups.at(ui);
+  const ElementRange need = g.frozen_needs(f);
+  if (need.count() == 0) return;
+  ZS_CHECK(first <= need.first && need.end <= first + count, ErrorCode::kInvalidArgument,
+           "set_frozen_param_range: unit {} frozen parameter {}: elements [{}, {}) given, this "
+           "rank needs [{}, {})",
+           unit_name(ui), g.frozen_specs().at(f).name, first, first + count, need.first, need.end);
+  impl_->ops.synchronize();  // a unit may still compute from the stored bytes
+  g.set_frozen(
+      f,
+      [values, first](int64_t a, int64_t n, float* out) {
+        std::copy(values + (a - first), values + (a - first) + n, out);
+      },
+      threads);
+}
+
 uint64_t Engine::frozen_hash() {
   XXH64_state_t* h = XXH64_createState();
   XXH64_reset(h, 0);

@@ -170,6 +170,18 @@ class Engine {
   // its storage says; this rank keeps its part. Not collective, but every rank must pass the same
   // values. Takes effect at the next use of the unit.
   void set_frozen_param(size_t unit, size_t f, const float* values);
+  // The elements of frozen parameter f of a unit whose values this rank's stored bytes depend on
+  // (sharding/frozen_layout.h: int8 matrices whole rows, from the first to the last row whose
+  // scale or values it stores; other records the elements it stores): all of them when frozen
+  // parameters are not sharded, none (count 0) when this rank stores no byte of it. Not collective.
+  ElementRange frozen_param_needs(size_t unit, size_t f) const;
+  // Sets this rank's stored bytes of frozen parameter f from the fp32 values of elements
+  // [first, first + count), which must cover frozen_param_needs (else zs::Error(kInvalidArgument));
+  // the bytes equal set_frozen_param's from the full values. Encoded on up to `threads` OpenMP
+  // threads (0: the OpenMP default). Not collective: an import streams a base this way, each rank
+  // reading only the rows it stores. Takes effect at the next use of the unit.
+  void set_frozen_param_range(size_t unit, size_t f, int64_t first, int64_t count,
+                              const float* values, int threads = 1);
   // Collective: xxHash64 of the frozen parameters' stored bytes (every record, units and
   // parameters in order, no padding), the same on every rank: identifies a base and shows it
   // unchanged. 0 bytes hashed when nothing is frozen.

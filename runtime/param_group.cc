@@ -246,18 +246,28 @@ void ParamGroup::set_frozen(size_t f, const float* values) {
       1);
 }
 
-std::pair<int64_t, int64_t> ParamGroup::stored_frozen_bytes(const FrozenRecord& r) const {
-  const int64_t lo = policy_.shard_params ? frozen_.bytes.shard_begin(rank_) : 0;
+// This rank's stored range of the padded byte group [lo, ...), and its overlap [b, e) with
+// record r (b >= e: none).
+void ParamGroup::stored_overlap(const FrozenRecord& r, int64_t& lo, int64_t& b, int64_t& e) const {
+  lo = policy_.shard_params ? frozen_.bytes.shard_begin(rank_) : 0;
   const int64_t hi =
       lo + (policy_.shard_params ? frozen_.bytes.shard_numel : frozen_.bytes.padded_numel);
-  return {std::max(lo, r.offset), std::min(hi, r.offset + r.bytes)};
+  b = std::max(lo, r.offset);
+  e = std::min(hi, r.offset + r.bytes);
+}
+
+ElementRange ParamGroup::frozen_needs(size_t f) const {
+  const FrozenRecord& r = frozen_.records.at(f);
+  int64_t lo = 0, b = 0, e = 0;
+  stored_overlap(r, lo, b, e);
+  if (b >= e) return {};
+  return frozen_elements_of_bytes(r, b - r.offset, e - r.offset);
 }
 
 void ParamGroup::set_frozen(size_t f, const FrozenValues& values, int threads) {
   const FrozenRecord& r = frozen_.records.at(f);
-  // This rank's stored range of the padded byte group, and its overlap with the record.
-  const int64_t lo = policy_.shard_params ? frozen_.bytes.shard_begin(rank_) : 0;
-  const auto [b, e] = stored_frozen_bytes(r);
+  int64_t lo = 0, b = 0, e = 0;
+  stored_overlap(r, lo, b, e);
   if (b >= e) return;
   void* dst = at(frozen_store_.data(), b - lo, DType::kU8);
   if (ops_.host_accessible()) {
@@ -277,8 +287,8 @@ void ParamGroup::init_frozen(size_t f, const FrozenValues& values, int threads) 
     return;
   }
   // Every rank takes part in the exchange, whatever it stores of this record.
-  const int64_t lo = frozen_.bytes.shard_begin(rank_);
-  const auto [b, e] = stored_frozen_bytes(r);
+  int64_t lo = 0, b = 0, e = 0;
+  stored_overlap(r, lo, b, e);
   const int64_t values_begin = r.offset + 4 * r.rows;  // first value byte, in the group
   std::vector<float> scales(static_cast<size_t>(r.rows), 0.0f);
   std::vector<uint8_t> rec;

@@ -151,6 +151,9 @@ class ParamGroup {
   // row's scale is computed from the whole row by every rank that draws it, 0 elsewhere). The
   // bytes equal set_frozen's.
   void init_frozen(size_t f, const FrozenValues& values, int threads);
+  // The elements of frozen parameter f that set_frozen asks its source for on this rank
+  // (frozen_elements_of_bytes of the record's bytes this rank stores); empty when it stores none.
+  ElementRange frozen_needs(size_t f) const;
   // Collective when the frozen parameters are sharded: the whole padded frozen byte group, on
   // every rank, in host memory (gathered through `staging`).
   std::vector<uint8_t> gather_frozen_bytes(HostStaging& staging);
@@ -192,9 +195,7 @@ class ParamGroup {
   const void* update_grad() const;
 
  private:
-  // This rank's stored bytes of record r, [first, last) in the padded frozen byte group (empty
-  // when first >= last).
-  std::pair<int64_t, int64_t> stored_frozen_bytes(const FrozenRecord& r) const;
+  void stored_overlap(const FrozenRecord& r, int64_t& lo, int64_t& b, int64_t& e) const;
   int index_;
   std::string name_;
   void build_views();

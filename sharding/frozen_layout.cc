@@ -198,6 +198,29 @@ void encode_int8_values(const FrozenRecord& r, int64_t begin, int64_t end,
   encode_rows(r, v0, v1, begin, end, values, out, threads, row_scales);
 }
 
+ElementRange frozen_elements_of_bytes(const FrozenRecord& r, int64_t begin, int64_t end) {
+  ZS_CHECK(0 <= begin && begin <= end && end <= r.bytes, ErrorCode::kInvalidArgument,
+           "frozen_elements_of_bytes: bytes [{}, {}) are not in a record of {} bytes", begin, end,
+           r.bytes);
+  if (begin == end) return {};
+  if (r.dtype == DType::kI8) {
+    // Scales are rows [begin / 4, ...), values rows [(begin - 4 rows) / cols, ...): the hull.
+    const int64_t sb = 4 * r.rows;
+    int64_t lo = r.rows, hi = 0;
+    if (begin < sb) {
+      lo = std::min(lo, begin / 4);
+      hi = std::max(hi, (std::min(end, sb) + 3) / 4);
+    }
+    if (end > sb) {
+      lo = std::min(lo, (std::max(begin, sb) - sb) / r.cols);
+      hi = std::max(hi, (end - sb + r.cols - 1) / r.cols);
+    }
+    return {lo * r.cols, hi * r.cols};
+  }
+  const int64_t es = static_cast<int64_t>(dtype_size(r.dtype));
+  return {begin / es, (end + es - 1) / es};
+}
+
 void decode_frozen_record(const void* bytes, const FrozenRecord& r, float* out) {
   if (r.dtype == DType::kI8) {
     const float* scales = static_cast<const float*>(bytes);

@@ -86,6 +86,17 @@ void encode_frozen_range(const FrozenRecord& record, int64_t begin, int64_t end,
 // their rows.
 void encode_int8_values(const FrozenRecord& record, int64_t begin, int64_t end,
                         const FrozenValues& values, void* out, float* row_scales, int threads = 1);
+// Elements [first, end) of a parameter, in its row-major order.
+struct ElementRange {
+  int64_t first = 0;
+  int64_t end = 0;
+  int64_t count() const { return end - first; }
+};
+// The elements encode_frozen_range(record, begin, end, ...) asks `values` for, as one range: for
+// int8, the whole rows from the first to the last row whose scale or values bytes [begin, end)
+// overlap; for floats, the elements they overlap. Empty ({0, 0}) when begin == end. The same
+// bounds as encode_frozen_range.
+ElementRange frozen_elements_of_bytes(const FrozenRecord& record, int64_t begin, int64_t end);
 // The fp32 values a record holds (int8: q * scale), numel of them.
 void decode_frozen_record(const void* record_bytes, const FrozenRecord& record, float* out);
 // The record's values in the compute dtype, as a unit sees them: for int8 each q * scale is

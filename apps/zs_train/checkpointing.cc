@@ -14,6 +14,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors_shards.h"
 #include "core/error.h"
 #include "interop/gpt_hf.h"
 #include "interop/gpt_lora_io.h"
@@ -69,6 +70,7 @@ void check_flags(const CheckpointFlags& f) {
            f.resume ? "--resume" : "--resume-from");
   if (!f.export_safetensors.empty() || !f.export_hf.empty() || !f.export_adapters.empty())
     export_dtype(f);
+  safetensors::parse_byte_size(f.export_shard_size, "--export-shard-size");
 }
 
 std::string trainer_state_json(const TrainerState& s) {
@@ -144,16 +146,21 @@ SaveDir claim_save_dir(Communicator& comm, const CheckpointFlags& flags) {
   return dir;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // --init-from-hf, --init-safetensors. `what`: "initial weights" or "frozen base".
 void load_initial_weights(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
                           const nn::GptConfig& model, const char* what) {
   if (!flags.init_from_hf.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
     const nn::GptHfImport r = nn::import_gpt_hf(engine, comm, model, flags.init_from_hf);
     if (comm.rank() == 0) {
       std::printf("%s from %s (Hugging Face %s", what, flags.init_from_hf.c_str(),
                   nn::hf_class_name(r.config.family));
       if (r.shards > 1) std::printf(", %d safetensors shards", r.shards);
-      std::printf(")\n");
+      std::printf(") in %.1f s\n", seconds_since(t0));
       if (r.config.tied)
         std::printf("tied: lm_head.weight is %s (one parameter)\n",
                     nn::hf_embedding_name(r.config.family));
@@ -203,6 +210,10 @@ void add_hf_flags(po::options_description& d, CheckpointFlags& f) {
        "at the end, write a Hugging Face directory here (model.safetensors in --export-dtype, "
        "config.json: GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM as the architecture "
        "is) that AutoModelForCausalLM.from_pretrained loads")  //
+      ("export-shard-size", po::value(&f.export_shard_size)->default_value(f.export_shard_size),
+       "--export-hf's largest weights file, as save_pretrained's max_shard_size: bytes, or with "
+       "KB, MB, GB (10^3, 10^6, 10^9) or KiB, MiB, GiB; a model larger is written as "
+       "model-00001-of-0000N.safetensors... and model.safetensors.index.json")  //
       ("init-from-hf", po::value(&f.init_from_hf),
        "the model config.json describes (GPT-2, Llama, Mistral, Qwen2; a model flag given must "
        "agree with it; a rotary model's context is --context) and its initial weights "
@@ -308,11 +319,21 @@ void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& 
                   flags.export_dtype.c_str());
   }
   if (!flags.export_hf.empty()) {
-    nn::export_gpt_hf(engine, comm, model, flags.export_hf, export_dtype(flags));
-    if (comm.rank() == 0)
-      std::printf("exported %s/model.safetensors and config.json (Hugging Face %s, %s)\n",
+    const auto t0 = std::chrono::steady_clock::now();
+    const safetensors::ExportReport r = nn::export_gpt_hf(
+        engine, comm, model, flags.export_hf, export_dtype(flags),
+        safetensors::parse_byte_size(flags.export_shard_size, "--export-shard-size"));
+    if (comm.rank() == 0 && r.files == 1)
+      std::printf("exported %s/model.safetensors and config.json (Hugging Face %s, %s) in %.1f s\n",
                   flags.export_hf.c_str(), nn::hf_class_name(nn::hf_family_of(model.arch)),
-                  flags.export_dtype.c_str());
+                  flags.export_dtype.c_str(), seconds_since(t0));
+    if (comm.rank() == 0 && r.files > 1)
+      std::printf(
+          "exported %s: %d safetensors files of at most %s, model.safetensors.index.json and "
+          "config.json (Hugging Face %s, %s, %lld bytes of tensors) in %.1f s\n",
+          flags.export_hf.c_str(), r.files, flags.export_shard_size.c_str(),
+          nn::hf_class_name(nn::hf_family_of(model.arch)), flags.export_dtype.c_str(),
+          static_cast<long long>(r.data_bytes), seconds_since(t0));
   }
   if (!flags.export_adapters.empty()) {
     nn::export_gpt_peft_adapters(engine, comm, model, flags.export_adapters, export_dtype(flags));

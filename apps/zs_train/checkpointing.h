@@ -40,8 +40,9 @@ struct CheckpointFlags {
   std::string export_dtype = "fp32";  // --export-dtype fp32|bf16
   std::string init_from;              // --init-safetensors FILE: initial weights
   std::string export_hf;              // --export-hf DIR: a GPT2LMHeadModel directory at the end
-  std::string init_from_hf;           // --init-from-hf DIR: initial weights from such a directory
-  std::string export_adapters;        // --export-adapters DIR: LoRA adapters in PEFT's layout
+  std::string export_shard_size = "5GB";  // --export-shard-size SIZE: --export-hf's largest file
+  std::string init_from_hf;     // --init-from-hf DIR: initial weights from such a directory
+  std::string export_adapters;  // --export-adapters DIR: LoRA adapters in PEFT's layout
 };
 
 void add_checkpoint_flags(boost::program_options::options_description& desc,

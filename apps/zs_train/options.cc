@@ -12,6 +12,7 @@
 #include "apps/common/engine_options.h"
 #include "apps/common/model_options.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors_shards.h"
 #include "core/error.h"
 #include "core/settings.h"
 #include "dataset.h"
@@ -254,6 +255,7 @@ void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& 
   o.model.arch = o.checkpoint.init_from_hf.empty() ? zs_train_architecture(vm)
                                                    : hf_or_resumed_architecture(vm, o);
   if (!o.checkpoint.export_hf.empty()) check_hf_export(o.model.arch, o.checkpoint.export_hf);
+  safetensors::parse_byte_size(o.checkpoint.export_shard_size, "--export-shard-size");
   apps::RunFlags f = apps::run_flags_from(
       vm, [&flag](const std::string& name) { return flag(name); }, o.engine);
   o.engine = f.engine;

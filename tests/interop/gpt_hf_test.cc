@@ -3,8 +3,9 @@
 // weights bit for bit (fp32) or to their bf16 rounding; the file holds HF's names and layouts and
 // config.json HF's fields; tied embeddings are one parameter; a missing tensor, a wrong shape,
 // a non-finite value, an unknown tensor and each config mismatch are refused on every rank with
-// the tensor or field named, and leave the engine as it was. The logits against transformers
-// itself are checked by tests/apps/hf_interop.py.
+// the tensor or field named, and leave the engine as it was (a non-finite value: when found in the
+// first unit; after units were applied the parameters are unspecified). The logits against
+// transformers itself are checked by tests/apps/hf_interop.py.
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -186,12 +187,16 @@ TEST(GptHf, BadInputsAreRefusedWithTheNameAndChangeNothing) {
   TempDir dir;
   GptRig a(1), b(2);
   export_gpt_hf(*a.engine, world(), a.config, dir / "hf");
-  const auto before = b.masters();
-  auto expect_refused = [&](const std::string& name, const std::string& needle) {
+  auto before = b.masters();
+  // `unchanged`: refused before any unit was applied. A non-finite value in a later unit leaves
+  // the parameters unspecified (units before it applied: [Note: streaming import]).
+  auto expect_refused = [&](const std::string& name, const std::string& needle,
+                            bool unchanged = true) {
     const std::string msg =
         error_of([&] { import_gpt_hf(*b.engine, world(), b.config, dir / name); });
     EXPECT_NE(msg.find(needle), std::string::npos) << name << ": " << msg;
-    EXPECT_EQ(b.masters(), before) << name;
+    if (unchanged) EXPECT_EQ(b.masters(), before) << name;
+    before = b.masters();
   };
   variant(dir / "hf", dir / "missing", [](Tensors& ts) {
     std::erase_if(ts, [](const Tensor& t) { return t.name == "transformer.h.1.mlp.c_fc.bias"; });
@@ -209,7 +214,8 @@ TEST(GptHf, BadInputsAreRefusedWithTheNameAndChangeNothing) {
   });
   expect_refused(
       "nan",
-      "tensor \"transformer.h.1.attn.c_proj.weight\" holds a non-finite value (nan) at element 37");
+      "tensor \"transformer.h.1.attn.c_proj.weight\" holds a non-finite value (nan) at element 37",
+      false);
   variant(dir / "hf", dir / "inf", [](Tensors& ts) {
     find(ts, "transformer.wpe.weight")->data[5] = std::numeric_limits<float>::infinity();
   });

@@ -220,11 +220,15 @@ TEST(HfLlama, BadInputsAreRefusedWithTheName) {
   const GptConfig c = llama_config();
   Rig a(1, c), b(2, c);
   export_gpt_hf(*a.engine, world(), c, dir / "hf");
-  const auto before = b.masters();
-  auto expect_refused = [&](const std::string& name, const std::string& needle) {
+  auto before = b.masters();
+  // `unchanged`: refused before any unit was applied. A non-finite value in a later unit leaves
+  // the parameters unspecified (units before it applied: [Note: streaming import]).
+  auto expect_refused = [&](const std::string& name, const std::string& needle,
+                            bool unchanged = true) {
     const std::string msg = error_of([&] { import_gpt_hf(*b.engine, world(), c, dir / name); });
     EXPECT_NE(msg.find(needle), std::string::npos) << name << ": " << msg;
-    EXPECT_EQ(b.masters(), before) << name;
+    if (unchanged) EXPECT_EQ(b.masters(), before) << name;
+    before = b.masters();
   };
   variant(dir / "hf", dir / "missing", [](Tensors& ts) {
     std::erase_if(ts,
@@ -242,7 +246,8 @@ TEST(HfLlama, BadInputsAreRefusedWithTheName) {
   });
   expect_refused("nan",
                  "tensor \"model.layers.1.self_attn.k_proj.weight\" holds a non-finite value (nan) "
-                 "at element 300");
+                 "at element 300",
+                 false);
   variant(
       dir / "hf", dir / "heads", [](Tensors&) {}, [](json& j) { j["num_key_value_heads"] = 4; });
   expect_refused("heads", "\"num_key_value_heads\" is 4, the model's kv heads is 2");
