@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The LLaMA-7B LoRA fine-tune on one machine, end to end, and its table (docs/real-size.md): LoRA
+# The LLaMA-7B LoRA fine-tune on one machine, end to end, and its table (docs/benchmarks/real-size.md): LoRA
 # r=8 over an int8 base, ZeRO-3, 2 ranks, context 256, activation checkpointing, token shards.
 #   A  random init, --steps-a steps (default 5): time to the first step, seconds per step,
 #      tokens/s, the losses, every rank's VmHWM beside zs_plan's per-rank total for the same flags
