@@ -397,8 +397,10 @@ void check_hf_config(const HfConfig& hf, const GptArchitecture& model, const std
       {gpt2 ? "n_layer" : "num_hidden_layers", "layers", run.layers, model.layers},
       {gpt2 ? "n_head" : "num_attention_heads", "heads", run.heads, model.heads},
       {"num_key_value_heads", "kv heads", run.kv_heads_or_heads(), model.kv_heads_or_heads()},
-      {"head_dim", "head dim", run.head_dim(), model.head_dim()},
+      // The width before the head dim: without an explicit head_dim both follow the width, and
+      // the width is what the user set.
       {gpt2 ? "n_embd" : "hidden_size", "width", run.width, model.width},
+      {"head_dim", "head dim", run.head_dim(), model.head_dim()},
       {"vocab_size", "vocab", run.vocab, model.vocab},
       {gpt2 ? "n_inner" : "intermediate_size", "ffn width", run.ffn_width(), model.ffn_width()},
       {"tie_word_embeddings", "tied embeddings (0/1)", run.tied_embeddings, model.tied_embeddings},

@@ -174,10 +174,10 @@ nn::GptConfig gpt_config(const nn::testing::ArchCase& arch, bool ckpt, DType dty
 
 // What zs_plan asks nn for the same GPT: the activations of its transformer shape.
 ActivationPlan shape_activations(const nn::GptConfig& g) {
-  return nn::transformer_activation_plan(
-      nn::transformer_shape_of(g.arch, g.adapters), g.run.batch, g.run.compute_dtype,
-      g.run.checkpoint_activations, DeviceKind::kCpu, nn::this_process_cpu_gemm(), g.run.threads,
-      g.run.head_chunk);
+  return nn::transformer_activation_plan(nn::transformer_shape_of(g.arch, g.adapters), g.run.batch,
+                                         g.run.compute_dtype, g.run.checkpoint_activations,
+                                         DeviceKind::kCpu, nn::this_process_cpu_gemm(),
+                                         g.run.threads, g.run.head_chunk);
 }
 
 using nn::testing::measured_gemm_scratchpads;
@@ -260,10 +260,9 @@ TEST(Plan, GptUnderEngineMatchesTracker) {
           pc.checkpoint_activations = ckpt;
           // As the model reports itself, and as zs_plan describes it from its shape.
           const ModelDesc d = describe(model);
-          const ModelDesc ds = test::transformer_desc(nn::transformer_shape_of(g.arch, g.adapters),
-                                                      g.run.compute_dtype, DeviceKind::kCpu,
-                                                      nn::this_process_cpu_gemm(), g.run.threads,
-                                                      g.run.head_chunk);
+          const ModelDesc ds = test::transformer_desc(
+              nn::transformer_shape_of(g.arch, g.adapters), g.run.compute_dtype, DeviceKind::kCpu,
+              nn::this_process_cpu_gemm(), g.run.threads, g.run.head_chunk);
           EXPECT_EQ(ds.units, d.units);
           EXPECT_EQ(d.num_params(), g.num_params());
           const MemoryPlan plan = plan_memory(d, pc);
