@@ -53,7 +53,8 @@ TEST(GptArchitecture, RefusesNamingTheField) {
       {[](auto& a) { a.context = 0; }, "gpt config: context must be positive, got 0"},
       {[](auto& a) { a.vocab = 0; }, "gpt config: vocab must be positive, got 0"},
       {[](auto& a) { a.ffn_mult = 0; }, "gpt config: ffn_mult must be positive, got 0"},
-      {[](auto& a) { a.heads = 3; }, "gpt config: width 256 must divide by heads 3"},
+      {[](auto& a) { a.heads = 3; },
+       "gpt config: width 256 must divide by heads 3 (or set head_dim)"},
       {[](auto& a) {
          a.width = kMaxRow + 64;
          a.heads = 1;
