@@ -338,10 +338,14 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
 
 int64_t gpt_cpu_gemm_scratchpad_bytes(const GptActivationDims& d, CpuGemm cpu_gemm) {
   if (cpu_gemm == CpuGemm::kEigen || !gemm_uses_onednn()) return 0;
-  const bool widened = cpu_gemm == CpuGemm::kOnednnWidened;
+  const DType mm = cpu_mm(d);
+  // A plan for native bf16 products made on a CPU that has none (planning for another machine):
+  // oneDNN cannot describe a kernel it lacks, so the scratchpads are sized as the fp32 kernels'
+  // this CPU runs, the products' only description at hand.
+  const bool widened = cpu_gemm == CpuGemm::kOnednnWidened ||
+                       (mm == DType::kBF16 && gemm_path(DType::kBF16).widened);
   ThreadScope scope(d.threads > 0 ? d.threads : default_threads());  // as GptModel's constructor
   const int64_t M = d.tokens();
-  const DType mm = cpu_mm(d);
   int64_t b = 0;
   auto add = [&](const GemmDesc& g) {
     b += static_cast<int64_t>(gemm_scratchpad_bytes(g, widened));

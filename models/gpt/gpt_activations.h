@@ -120,7 +120,8 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
 // the five linears, attention, the LoRA adapters and the int8 base's layers, asked of this
 // process's oneDNN for `cpu_gemm`'s input types under a ThreadScope of d.threads, as GptModel
 // builds them. 0 for kEigen and in Eigen builds. The library picks these sizes for this CPU: a
-// plan made on another CPU may differ by them.
+// plan made on another CPU may differ by them (kOnednn on a CPU without native bf16 kernels: sized
+// as the widened fp32 products this CPU runs).
 int64_t gpt_cpu_gemm_scratchpad_bytes(const GptActivationDims& d, CpuGemm cpu_gemm);
 
 // [Note: token upload] (models/gpt/cuda/gpt_cuda_state.h): inputs, targets and the
