@@ -74,6 +74,9 @@ struct ExportOptions {
   // else "DIR/model-00001-of-0000N.safetensors"... and "DIR/model.safetensors.index.json"; files of
   // another layout there are replaced.
   int64_t max_shard_bytes = 0;
+  // OpenMP threads that decode frozen parameters (int8 dequantization) and convert the values to
+  // options.dtype on the writing rank; 0: the OpenMP default. The bytes do not depend on it.
+  int threads = 1;
 };
 
 struct ExportReport {

@@ -165,7 +165,13 @@ class Engine {
   std::vector<float> gather_master_group(size_t unit);
 
   // Collective: frozen parameter f of a unit as fp32 values (int8: q * scale), on every rank.
+  // Gathers the unit's whole frozen byte group: to read several of a unit's frozen parameters,
+  // gather_frozen_params gathers it once.
   std::vector<float> gather_frozen_param(size_t unit, size_t f);
+  // Collective: every frozen parameter of a unit as fp32 values, [f] = gather_frozen_param(unit,
+  // f) bit for bit, from one gather of the unit's frozen byte group, decoded on up to `threads`
+  // OpenMP threads (0: the OpenMP default). For an export, which reads them all.
+  std::vector<std::vector<float>> gather_frozen_params(size_t unit, int threads = 1);
   // Sets frozen parameter f of a unit from its full fp32 values (an imported base), encoded as
   // its storage says; this rank keeps its part. Not collective, but every rank must pass the same
   // values. Takes effect at the next use of the unit.

@@ -97,8 +97,11 @@ struct ElementRange {
 // overlap; for floats, the elements they overlap. Empty ({0, 0}) when begin == end. The same
 // bounds as encode_frozen_range.
 ElementRange frozen_elements_of_bytes(const FrozenRecord& record, int64_t begin, int64_t end);
-// The fp32 values a record holds (int8: q * scale), numel of them.
-void decode_frozen_record(const void* record_bytes, const FrozenRecord& record, float* out);
+// The fp32 values a record holds (int8: q * scale), numel of them, decoded a piece of about
+// 2^16 elements (whole rows for int8) at a time on up to `threads` OpenMP threads (0: the OpenMP
+// default); the values do not depend on the thread count.
+void decode_frozen_record(const void* record_bytes, const FrozenRecord& record, float* out,
+                          int threads = 1);
 // The record's values in the compute dtype, as a unit sees them: for int8 each q * scale is
 // computed in fp32 and rounded once to `compute`; for floats the conversion of core/convert.h.
 // Host memory.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -151,6 +152,12 @@ std::vector<std::string> with_config(std::vector<std::string> weights) {
   return weights;
 }
 
+// The whole content of a file.
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 // A limit that splits the model into several files: the embedding [40, 32] fp32 is 5120 bytes.
 constexpr int64_t kSmallShard = 6000;
 
@@ -251,6 +258,32 @@ TEST(HfShards, Int8BaseReadByRowRangesEqualsWholeTensors) {
         streamed.engine->set_frozen_param_range(1, 0, need.first + 1, need.count() - 1, v.data()),
         Error);
   }
+}
+
+// The export of an int8 base (one gather of each unit's frozen bytes, decoded and converted on
+// run.threads): the same bytes at 1 and 3 threads, and the base's values exactly (bf16-rounded;
+// the LoRA adapters' B is 0, so the merge adds nothing).
+TEST(HfShards, Int8BaseExportIsThreadIndependentAndExact) {
+  TempDir dir;
+  GptConfig c = llama(4);
+  Int8Rig src(c);
+  export_gpt_hf(*src.engine, world(), c, dir / "one", DType::kBF16, kSmallShard);
+  c.run.threads = 3;
+  const safetensors::ExportReport r =
+      export_gpt_hf(*src.engine, world(), c, dir / "three", DType::kBF16, kSmallShard);
+  ASSERT_GT(r.files, 1);
+  EXPECT_EQ(listing(dir / "one"), listing(dir / "three"));
+  for (const std::string& name : listing(dir / "one")) {
+    EXPECT_EQ(read_bytes(dir / ("one/" + name)), read_bytes(dir / ("three/" + name))) << name;
+  }
+  Rig plain(9, llama());
+  import_gpt_hf(*plain.engine, world(), llama(), dir / "three");
+  std::vector<std::vector<std::vector<float>>> base(src.engine->num_units());
+  for (size_t u = 0; u < src.engine->num_units(); ++u) {
+    for (size_t f = 0; f < src.engine->frozen_specs(u).size(); ++f)
+      base[u].push_back(src.engine->gather_frozen_param(u, f));
+  }
+  EXPECT_EQ(plain.masters(), bf16_rounded(base));
 }
 
 TEST(HfShards, AMissingTruncatedOrDoubledShardIsNamed) {
