@@ -82,8 +82,8 @@ void encode_frozen_range(const FrozenRecord& record, int64_t begin, int64_t end,
 // encode_frozen_range writes them, drawing only the rows those bytes overlap, and the scale of
 // each of those rows into row_scales[row] (row_scales holds record.rows floats; the other rows'
 // entries are left as they are). A rank that stores a record's scales but not all its values gets
-// the others' scales from the ranks that store them (ParamGroup::init_frozen) instead of drawing
-// their rows.
+// the others' scales from the ranks that store them (ParamGroup::set_frozen_collective) instead of
+// drawing their rows.
 void encode_int8_values(const FrozenRecord& record, int64_t begin, int64_t end,
                         const FrozenValues& values, void* out, float* row_scales, int threads = 1);
 // Elements [first, end) of a parameter, in its row-major order.

@@ -250,6 +250,39 @@ TEST(HfShards, Int8BaseReadByRowRangesEqualsWholeTensors) {
   // At 2 ranks some parameter was read in part (a row range), at 1 none was.
   if (world().size() == 1) EXPECT_EQ(partial, 0);
   if (world().size() > 1) EXPECT_GT(partial, 0);
+  // Each rank read exactly the rows whose int8 values it stores (the row scales are exchanged),
+  // and some records have a row's scale on one rank and its values on another (so the exchange,
+  // not a read, gave that rank the scale).
+  int split = 0;
+  const int world_size = world().size(), rank = world().rank();
+  for (size_t u = 0; u < streamed.engine->num_units(); ++u) {
+    const FrozenLayout& l = streamed.engine->frozen_layout(u);
+    const int64_t shard = l.bytes.shard_numel;
+    for (size_t f = 0; f < l.records.size(); ++f) {
+      const FrozenRecord& r = l.records[f];
+      if (r.dtype != DType::kI8) continue;
+      int64_t v0 = r.rows, v1 = 0;  // rows with a value byte on this rank
+      for (int64_t row = 0; row < r.rows; ++row) {
+        const int64_t first = r.offset + 4 * r.rows + row * r.cols, last = first + r.cols - 1;
+        const int64_t scale_owner = (r.offset + 4 * row) / shard;
+        if (world_size > 1 && (first / shard != scale_owner || last / shard != scale_owner))
+          ++split;
+        if (world_size == 1 || (first / shard <= rank && rank <= last / shard)) {
+          v0 = std::min(v0, row);
+          v1 = std::max(v1, row + 1);
+        }
+      }
+      const ElementRange need = streamed.engine->frozen_param_needs(u, f);
+      const ElementRange want = v0 < v1 ? ElementRange{v0 * r.cols, v1 * r.cols} : ElementRange{};
+      EXPECT_EQ(need.first, want.first) << "unit " << u << " frozen " << f;
+      EXPECT_EQ(need.end, want.end) << "unit " << u << " frozen " << f;
+    }
+  }
+  if (world_size == 1) {
+    EXPECT_EQ(split, 0);
+  } else {
+    EXPECT_GT(split, 0);
+  }
   // A range that does not cover what the rank needs is refused.
   const ElementRange need = streamed.engine->frozen_param_needs(1, 0);
   if (need.count() > 1) {

@@ -142,9 +142,10 @@ TEST(Frozen, InitialValuesAreTheTrainableDraws) {
 }
 
 // int8 storage, sharded (stage 3): a rank that stores a matrix's row scales but not all its values
-// gets the others' scales by exchange instead of drawing their rows (ParamGroup::init_frozen). The
-// stored bytes equal the replicated engine's (stage 0 draws and encodes every record whole), at
-// widths where records straddle the shard boundaries at 2 and 4 ranks.
+// gets the others' scales by exchange instead of drawing their rows
+// (ParamGroup::set_frozen_collective). The stored bytes equal the replicated engine's (stage 0
+// draws and encodes every record whole), at widths where records straddle the shard boundaries at 2
+// and 4 ranks.
 TEST(Frozen, ShardedInt8InitEqualsReplicated) {
   for (const int width : {20, 200, 333}) {
     SCOPED_TRACE(fmt::format("width {}", width));
