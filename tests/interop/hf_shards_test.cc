@@ -295,7 +295,8 @@ TEST(HfShards, Int8BaseReadByRowRangesEqualsWholeTensors) {
 
 // The export of an int8 base (one gather of each unit's frozen bytes, decoded and converted on
 // run.threads): the same bytes at 1 and 3 threads, and the base's values exactly (bf16-rounded;
-// the LoRA adapters' B is 0, so the merge adds nothing).
+// the LoRA adapters' B is 0, so the merge adds nothing); with non-zero adapters the merged export
+// is the same at 1 and 3 threads.
 TEST(HfShards, Int8BaseExportIsThreadIndependentAndExact) {
   TempDir dir;
   GptConfig c = llama(4);
@@ -317,6 +318,21 @@ TEST(HfShards, Int8BaseExportIsThreadIndependentAndExact) {
       base[u].push_back(src.engine->gather_frozen_param(u, f));
   }
   EXPECT_EQ(plain.masters(), bf16_rounded(base));
+  // Non-zero adapters: the merge (rows split between threads) gives the same bytes at 1 and 3.
+  for (size_t u = 0; u < src.engine->num_units(); ++u) {
+    const UnitShardState st = src.engine->shard_state(u);
+    for (int64_t i = 0; i < st.numel; ++i)
+      st.master[i] = 0.01f * static_cast<float>((st.begin + i) * 7919 % 97 - 48);
+  }
+  src.engine->refresh_params_from_master();
+  c.run.threads = 1;
+  export_gpt_hf(*src.engine, world(), c, dir / "one", DType::kBF16, kSmallShard);
+  c.run.threads = 3;
+  export_gpt_hf(*src.engine, world(), c, dir / "three", DType::kBF16, kSmallShard);
+  for (const std::string& name : listing(dir / "one")) {
+    EXPECT_EQ(read_bytes(dir / ("one/" + name)), read_bytes(dir / ("three/" + name))) << name;
+  }
+  EXPECT_NE(read_bytes(dir / ("one/" + listing(dir / "one")[0])), std::string());
 }
 
 TEST(HfShards, AMissingTruncatedOrDoubledShardIsNamed) {
