@@ -112,8 +112,9 @@ std::string export_header(const std::vector<FileTensor>& ts, const ShardPlan& pl
   return text;
 }
 
-// Every parameter's full values of unit u, by name (collective: every rank gathers).
-UnitValues gather_unit_values(Engine& e, size_t u) {
+// Every parameter's full values of unit u, by name (collective: every rank gathers), the frozen
+// ones from one gather of the unit's frozen bytes, decoded on `threads` threads.
+UnitValues gather_unit_values(Engine& e, size_t u, int threads) {
   UnitValues values;
   const GroupLayout& l = e.layout(u);
   if (l.padded_numel > 0) {
@@ -124,9 +125,9 @@ UnitValues gather_unit_values(Engine& e, size_t u) {
       values[specs[p].name].assign(src, src + l.params[p].numel);
     }
   }
-  for (size_t f = 0; f < e.frozen_specs(u).size(); ++f) {
-    values[e.frozen_specs(u)[f].name] = e.gather_frozen_param(u, f);
-  }
+  std::vector<std::vector<float>> frozen = e.gather_frozen_params(u, threads);
+  for (size_t f = 0; f < frozen.size(); ++f)
+    values[e.frozen_specs(u)[f].name] = std::move(frozen[f]);
   return values;
 }
 
@@ -332,7 +333,7 @@ ExportReport export_model(Engine& e, Communicator& comm, const std::string& path
   for (const int64_t b : bytes) report.data_bytes += b;
   ExportWriter writer(path, options, comm.rank() == 0, std::move(tensors), std::move(plan));
   for (size_t u = 0; u < e.num_units(); ++u) {
-    UnitValues values = gather_unit_values(e, u);
+    UnitValues values = gather_unit_values(e, u, options.threads);
     writer.write_unit(e, u, entries[u], values);
   }
   const std::optional<Error> err = writer.finish();

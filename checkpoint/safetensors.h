@@ -74,6 +74,9 @@ struct ExportOptions {
   // else "DIR/model-00001-of-0000N.safetensors"... and "DIR/model.safetensors.index.json"; files of
   // another layout there are replaced.
   int64_t max_shard_bytes = 0;
+  // OpenMP threads that decode frozen parameters (int8 dequantization) and convert the values to
+  // options.dtype on the writing rank; 0: the OpenMP default. The bytes do not depend on it.
+  int threads = 1;
 };
 
 struct ExportReport {
@@ -120,8 +123,9 @@ ExportReport export_model(Engine& engine, Communicator& comm, const std::string&
 // naming the file and the tensor; a malformed or truncated file gives kCorruptData, a missing one
 // kNotFound; the engine is left as it was. Then unit by unit, streaming ([Note: streaming import]
 // in safetensors_import.cc): each rank reads only its part (of a trainable parameter its shard's
-// ranges, the whole tensor where it is stored transposed; of a frozen one the rows its stored
-// bytes depend on, Engine::frozen_param_needs) into one unit's buffer, checks it finite, and the
+// ranges, the whole tensor where it is stored transposed; of a frozen one the elements
+// Engine::frozen_param_needs names: of an int8 matrix the rows whose values it stores, the row
+// scales being exchanged) into one unit's buffer, checks it finite, and the
 // unit is applied once every rank has read it. A non-finite value gives kInvalidArgument naming
 // the file, the tensor and the element on every rank; the units before it were already applied,
 // so the engine's parameters are then unspecified (import again, or discard the engine). Peak

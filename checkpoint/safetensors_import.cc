@@ -43,10 +43,11 @@ Header read_file_header(const ckpt::InFile& f, const std::string& path) {
 // with its shape and a dtype we convert, and no tensor left that is neither read nor ignorable;
 // any error here leaves the engine as it was. Then, unit by unit: this rank reads its part of the
 // unit (its shard of the trainable master; of each frozen parameter, the elements its stored
-// bytes depend on, Engine::frozen_param_needs) into one unit's buffer, checked finite, the ranks
-// agree, the unit is applied and its buffer reused for the next. Peak memory is one unit's part,
-// not the model's. A non-finite value in unit k stops the import on every rank with the same
-// error after units < k were applied.
+// bytes depend on, Engine::frozen_param_needs: of an int8 matrix only the rows whose values it
+// stores, the row scales being exchanged when the unit is applied) into one unit's buffer, checked
+// finite, the ranks agree, the unit is applied and its buffer reused for the next. Peak memory is
+// one unit's part, not the model's. A non-finite value in unit k stops the import on every rank
+// with the same error after units < k were applied.
 
 // A tensor of one of the import's files.
 struct Located {
@@ -61,12 +62,14 @@ struct Plan {
 };
 
 // Unit u's part on this rank, read before it is applied: its shard of the fp32 master, and of
-// each frozen parameter q the elements [frozen_at[q].first, .end) (none when absent or not
-// stored here).
+// each frozen parameter q the elements [frozen_at[q].first, .end) (Engine::frozen_param_needs;
+// none when absent from the files or not needed here). frozen_set[q]: q is in the files, so every
+// rank sets it (the same on every rank: the plan is).
 struct UnitStage {
   std::vector<float> trainable;
   std::vector<std::vector<float>> frozen;
   std::vector<ElementRange> frozen_at;
+  std::vector<bool> frozen_set;
 };
 
 // Raw bytes per read: large contiguous pread()s, converted a chunk at a time.
@@ -178,9 +181,11 @@ class Importer {
     const std::vector<ParamSpec>& fspecs = e_.frozen_specs(u);
     st.frozen.resize(fspecs.size());
     st.frozen_at.assign(fspecs.size(), ElementRange{});
+    st.frozen_set.assign(fspecs.size(), false);
     for (size_t q = 0; q < fspecs.size(); ++q) {
       const std::vector<Located>& found = plan_.frozen[u][q];
       if (found.empty()) continue;
+      st.frozen_set[q] = true;
       const ElementRange need = e_.frozen_param_needs(u, q);
       st.frozen_at[q] = need;
       st.frozen[q].resize(static_cast<size_t>(need.count()));
@@ -285,13 +290,15 @@ class Importer {
   std::vector<std::byte> raw_;
 };
 
-// Unit u's staged part into the engine (every rank has read its part).
+// Unit u's staged part into the engine (every rank has read its part). Collective: every rank
+// sets every frozen parameter the files hold, also one it needs nothing of (an int8 matrix's row
+// scales are exchanged, Engine::set_frozen_param_range).
 void apply_unit(Engine& e, size_t u, const UnitStage& st, int threads) {
   const UnitShardState shard = e.shard_state(u);
   if (!st.trainable.empty())
     std::memcpy(shard.master, st.trainable.data(), st.trainable.size() * sizeof(float));
   for (size_t q = 0; q < st.frozen_at.size(); ++q) {
-    if (st.frozen_at[q].count() > 0)
+    if (st.frozen_set[q])
       e.set_frozen_param_range(u, q, st.frozen_at[q].first, st.frozen_at[q].count(),
                                st.frozen[q].data(), threads);
   }

@@ -80,6 +80,7 @@ safetensors::ExportReport export_gpt_hf(Engine& engine, Communicator& comm, cons
   o.side_files[kConfig] = hf_config_json(c.arch, dtype);
   o.create_directory = true;
   o.max_shard_bytes = max_shard_bytes;
+  o.threads = c.run.threads;
   return safetensors::export_model(engine, comm, (fs::path(dir) / kWeights).string(), o);
 }
 

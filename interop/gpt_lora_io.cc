@@ -1,6 +1,12 @@
 #include "interop/gpt_lora_io.h"
 
+#include <algorithm>
 #include <filesystem>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#include <omp.h>
 
 #include <nlohmann/json.hpp>
 
@@ -31,23 +37,41 @@ struct MergeSite {
   int64_t row0 = 0;
 };
 
-// y rows [row0, row0 + out) of W [.., in] += s B A (B [out, r], A [r, in]), in fp32.
+// y rows [row0, row0 + out) of W [.., in] += s B A (B [out, r], A [r, in]), in fp32, rows split
+// between up to `threads` OpenMP threads (0: the OpenMP default) that compute under the caller's
+// MXCSR: each row's arithmetic is the same whatever the thread count, so are the bits.
 void merge_rows(float s, int64_t r, const std::vector<float>& a, const std::vector<float>& b,
-                int64_t row0, std::vector<float>& w) {
+                int64_t row0, std::vector<float>& w, int threads) {
   const int64_t in = static_cast<int64_t>(a.size()) / r, out = static_cast<int64_t>(b.size()) / r;
   ZS_CHECK(static_cast<int64_t>(w.size()) >= (row0 + out) * in, ErrorCode::kInternal,
            "LoRA merge: the weight has {} elements, the adapter writes rows {}..{} of {}", w.size(),
            row0, row0 + out, in);
-  std::vector<float> row(static_cast<size_t>(in));
-  for (int64_t i = 0; i < out; ++i) {
-    std::fill(row.begin(), row.end(), 0.0f);
-    for (int64_t k = 0; k < r; ++k) {
-      const float bik = b[static_cast<size_t>(i * r + k)];
-      const float* ak = a.data() + k * in;
-      for (int64_t j = 0; j < in; ++j) row[static_cast<size_t>(j)] += bik * ak[j];
+  if (threads <= 0) threads = omp_get_max_threads();
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, out / 16)));
+#if defined(__x86_64__)
+  const unsigned csr = _mm_getcsr();
+#endif
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+#if defined(__x86_64__)
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(csr);
+#endif
+    std::vector<float> row(static_cast<size_t>(in));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < out; ++i) {
+      std::fill(row.begin(), row.end(), 0.0f);
+      for (int64_t k = 0; k < r; ++k) {
+        const float bik = b[static_cast<size_t>(i * r + k)];
+        const float* ak = a.data() + k * in;
+        for (int64_t j = 0; j < in; ++j) row[static_cast<size_t>(j)] += bik * ak[j];
+      }
+      float* wi = w.data() + (row0 + i) * in;
+      for (int64_t j = 0; j < in; ++j) wi[j] += s * row[static_cast<size_t>(j)];
     }
-    float* wi = w.data() + (row0 + i) * in;
-    for (int64_t j = 0; j < in; ++j) wi[j] += s * row[static_cast<size_t>(j)];
+#if defined(__x86_64__)
+    _mm_setcsr(saved);
+#endif
   }
 }
 
@@ -99,12 +123,13 @@ void merge_lora_on_export(const GptConfig& model, safetensors::ExportOptions& o)
   }
   const float s = lora.scaling();
   const int64_t r = lora.rank;
-  o.transform = [s, r, sites](const std::string&, safetensors::UnitValues& v) {
+  const int threads = model.run.threads;
+  o.transform = [s, r, sites, threads](const std::string&, safetensors::UnitValues& v) {
     for (const MergeSite& m : sites) {
       auto a = v.find(m.adapter + ".lora_A"), b = v.find(m.adapter + ".lora_B"),
            w = v.find(m.weight);
       if (a == v.end() || b == v.end() || w == v.end()) continue;  // not a block
-      merge_rows(s, r, a->second, b->second, m.row0, w->second);
+      merge_rows(s, r, a->second, b->second, m.row0, w->second, threads);
     }
   };
 }

@@ -33,7 +33,8 @@ namespace zs::nn {
 // True for an adapter parameter ("<target>.lora_A" or "<target>.lora_B").
 bool is_lora_param(const ParamSpec& p);
 
-// Makes an export of `model` (its adapters) write the merged model; nothing without adapters.
+// Makes an export of `model` (its adapters) write the merged model (merged on model.run.threads
+// OpenMP threads; the bits do not depend on it); nothing without adapters.
 void merge_lora_on_export(const GptConfig& model, safetensors::ExportOptions& o);
 // Makes the adapters optional on import (a base file has none; they keep their initial values).
 void lora_optional_on_import(const GptLoraConfig& lora, safetensors::ImportOptions& o);

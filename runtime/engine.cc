@@ -429,7 +429,7 @@ void Engine::Impl::init_parameters() {
       const Init init = g.frozen_specs()[f].init;
       const auto unit = static_cast<uint32_t>(g.index());
       const auto param = static_cast<uint32_t>(g.frozen_spec_index(f));
-      g.init_frozen(
+      g.set_frozen_collective(
           f,
           [&](int64_t first, int64_t n, float* out) {
             init_param_values(init, config.seed, unit, param, first, n, out);
@@ -813,26 +813,39 @@ std::vector<float> Engine::gather_frozen_param(size_t ui, size_t f) {
   return out;
 }
 
+std::vector<std::vector<float>> Engine::gather_frozen_params(size_t ui, int threads) {
+  ParamGroup& g = impl_->groups.at(ui);
+  std::vector<std::vector<float>> out(g.frozen_layout().records.size());
+  if (out.empty()) return out;
+  const std::vector<uint8_t> bytes = g.gather_frozen_bytes(*impl_->staging);
+  for (size_t f = 0; f < out.size(); ++f) {
+    const FrozenRecord& r = g.frozen_layout().records[f];
+    out[f].resize(static_cast<size_t>(r.numel));
+    decode_frozen_record(bytes.data() + r.offset, r, out[f].data(), threads);
+  }
+  return out;
+}
+
 void Engine::set_frozen_param(size_t ui, size_t f, const float* values) {
   impl_->ops.synchronize();  // a unit may still compute from the stored bytes
   impl_->groups.at(ui).set_frozen(f, values);
 }
 
 ElementRange Engine::frozen_param_needs(size_t ui, size_t f) const {
-  return impl_->groups.at(ui).frozen_needs(f);
+  return impl_->groups.at(ui).frozen_reads(f);
 }
 
 void Engine::set_frozen_param_range(size_t ui, size_t f, int64_t first, int64_t count,
                                     const float* values, int threads) {
   ParamGroup& g = impl_->groups.at(ui);
-  const ElementRange need = g.frozen_needs(f);
-  if (need.count() == 0) return;
-  ZS_CHECK(first <= need.first && need.end <= first + count, ErrorCode::kInvalidArgument,
+  const ElementRange need = g.frozen_reads(f);
+  ZS_CHECK(need.count() == 0 || (first <= need.first && need.end <= first + count),
+           ErrorCode::kInvalidArgument,
            "set_frozen_param_range: unit {} frozen parameter {}: elements [{}, {}) given, this "
            "rank needs [{}, {})",
            unit_name(ui), g.frozen_specs().at(f).name, first, first + count, need.first, need.end);
   impl_->ops.synchronize();  // a unit may still compute from the stored bytes
-  g.set_frozen(
+  g.set_frozen_collective(
       f,
       [values, first](int64_t a, int64_t n, float* out) {
         std::copy(values + (a - first), values + (a - first) + n, out);

@@ -165,21 +165,33 @@ class Engine {
   std::vector<float> gather_master_group(size_t unit);
 
   // Collective: frozen parameter f of a unit as fp32 values (int8: q * scale), on every rank.
+  // Gathers the unit's whole frozen byte group: to read several of a unit's frozen parameters,
+  // gather_frozen_params gathers it once.
   std::vector<float> gather_frozen_param(size_t unit, size_t f);
+  // Collective: every frozen parameter of a unit as fp32 values, [f] = gather_frozen_param(unit,
+  // f) bit for bit, from one gather of the unit's frozen byte group, decoded on up to `threads`
+  // OpenMP threads (0: the OpenMP default). For an export, which reads them all.
+  std::vector<std::vector<float>> gather_frozen_params(size_t unit, int threads = 1);
   // Sets frozen parameter f of a unit from its full fp32 values (an imported base), encoded as
   // its storage says; this rank keeps its part. Not collective, but every rank must pass the same
   // values. Takes effect at the next use of the unit.
   void set_frozen_param(size_t unit, size_t f, const float* values);
-  // The elements of frozen parameter f of a unit whose values this rank's stored bytes depend on
-  // (sharding/frozen_layout.h: int8 matrices whole rows, from the first to the last row whose
-  // scale or values it stores; other records the elements it stores): all of them when frozen
-  // parameters are not sharded, none (count 0) when this rank stores no byte of it. Not collective.
+  // The elements of frozen parameter f of a unit that set_frozen_param_range asks this rank for:
+  // all of them when frozen parameters are not sharded; when they are, those its stored bytes
+  // depend on (sharding/frozen_layout.h), except that of an int8 matrix only the whole rows whose
+  // values it stores (their row scales, which come first in the record, are exchanged,
+  // ParamGroup::set_frozen_collective); none (count 0) when this rank stores no byte of it, or
+  // only scales. Not collective.
   ElementRange frozen_param_needs(size_t unit, size_t f) const;
   // Sets this rank's stored bytes of frozen parameter f from the fp32 values of elements
-  // [first, first + count), which must cover frozen_param_needs (else zs::Error(kInvalidArgument));
-  // the bytes equal set_frozen_param's from the full values. Encoded on up to `threads` OpenMP
-  // threads (0: the OpenMP default). Not collective: an import streams a base this way, each rank
-  // reading only the rows it stores. Takes effect at the next use of the unit.
+  // [first, first + count), which must cover frozen_param_needs (else zs::Error(kInvalidArgument),
+  // thrown before any exchange: the caller's error); the bytes equal set_frozen_param's from the
+  // full values. Encoded on up to `threads` OpenMP threads (0: the OpenMP default). Collective
+  // when frozen parameters are sharded over more than one rank: every rank calls it for every
+  // frozen parameter it sets, in the same order, also one that needs nothing of it (count 0; an
+  // int8 matrix's row scales are exchanged by one all-reduce). An import streams a base this way,
+  // each rank reading only the rows whose values it stores. Takes effect at the next use of the
+  // unit.
   void set_frozen_param_range(size_t unit, size_t f, int64_t first, int64_t count,
                               const float* values, int threads = 1);
   // Collective: xxHash64 of the frozen parameters' stored bytes (every record, units and

@@ -280,9 +280,23 @@ void ParamGroup::set_frozen(size_t f, const FrozenValues& values, int threads) {
   }
 }
 
-void ParamGroup::init_frozen(size_t f, const FrozenValues& values, int threads) {
+bool ParamGroup::exchanges_scales(const FrozenRecord& r) const {
+  return r.dtype == DType::kI8 && r.rows > 0 && policy_.shard_params && comm_.size() > 1;
+}
+
+ElementRange ParamGroup::frozen_reads(size_t f) const {
   const FrozenRecord& r = frozen_.records.at(f);
-  if (r.dtype != DType::kI8 || r.rows == 0 || !policy_.shard_params || comm_.size() == 1) {
+  if (!exchanges_scales(r)) return frozen_needs(f);
+  int64_t lo = 0, b = 0, e = 0;
+  stored_overlap(r, lo, b, e);
+  const int64_t vb = std::max(b, r.offset + 4 * r.rows);  // first value byte stored here
+  if (vb >= e) return {};
+  return frozen_elements_of_bytes(r, vb - r.offset, e - r.offset);  // the rows of those values
+}
+
+void ParamGroup::set_frozen_collective(size_t f, const FrozenValues& values, int threads) {
+  const FrozenRecord& r = frozen_.records.at(f);
+  if (!exchanges_scales(r)) {
     set_frozen(f, values, threads);
     return;
   }

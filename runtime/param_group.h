@@ -143,17 +143,23 @@ class ParamGroup {
   // this rank's stored bytes depend on (int8: the rows its range overlaps), encoded on up to
   // `threads` threads.
   void set_frozen(size_t f, const FrozenValues& values, int threads);
-  // As set_frozen from a source, for a random initialisation: collective over the group's
-  // communicator when the frozen parameters are sharded (every rank calls it for every f in the
-  // same order). An int8 matrix's row scales come first in its record, so the rank storing them
-  // would otherwise draw every row of the record; here each rank draws only the rows whose values
-  // it stores, and the scales are exchanged (an all-reduce of the record's scales by max: each
-  // row's scale is computed from the whole row by every rank that draws it, 0 elsewhere). The
-  // bytes equal set_frozen's.
-  void init_frozen(size_t f, const FrozenValues& values, int threads);
+  // As set_frozen from a source, asking it for fewer values: collective over the group's
+  // communicator when the frozen parameters are sharded (every rank calls it for every f it sets,
+  // in the same order, also a rank that stores no byte of f). An int8 matrix's row scales come
+  // first in its record, so the rank storing them would otherwise draw (or read) every row of the
+  // record; here each rank asks only for the rows whose values it stores (frozen_reads), and the
+  // scales are exchanged (an all-reduce of the record's scales by max: each row's scale is
+  // computed from the whole row by every rank that asks for it, 0 elsewhere). The bytes equal
+  // set_frozen's. Used by the random initialisation and the streaming import
+  // (Engine::set_frozen_param_range).
+  void set_frozen_collective(size_t f, const FrozenValues& values, int threads);
   // The elements of frozen parameter f that set_frozen asks its source for on this rank
   // (frozen_elements_of_bytes of the record's bytes this rank stores); empty when it stores none.
   ElementRange frozen_needs(size_t f) const;
+  // The elements set_frozen_collective asks its source for on this rank: for an int8 matrix whose
+  // scales are exchanged (sharded, more than one rank), the rows whose values this rank stores
+  // (empty when it stores only scales, or nothing); else frozen_needs(f).
+  ElementRange frozen_reads(size_t f) const;
   // Collective when the frozen parameters are sharded: the whole padded frozen byte group, on
   // every rank, in host memory (gathered through `staging`).
   std::vector<uint8_t> gather_frozen_bytes(HostStaging& staging);
@@ -196,6 +202,8 @@ class ParamGroup {
 
  private:
   void stored_overlap(const FrozenRecord& r, int64_t& lo, int64_t& b, int64_t& e) const;
+  // set_frozen_collective exchanges record r's scales instead of reading their rows.
+  bool exchanges_scales(const FrozenRecord& r) const;
   int index_;
   std::string name_;
   void build_views();

@@ -221,15 +221,26 @@ ElementRange frozen_elements_of_bytes(const FrozenRecord& r, int64_t begin, int6
   return {begin / es, (end + es - 1) / es};
 }
 
-void decode_frozen_record(const void* bytes, const FrozenRecord& r, float* out) {
+void decode_frozen_record(const void* bytes, const FrozenRecord& r, float* out, int threads) {
   if (r.dtype == DType::kI8) {
+    // dequantize_int8_rows into fp32: the products q * scale of dequantize_int8_blockwise, on the
+    // vector path.
     const float* scales = static_cast<const float*>(bytes);
     const int8_t* q = reinterpret_cast<const int8_t*>(scales + r.rows);
-    dequantize_int8_blockwise(q, scales, static_cast<size_t>(r.numel), static_cast<size_t>(r.cols),
-                              out);
+    const int64_t per = std::max<int64_t>(1, kPieceElems / r.cols);
+    for_pieces((r.rows + per - 1) / per, threads, [&](int64_t p) {
+      const int64_t a = p * per, rows = std::min(per, r.rows - a);
+      dequantize_int8_rows(q + a * r.cols, scales + a, static_cast<size_t>(rows),
+                           static_cast<size_t>(r.cols), out + a * r.cols, DType::kF32);
+    });
     return;
   }
-  convert(bytes, r.dtype, out, DType::kF32, static_cast<size_t>(r.numel));
+  const size_t es = dtype_size(r.dtype);
+  for_pieces((r.numel + kPieceElems - 1) / kPieceElems, threads, [&](int64_t p) {
+    const int64_t a = p * kPieceElems, n = std::min(kPieceElems, r.numel - a);
+    convert(static_cast<const char*>(bytes) + static_cast<size_t>(a) * es, r.dtype, out + a,
+            DType::kF32, static_cast<size_t>(n));
+  });
 }
 
 void convert_frozen_record(const void* bytes, const FrozenRecord& r, void* out, DType compute) {

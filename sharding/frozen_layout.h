@@ -82,8 +82,8 @@ void encode_frozen_range(const FrozenRecord& record, int64_t begin, int64_t end,
 // encode_frozen_range writes them, drawing only the rows those bytes overlap, and the scale of
 // each of those rows into row_scales[row] (row_scales holds record.rows floats; the other rows'
 // entries are left as they are). A rank that stores a record's scales but not all its values gets
-// the others' scales from the ranks that store them (ParamGroup::init_frozen) instead of drawing
-// their rows.
+// the others' scales from the ranks that store them (ParamGroup::set_frozen_collective) instead of
+// drawing their rows.
 void encode_int8_values(const FrozenRecord& record, int64_t begin, int64_t end,
                         const FrozenValues& values, void* out, float* row_scales, int threads = 1);
 // Elements [first, end) of a parameter, in its row-major order.
@@ -97,8 +97,11 @@ struct ElementRange {
 // overlap; for floats, the elements they overlap. Empty ({0, 0}) when begin == end. The same
 // bounds as encode_frozen_range.
 ElementRange frozen_elements_of_bytes(const FrozenRecord& record, int64_t begin, int64_t end);
-// The fp32 values a record holds (int8: q * scale), numel of them.
-void decode_frozen_record(const void* record_bytes, const FrozenRecord& record, float* out);
+// The fp32 values a record holds (int8: q * scale), numel of them, decoded a piece of about
+// 2^16 elements (whole rows for int8) at a time on up to `threads` OpenMP threads (0: the OpenMP
+// default); the values do not depend on the thread count.
+void decode_frozen_record(const void* record_bytes, const FrozenRecord& record, float* out,
+                          int threads = 1);
 // The record's values in the compute dtype, as a unit sees them: for int8 each q * scale is
 // computed in fp32 and rounded once to `compute`; for floats the conversion of core/convert.h.
 // Host memory.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -151,6 +152,12 @@ std::vector<std::string> with_config(std::vector<std::string> weights) {
   return weights;
 }
 
+// The whole content of a file.
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 // A limit that splits the model into several files: the embedding [40, 32] fp32 is 5120 bytes.
 constexpr int64_t kSmallShard = 6000;
 
@@ -243,6 +250,39 @@ TEST(HfShards, Int8BaseReadByRowRangesEqualsWholeTensors) {
   // At 2 ranks some parameter was read in part (a row range), at 1 none was.
   if (world().size() == 1) EXPECT_EQ(partial, 0);
   if (world().size() > 1) EXPECT_GT(partial, 0);
+  // Each rank read exactly the rows whose int8 values it stores (the row scales are exchanged),
+  // and some records have a row's scale on one rank and its values on another (so the exchange,
+  // not a read, gave that rank the scale).
+  int split = 0;
+  const int world_size = world().size(), rank = world().rank();
+  for (size_t u = 0; u < streamed.engine->num_units(); ++u) {
+    const FrozenLayout& l = streamed.engine->frozen_layout(u);
+    const int64_t shard = l.bytes.shard_numel;
+    for (size_t f = 0; f < l.records.size(); ++f) {
+      const FrozenRecord& r = l.records[f];
+      if (r.dtype != DType::kI8) continue;
+      int64_t v0 = r.rows, v1 = 0;  // rows with a value byte on this rank
+      for (int64_t row = 0; row < r.rows; ++row) {
+        const int64_t first = r.offset + 4 * r.rows + row * r.cols, last = first + r.cols - 1;
+        const int64_t scale_owner = (r.offset + 4 * row) / shard;
+        if (world_size > 1 && (first / shard != scale_owner || last / shard != scale_owner))
+          ++split;
+        if (world_size == 1 || (first / shard <= rank && rank <= last / shard)) {
+          v0 = std::min(v0, row);
+          v1 = std::max(v1, row + 1);
+        }
+      }
+      const ElementRange need = streamed.engine->frozen_param_needs(u, f);
+      const ElementRange want = v0 < v1 ? ElementRange{v0 * r.cols, v1 * r.cols} : ElementRange{};
+      EXPECT_EQ(need.first, want.first) << "unit " << u << " frozen " << f;
+      EXPECT_EQ(need.end, want.end) << "unit " << u << " frozen " << f;
+    }
+  }
+  if (world_size == 1) {
+    EXPECT_EQ(split, 0);
+  } else {
+    EXPECT_GT(split, 0);
+  }
   // A range that does not cover what the rank needs is refused.
   const ElementRange need = streamed.engine->frozen_param_needs(1, 0);
   if (need.count() > 1) {
@@ -251,6 +291,48 @@ TEST(HfShards, Int8BaseReadByRowRangesEqualsWholeTensors) {
         streamed.engine->set_frozen_param_range(1, 0, need.first + 1, need.count() - 1, v.data()),
         Error);
   }
+}
+
+// The export of an int8 base (one gather of each unit's frozen bytes, decoded and converted on
+// run.threads): the same bytes at 1 and 3 threads, and the base's values exactly (bf16-rounded;
+// the LoRA adapters' B is 0, so the merge adds nothing); with non-zero adapters the merged export
+// is the same at 1 and 3 threads.
+TEST(HfShards, Int8BaseExportIsThreadIndependentAndExact) {
+  TempDir dir;
+  GptConfig c = llama(4);
+  Int8Rig src(c);
+  export_gpt_hf(*src.engine, world(), c, dir / "one", DType::kBF16, kSmallShard);
+  c.run.threads = 3;
+  const safetensors::ExportReport r =
+      export_gpt_hf(*src.engine, world(), c, dir / "three", DType::kBF16, kSmallShard);
+  ASSERT_GT(r.files, 1);
+  EXPECT_EQ(listing(dir / "one"), listing(dir / "three"));
+  for (const std::string& name : listing(dir / "one")) {
+    EXPECT_EQ(read_bytes(dir / ("one/" + name)), read_bytes(dir / ("three/" + name))) << name;
+  }
+  Rig plain(9, llama());
+  import_gpt_hf(*plain.engine, world(), llama(), dir / "three");
+  std::vector<std::vector<std::vector<float>>> base(src.engine->num_units());
+  for (size_t u = 0; u < src.engine->num_units(); ++u) {
+    for (size_t f = 0; f < src.engine->frozen_specs(u).size(); ++f)
+      base[u].push_back(src.engine->gather_frozen_param(u, f));
+  }
+  EXPECT_EQ(plain.masters(), bf16_rounded(base));
+  // Non-zero adapters: the merge (rows split between threads) gives the same bytes at 1 and 3.
+  for (size_t u = 0; u < src.engine->num_units(); ++u) {
+    const UnitShardState st = src.engine->shard_state(u);
+    for (int64_t i = 0; i < st.numel; ++i)
+      st.master[i] = 0.01f * static_cast<float>((st.begin + i) * 7919 % 97 - 48);
+  }
+  src.engine->refresh_params_from_master();
+  c.run.threads = 1;
+  export_gpt_hf(*src.engine, world(), c, dir / "one", DType::kBF16, kSmallShard);
+  c.run.threads = 3;
+  export_gpt_hf(*src.engine, world(), c, dir / "three", DType::kBF16, kSmallShard);
+  for (const std::string& name : listing(dir / "one")) {
+    EXPECT_EQ(read_bytes(dir / ("one/" + name)), read_bytes(dir / ("three/" + name))) << name;
+  }
+  EXPECT_NE(read_bytes(dir / ("one/" + listing(dir / "one")[0])), std::string());
 }
 
 TEST(HfShards, AMissingTruncatedOrDoubledShardIsNamed) {

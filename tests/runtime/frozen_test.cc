@@ -142,9 +142,10 @@ TEST(Frozen, InitialValuesAreTheTrainableDraws) {
 }
 
 // int8 storage, sharded (stage 3): a rank that stores a matrix's row scales but not all its values
-// gets the others' scales by exchange instead of drawing their rows (ParamGroup::init_frozen). The
-// stored bytes equal the replicated engine's (stage 0 draws and encodes every record whole), at
-// widths where records straddle the shard boundaries at 2 and 4 ranks.
+// gets the others' scales by exchange instead of drawing their rows
+// (ParamGroup::set_frozen_collective). The stored bytes equal the replicated engine's (stage 0
+// draws and encodes every record whole), at widths where records straddle the shard boundaries at 2
+// and 4 ranks.
 TEST(Frozen, ShardedInt8InitEqualsReplicated) {
   for (const int width : {20, 200, 333}) {
     SCOPED_TRACE(fmt::format("width {}", width));
@@ -156,9 +157,14 @@ TEST(Frozen, ShardedInt8InitEqualsReplicated) {
     Engine e3(m3, world(), make_config(3, DType::kF32, DType::kI8));
     EXPECT_EQ(e3.frozen_hash(), e0.frozen_hash());
     for (size_t u = 0; u < e3.num_units(); ++u) {
+      // One gather of the unit's frozen bytes, decoded on 3 threads: each equals the gather of
+      // that parameter alone.
+      const std::vector<std::vector<float>> all = e3.gather_frozen_params(u, 3);
+      ASSERT_EQ(all.size(), e3.frozen_specs(u).size());
       for (size_t f = 0; f < e3.frozen_specs(u).size(); ++f) {
         EXPECT_EQ(e3.gather_frozen_param(u, f), e0.gather_frozen_param(u, f))
             << "unit " << u << " frozen " << f;
+        EXPECT_EQ(all[f], e0.gather_frozen_param(u, f)) << "unit " << u << " frozen " << f;
       }
     }
   }
