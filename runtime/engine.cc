@@ -92,6 +92,9 @@ struct Engine::Impl {
   // Each unit's trainable parameters as "unit.param", in layout order (OptimizerConfig::state_fp32
   // matches these names).
   std::vector<std::vector<std::string>> param_names;
+  // frozen_hash()'s last value; a set_frozen_param* call on this rank clears it (the frozen bytes
+  // change nowhere else). Whether to use it is agreed by all ranks.
+  std::optional<uint64_t> frozen_hash_cache;
 
   // Construction.
   void build(const std::vector<GroupLayout>& layouts, const std::vector<FrozenLayout>& frozen,
@@ -425,7 +428,7 @@ void Engine::Impl::init_parameters() {
   for (ParamGroup& g : groups) {
     // Frozen parameters: only the values this rank's bytes depend on ([Note: vector draws] in
     // runtime/param_init.h), drawn and encoded a piece at a time.
-    for (size_t f = 0; f < g.frozen_specs().size(); ++f) {
+    for (size_t f = 0; config.frozen.draw_initial && f < g.frozen_specs().size(); ++f) {
       const Init init = g.frozen_specs()[f].init;
       const auto unit = static_cast<uint32_t>(g.index());
       const auto param = static_cast<uint32_t>(g.frozen_spec_index(f));
@@ -827,6 +830,7 @@ std::vector<std::vector<float>> Engine::gather_frozen_params(size_t ui, int thre
 }
 
 void Engine::set_frozen_param(size_t ui, size_t f, const float* values) {
+  impl_->frozen_hash_cache.reset();
   impl_->ops.synchronize();  // a unit may still compute from the stored bytes
   impl_->groups.at(ui).set_frozen(f, values);
 }
@@ -837,6 +841,7 @@ ElementRange Engine::frozen_param_needs(size_t ui, size_t f) const {
 
 void Engine::set_frozen_param_range(size_t ui, size_t f, int64_t first, int64_t count,
                                     const float* values, int threads) {
+  impl_->frozen_hash_cache.reset();
   ParamGroup& g = impl_->groups.at(ui);
   const ElementRange need = g.frozen_reads(f);
   ZS_CHECK(need.count() == 0 || (first <= need.first && need.end <= first + count),
@@ -854,6 +859,11 @@ void Engine::set_frozen_param_range(size_t ui, size_t f, int64_t first, int64_t 
 }
 
 uint64_t Engine::frozen_hash() {
+  // The base is hashed once (at 7B, an all-gather of 6.7 GB): later calls reuse the value unless
+  // some rank's frozen bytes were set since.
+  double stale = impl_->frozen_hash_cache ? 0 : 1;
+  impl_->comm.all_reduce(&stale, &stale, 1, DType::kF64, ReduceOp::kMax);
+  if (!stale) return *impl_->frozen_hash_cache;
   XXH64_state_t* h = XXH64_createState();
   XXH64_reset(h, 0);
   for (ParamGroup& g : impl_->groups) {
@@ -865,6 +875,7 @@ uint64_t Engine::frozen_hash() {
   }
   const uint64_t d = XXH64_digest(h);
   XXH64_freeState(h);
+  impl_->frozen_hash_cache = d;
   return d;
 }
 

@@ -196,7 +196,8 @@ class Engine {
                               const float* values, int threads = 1);
   // Collective: xxHash64 of the frozen parameters' stored bytes (every record, units and
   // parameters in order, no padding), the same on every rank: identifies a base and shows it
-  // unchanged. 0 bytes hashed when nothing is frozen.
+  // unchanged. 0 bytes hashed when nothing is frozen. Computed once and kept until a
+  // set_frozen_param* call (the only writers of frozen bytes) on any rank.
   uint64_t frozen_hash();
 
  private:

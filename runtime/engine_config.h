@@ -100,6 +100,10 @@ struct FrozenPolicy {
   // refused, naming both; set kDequantize or kInt8Gemm on such a mix.
   enum class Int8Compute : uint8_t { kAuto, kDequantize, kInt8Gemm };
   Int8Compute int8_compute = Int8Compute::kAuto;
+  // False: the engine's construction leaves the frozen parameters zero instead of drawing them,
+  // for a caller that sets every one of them next (a base imported from files: zs_train's
+  // --init-from-hf and --init-safetensors); at LLaMA-7B shape the draw is most of the start-up.
+  bool draw_initial = true;
   // True when int8 records of accepting parameters are handed to units: int8 storage and kInt8Gemm
   // (or kAuto where int8_gemm_supported()).
   bool hands_int8() const;

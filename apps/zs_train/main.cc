@@ -340,7 +340,9 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
     if (!setup_phase(comm, [&] { o.engine.node_size = block_node_size(comm, what); })) return false;
   }
   // The engine's construction draws the initial parameters (runtime/param_init.h): timed, with
-  // rank 0's progress lines while it runs.
+  // rank 0's progress lines while it runs. A frozen base read from files is not drawn first.
+  o.engine.frozen.draw_initial =
+      o.checkpoint.init_from_hf.empty() && o.checkpoint.init_from.empty();
   const auto t0 = Clock::now();
   const int64_t drawn0 = param_values_drawn();
   bool ok = false;
