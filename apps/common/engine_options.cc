@@ -21,10 +21,6 @@ T value(const po::variables_map& vm, const char* name) {
   return vm[name].as<T>();
 }
 
-bool power_of_two_in(int64_t b, int64_t lo, int64_t hi) {
-  return b >= lo && b <= hi && (b & (b - 1)) == 0;
-}
-
 // [Note: dependent flags] `name` given refines `parent`, which must hold (`holds`): refused
 // "<name> applies to <what>" otherwise.
 void require(const po::variables_map& vm, const FlagNamer& flag, const char* name, bool holds,
