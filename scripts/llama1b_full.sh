@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A full fine-tune at Llama-3.2-1B's shape on one machine (docs/benchmarks/real-size.md): 16 layers,
+# width 2048, 32 heads / 8 KV heads, FFN 8192, Llama-3's 128,256-token vocabulary, tied embeddings,
+# rope theta 500000 with llama3 scaling; ZeRO-3 over 2 ranks, int8 optimizer states, bf16
+# gradients, no prefetch, activation checkpointing, context 512, the LM head in row chunks where
+# its logits would be large (--head-chunk auto). Prints zs_plan's per-rank total, then zs_train's
+# steps, tokens/s and every rank's VmHWM, then the PyTorch peer on the same shape
+# (bench/torch_full_ft.py: transformers' LlamaForCausalLM, fp32 weights, AdamW(fused=True),
+# gradient checkpointing, one process) under a memory limit, whose outcome (its peak, or the
+# allocation it could not make) is reported as it is.
+# usage: bash scripts/llama1b_full.sh [--steps N] [--layers L] [--torch-limit-gb G]
+# Environment: ZS_BUILD_DIR (build), ZS_PYTHON (/usr/bin/python3), ZS_TORCH_PYTHON (torch >= 2
+# with transformers; unset: the peer is skipped). Needs ~23 GB at 16 layers: run it alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=3 layers=16 limit_gb=21
+while [ $# -gt 0 ]; do
+  case $1 in
+    --steps) steps=$2; shift 2 ;;
+    --layers) layers=$2; shift 2 ;;
+    --torch-limit-gb) limit_gb=$2; shift 2 ;;
+    *) echo "llama1b_full: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+build=${ZS_BUILD_DIR:-build}
+py=${ZS_PYTHON:-/usr/bin/python3}
+tpy=${ZS_TORCH_PYTHON:-}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo "llama1b_full: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+model=(--family llama --layers "$layers" --width 2048 --heads 32 --kv-heads 8 --ffn 8192
+       --vocab 128256 --tie-embeddings on --rope-theta 500000
+       --rope-scaling llama3:factor=32,low=1,high=4,original=8192)
+mem=(--context 512 --batch 1 --zero-stage 3 --optimizer-state-dtype int8 --grad-dtype bf16
+     --prefetch 0 --checkpoint-activations --threads 1)
+plan=$("$build/bin/zs_plan" "${model[@]}" "${mem[@]}" --ranks 2 --json |
+       "$py" -c 'import json,sys; print(json.load(sys.stdin)["device_total_bytes"])')
+echo "zs_plan: $(awk -v b="$plan" 'BEGIN { printf "%.2f GiB", b / 1073741824 }') per rank"
+root=()
+[ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 "$build/bin/zs_train" "${model[@]}" \
+  "${mem[@]}" --steps "$steps" --lr 1e-4 --warmup 1 --eval-every 0 --eval-batches 1 \
+  --sample-tokens 0 --json-log "$work/z.jsonl" > "$work/z.txt" 2>&1 || zs_rc=$?
+grep -E '^(init: [0-9.]+ s \(|start-up|step|peak memory|process peak)' "$work/z.txt"
+if [ "${zs_rc:-0}" != 0 ]; then
+  echo "zeroshard: exit ${zs_rc}:"
+  grep -E 'error|signal|Killed' "$work/z.txt" | head -3
+else
+  "$py" - "$work/z.jsonl" "$plan" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])][-1]
+rss = r["peak_rss_bytes_per_rank"]
+print("zeroshard: %.1f s/step, %.2f tok/s, VmHWM %s GiB per rank vs plan %.2f GiB (%.2fx)" %
+      (r["median_step_ms"] / 1000, r["median_tokens_per_s"],
+       ", ".join("%.2f" % (b / 2**30) for b in rss), float(sys.argv[2]) / 2**30,
+       max(rss) / float(sys.argv[2])))
+PY
+fi
+if [ -n "$tpy" ]; then
+  for ac in none bf16; do
+    echo "== PyTorch, one process, autocast $ac, limit ${limit_gb} GB (prlimit --data)"
+    prlimit --data=$((limit_gb * 1000000000)) "$tpy" bench/torch_full_ft.py --layers "$layers" \
+      --context 512 --batch 2 --steps "$steps" --autocast "$ac" --threads "$(nproc)" 2>&1 |
+      grep -E '^(step|RESULT)' || echo "(no output: killed?)"
+  done
+fi
