@@ -879,13 +879,63 @@ uint64_t Engine::frozen_hash() {
   return d;
 }
 
+namespace {
+
+// Feeds the parameter elements among padded-group elements [g0, g0 + n) (held in `data`) to the
+// hash, slots in order; the slots of `l` lie in increasing offset order.
+void hash_slot_overlap(XXH64_state_t* h, const GroupLayout& l, int64_t g0, int64_t n,
+                       const float* data) {
+  for (const ParamSlot& slot : l.params) {
+    const int64_t a = std::max(g0, slot.offset), b = std::min(g0 + n, slot.offset + slot.numel);
+    if (a < b) XXH64_update(h, data + (a - g0), static_cast<size_t>(b - a) * sizeof(float));
+  }
+}
+
+bool slots_in_offset_order(const GroupLayout& l) {
+  for (size_t p = 1; p < l.params.size(); ++p) {
+    if (l.params[p].offset < l.params[p - 1].offset + l.params[p - 1].numel) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 uint64_t Engine::param_hash() {
+  Impl& s = *impl_;
   XXH64_state_t* h = XXH64_createState();
   XXH64_reset(h, 0);
-  for (size_t ui = 0; ui < impl_->groups.size(); ++ui) {
-    const std::vector<float> full = gather_master_group(ui);
-    for (const ParamSlot& slot : impl_->groups[ui].layout().params) {
-      XXH64_update(h, full.data() + slot.offset, static_cast<size_t>(slot.numel) * sizeof(float));
+  // A sharded master is streamed: each rank's shard, in rank order, is broadcast a piece at a
+  // time and every rank hashes the same stream, so no rank holds a whole unit (at Llama-3's
+  // vocabulary the embedding unit is 1.05 GB of fp32, more than a run's plan leaves free).
+  constexpr int64_t kPiece = int64_t{1} << 24;  // elements: 64 MiB
+  std::vector<float> piece;
+  for (size_t ui = 0; ui < s.groups.size(); ++ui) {
+    const GroupLayout& l = s.groups[ui].layout();
+    const MasterShard& m = s.states->shard(ui);
+    if (m.numel == l.padded_numel || !slots_in_offset_order(l)) {
+      const std::vector<float> full = gather_master_group(ui);
+      for (const ParamSlot& slot : l.params) {
+        XXH64_update(h, full.data() + slot.offset, static_cast<size_t>(slot.numel) * sizeof(float));
+      }
+      continue;
+    }
+    const int64_t n = l.shard_numel;
+    const bool host = s.states->on_host() || s.ops.host_accessible();
+    piece.resize(static_cast<size_t>(std::min(kPiece, n)));
+    for (int r = 0; r < s.shard->size(); ++r) {
+      for (int64_t c = 0; c < n; c += kPiece) {
+        const int64_t k = std::min(kPiece, n - c);
+        if (r == s.shard->rank()) {
+          if (host) {
+            std::memcpy(piece.data(), m.master_ptr + c, static_cast<size_t>(k) * sizeof(float));
+          } else {
+            s.ops.copy_to_host(piece.data(), m.master_ptr + c,
+                               static_cast<size_t>(k) * sizeof(float));
+          }
+        }
+        s.shard->broadcast(piece.data(), static_cast<size_t>(k), DType::kF32, r);
+        hash_slot_overlap(h, l, n * r + c, k, piece.data());
+      }
     }
   }
   const uint64_t d = XXH64_digest(h);
