@@ -51,6 +51,7 @@ namespace {
 struct Entry {
   const ParamSpec* spec;
   const TensorName* name;
+  int frozen = -1;  // its index among the unit's frozen parameters; -1: trainable
 };
 
 // What is written, per unit: trainable parameters, then frozen ones, as `include` says.
@@ -58,14 +59,15 @@ std::vector<std::vector<Entry>> export_entries(Engine& e, const Names& names,
                                                const ExportOptions& options) {
   std::vector<std::vector<Entry>> entries(e.num_units());
   for (size_t u = 0; u < e.num_units(); ++u) {
-    auto add = [&](const std::vector<ParamSpec>& specs, const std::vector<TensorName>& n) {
+    auto add = [&](const std::vector<ParamSpec>& specs, const std::vector<TensorName>& n,
+                   bool frozen) {
       for (size_t p = 0; p < specs.size(); ++p) {
         if (!options.include || options.include(e.unit_name(u), specs[p]))
-          entries[u].push_back({&specs[p], &n[p]});
+          entries[u].push_back({&specs[p], &n[p], frozen ? static_cast<int>(p) : -1});
       }
     };
-    add(e.param_specs(u), names.trainable[u]);
-    add(e.frozen_specs(u), names.frozen[u]);
+    add(e.param_specs(u), names.trainable[u], false);
+    add(e.frozen_specs(u), names.frozen[u], true);
   }
   return entries;
 }
@@ -112,35 +114,19 @@ std::string export_header(const std::vector<FileTensor>& ts, const ShardPlan& pl
   return text;
 }
 
-// Every parameter's full values of unit u, by name (collective: every rank gathers), the frozen
-// ones from one gather of the unit's frozen bytes, decoded on `threads` threads.
-UnitValues gather_unit_values(Engine& e, size_t u, int threads) {
+// The full master values of unit u's trainable parameters, by name (collective: every rank
+// gathers).
+UnitValues gather_trainable_values(Engine& e, size_t u) {
   UnitValues values;
   const GroupLayout& l = e.layout(u);
-  if (l.padded_numel > 0) {
-    const std::vector<float> full = e.gather_master_group(u);
-    const std::vector<ParamSpec>& specs = e.param_specs(u);
-    for (size_t p = 0; p < specs.size(); ++p) {
-      const float* src = full.data() + l.params[p].offset;
-      values[specs[p].name].assign(src, src + l.params[p].numel);
-    }
+  if (l.padded_numel == 0) return values;
+  const std::vector<float> full = e.gather_master_group(u);
+  const std::vector<ParamSpec>& specs = e.param_specs(u);
+  for (size_t p = 0; p < specs.size(); ++p) {
+    const float* src = full.data() + l.params[p].offset;
+    values[specs[p].name].assign(src, src + l.params[p].numel);
   }
-  std::vector<std::vector<float>> frozen = e.gather_frozen_params(u, threads);
-  for (size_t f = 0; f < frozen.size(); ++f)
-    values[e.frozen_specs(u)[f].name] = std::move(frozen[f]);
   return values;
-}
-
-// options.transform on unit u's values; it must keep every size.
-void transform_unit(Engine& e, size_t u, const ExportOptions& options, UnitValues& values) {
-  if (!options.transform) return;
-  std::map<std::string, size_t> sizes;
-  for (const auto& [k, v] : values) sizes[k] = v.size();
-  options.transform(e.unit_name(u), values);
-  for (const auto& [k, n] : sizes) {
-    ZS_CHECK(values.count(k) && values[k].size() == n, ErrorCode::kInvalidArgument,
-             "safetensors export: the transform changed the size of {}.{}", e.unit_name(u), k);
-  }
 }
 
 // Rank 0's side of an export ([Note: export commit]): the files written under temporary names in
@@ -177,11 +163,26 @@ class ExportWriter {
 
   int files() const { return plan_.count(); }
 
-  // Unit u's entries from its gathered values.
-  void write_unit(Engine& e, size_t u, const std::vector<Entry>& entries, UnitValues& values) {
+  // Unit u's entries from its gathered values: each frozen one decoded from `frozen` into one
+  // reused buffer (options_.threads), then transformed.
+  void write_unit(Engine& e, size_t u, const std::vector<Entry>& entries,
+                  const UnitValues& trainable, const FrozenUnitBytes& frozen) {
     guarded([&] {
-      transform_unit(e, u, options_, values);
-      for (const Entry& en : entries) write_entry(en, values.at(en.spec->name));
+      for (const Entry& en : entries) {
+        if (en.frozen < 0) {
+          write_entry(en, trainable.at(en.spec->name));
+          continue;
+        }
+        frozen.decode(static_cast<size_t>(en.frozen), values_, options_.threads);
+        if (options_.transform_frozen) {
+          const size_t n = values_.size();
+          options_.transform_frozen(e.unit_name(u), en.spec->name, trainable, values_);
+          ZS_CHECK(values_.size() == n, ErrorCode::kInvalidArgument,
+                   "safetensors export: the transform changed the size of {}.{}", e.unit_name(u),
+                   en.spec->name);
+        }
+        write_entry(en, values_);
+      }
     });
   }
 
@@ -305,6 +306,7 @@ class ExportWriter {
   size_t next_ = 0;   // the next tensor of tensors_
   std::unique_ptr<ckpt::OutFile> out_;
   std::optional<Error> err_;
+  std::vector<float> values_;  // the frozen parameter being written
   std::vector<float> flipped_;
   std::vector<uint16_t> half_;
 };
@@ -333,8 +335,9 @@ ExportReport export_model(Engine& e, Communicator& comm, const std::string& path
   for (const int64_t b : bytes) report.data_bytes += b;
   ExportWriter writer(path, options, comm.rank() == 0, std::move(tensors), std::move(plan));
   for (size_t u = 0; u < e.num_units(); ++u) {
-    UnitValues values = gather_unit_values(e, u, options.threads);
-    writer.write_unit(e, u, entries[u], values);
+    const UnitValues trainable = gather_trainable_values(e, u);
+    const FrozenUnitBytes frozen = e.gather_frozen_unit(u);
+    writer.write_unit(e, u, entries[u], trainable, frozen);
   }
   const std::optional<Error> err = writer.finish();
   fail_together(comm, [&] {

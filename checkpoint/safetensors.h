@@ -50,8 +50,8 @@ using TensorNamer = std::function<TensorName(const std::string& unit, const Para
 // Our own naming: "<unit>.<param>", not transposed.
 TensorName default_tensor_name(const std::string& unit, const ParamSpec& param);
 
-// A unit's parameters by name, full fp32 values (trainable: the master; frozen: what is stored,
-// int8 dequantized), for an export's transform.
+// A unit's trainable parameters by name, their full fp32 master values, for an export's
+// transform_frozen.
 using UnitValues = std::map<std::string, std::vector<float>>;
 
 struct ExportOptions {
@@ -59,9 +59,13 @@ struct ExportOptions {
   TensorNamer namer;          // empty: default_tensor_name
   // Which parameters to write (trainable and frozen alike); empty: every one.
   std::function<bool(const std::string& unit, const ParamSpec& param)> include;
-  // Called with each unit's values before they are written, on the writing rank; may change
-  // values but not sizes (a model merges its adapters into the base weights here).
-  std::function<void(const std::string& unit, UnitValues& values)> transform;
+  // Called on the writing rank with each frozen parameter's full values before they are written,
+  // beside its unit's trainable values (the master, written as they are); may change `values` but
+  // not their size (a model merges its adapters into the base weights here). Frozen parameters are
+  // gathered a unit at a time and decoded one at a time, so the writer holds one of them in fp32.
+  std::function<void(const std::string& unit, const std::string& param, const UnitValues& trainable,
+                     std::vector<float>& values)>
+      transform_frozen;
   // Added to "__metadata__" (which always holds format "pt" and producer "zeroshard").
   std::map<std::string, std::string> metadata;
   // Small files written beside the safetensors file (file name -> content), e.g. a config.json;
@@ -122,14 +126,16 @@ ExportReport export_model(Engine& engine, Communicator& comm, const std::string&
 // above, and no tensor that is neither read nor ignorable may be: zs::Error(kInvalidArgument)
 // naming the file and the tensor; a malformed or truncated file gives kCorruptData, a missing one
 // kNotFound; the engine is left as it was. Then unit by unit, streaming ([Note: streaming import]
-// in safetensors_import.cc): each rank reads only its part (of a trainable parameter its shard's
-// ranges, the whole tensor where it is stored transposed; of a frozen one the elements
+// in safetensors_import.cc): each rank reads only its part of each parameter (of a trainable one
+// its shard's ranges, the whole tensor where it is stored transposed; of a frozen one the elements
 // Engine::frozen_param_needs names: of an int8 matrix the rows whose values it stores, the row
-// scales being exchanged) into one unit's buffer, checks it finite, and the
-// unit is applied once every rank has read it. A non-finite value gives kInvalidArgument naming
-// the file, the tensor and the element on every rank; the units before it were already applied,
-// so the engine's parameters are then unspecified (import again, or discard the engine). Peak
-// extra memory: one unit's part. Optimizer state and step are left as they are. Collective.
+// scales being exchanged) and checks it finite; the ranks agree, then each frozen parameter is set
+// and, after the unit's last, the unit's trainable shard. A non-finite value gives
+// kInvalidArgument naming the file, the tensor and the element on every rank; what was set before
+// it stays set, so the engine's parameters are then unspecified (import again, or discard the
+// engine), but no non-finite value reaches the master. Peak extra memory: the unit's trainable
+// shard, the largest frozen parameter's part on this rank in fp32, a 64 MiB read buffer, and a
+// tensor stored transposed. Optimizer state and step are left as they are. Collective.
 ImportReport import_model(Engine& engine, Communicator& comm, const std::string& path,
                           const ImportOptions& options = {});
 // import_model over several files (a sharded checkpoint: each tensor in exactly one of them, a

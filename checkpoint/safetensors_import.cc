@@ -1,5 +1,5 @@
 // The safetensors import (checkpoint/safetensors.h): every header checked before any value is
-// read, then the values streamed a unit at a time ([Note: streaming import]).
+// read, then the values streamed a parameter at a time ([Note: streaming import]).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -41,13 +41,15 @@ Header read_file_header(const ckpt::InFile& f, const std::string& path) {
 // [Note: streaming import] An import runs in two phases. First, on every rank and before any
 // value is read: every file's header, a tensor in two files, each parameter's tensors present
 // with its shape and a dtype we convert, and no tensor left that is neither read nor ignorable;
-// any error here leaves the engine as it was. Then, unit by unit: this rank reads its part of the
-// unit (its shard of the trainable master; of each frozen parameter, the elements its stored
-// bytes depend on, Engine::frozen_param_needs: of an int8 matrix only the rows whose values it
-// stores, the row scales being exchanged when the unit is applied) into one unit's buffer, checked
-// finite, the ranks agree, the unit is applied and its buffer reused for the next. Peak memory is
-// one unit's part, not the model's. A non-finite value in unit k stops the import on every rank
-// with the same error after units < k were applied.
+// any error here leaves the engine as it was. Then, unit by unit: this rank reads its shard of the
+// unit's trainable master into one buffer; then, one frozen parameter at a time, the elements its
+// stored bytes depend on (Engine::frozen_param_needs: of an int8 matrix only the rows whose values
+// it stores, the row scales being exchanged when it is set) into another; each is checked finite,
+// the ranks agree, the frozen parameter is set, and the trainable shard is copied into the master
+// after the unit's last frozen one. Peak memory is one unit's trainable shard plus the largest
+// frozen parameter's part on this rank, not a unit's frozen part or the model's. A non-finite value
+// stops the import on every rank with the same error; the frozen parameters before it and the
+// units before its unit were already set.
 
 // A tensor of one of the import's files.
 struct Located {
@@ -61,15 +63,13 @@ struct Plan {
   std::vector<std::vector<std::vector<Located>>> trainable, frozen;
 };
 
-// Unit u's part on this rank, read before it is applied: its shard of the fp32 master, and of
-// each frozen parameter q the elements [frozen_at[q].first, .end) (Engine::frozen_param_needs;
-// none when absent from the files or not needed here). frozen_set[q]: q is in the files, so every
-// rank sets it (the same on every rank: the plan is).
-struct UnitStage {
-  std::vector<float> trainable;
-  std::vector<std::vector<float>> frozen;
-  std::vector<ElementRange> frozen_at;
-  std::vector<bool> frozen_set;
+// One frozen parameter's part on this rank, read before it is set: the elements [at.first, at.end)
+// (Engine::frozen_param_needs; none when not needed here). `set`: the parameter is in the files, so
+// every rank sets it (the same on every rank: the plan is).
+struct FrozenStage {
+  std::vector<float> values;
+  ElementRange at;
+  bool set = false;
 };
 
 // Raw bytes per read: large contiguous pread()s, converted a chunk at a time.
@@ -111,13 +111,42 @@ class Importer {
     names_ = &names;
   }
 
-  // Phase two, unit u: this rank's part of it into `st` (its buffers reused), each value checked
-  // finite.
-  void stage_unit(size_t u, UnitStage& st) {
-    stage_frozen(u, st);
-    stage_trainable(u, st.trainable);
-    std::vector<float>().swap(whole_);  // a transposed tensor's buffer is not kept past its unit
+  // Phase two, frozen parameter q of unit u: this rank's part of it into `st` (its buffer reused),
+  // each value checked finite.
+  void stage_frozen(size_t u, size_t q, FrozenStage& st) {
+    const std::vector<Located>& found = plan_.frozen[u][q];
+    st.set = !found.empty();
+    st.at = ElementRange{};
+    if (!st.set) return;
+    st.at = e_.frozen_param_needs(u, q);
+    st.values.resize(static_cast<size_t>(st.at.count()));
+    if (st.at.count() > 0)
+      read_param_range(e_.frozen_specs(u)[q], names_->frozen[u][q], found, st.at.first, st.at.end,
+                       st.values.data());
   }
+
+  // Phase two, the trainable parameters of unit u: this rank's shard of the unit's fp32 master
+  // into `staged` (its buffer reused; optional parameters the files lack keep their values), each
+  // value checked finite before any of them reaches the master.
+  void stage_trainable(size_t u, std::vector<float>& staged) {
+    const std::vector<ParamSpec>& specs = e_.param_specs(u);
+    const GroupLayout& l = e_.layout(u);
+    const UnitShardState st = e_.shard_state(u);
+    staged.assign(st.master, st.master + st.numel);
+    for (size_t p = 0; p < specs.size(); ++p) {
+      const std::vector<Located>& found = plan_.trainable[u][p];
+      if (found.empty()) continue;
+      const int64_t off = l.params[p].offset;
+      const int64_t lo = std::max(st.begin, off);
+      const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
+      if (lo >= hi) continue;
+      read_param_range(specs[p], names_->trainable[u][p], found, lo - off, hi - off,
+                       staged.data() + (lo - st.begin));
+    }
+  }
+
+  // A transposed tensor's buffer is not kept past its unit.
+  void release_unit() { std::vector<float>().swap(whole_); }
 
  private:
   // A parameter's tensors (one per piece), checked: shape and dtype. Empty when the parameter is
@@ -172,45 +201,6 @@ class Importer {
       raw_.resize(static_cast<size_t>(n * es));
       files_[at.file]->read_at(start + k * es, raw_.data(), raw_.size());
       convert(raw_.data(), dt, out + (k - a), DType::kF32, static_cast<size_t>(n));
-    }
-  }
-
-  // Frozen parameters: of each, the elements this rank's stored bytes depend on (int8: whole
-  // rows), read as one range.
-  void stage_frozen(size_t u, UnitStage& st) {
-    const std::vector<ParamSpec>& fspecs = e_.frozen_specs(u);
-    st.frozen.resize(fspecs.size());
-    st.frozen_at.assign(fspecs.size(), ElementRange{});
-    st.frozen_set.assign(fspecs.size(), false);
-    for (size_t q = 0; q < fspecs.size(); ++q) {
-      const std::vector<Located>& found = plan_.frozen[u][q];
-      if (found.empty()) continue;
-      st.frozen_set[q] = true;
-      const ElementRange need = e_.frozen_param_needs(u, q);
-      st.frozen_at[q] = need;
-      st.frozen[q].resize(static_cast<size_t>(need.count()));
-      if (need.count() > 0)
-        read_param_range(fspecs[q], names_->frozen[u][q], found, need.first, need.end,
-                         st.frozen[q].data());
-    }
-  }
-
-  // Trainable parameters: this rank's shard of each; optional ones the files lack keep their
-  // values.
-  void stage_trainable(size_t u, std::vector<float>& staged) {
-    const std::vector<ParamSpec>& specs = e_.param_specs(u);
-    const GroupLayout& l = e_.layout(u);
-    const UnitShardState st = e_.shard_state(u);
-    staged.assign(st.master, st.master + st.numel);
-    for (size_t p = 0; p < specs.size(); ++p) {
-      const std::vector<Located>& found = plan_.trainable[u][p];
-      if (found.empty()) continue;
-      const int64_t off = l.params[p].offset;
-      const int64_t lo = std::max(st.begin, off);
-      const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
-      if (lo >= hi) continue;
-      read_param_range(specs[p], names_->trainable[u][p], found, lo - off, hi - off,
-                       staged.data() + (lo - st.begin));
     }
   }
 
@@ -290,20 +280,6 @@ class Importer {
   std::vector<std::byte> raw_;
 };
 
-// Unit u's staged part into the engine (every rank has read its part). Collective: every rank
-// sets every frozen parameter the files hold, also one it needs nothing of (an int8 matrix's row
-// scales are exchanged, Engine::set_frozen_param_range).
-void apply_unit(Engine& e, size_t u, const UnitStage& st, int threads) {
-  const UnitShardState shard = e.shard_state(u);
-  if (!st.trainable.empty())
-    std::memcpy(shard.master, st.trainable.data(), st.trainable.size() * sizeof(float));
-  for (size_t q = 0; q < st.frozen_at.size(); ++q) {
-    if (st.frozen_set[q])
-      e.set_frozen_param_range(u, q, st.frozen_at[q].first, st.frozen_at[q].count(),
-                               st.frozen[q].data(), threads);
-  }
-}
-
 }  // namespace
 
 ImportReport import_model(Engine& e, Communicator& comm, const std::string& path,
@@ -322,10 +298,24 @@ ImportReport import_model_files(Engine& e, Communicator& comm,
     importer = std::make_unique<Importer>(e, paths, where, options, report);
     importer->plan(names);
   });
-  UnitStage st;
+  // One frozen parameter's part staged at a time (the largest is the peak), set collectively:
+  // every rank sets every frozen parameter the files hold, also one it needs nothing of (an int8
+  // matrix's row scales are exchanged, Engine::set_frozen_param_range).
+  // A unit's trainable shard is staged whole and copied into the master once every rank has
+  // read its part.
+  FrozenStage st;
+  std::vector<float> trainable;
   for (size_t u = 0; u < e.num_units(); ++u) {
-    fail_together(comm, [&] { importer->stage_unit(u, st); });
-    apply_unit(e, u, st, options.threads);
+    fail_together(comm, [&] { importer->stage_trainable(u, trainable); });
+    for (size_t q = 0; q < e.frozen_specs(u).size(); ++q) {
+      fail_together(comm, [&] { importer->stage_frozen(u, q, st); });
+      if (st.set)
+        e.set_frozen_param_range(u, q, st.at.first, st.at.count(), st.values.data(),
+                                 options.threads);
+    }
+    if (!trainable.empty())
+      std::memcpy(e.shard_state(u).master, trainable.data(), trainable.size() * sizeof(float));
+    importer->release_unit();
   }
   e.refresh_params_from_master();
   return report;

@@ -124,12 +124,14 @@ void merge_lora_on_export(const GptConfig& model, safetensors::ExportOptions& o)
   const float s = lora.scaling();
   const int64_t r = lora.rank;
   const int threads = model.run.threads;
-  o.transform = [s, r, sites, threads](const std::string&, safetensors::UnitValues& v) {
+  o.transform_frozen = [s, r, sites, threads](const std::string&, const std::string& param,
+                                              const safetensors::UnitValues& t,
+                                              std::vector<float>& w) {
     for (const MergeSite& m : sites) {
-      auto a = v.find(m.adapter + ".lora_A"), b = v.find(m.adapter + ".lora_B"),
-           w = v.find(m.weight);
-      if (a == v.end() || b == v.end() || w == v.end()) continue;  // not a block
-      merge_rows(s, r, a->second, b->second, m.row0, w->second, threads);
+      if (m.weight != param) continue;
+      auto a = t.find(m.adapter + ".lora_A"), b = t.find(m.adapter + ".lora_B");
+      if (a == t.end() || b == t.end()) continue;  // not a block
+      merge_rows(s, r, a->second, b->second, m.row0, w, threads);
     }
   };
 }

@@ -816,17 +816,18 @@ std::vector<float> Engine::gather_frozen_param(size_t ui, size_t f) {
   return out;
 }
 
-std::vector<std::vector<float>> Engine::gather_frozen_params(size_t ui, int threads) {
+FrozenUnitBytes Engine::gather_frozen_unit(size_t ui) {
   ParamGroup& g = impl_->groups.at(ui);
-  std::vector<std::vector<float>> out(g.frozen_layout().records.size());
-  if (out.empty()) return out;
-  const std::vector<uint8_t> bytes = g.gather_frozen_bytes(*impl_->staging);
-  for (size_t f = 0; f < out.size(); ++f) {
-    const FrozenRecord& r = g.frozen_layout().records[f];
-    out[f].resize(static_cast<size_t>(r.numel));
-    decode_frozen_record(bytes.data() + r.offset, r, out[f].data(), threads);
-  }
+  FrozenUnitBytes out;
+  out.records = g.frozen_layout().records;
+  if (!out.records.empty()) out.bytes = g.gather_frozen_bytes(*impl_->staging);
   return out;
+}
+
+void FrozenUnitBytes::decode(size_t f, std::vector<float>& out, int threads) const {
+  const FrozenRecord& r = records.at(f);
+  out.resize(static_cast<size_t>(r.numel));
+  decode_frozen_record(bytes.data() + r.offset, r, out.data(), threads);
 }
 
 void Engine::set_frozen_param(size_t ui, size_t f, const float* values) {

@@ -64,6 +64,16 @@ struct UnitShardState {
   int64_t numel = 0;
 };
 
+// A unit's frozen byte group as gathered (Engine::gather_frozen_unit), with its records' layout.
+struct FrozenUnitBytes {
+  std::vector<uint8_t> bytes;
+  std::vector<FrozenRecord> records;  // in the order of the unit's frozen parameters
+  // Frozen parameter f as fp32 values into out (resized to its numel; a reused vector's capacity
+  // is kept), decoded on up to `threads` OpenMP threads (0: the OpenMP default):
+  // Engine::gather_frozen_param(unit, f) bit for bit, whatever the thread count. Not collective.
+  void decode(size_t f, std::vector<float>& out, int threads = 1) const;
+};
+
 class DeviceOps;
 
 class Engine {
@@ -166,12 +176,11 @@ class Engine {
 
   // Collective: frozen parameter f of a unit as fp32 values (int8: q * scale), on every rank.
   // Gathers the unit's whole frozen byte group: to read several of a unit's frozen parameters,
-  // gather_frozen_params gathers it once.
+  // gather_frozen_unit gathers it once.
   std::vector<float> gather_frozen_param(size_t unit, size_t f);
-  // Collective: every frozen parameter of a unit as fp32 values, [f] = gather_frozen_param(unit,
-  // f) bit for bit, from one gather of the unit's frozen byte group, decoded on up to `threads`
-  // OpenMP threads (0: the OpenMP default). For an export, which reads them all.
-  std::vector<std::vector<float>> gather_frozen_params(size_t unit, int threads = 1);
+  // Collective: a unit's whole frozen byte group, gathered once, for reading several of its
+  // frozen parameters one at a time (an export: FrozenUnitBytes::decode).
+  FrozenUnitBytes gather_frozen_unit(size_t unit);
   // Sets frozen parameter f of a unit from its full fp32 values (an imported base), encoded as
   // its storage says; this rank keeps its part. Not collective, but every rank must pass the same
   // values. Takes effect at the next use of the unit.

@@ -159,12 +159,14 @@ TEST(Frozen, ShardedInt8InitEqualsReplicated) {
     for (size_t u = 0; u < e3.num_units(); ++u) {
       // One gather of the unit's frozen bytes, decoded on 3 threads: each equals the gather of
       // that parameter alone.
-      const std::vector<std::vector<float>> all = e3.gather_frozen_params(u, 3);
-      ASSERT_EQ(all.size(), e3.frozen_specs(u).size());
+      const FrozenUnitBytes all = e3.gather_frozen_unit(u);
+      ASSERT_EQ(all.records.size(), e3.frozen_specs(u).size());
+      std::vector<float> decoded(7, -1.0f);  // a reused buffer of another size
       for (size_t f = 0; f < e3.frozen_specs(u).size(); ++f) {
         EXPECT_EQ(e3.gather_frozen_param(u, f), e0.gather_frozen_param(u, f))
             << "unit " << u << " frozen " << f;
-        EXPECT_EQ(all[f], e0.gather_frozen_param(u, f)) << "unit " << u << " frozen " << f;
+        all.decode(f, decoded, 3);
+        EXPECT_EQ(decoded, e0.gather_frozen_param(u, f)) << "unit " << u << " frozen " << f;
       }
     }
   }
@@ -389,9 +391,9 @@ TEST(Frozen, SafetensorsExportImportIncludeTransformOptional) {
 
   // include: frozen parameters only; transform: doubled; optional: the trainable ones.
   o.include = [](const std::string&, const ParamSpec& p) { return !p.trainable; };
-  o.transform = [](const std::string&, safetensors::UnitValues& v) {
-    for (auto& [name, values] : v)
-      for (float& x : values) x *= 2.0f;
+  o.transform_frozen = [](const std::string&, const std::string&, const safetensors::UnitValues&,
+                          std::vector<float>& values) {
+    for (float& x : values) x *= 2.0f;
   };
   safetensors::export_model(src, world(), part, o);
   MlpModel f_model(frozen_shape(), world().size(), world().rank(), 1);
