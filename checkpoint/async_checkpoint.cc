@@ -31,6 +31,7 @@ struct AsyncCheckpointSaver::Impl {
 
   AsyncSaveResult commit(Communicator& comm) {
     const ckpt::ShardWritten mine = writer.wait();
+    const auto t0 = Clock::now();
     ckpt::SaveJob j = std::move(*job);
     job.reset();  // also when the commit throws: the save is over
     AsyncSaveResult r = result;
@@ -38,6 +39,7 @@ struct AsyncCheckpointSaver::Impl {
     if (!error.empty())
       error = fmt::format("the background write of checkpoint step {} failed: {}", r.step, error);
     r.path = ckpt::commit_save(comm, j, mine, error, writer.error_code(), &r.write_s);
+    r.commit_s = seconds_since(t0);
     return r;
   }
 };

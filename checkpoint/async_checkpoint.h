@@ -39,6 +39,7 @@ struct AsyncSaveResult {
   double waited_s = 0.0;       // the wait for the previous write and its commit, before the copy
   bool found_writing = false;  // this rank's previous write was still running at the save
   double write_s = 0.0;        // the background write and fsync, the longest over the ranks
+  double commit_s = 0.0;       // the commit (agreement, manifest, rename, pruning), on this rank
 };
 
 class AsyncCheckpointSaver {

@@ -288,6 +288,7 @@ nlohmann::ordered_json save_record_json(const SaveRecord& r) {
   if (r.async) {
     j["snapshot_s"] = r.snapshot_s;
     j["waited_s"] = r.waited_s;
+    j["commit_s"] = r.commit_s;
     j["final_wait_s"] = r.final_wait_s;
   }
   return j;
@@ -392,6 +393,10 @@ std::vector<SaveRecord> commit_saves(Communicator& comm, const CheckpointFlags& 
   const std::optional<AsyncSaveResult> a = wait ? async->finish(comm) : async->poll(comm);
   if (!a) return out;
   SaveRecord r = async_record(*a);
+  if (!wait) {  // a step's poll: the commit blocked the training, after the step
+    r.commit_s = a->commit_s;
+    r.stall_s += r.commit_s;
+  }
   if (wait) {
     r.final_wait_s = seconds_since(t0);
     if (comm.rank() == 0)

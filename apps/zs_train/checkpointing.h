@@ -74,11 +74,14 @@ struct SaveRecord {
   std::string path;
   bool async = false;
   // The time the training was blocked by this save: a synchronous save's whole write; with
-  // --save-async the wait for the previous write (and its commit) plus the snapshot.
+  // --save-async the wait for the previous write (and its commit) plus the snapshot, plus its own
+  // commit when a step's poll made it (commit_s; a commit at the next save is in that save's
+  // wait, one at the end in final_wait_s).
   double stall_s = 0.0;
   double snapshot_s = 0.0;    // --save-async: the copy into the snapshot
   double waited_s = 0.0;      // --save-async: the wait before it (0 when the previous had ended)
   double write_s = 0.0;       // the files' write and fsync (in the background with --save-async)
+  double commit_s = 0.0;      // --save-async: the commit when made after a step (see stall_s)
   double final_wait_s = 0.0;  // --save-async: the end of the run's wait for this write
   double bytes = 0.0;         // rank 0: the checkpoint's files on disk
 };
