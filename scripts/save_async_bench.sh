@@ -2,8 +2,8 @@
 # The training stall of a checkpoint save, synchronous against --save-async (docs/checkpoints.md,
 # "Asynchronous saves"): the same model trained twice at 2 ranks, saving after every step, and the
 # stall of each save side by side — the time the training was blocked: the whole write (fsyncs and
-# manifest included) for a synchronous save; the wait for the previous background write and the
-# snapshot copy for an asynchronous one — with the background write's time and the param_hash of
+# manifest included) for a synchronous save; the wait for the previous background write, the
+# snapshot copy and a commit made after a step for an asynchronous one — with the background write's time and the param_hash of
 # both runs (which must agree). The default model is a Llama shape of ~113M parameters
 # (16 layers, width 768, 12 heads, byte vocabulary): its checkpoint is 1.36 GB, 0.68 GB per rank,
 # and the run needs ~4 GB in all (model states, the snapshot, activations).
@@ -50,10 +50,10 @@ def records(path):
 s_saves, s_final = records(sys.argv[1])
 a_saves, a_final = records(sys.argv[2])
 print(f"{s_final['params']} parameters, 2 ranks, ZeRO-3; checkpoint {s_saves[max(s_saves)]['bytes'] / 1e9:.2f} GB")
-print(f"{'step':>4} | {'sync stall s':>12} | {'async stall s':>13} {'(wait':>7} {'+ snapshot)':>11} | {'async write s':>13} | ratio")
+print(f"{'step':>4} | {'sync stall s':>12} | {'async stall s':>13} {'(wait':>7} {'+ snapshot':>10} {'+ commit)':>9} | {'async write s':>13} | ratio")
 for k in sorted(s_saves):
     s, a = s_saves[k], a_saves[k]
-    print(f"{k:>4} | {s['stall_s']:>12.3f} | {a['stall_s']:>13.3f} {a['waited_s']:>7.3f} {a['snapshot_s']:>11.3f} | "
+    print(f"{k:>4} | {s['stall_s']:>12.3f} | {a['stall_s']:>13.3f} {a['waited_s']:>7.3f} {a['snapshot_s']:>10.3f} {a['commit_s']:>9.3f} | "
           f"{a['write_s']:>13.3f} | {a['stall_s'] / s['stall_s']:.3f}")
 last = a_saves[max(a_saves)]
 print(f"end of run: waited {last['final_wait_s']:.3f} s for the last background write")
