@@ -16,7 +16,7 @@
 #   error    the temporary directory of an in-flight write replaced by a file: one clear message,
 #            a non-zero exit of every rank, no hang, no complete checkpoint of that step
 #   plan     zs_plan --save-async counts the snapshot: the size of rank 0's shard file, at stages
-#            0, 1 and 3, and its table has the row
+#            0, 1 and 3, and its table has the row; the memory check's refusal names it
 source "$(dirname "${BASH_SOURCE[0]}")/zs_train_lib.sh"
 
 # same_files label dir-a dir-b step...: the checkpoints of each step hold the same files, the
@@ -168,6 +168,9 @@ PY
     done
     "$plan_bin" --layers 2 --heads 2 --width 64 --context 32 --vocab 256 --batch 4 --ranks 2 --save-async |
       grep -q "checkpoint snapshot" || fail "zs_plan's table has no snapshot row"
+    # The memory check before work counts it too: an oversized model's refusal names it.
+    expect "oversized, --save-async" "checkpoint snapshot" --steps 2 --layers 48 --width 8192 \
+      --heads 64 --threads 1 --save-dir "$work/big" --save-async
     ;;
   *) fail "unknown case $case_name" ;;
 esac
