@@ -7,9 +7,11 @@
 // category (max over ranks), a generated sample, and a final `param_hash:` line; --json-log writes
 // the same as JSON records (run_log.h). Messages start with `zs_train:`. Refused flags (a bad
 // value, a shape the model refuses) print one message and every rank exits 2; other set-up errors
-// (data, memory, checkpoints) exit 1; an error inside training aborts the job (no rank is left
-// waiting in a collective). run() is the list of the program's phases, each a function below in the
-// order it calls them; run_report.h formats what rank 0 prints and logs.
+// (data, memory, checkpoints) exit 1; an error inside training that every rank agreed on (a failed
+// save, or background checkpoint write: collectives/fail_together.h) is printed once and every rank
+// exits 1; any other aborts the job (no rank is left waiting in a collective). run() is the list of
+// the program's phases, each a function below in the order it calls them; run_report.h formats what
+// rank 0 prints and logs.
 #include <mpi.h>
 #include <sys/resource.h>
 
