@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/save_dir.h"
+#include "checkpoint/save_phases.h"
 #include "collectives/fail_together.h"
 #include "core/error.h"
 
@@ -90,8 +92,8 @@ Manifest describe_engine(Engine& e, Communicator& comm) {
   return m;
 }
 
-// Writes this rank's shard file; returns its entry (without the manifest-level fields).
-FileEntry write_shard(Engine& e, const fs::path& path, int rank, int world, uint32_t mask) {
+// This rank's shard header at the engine's current state.
+ShardHeader shard_header(Engine& e, int rank, int world, uint32_t mask) {
   ShardHeader h;
   h.rank = static_cast<uint32_t>(rank);
   h.world = static_cast<uint32_t>(world);
@@ -101,24 +103,26 @@ FileEntry write_shard(Engine& e, const fs::path& path, int rank, int world, uint
     const UnitShardState st = e.shard_state(u);
     h.units.push_back({st.begin, st.numel});
   }
-  ckpt::OutFile out(path.string());
-  const std::vector<std::byte> header = ckpt::serialize_shard_header(h);
+  return h;
+}
+
+// Writes this rank's shard file from the engine's state (what copy_shard_image lays out in
+// memory, streamed), fsync'ed.
+ckpt::ShardWritten write_shard(Engine& e, const ckpt::SaveJob& job) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ckpt::OutFile out(job.shard_path);
+  const std::vector<std::byte> header = ckpt::serialize_shard_header(job.header);
   out.write(header.data(), header.size());
   for (size_t u = 0; u < e.num_units(); ++u) {
     const UnitShardState st = e.shard_state(u);
     if (st.numel == 0) continue;  // only frozen parameters: no state
-    for (float* p : state_ptrs(st, mask))
+    for (float* p : state_ptrs(st, job.header.state_mask))
       out.write(p, static_cast<size_t>(st.numel) * sizeof(float));
   }
   out.finish();
-  ZS_ASSERT(out.size() == h.file_bytes());
-  FileEntry f;
-  f.name = path.filename().string();
-  f.rank = rank;
-  f.size = out.size();
-  f.xxh3 = out.hash();
-  f.units = h.units;
-  return f;
+  ZS_ASSERT(out.size() == job.header.file_bytes());
+  return {out.size(), out.hash(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
 void remove_tree(const fs::path& p) {
@@ -375,12 +379,13 @@ void check_owner(const std::string& dir, const std::string& run_id) {
 
 }  // namespace
 
-std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& dir,
-                            const CheckpointSaveOptions& opt) {
+namespace ckpt {
+
+SaveJob begin_save(Engine& e, Communicator& comm, const std::string& dir,
+                   const CheckpointSaveOptions& opt) {
   const int64_t step = e.steps_taken();
   const fs::path root(dir);
   const fs::path tmp = root / (".tmp-" + ckpt::step_dir_name(step));
-  const fs::path final_dir = root / ckpt::step_dir_name(step);
   const int rank = comm.rank();
   const int world = comm.size();
 
@@ -406,38 +411,83 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
     }
   });
 
-  Manifest m = describe_engine(e, comm);
+  SaveJob job;
+  job.root = root.string();
+  job.tmp = tmp.string();
+  job.final_dir = (root / ckpt::step_dir_name(step)).string();
+  job.keep = opt.keep;
+  Manifest& m = job.manifest;
+  m = describe_engine(e, comm);
   m.trainer_state = opt.trainer_state;
   m.model_description = opt.model_description;
   m.run_id = opt.run_id;
   if (!m.frozen_hash.empty()) m.frozen_source = opt.frozen_base_source;
   // One copy of the state: stage 0's replica from rank 0, else the shards of the first shard
   // group (ranks 0..S-1, whose shard ranks equal their ranks; the other groups hold copies).
-  const bool writes = (m.stage != 0 || rank == 0) && e.replica_index() == 0;
-  FileEntry mine;
+  job.writes = (m.stage != 0 || rank == 0) && e.replica_index() == 0;
+  const int writers = m.stage == 0 ? 1 : e.shard_group_size();
+  for (int r = 0; r < writers; ++r) {
+    std::vector<UnitRange> ranges;
+    for (size_t u = 0; u < e.num_units(); ++u) {
+      const GroupLayout& l = e.layout(u);
+      ranges.push_back(m.stage == 0 ? UnitRange{0, l.padded_numel}
+                                    : UnitRange{l.shard_begin(r), l.shard_numel});
+    }
+    job.writer_ranges.push_back(std::move(ranges));
+  }
+  if (job.writes) {
+    job.shard_path = (tmp / shard_file_name(rank)).string();
+    job.header = shard_header(e, rank, world, m.state_mask);
+  }
+  return job;
+}
+
+void copy_shard_image(Engine& e, const SaveJob& job, std::byte* dst) {
+  const std::vector<std::byte> header = ckpt::serialize_shard_header(job.header);
+  std::memcpy(dst, header.data(), header.size());
+  std::byte* p = dst + header.size();
+  for (size_t u = 0; u < e.num_units(); ++u) {
+    const UnitShardState st = e.shard_state(u);
+    if (st.numel == 0) continue;  // only frozen parameters: no state
+    for (float* v : state_ptrs(st, job.header.state_mask)) {
+      const size_t n = static_cast<size_t>(st.numel) * sizeof(float);
+      std::memcpy(p, v, n);
+      p += n;
+    }
+  }
+  ZS_ASSERT(p - dst == job.header.file_bytes());
+}
+
+std::string commit_save(Communicator& comm, SaveJob& job, const ShardWritten& mine,
+                        const std::string& error, ErrorCode code, double* max_write_s) {
+  const int rank = comm.rank();
+  const int world = comm.size();
   fail_together(comm, [&] {
-    if (writes) mine = write_shard(e, tmp / shard_file_name(rank), rank, world, m.state_mask);
+    if (!error.empty()) throw Error(code, error);
   });
-
-  // Rank 0 needs every writer's size and checksum (the ranges it can compute itself).
-  int64_t sizes_hashes[2] = {mine.size, static_cast<int64_t>(mine.xxh3)};
-  std::vector<int64_t> all(2 * static_cast<size_t>(world));
+  // Rank 0 needs every writer's size and checksum (the ranges it has in the job); every rank the
+  // longest write.
+  int64_t sizes_hashes[3] = {mine.size, static_cast<int64_t>(mine.xxh3),
+                             static_cast<int64_t>(mine.seconds * 1e9)};
+  std::vector<int64_t> all(3 * static_cast<size_t>(world));
   comm.all_gather(sizes_hashes, all.data(), sizeof(sizes_hashes), DType::kU8);
-
+  if (max_write_s != nullptr) {
+    int64_t ns = 0;
+    for (int r = 0; r < world; ++r) ns = std::max(ns, all[3 * static_cast<size_t>(r) + 2]);
+    *max_write_s = static_cast<double>(ns) / 1e9;
+  }
+  const fs::path tmp(job.tmp), final_dir(job.final_dir), root(job.root);
+  Manifest& m = job.manifest;
   fail_together(comm, [&] {
     if (rank != 0) return;
-    const int writers = m.stage == 0 ? 1 : e.shard_group_size();
-    for (int r = 0; r < writers; ++r) {
+    m.files.clear();
+    for (size_t r = 0; r < job.writer_ranges.size(); ++r) {
       FileEntry f;
-      f.name = shard_file_name(r);
-      f.rank = r;
-      f.size = all[2 * r];
-      f.xxh3 = static_cast<uint64_t>(all[2 * r + 1]);
-      for (size_t u = 0; u < e.num_units(); ++u) {
-        const GroupLayout& l = e.layout(u);
-        f.units.push_back(m.stage == 0 ? UnitRange{0, l.padded_numel}
-                                       : UnitRange{l.shard_begin(r), l.shard_numel});
-      }
+      f.name = shard_file_name(static_cast<int>(r));
+      f.rank = static_cast<int>(r);
+      f.size = all[3 * r];
+      f.xxh3 = static_cast<uint64_t>(all[3 * r + 1]);
+      f.units = job.writer_ranges[r];
       m.files.push_back(std::move(f));
     }
     const std::string text = ckpt::serialize_manifest(m);
@@ -449,9 +499,21 @@ std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& di
     if (fs::exists(final_dir, ec)) remove_tree(final_dir);
     zs::rename_path(tmp.string(), final_dir.string());
     zs::sync_dir(root.string());
-    prune(root, opt.keep);
+    prune(root, job.keep);
   });
-  return final_dir.string();
+  return job.final_dir;
+}
+
+}  // namespace ckpt
+
+std::string save_checkpoint(Engine& e, Communicator& comm, const std::string& dir,
+                            const CheckpointSaveOptions& opt) {
+  ckpt::SaveJob job = ckpt::begin_save(e, comm, dir, opt);
+  ckpt::ShardWritten mine;
+  fail_together(comm, [&] {
+    if (job.writes) mine = write_shard(e, job);
+  });
+  return ckpt::commit_save(comm, job, mine, "", ErrorCode::kInternal);
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) {

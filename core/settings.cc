@@ -82,6 +82,10 @@ Settings Settings::from_environment() {
   }
   if (const char* v = get("ZS_WATCHDOG_S")) s.watchdog_s = parse_seconds("ZS_WATCHDOG_S", v);
   if (const char* v = get("ONEDNN_MAX_CPU_ISA")) s.onednn_max_cpu_isa = v;
+  if (const char* v = get("ZS_TEST_SAVE_DELAY_MS")) {
+    s.test_save_delay_ms =
+        parse_count<int>("ZS_TEST_SAVE_DELAY_MS", v, "a delay in milliseconds", "an integer >= 1");
+  }
   return s;
 }
 
@@ -96,6 +100,7 @@ std::vector<Setting> Settings::items() const {
       {"ZS_FAKE_NODES", std::to_string(fake_nodes)},
       {"ZS_WATCHDOG_S", watchdog_s ? fmt::format("{}", *watchdog_s) : "unset"},
       {"ONEDNN_MAX_CPU_ISA", onednn_max_cpu_isa.empty() ? "unset" : onednn_max_cpu_isa},
+      {"ZS_TEST_SAVE_DELAY_MS", std::to_string(test_save_delay_ms)},
   };
 }
 

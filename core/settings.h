@@ -11,6 +11,7 @@
 //   ZS_CHECK_COLLECTIVES     check_collectives     bool       0        0, 1
 //   ZS_FAKE_NODES            fake_nodes            int        0        an integer >= 1
 //   ZS_WATCHDOG_S            watchdog_s            double     unset    a number >= 0 (seconds)
+//   ZS_TEST_SAVE_DELAY_MS    test_save_delay_ms    int        0        an integer >= 1 (tests only)
 //
 // One variable that is not ours is read here too, never refused: ONEDNN_MAX_CPU_ISA, the cap
 // oneDNN applies to its own kernels (it validates the value itself), into onednn_max_cpu_isa, so
@@ -79,6 +80,10 @@ struct Settings {
   std::optional<double> watchdog_s;
   // ONEDNN_MAX_CPU_ISA as set (e.g. "AVX2"), empty when unset; read only, see the note above.
   std::string onednn_max_cpu_isa;
+  // ZS_TEST_SAVE_DELAY_MS=T, for tests only: a background checkpoint write (AsyncSaveOptions,
+  // checkpoint/async_checkpoint.h) sleeps T ms before it opens its file, so that a test can
+  // overlap writes, kill the job or break the directory while one is in flight. 0: no delay.
+  int test_save_delay_ms = 0;
 
   // The defaults above, overridden by each variable of the table that is set and not empty. Reads
   // the environment at every call. Throws zs::Error(kInvalidArgument) for the first bad value (in

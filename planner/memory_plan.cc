@@ -125,6 +125,17 @@ int64_t MemoryPlan::device_bytes() const {
          bytes(MemCategory::kActivations) + bytes(MemCategory::kCommBuffers) + reserve_bytes;
 }
 
+int64_t checkpoint_snapshot_bytes(const MemoryPlan& plan, const EngineConfig& engine) {
+  const OptimizerConfig& o = engine.optimizer;
+  const int64_t states = 1 + (o.kind == OptimizerKind::kAdamW || o.sgd.momentum != 0.0f ? 1 : 0) +
+                         (o.kind == OptimizerKind::kAdamW ? 1 : 0);
+  const int64_t units = static_cast<int64_t>(plan.buffers.units.size());
+  const int64_t header = (64 + 16 * units + 63) / 64 * 64;
+  int64_t numel = 0;
+  for (const UnitBufferPlan& u : plan.buffers.units) numel += u.master_numel;
+  return header + 4 * states * numel;
+}
+
 MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
   config.validate();
   ZS_CHECK(!model.units.empty(), ErrorCode::kInvalidArgument, "the model has no units");

@@ -111,6 +111,13 @@ struct MemoryPlan {
   int64_t device_bytes() const;
 };
 
+// The host snapshot of an asynchronous checkpoint save (--save-async), per rank: the bytes of the
+// rank's shard file (checkpoint/checkpoint_format.h: a header of 64 + 16 per unit rounded up to
+// 64, then its fp32 master and each optimizer state as fp32, whatever their storage). The largest
+// rank's (rank 0: at stage 0 it alone writes). Counted by zs_plan --save-async and zs_train's
+// memory check, apart from the tracker's categories.
+int64_t checkpoint_snapshot_bytes(const MemoryPlan& plan, const EngineConfig& engine);
+
 // Throws zs::Error(kInvalidArgument) for an invalid description or configuration, and what the
 // model's activation function throws.
 MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config);

@@ -100,6 +100,7 @@ struct Options {
   zs::nn::CpuGemm cpu_gemm = zs::nn::CpuGemm::kOnednn;  // --cpu-gemm, resolved
   int threads = 1;  // --threads, resolved: the team oneDNN sizes the GEMM scratchpads for
   int64_t head_chunk = zs::nn::kGptHeadChunkAuto;  // --head-chunk
+  bool save_async = false;  // --save-async: count the checkpoint's host snapshot
 
   // The rows of one LM head chunk at M tokens per micro-batch (M: whole; always on CUDA).
   int64_t head_rows(int64_t M) const {
@@ -337,6 +338,9 @@ void print_totals(const Options& o, const zs::MemoryPlan& p) {
                                human(b.host_staging_bytes))
                  : std::string("fp32 master + Adam m, v in pinned host memory"))
           : "");
+  if (o.save_async)
+    row("checkpoint snapshot", zs::checkpoint_snapshot_bytes(p, o.config.engine),
+        "--save-async: host memory per rank, beside the above (rank 0's shard file)");
   if (p.activations.pinned_host > 0)
     row("host (model, pinned)", p.activations.pinned_host,
         "the GPT's token staging and loss/logits read-back");
@@ -395,6 +399,8 @@ void declare_options(po::options_description& all) {
        "what this machine does); oneDNN's scratchpads are this machine's")
       ("fit", po::value<double>(), "list the cheapest configurations whose device total fits "
        "in this many GB per device")
+      ("save-async", po::bool_switch(), "as zs_train's --save-async: count the checkpoint's "
+       "host snapshot per rank (its shard file: fp32 master and optimizer states)")
       ("json", "print one JSON object instead of the table");
   // clang-format on
   zs::plan::add_comm_options(plan);  // the communication per step (docs/scaling.md)
@@ -535,6 +541,7 @@ void parse_run(const po::variables_map& vm, const zs::apps::RunFlags& f, Options
 Options parse_options(const po::variables_map& vm) {
   Options o;
   o.json = vm.count("json") > 0;
+  o.save_async = vm["save-async"].as<bool>();
   const bool dims = zs::apps::architecture_options_given(vm);
   if (vm.count("params") && (vm.count("model") || dims))
     throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
@@ -591,6 +598,9 @@ nlohmann::json result_json(const Options& o, const zs::MemoryPlan& plan,
   const zs::PlanConfig& c = o.config;
   const zs::EngineConfig& e = c.engine;
   nlohmann::json j = plan_json(plan);
+  // 0 without --save-async.
+  j["save_async_snapshot_bytes"] =
+      o.save_async ? zs::checkpoint_snapshot_bytes(plan, o.config.engine) : 0;
   if (o.shape && plan.activations.counted) {  // [Note: chunked head] in nn/lm_head.h
     const int64_t rows = o.head_rows(plan.activations.tokens);
     j["activations"]["head_chunk_rows"] = rows;

@@ -16,6 +16,7 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_shards.h"
 #include "core/error.h"
+#include "core/settings.h"
 #include "interop/gpt_hf.h"
 #include "interop/gpt_lora_io.h"
 #include "memory_check.h"
@@ -62,6 +63,8 @@ void check_flags(const CheckpointFlags& f) {
            "--save-every needs --save-dir");
   ZS_CHECK(f.init_from.empty() || f.init_from_hf.empty(), ErrorCode::kInvalidArgument,
            "--init-safetensors and --init-from-hf are exclusive");
+  ZS_CHECK(!f.save_async || !f.save_dir.empty(), ErrorCode::kInvalidArgument,
+           "--save-async needs --save-dir");
   ZS_CHECK(!f.overwrite || !f.save_dir.empty(), ErrorCode::kInvalidArgument,
            "--overwrite needs --save-dir (the directory whose checkpoints it replaces)");
   ZS_CHECK(!f.overwrite || (!f.resume && f.resume_from.empty()), ErrorCode::kInvalidArgument,
@@ -193,6 +196,11 @@ void add_checkpoint_flags(po::options_description& d, CheckpointFlags& f) {
        "save every N optimizer steps (0: only after the last step) when --save-dir is set")  //
       ("keep", po::value(&f.keep)->default_value(f.keep),
        "keep the newest K checkpoints in --save-dir (0: all)")  //
+      ("save-async", po::bool_switch(&f.save_async),
+       "a save copies the checkpoint into a host snapshot (its size in memory per rank, planned) "
+       "and training goes on while a background thread writes it; at most one write in flight "
+       "(a save that finds the previous one running waits); the end of the run waits for the "
+       "last")  //
       ("resume", po::bool_switch(&f.resume),
        "resume from the latest complete checkpoint in --save-dir (start fresh when none)")  //
       ("resume-from", po::value(&f.resume_from), "resume from this checkpoint directory")   //
@@ -274,12 +282,80 @@ SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& fla
   return dir;
 }
 
-void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                 const std::string& model_json, const TrainerState& state, SaveDir& dir,
-                 bool last_step) {
-  if (flags.save_dir.empty()) return;
+nlohmann::ordered_json save_record_json(const SaveRecord& r) {
+  nlohmann::ordered_json j = {{"step", r.step},       {"path", r.path},       {"async", r.async},
+                              {"stall_s", r.stall_s}, {"write_s", r.write_s}, {"bytes", r.bytes}};
+  if (r.async) {
+    j["snapshot_s"] = r.snapshot_s;
+    j["waited_s"] = r.waited_s;
+    j["commit_s"] = r.commit_s;
+    j["final_wait_s"] = r.final_wait_s;
+  }
+  return j;
+}
+
+std::unique_ptr<AsyncCheckpointSaver> make_async_saver(Engine& engine, Communicator& comm,
+                                                       const CheckpointFlags& flags) {
+  if (!flags.save_async || flags.save_dir.empty()) return nullptr;
+  AsyncSaveOptions o;
+  o.test_delay_ms = Settings::from_environment().test_save_delay_ms;
+  auto saver = std::make_unique<AsyncCheckpointSaver>(o);
+  saver->reserve(engine, comm.rank());
+  return saver;
+}
+
+namespace {
+
+// A complete save: rank 0's line, and what --overwrite set aside removed after the first.
+SaveRecord saved(const CheckpointFlags& flags, SaveDir& dir, SaveRecord r, bool root) {
+  if (root) {
+    r.bytes = static_cast<double>(directory_bytes(r.path));
+    if (r.async) {
+      std::printf(
+          "saved checkpoint %s (%s; snapshot %.3f s, written in background in %.2f s, "
+          "%.2f GB/s; training stalled %.3f s)\n",
+          r.path.c_str(), human_bytes(r.bytes).c_str(), r.snapshot_s, r.write_s,
+          r.write_s > 0 ? r.bytes / r.write_s / 1e9 : 0.0, r.stall_s);
+    } else {
+      // The files' size on disk and the rate the training waited for (every rank's write, the
+      // fsyncs and the manifest included).
+      std::printf("saved checkpoint %s (%s in %.2f s, %.2f GB/s)\n", r.path.c_str(),
+                  human_bytes(r.bytes).c_str(), r.stall_s,
+                  r.stall_s > 0 ? r.bytes / r.stall_s / 1e9 : 0.0);
+    }
+  }
+  const std::vector<int64_t> replaced = dir.replaced_steps();
+  if (dir.finish_replacing())
+    std::printf(
+        "--overwrite: removed the checkpoints of run %s from %s (%s) now that %s is "
+        "complete\n",
+        dir.replaced_run().c_str(), flags.save_dir.c_str(), steps_text(replaced).c_str(),
+        r.path.c_str());
+  return r;
+}
+
+SaveRecord async_record(const AsyncSaveResult& a) {
+  SaveRecord r;
+  r.step = a.step;
+  r.path = a.path;
+  r.async = true;
+  r.snapshot_s = a.snapshot_s;
+  r.waited_s = a.waited_s;
+  r.stall_s = a.snapshot_s + a.waited_s;
+  r.write_s = a.write_s;
+  return r;
+}
+
+}  // namespace
+
+std::vector<SaveRecord> save_if_due(Engine& engine, Communicator& comm,
+                                    const CheckpointFlags& flags, const std::string& model_json,
+                                    const TrainerState& state, SaveDir& dir, bool last_step,
+                                    AsyncCheckpointSaver* async) {
+  std::vector<SaveRecord> out;
+  if (flags.save_dir.empty()) return out;
   const bool due = last_step || (flags.save_every > 0 && state.step % flags.save_every == 0);
-  if (!due) return;
+  if (!due) return out;
   ZS_CHECK(state.step == engine.steps_taken(), ErrorCode::kInvalidArgument,
            "save: trainer step {} differs from the engine's {}", state.step, engine.steps_taken());
   CheckpointSaveOptions opt;
@@ -288,23 +364,47 @@ void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flag
   opt.model_description = model_json.empty() ? "{}" : model_json;
   opt.run_id = state.run_id;
   if (engine.num_frozen_params() > 0) opt.frozen_base_source = base_source(flags);
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string path = save_checkpoint(engine, comm, flags.save_dir, opt);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (comm.rank() == 0) {
-    // The files' size on disk and the rate the training waited for (every rank's write, the
-    // fsyncs and the manifest included).
-    const double bytes = static_cast<double>(directory_bytes(path));
-    std::printf("saved checkpoint %s (%s in %.2f s, %.2f GB/s)\n", path.c_str(),
-                human_bytes(bytes).c_str(), s, s > 0 ? bytes / s / 1e9 : 0.0);
+  const bool root = comm.rank() == 0;
+  if (async != nullptr) {
+    std::optional<AsyncSaveResult> previous;
+    const AsyncSaveResult now = async->save(engine, comm, flags.save_dir, opt, previous);
+    if (previous && root && now.found_writing)
+      std::printf(
+          "save at step %lld: the background write of step %lld was still running; waited "
+          "%.3f s for it\n",
+          static_cast<long long>(now.step), static_cast<long long>(previous->step), now.waited_s);
+    if (previous) out.push_back(saved(flags, dir, async_record(*previous), root));
+    return out;
   }
-  const std::vector<int64_t> replaced = dir.replaced_steps();
-  if (dir.finish_replacing())
-    std::printf(
-        "--overwrite: removed the checkpoints of run %s from %s (%s) now that %s is "
-        "complete\n",
-        dir.replaced_run().c_str(), flags.save_dir.c_str(), steps_text(replaced).c_str(),
-        path.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  SaveRecord r;
+  r.step = state.step;
+  r.path = save_checkpoint(engine, comm, flags.save_dir, opt);
+  r.stall_s = r.write_s = seconds_since(t0);
+  out.push_back(saved(flags, dir, r, root));
+  return out;
+}
+
+std::vector<SaveRecord> commit_saves(Communicator& comm, const CheckpointFlags& flags, SaveDir& dir,
+                                     AsyncCheckpointSaver* async, bool wait) {
+  std::vector<SaveRecord> out;
+  if (async == nullptr || !async->pending()) return out;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::optional<AsyncSaveResult> a = wait ? async->finish(comm) : async->poll(comm);
+  if (!a) return out;
+  SaveRecord r = async_record(*a);
+  if (!wait) {  // a step's poll: the commit blocked the training, after the step
+    r.commit_s = a->commit_s;
+    r.stall_s += r.commit_s;
+  }
+  if (wait) {
+    r.final_wait_s = seconds_since(t0);
+    if (comm.rank() == 0)
+      std::printf("end of run: waited %.3f s for the background write of step %lld\n",
+                  r.final_wait_s, static_cast<long long>(r.step));
+  }
+  out.push_back(saved(flags, dir, r, comm.rank() == 0));
+  return out;
 }
 
 void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,

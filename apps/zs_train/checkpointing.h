@@ -4,10 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 
+#include "checkpoint/async_checkpoint.h"
 #include "checkpoint/save_dir.h"
 #include "collectives/communicator.h"
 #include "models/gpt/gpt_config.h"
@@ -34,6 +38,7 @@ struct CheckpointFlags {
   bool overwrite = false;             // --overwrite: replace another run's checkpoints in DIR
   int64_t save_every = 0;             // --save-every N (0: only at the end when --save-dir is set)
   int keep = 3;                       // --keep K
+  bool save_async = false;            // --save-async: snapshot, then write in the background
   bool resume = false;                // --resume: the latest complete checkpoint in --save-dir
   std::string resume_from;            // --resume-from PATH
   std::string export_safetensors;     // --export-safetensors FILE
@@ -63,11 +68,44 @@ void add_hf_flags(boost::program_options::options_description& desc, CheckpointF
 // Errors are thrown on every rank alike. Collective.
 SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
                   const nn::GptConfig& model, const std::string& model_json, TrainerState& state);
-// After each step: saves when due (every save_every steps, and after the last step); the first
-// complete save removes what --overwrite set aside (`dir`, start_run's claim). Collective.
-void save_if_due(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                 const std::string& model_json, const TrainerState& state, SaveDir& dir,
-                 bool last_step);
+// One committed save, for rank 0's line and the run log's "save" record.
+struct SaveRecord {
+  int64_t step = 0;
+  std::string path;
+  bool async = false;
+  // The time the training was blocked by this save: a synchronous save's whole write; with
+  // --save-async the wait for the previous write (and its commit) plus the snapshot, plus its own
+  // commit when a step's poll made it (commit_s; a commit at the next save is in that save's
+  // wait, one at the end in final_wait_s).
+  double stall_s = 0.0;
+  double snapshot_s = 0.0;    // --save-async: the copy into the snapshot
+  double waited_s = 0.0;      // --save-async: the wait before it (0 when the previous had ended)
+  double write_s = 0.0;       // the files' write and fsync (in the background with --save-async)
+  double commit_s = 0.0;      // --save-async: the commit when made after a step (see stall_s)
+  double final_wait_s = 0.0;  // --save-async: the end of the run's wait for this write
+  double bytes = 0.0;         // rank 0: the checkpoint's files on disk
+};
+nlohmann::ordered_json save_record_json(const SaveRecord& r);
+
+// With --save-async: the saver, its snapshot allocated now for the engine (counted by the memory
+// check: memory_check.h); nothing otherwise. Not collective.
+std::unique_ptr<AsyncCheckpointSaver> make_async_saver(Engine& engine, Communicator& comm,
+                                                       const CheckpointFlags& flags);
+
+// After each step: saves when due (every save_every steps, and after the last step), through
+// `async` when given (--save-async: the save returns after its snapshot; the previous background
+// write is waited for and committed first, and rank 0 says how long it waited). The first complete
+// save removes what --overwrite set aside (`dir`, start_run's claim). Returns the saves committed
+// by this call, after rank 0 printed their lines. Collective.
+std::vector<SaveRecord> save_if_due(Engine& engine, Communicator& comm,
+                                    const CheckpointFlags& flags, const std::string& model_json,
+                                    const TrainerState& state, SaveDir& dir, bool last_step,
+                                    AsyncCheckpointSaver* async);
+// --save-async, after each step (wait = false: one all-reduce of one value while a write is in
+// flight, nothing otherwise) and at the end of the run (wait = true): commits the background
+// write when every rank's has ended. A failed write is thrown on every rank. Collective.
+std::vector<SaveRecord> commit_saves(Communicator& comm, const CheckpointFlags& flags, SaveDir& dir,
+                                     AsyncCheckpointSaver* async, bool wait);
 // At the end: writes the consolidated model (safetensors file, HF directory) when asked.
 // Collective.
 void export_if_asked(Engine& engine, Communicator& comm, const CheckpointFlags& flags,

@@ -7,9 +7,11 @@
 // category (max over ranks), a generated sample, and a final `param_hash:` line; --json-log writes
 // the same as JSON records (run_log.h). Messages start with `zs_train:`. Refused flags (a bad
 // value, a shape the model refuses) print one message and every rank exits 2; other set-up errors
-// (data, memory, checkpoints) exit 1; an error inside training aborts the job (no rank is left
-// waiting in a collective). run() is the list of the program's phases, each a function below in the
-// order it calls them; run_report.h formats what rank 0 prints and logs.
+// (data, memory, checkpoints) exit 1; an error inside training that every rank agreed on (a failed
+// save, or background checkpoint write: collectives/fail_together.h) is printed once and every rank
+// exits 1; any other aborts the job (no rank is left waiting in a collective). run() is the list of
+// the program's phases, each a function below in the order it calls them; run_report.h formats what
+// rank 0 prints and logs.
 #include <mpi.h>
 #include <sys/resource.h>
 
@@ -229,9 +231,11 @@ struct Run {
   std::unique_ptr<Engine> engine;
   nlohmann::json kernels;  // kernel_report()
   TrainerState state;
-  std::string mjson;            // model_description(o)
-  RunLog json;                  // rank 0's --json-log; disabled elsewhere
-  SaveDir save_dir;             // holds --save-dir's writer lock until the run ends
+  std::string mjson;  // model_description(o)
+  RunLog json;        // rank 0's --json-log; disabled elsewhere
+  SaveDir save_dir;   // holds --save-dir's writer lock until the run ends
+  // --save-async's saver (its snapshot and background writer); null without the flag.
+  std::unique_ptr<AsyncCheckpointSaver> saver;
   int64_t tokens_per_step = 0;  // over all ranks
   double init_s = 0.0;          // the engine's construction ([Note: start-up lines])
   int64_t init_drawn = 0;       // initial values drawn on this rank
@@ -366,6 +370,7 @@ bool start_checkpoints(Communicator& comm, Run& r, Clock::time_point start) {
   r.mjson = model_description(o);
   return setup_phase(comm, [&] {
     r.save_dir = start_run(*r.engine, comm, o.checkpoint, o.model, r.mjson, r.state);
+    r.saver = make_async_saver(*r.engine, comm, o.checkpoint);
     if (comm.rank() == 0 && !o.json_log.empty())
       r.json = RunLog(o.json_log, o.json_log_mode, start);
   });
@@ -517,6 +522,12 @@ StepReport train_step(Run& r, Communicator& comm, LinkMeter& meter, int64_t s, i
   return rep;
 }
 
+// The log's "save" records of the saves just committed.
+void log_saves(Run& r, const std::vector<SaveRecord>& saves) {
+  if (!r.json.enabled()) return;
+  for (const SaveRecord& s : saves) r.json.write("save", save_record_json(s));
+}
+
 // The steps from the trainer state's to --steps: each reported (rank 0's line, the log's record)
 // and saved when due. Collective.
 LoopTotals train(Run& r, Communicator& comm, Clock::time_point start) {
@@ -536,8 +547,13 @@ LoopTotals train(Run& r, Communicator& comm, Clock::time_point start) {
     if (comm.rank() == 0 && ((s + 1) % o.log_every == 0 || s == first || s + 1 == o.steps))
       print_step_line(rep);
     if (r.json.enabled()) r.json.write("step", step_record(rep));
-    save_if_due(*r.engine, comm, o.checkpoint, r.mjson, r.state, r.save_dir, s + 1 == o.steps);
+    // --save-async: the write in flight is committed once every rank's has ended.
+    log_saves(r, commit_saves(comm, o.checkpoint, r.save_dir, r.saver.get(), /*wait=*/false));
+    log_saves(r, save_if_due(*r.engine, comm, o.checkpoint, r.mjson, r.state, r.save_dir,
+                             s + 1 == o.steps, r.saver.get()));
   }
+  // The run ends with every checkpoint committed.
+  log_saves(r, commit_saves(comm, o.checkpoint, r.save_dir, r.saver.get(), /*wait=*/true));
   return t;
 }
 
@@ -711,6 +727,12 @@ int main(int argc, char** argv) {
       comm_options.watchdog_timeout_s = 0;
       comm = zs::MpiCommunicator::world(comm_options);
       rc = zs::train::run(argc, argv, *comm, start);
+    } catch (const zs::RankFailure& f) {
+      // Agreed by every rank (collectives/fail_together.h: a save's or a background write's
+      // failure): the lowest failing rank says why and every rank exits 1, with no abort.
+      if (rank == f.rank())
+        std::fprintf(stderr, "%s: error: %s\n", zs::train::kProgram, f.cause().c_str());
+      rc = 1;
     } catch (const zs::Error& e) {
       if (e.code() != zs::ErrorCode::kNonFinite) {
         std::fprintf(stderr, "%s: error: %s\n", zs::train::kProgram, e.what());

@@ -50,6 +50,11 @@ RunMemory plan_run_memory(const TrainOptions& o, int world) {
   }
   m.breakdown += fmt::format(", training {} {}", o.data_source().shards() ? "tokens" : "text",
                              human_bytes(m.data_bytes));
+  if (o.checkpoint.save_async && !o.checkpoint.save_dir.empty()) {
+    m.snapshot_bytes = checkpoint_snapshot_bytes(plan, o.engine);
+    m.breakdown += fmt::format(", checkpoint snapshot {} (--save-async)",
+                               human_bytes(static_cast<double>(m.snapshot_bytes)));
+  }
   return m;
 }
 

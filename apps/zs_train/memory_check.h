@@ -1,8 +1,9 @@
 // zs_train's memory check before work (--memory-check, docs/reliability.md): the run's memory
 // plan — the one zs_plan prints, from the planner the engine allocates from — plus the text every
-// rank loads, times the ranks on this node, against what the node and each process may still
-// take (core/host_memory.h). A run that cannot fit is refused in well under a second, naming the
-// bytes needed and available, instead of growing until the OOM killer ends it.
+// rank loads and, with --save-async, the checkpoint's host snapshot, times the ranks on this node,
+// against what the node and each process may still take (core/host_memory.h). A run that cannot fit
+// is refused in well under a second, naming the bytes needed and available, instead of growing
+// until the OOM killer ends it.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +14,10 @@
 namespace zs::train {
 
 struct RunMemory {
-  int64_t plan_bytes = 0;  // the engine's and the model's bytes on one rank (every category)
-  int64_t data_bytes = 0;  // the training text every rank holds
-  int64_t per_rank() const { return plan_bytes + data_bytes; }
+  int64_t plan_bytes = 0;      // the engine's and the model's bytes on one rank (every category)
+  int64_t data_bytes = 0;      // the training text every rank holds
+  int64_t snapshot_bytes = 0;  // --save-async: the checkpoint's host snapshot (0 without)
+  int64_t per_rank() const { return plan_bytes + data_bytes + snapshot_bytes; }
   std::string breakdown;  // "model states 1.20 GiB, activations ..., data ..."
 };
 

@@ -24,6 +24,7 @@ const std::vector<std::string> kVariables = {"ZS_MAX_ISA",
                                              "ZS_FAKE_NODES",
                                              "ZS_WATCHDOG_S",
                                              "ONEDNN_MAX_CPU_ISA",
+                                             "ZS_TEST_SAVE_DELAY_MS",
                                              "OMPI_COMM_WORLD_LOCAL_RANK",
                                              "MPI_LOCALRANKID",
                                              "SLURM_LOCALID",
@@ -190,17 +191,19 @@ TEST_F(SettingsTest, ItemsNameEveryVariable) {
       {"ZS_MAX_ISA", "avx512"},      {"ZS_FORCE_SCALAR", "0"},
       {"ZS_COLLECTIVES_SHM", "1"},   {"ZS_COLLECTIVES_SHM_PASS", "524288"},
       {"ZS_CHECK_COLLECTIVES", "0"}, {"ZS_FAKE_NODES", "0"},
-      {"ZS_WATCHDOG_S", "unset"},    {"ONEDNN_MAX_CPU_ISA", "unset"}};
+      {"ZS_WATCHDOG_S", "unset"},    {"ONEDNN_MAX_CPU_ISA", "unset"},
+      {"ZS_TEST_SAVE_DELAY_MS", "0"}};
   ASSERT_EQ(defaults.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(defaults[i].name, expected[i].first);
     EXPECT_EQ(defaults[i].value, expected[i].second) << expected[i].first;
   }
   const std::vector<std::pair<const char*, const char*>> changes = {
-      {"ZS_MAX_ISA", "avx2"},        {"ZS_FORCE_SCALAR", "1"},
-      {"ZS_COLLECTIVES_SHM", "0"},   {"ZS_COLLECTIVES_SHM_PASS", "4096"},
-      {"ZS_CHECK_COLLECTIVES", "1"}, {"ZS_FAKE_NODES", "2"},
-      {"ZS_WATCHDOG_S", "0.1"},      {"ONEDNN_MAX_CPU_ISA", "AVX2"}};
+      {"ZS_MAX_ISA", "avx2"},          {"ZS_FORCE_SCALAR", "1"},
+      {"ZS_COLLECTIVES_SHM", "0"},     {"ZS_COLLECTIVES_SHM_PASS", "4096"},
+      {"ZS_CHECK_COLLECTIVES", "1"},   {"ZS_FAKE_NODES", "2"},
+      {"ZS_WATCHDOG_S", "0.1"},        {"ONEDNN_MAX_CPU_ISA", "AVX2"},
+      {"ZS_TEST_SAVE_DELAY_MS", "250"}};
   for (const auto& [name, value] : changes) {
     set(name, value);
     const std::vector<Setting> items = Settings::from_environment().items();
