@@ -21,16 +21,14 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/checkpoint_io.h"
+#include "checkpoint/dir_files.h"
 #include "collectives/fail_together.h"
 #include "core/error.h"
 
 namespace zs {
 namespace fs = std::filesystem;
 
-namespace {
-
-constexpr const char* kOwnerFormat = "zeroshard-save-dir";
-constexpr int64_t kMaxSmallFile = 1 << 16;
+namespace ckpt {
 
 std::string random_hex64() {
   std::random_device rd;
@@ -57,10 +55,6 @@ std::string now_utc() {
   return buf;
 }
 
-std::string steps_text(const std::vector<int64_t>& steps) {
-  return fmt::format("step{} {}", steps.size() == 1 ? "" : "s", fmt::join(steps, ", "));
-}
-
 // Writes `text` to dir/name through a temporary file and a rename (never half an owner file).
 void write_small_file(const fs::path& dir, const std::string& name, const std::string& text) {
   const fs::path tmp = dir / (name + ".tmp");
@@ -83,7 +77,7 @@ std::string write_probe(const fs::path& dir) {
 
 // Phase 2, every other rank: reads the probe back. A file system that shows another node's new
 // file only after a while (NFS attribute caching) gets two seconds.
-void read_probe(const fs::path& dir, const std::string& nonce, int rank) {
+void read_probe(const fs::path& dir, const std::string& nonce, int rank, const char* what) {
   const fs::path path = dir / (".probe-" + nonce);
   std::string text;
   for (int attempt = 0;; ++attempt) {
@@ -97,10 +91,10 @@ void read_probe(const fs::path& dir, const std::string& nonce, int rank) {
   }
   std::error_code ec;
   fail(ErrorCode::kInvalidArgument,
-       "{}: the save directory must be shared by every rank: rank {} (host {}) does not see {}, "
+       "{}: {} must be shared by every rank: rank {} (host {}) does not see {}, "
        "written by rank 0 just before{} (it looked in {}); give a directory on a file system "
        "every rank mounts",
-       dir.string(), rank, host_name(), path.filename().string(),
+       dir.string(), what, rank, host_name(), path.filename().string(),
        text.empty() ? "" : ", but another file of that name", fs::absolute(dir, ec).string());
 }
 
@@ -141,6 +135,26 @@ void describe_lock(int fd, const fs::path& dir, const std::string& run_id) {
 // The run whose checkpoints `dir` holds: its owner file's, else (a directory written before
 // owner files) the latest checkpoint's run id; "" when unknown. `overwrite`: an owner file that is
 // not one counts as unknown (it is set aside with the checkpoints) instead of refusing.
+}  // namespace ckpt
+
+namespace {
+
+using ckpt::describe_lock;
+using ckpt::host_name;
+using ckpt::kMaxSmallFile;
+using ckpt::now_utc;
+using ckpt::random_hex64;
+using ckpt::read_probe;
+using ckpt::take_lock;
+using ckpt::write_probe;
+using ckpt::write_small_file;
+
+constexpr const char* kOwnerFormat = "zeroshard-save-dir";
+
+std::string steps_text(const std::vector<int64_t>& steps) {
+  return fmt::format("step{} {}", steps.size() == 1 ? "" : "s", fmt::join(steps, ", "));
+}
+
 std::string holder_of(const fs::path& dir, const std::vector<int64_t>& held, bool overwrite) {
   try {
     if (std::optional<std::string> o = save_dir_owner(dir.string())) return *o;
@@ -316,7 +330,7 @@ SaveDir SaveDir::claim(Communicator& comm, const std::string& dir_name, const Sa
   const fs::path probe = dir / (".probe-" + nonce);
   try {
     fail_together(comm, [&] {
-      if (rank != 0) read_probe(dir, nonce, rank);
+      if (rank != 0) read_probe(dir, nonce, rank, "the save directory");
     });
   } catch (const Error&) {
     std::error_code ec;

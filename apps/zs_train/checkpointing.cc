@@ -65,6 +65,11 @@ void check_flags(const CheckpointFlags& f) {
            "--init-safetensors and --init-from-hf are exclusive");
   ZS_CHECK(!f.save_async || !f.save_dir.empty(), ErrorCode::kInvalidArgument,
            "--save-async needs --save-dir");
+  ZS_CHECK(f.save_memory_every >= 0, ErrorCode::kInvalidArgument,
+           "--save-memory-every {} is negative", f.save_memory_every);
+  ZS_CHECK(f.save_memory_every == 0 || !f.save_dir.empty(), ErrorCode::kInvalidArgument,
+           "--save-memory-every needs --save-dir (the run the memory checkpoints belong to, and "
+           "the disk tier)");
   ZS_CHECK(!f.overwrite || !f.save_dir.empty(), ErrorCode::kInvalidArgument,
            "--overwrite needs --save-dir (the directory whose checkpoints it replaces)");
   ZS_CHECK(!f.overwrite || (!f.resume && f.resume_from.empty()), ErrorCode::kInvalidArgument,
@@ -125,11 +130,14 @@ std::string base_source(const CheckpointFlags& f) {
 
 // Claims --save-dir (checkpoint/save_dir.h), choosing --resume's checkpoint once a killed job's
 // --overwrite is settled; says what the claim found and set aside. Nothing without --save-dir.
-SaveDir claim_save_dir(Communicator& comm, const CheckpointFlags& flags) {
+// `from_memory`: --resume's checkpoint when the memory tier's is the newest (else --resume takes
+// the directory's latest).
+SaveDir claim_save_dir(Communicator& comm, const CheckpointFlags& flags,
+                       const std::string& from_memory) {
   if (flags.save_dir.empty()) return SaveDir();
   SaveDirOptions o;
-  o.resume_from = flags.resume_from;
-  o.resume_latest = flags.resume;
+  o.resume_from = from_memory.empty() ? flags.resume_from : from_memory;
+  o.resume_latest = flags.resume && from_memory.empty();
   o.overwrite = flags.overwrite;
   o.choices = flags.resume || !flags.resume_from.empty()
                   ? "give another --save-dir, or resume a checkpoint of that run"
@@ -138,7 +146,7 @@ SaveDir claim_save_dir(Communicator& comm, const CheckpointFlags& flags) {
   SaveDir dir = SaveDir::claim(comm, flags.save_dir, o);
   if (comm.rank() != 0) return dir;
   if (!dir.note().empty()) std::printf("%s: %s\n", flags.save_dir.c_str(), dir.note().c_str());
-  if (flags.resume && dir.resume_from().empty())
+  if (flags.resume && dir.resume_from().empty() && from_memory.empty())
     std::printf("resume: no complete checkpoint in %s, starting fresh\n", flags.save_dir.c_str());
   if (!dir.replaced_steps().empty())
     std::printf(
@@ -147,6 +155,70 @@ SaveDir claim_save_dir(Communicator& comm, const CheckpointFlags& flags) {
         dir.replaced_run().c_str(), steps_text(dir.replaced_steps()).c_str(),
         dir.replaced_dir().c_str());
   return dir;
+}
+
+// --resume with --save-memory-every: the memory tier's newest checkpoint of the save directory's
+// run (owner.json's) when it is newer than the directory's latest; "" otherwise. Rank 0 decides
+// (the memory directory may be visible to it alone); every rank must then see that checkpoint, or
+// the save directory's is used. Collective.
+std::string newer_memory_checkpoint(Communicator& comm, const CheckpointFlags& flags) {
+  if (!flags.resume || flags.save_memory_every <= 0 || flags.save_dir.empty()) return "";
+  std::string path;
+  if (comm.rank() == 0) {
+    std::optional<std::string> owner;
+    try {
+      owner = save_dir_owner(flags.save_dir);
+    } catch (const Error&) {  // the claim names it
+    }
+    if (owner) {
+      const std::string dir =
+          flags.memory_dir.empty() ? default_memory_dir(*owner) : flags.memory_dir;
+      const MemoryCheckpoint m = newest_memory_checkpoint(dir, *owner);
+      for (const std::string& i : m.ignored)
+        std::printf("resume: ignored in the memory tier %s: %s, not this run's (run %s)\n",
+                    dir.c_str(), i.c_str(), owner->c_str());
+      const std::vector<int64_t> disk = checkpoint_steps(flags.save_dir);
+      const int64_t disk_step = disk.empty() ? -1 : disk.back();
+      if (!m.path.empty() && m.step > disk_step) {
+        path = m.path;
+        std::printf("resume: the memory tier's step %lld is newer than %s's %s\n",
+                    static_cast<long long>(m.step), flags.save_dir.c_str(),
+                    disk.empty() ? "(none)" : ("step " + std::to_string(disk_step)).c_str());
+      }
+    }
+  }
+  path = broadcast_string(comm, path);
+  if (path.empty()) return path;
+  std::error_code ec;
+  double missing =
+      std::filesystem::is_regular_file(std::filesystem::path(path) / "manifest.json", ec) ? 0 : 1;
+  comm.all_reduce(&missing, &missing, 1, DType::kF64, ReduceOp::kMax);
+  if (missing == 0) return path;
+  if (comm.rank() == 0)
+    std::printf("resume: not every rank sees %s: resuming from %s\n", path.c_str(),
+                flags.save_dir.c_str());
+  return "";
+}
+
+// --save-memory-every: claims the memory directory for the run (`keep`: the checkpoint resumed
+// from). A directory that cannot be used leaves the tier inactive, with rank 0's warning.
+MemoryTier open_memory_tier(Communicator& comm, const CheckpointFlags& flags,
+                            const std::string& run_id, const std::string& keep) {
+  if (flags.save_memory_every <= 0 || run_id.empty()) return MemoryTier();
+  const std::string dir = flags.memory_dir.empty() ? default_memory_dir(run_id) : flags.memory_dir;
+  try {
+    MemoryTier t = MemoryTier::open(comm, dir, run_id, keep);
+    if (comm.rank() == 0 && !t.note().empty())
+      std::printf("memory tier %s: %s\n", dir.c_str(), t.note().c_str());
+    return t;
+  } catch (const Error& e) {
+    if (comm.rank() == 0)
+      std::fprintf(stderr,
+                   "zs_train: warning: --save-memory-every: the memory tier cannot be used (%s); "
+                   "the run goes on with disk checkpoints only\n",
+                   e.what());
+    return MemoryTier();
+  }
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -201,6 +273,13 @@ void add_checkpoint_flags(po::options_description& d, CheckpointFlags& f) {
        "and training goes on while a background thread writes it; at most one write in flight "
        "(a save that finds the previous one running waits); the end of the run waits for the "
        "last")  //
+      ("save-memory-every", po::value(&f.save_memory_every)->default_value(f.save_memory_every),
+       "also save a checkpoint every N steps into the memory tier (a RAM-backed directory, "
+       "--memory-dir), keeping the newest; --resume takes the newest over both tiers; removed "
+       "when the run ends normally (0: off)")  //
+      ("memory-dir", po::value(&f.memory_dir),
+       "the memory tier's directory, every rank must see it (default "
+       "/dev/shm/zeroshard-<run id>)")  //
       ("resume", po::bool_switch(&f.resume),
        "resume from the latest complete checkpoint in --save-dir (start fresh when none)")  //
       ("resume-from", po::value(&f.resume_from), "resume from this checkpoint directory")   //
@@ -230,11 +309,12 @@ void add_hf_flags(po::options_description& d, CheckpointFlags& f) {
 }
 
 SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                  const nn::GptConfig& model, const std::string& model_json, TrainerState& state) {
+                  const nn::GptConfig& model, const std::string& model_json, TrainerState& state,
+                  MemoryTier& memory) {
   check_flags(flags);
   // Before any weights are read: a directory this run may not write refuses the run at once.
   // What it replaces stays until this run's first checkpoint is complete (save_if_due).
-  SaveDir dir = claim_save_dir(comm, flags);
+  SaveDir dir = claim_save_dir(comm, flags, newer_memory_checkpoint(comm, flags));
   const std::string path = flags.save_dir.empty() ? flags.resume_from : dir.resume_from();
   state.run_id = dir.run_id();
   CheckpointLoadOptions opt;
@@ -256,7 +336,10 @@ SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& fla
   if (path.empty() || frozen)
     load_initial_weights(engine, comm, flags, model,
                          path.empty() ? "initial weights" : "frozen base");
-  if (path.empty()) return dir;
+  if (path.empty()) {
+    memory = open_memory_tier(comm, flags, dir.run_id(), "");
+    return dir;
+  }
   if (frozen) opt.frozen_base_source = base_source(flags);
   const auto t0 = std::chrono::steady_clock::now();
   const CheckpointInfo info = load_checkpoint(engine, comm, path, opt);
@@ -279,12 +362,14 @@ SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& fla
     if (!init.empty() && !frozen)
       std::printf("resume: the checkpoint wins; initial weights %s not read\n", init.c_str());
   }
+  memory = open_memory_tier(comm, flags, dir.run_id(), path);
   return dir;
 }
 
 nlohmann::ordered_json save_record_json(const SaveRecord& r) {
   nlohmann::ordered_json j = {{"step", r.step},       {"path", r.path},       {"async", r.async},
                               {"stall_s", r.stall_s}, {"write_s", r.write_s}, {"bytes", r.bytes}};
+  if (r.memory) j["tier"] = "memory";
   if (r.async) {
     j["snapshot_s"] = r.snapshot_s;
     j["waited_s"] = r.waited_s;
@@ -334,6 +419,20 @@ SaveRecord saved(const CheckpointFlags& flags, SaveDir& dir, SaveRecord r, bool 
   return r;
 }
 
+// What a save of this run at this step stores (either tier).
+CheckpointSaveOptions save_options(Engine& engine, const CheckpointFlags& flags,
+                                   const std::string& model_json, const TrainerState& state) {
+  ZS_CHECK(state.step == engine.steps_taken(), ErrorCode::kInvalidArgument,
+           "save: trainer step {} differs from the engine's {}", state.step, engine.steps_taken());
+  CheckpointSaveOptions opt;
+  opt.keep = flags.keep;
+  opt.trainer_state = trainer_state_json(state);
+  opt.model_description = model_json.empty() ? "{}" : model_json;
+  opt.run_id = state.run_id;
+  if (engine.num_frozen_params() > 0) opt.frozen_base_source = base_source(flags);
+  return opt;
+}
+
 SaveRecord async_record(const AsyncSaveResult& a) {
   SaveRecord r;
   r.step = a.step;
@@ -356,14 +455,7 @@ std::vector<SaveRecord> save_if_due(Engine& engine, Communicator& comm,
   if (flags.save_dir.empty()) return out;
   const bool due = last_step || (flags.save_every > 0 && state.step % flags.save_every == 0);
   if (!due) return out;
-  ZS_CHECK(state.step == engine.steps_taken(), ErrorCode::kInvalidArgument,
-           "save: trainer step {} differs from the engine's {}", state.step, engine.steps_taken());
-  CheckpointSaveOptions opt;
-  opt.keep = flags.keep;
-  opt.trainer_state = trainer_state_json(state);
-  opt.model_description = model_json.empty() ? "{}" : model_json;
-  opt.run_id = state.run_id;
-  if (engine.num_frozen_params() > 0) opt.frozen_base_source = base_source(flags);
+  const CheckpointSaveOptions opt = save_options(engine, flags, model_json, state);
   const bool root = comm.rank() == 0;
   if (async != nullptr) {
     std::optional<AsyncSaveResult> previous;
@@ -382,6 +474,44 @@ std::vector<SaveRecord> save_if_due(Engine& engine, Communicator& comm,
   r.path = save_checkpoint(engine, comm, flags.save_dir, opt);
   r.stall_s = r.write_s = seconds_since(t0);
   out.push_back(saved(flags, dir, r, root));
+  return out;
+}
+
+std::vector<SaveRecord> save_memory_if_due(Engine& engine, Communicator& comm,
+                                           const CheckpointFlags& flags,
+                                           const std::string& model_json, const TrainerState& state,
+                                           MemoryTier& memory, bool last_step) {
+  std::vector<SaveRecord> out;
+  const int64_t every = flags.save_memory_every;
+  if (!memory.active() || every <= 0 || last_step || state.step % every != 0) return out;
+  // A synchronous disk save of this step is complete already; an asynchronous one is not yet.
+  if (!flags.save_async && flags.save_every > 0 && state.step % flags.save_every == 0) return out;
+  const CheckpointSaveOptions opt = save_options(engine, flags, model_json, state);
+  const auto t0 = std::chrono::steady_clock::now();
+  SaveRecord r;
+  r.step = state.step;
+  r.memory = true;
+  try {
+    r.path = memory.save(engine, comm, opt);
+  } catch (const Error& e) {
+    // Every rank has the same error (save_checkpoint agrees on it). The disk tier still holds the
+    // run's checkpoints, so a full /dev/shm costs the tier, not the run.
+    if (e.code() == ErrorCode::kNonFinite) throw;
+    if (comm.rank() == 0)
+      std::fprintf(stderr,
+                   "zs_train: warning: the memory checkpoint of step %lld failed (%s); the memory "
+                   "tier %s is removed and the run goes on with disk checkpoints only\n",
+                   static_cast<long long>(state.step), e.what(), memory.dir().c_str());
+    memory.remove();
+    return out;
+  }
+  r.stall_s = r.write_s = seconds_since(t0);
+  if (comm.rank() == 0) {
+    r.bytes = static_cast<double>(directory_bytes(r.path));
+    std::printf("saved memory checkpoint %s (%s in %.3f s)\n", r.path.c_str(),
+                human_bytes(r.bytes).c_str(), r.stall_s);
+  }
+  out.push_back(r);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/async_checkpoint.h"
+#include "checkpoint/memory_tier.h"
 #include "checkpoint/save_dir.h"
 #include "collectives/communicator.h"
 #include "models/gpt/gpt_config.h"
@@ -39,6 +40,8 @@ struct CheckpointFlags {
   int64_t save_every = 0;             // --save-every N (0: only at the end when --save-dir is set)
   int keep = 3;                       // --keep K
   bool save_async = false;            // --save-async: snapshot, then write in the background
+  int64_t save_memory_every = 0;      // --save-memory-every N: a memory-tier checkpoint every N
+  std::string memory_dir;             // --memory-dir DIR (default /dev/shm/zeroshard-<run id>)
   bool resume = false;                // --resume: the latest complete checkpoint in --save-dir
   std::string resume_from;            // --resume-from PATH
   std::string export_safetensors;     // --export-safetensors FILE
@@ -65,9 +68,13 @@ void add_hf_flags(boost::program_options::options_description& desc, CheckpointF
 // loaded. `model` is the engine's model's config (checked against an HF config.json);
 // `model_json` describes the model and is stored in / checked against the manifest. Returns the
 // claim, whose writer lock is held until it is destroyed (nothing claimed without --save-dir).
-// Errors are thrown on every rank alike. Collective.
+// With --save-memory-every, --resume takes the newest complete checkpoint over both tiers (a
+// memory one only when its manifest names the save directory's run), and `memory` is the claimed
+// memory tier afterwards (inactive, with rank 0's warning, when it cannot be used: the run goes on
+// with disk checkpoints). Errors are thrown on every rank alike. Collective.
 SaveDir start_run(Engine& engine, Communicator& comm, const CheckpointFlags& flags,
-                  const nn::GptConfig& model, const std::string& model_json, TrainerState& state);
+                  const nn::GptConfig& model, const std::string& model_json, TrainerState& state,
+                  MemoryTier& memory);
 // One committed save, for rank 0's line and the run log's "save" record.
 struct SaveRecord {
   int64_t step = 0;
@@ -84,6 +91,7 @@ struct SaveRecord {
   double commit_s = 0.0;      // --save-async: the commit when made after a step (see stall_s)
   double final_wait_s = 0.0;  // --save-async: the end of the run's wait for this write
   double bytes = 0.0;         // rank 0: the checkpoint's files on disk
+  bool memory = false;        // a memory-tier checkpoint (--save-memory-every)
 };
 nlohmann::ordered_json save_record_json(const SaveRecord& r);
 
@@ -101,6 +109,13 @@ std::vector<SaveRecord> save_if_due(Engine& engine, Communicator& comm,
                                     const CheckpointFlags& flags, const std::string& model_json,
                                     const TrainerState& state, SaveDir& dir, bool last_step,
                                     AsyncCheckpointSaver* async);
+// --save-memory-every, after each step: a checkpoint into the memory tier when due (not at a step
+// that saves to disk, nor at the last). A failed save (a full /dev/shm) is not fatal: rank 0 warns,
+// the tier is removed and the run goes on with disk checkpoints. Collective.
+std::vector<SaveRecord> save_memory_if_due(Engine& engine, Communicator& comm,
+                                           const CheckpointFlags& flags,
+                                           const std::string& model_json, const TrainerState& state,
+                                           MemoryTier& memory, bool last_step);
 // --save-async, after each step (wait = false: one all-reduce of one value while a write is in
 // flight, nothing otherwise) and at the end of the run (wait = true): commits the background
 // write when every rank's has ended. A failed write is thrown on every rank. Collective.

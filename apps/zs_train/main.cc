@@ -236,6 +236,7 @@ struct Run {
   SaveDir save_dir;   // holds --save-dir's writer lock until the run ends
   // --save-async's saver (its snapshot and background writer); null without the flag.
   std::unique_ptr<AsyncCheckpointSaver> saver;
+  MemoryTier memory;            // --save-memory-every's directory; inactive without it
   int64_t tokens_per_step = 0;  // over all ranks
   double init_s = 0.0;          // the engine's construction ([Note: start-up lines])
   int64_t init_drawn = 0;       // initial values drawn on this rank
@@ -369,7 +370,7 @@ bool start_checkpoints(Communicator& comm, Run& r, Clock::time_point start) {
   r.state.invariant_micro_batches = o.engine.world_invariant ? o.global_micro_batches : 0;
   r.mjson = model_description(o);
   return setup_phase(comm, [&] {
-    r.save_dir = start_run(*r.engine, comm, o.checkpoint, o.model, r.mjson, r.state);
+    r.save_dir = start_run(*r.engine, comm, o.checkpoint, o.model, r.mjson, r.state, r.memory);
     r.saver = make_async_saver(*r.engine, comm, o.checkpoint);
     if (comm.rank() == 0 && !o.json_log.empty())
       r.json = RunLog(o.json_log, o.json_log_mode, start);
@@ -551,9 +552,15 @@ LoopTotals train(Run& r, Communicator& comm, Clock::time_point start) {
     log_saves(r, commit_saves(comm, o.checkpoint, r.save_dir, r.saver.get(), /*wait=*/false));
     log_saves(r, save_if_due(*r.engine, comm, o.checkpoint, r.mjson, r.state, r.save_dir,
                              s + 1 == o.steps, r.saver.get()));
+    log_saves(r, save_memory_if_due(*r.engine, comm, o.checkpoint, r.mjson, r.state, r.memory,
+                                    s + 1 == o.steps));
   }
-  // The run ends with every checkpoint committed.
+  // The run ends with every checkpoint committed; the memory tier is then superseded.
   log_saves(r, commit_saves(comm, o.checkpoint, r.save_dir, r.saver.get(), /*wait=*/true));
+  if (r.memory.active()) {
+    r.memory.remove();
+    if (comm.rank() == 0) std::printf("memory tier: removed %s\n", r.memory.dir().c_str());
+  }
   return t;
 }
 

@@ -314,6 +314,8 @@ void check_dependent_flags(const po::variables_map& vm, const FlagName& flag,
   const CheckpointFlags& c = o.checkpoint;
   require("keep", !c.save_dir.empty(), "--save-dir, which is not given");
   require("save-async", !c.save_dir.empty(), "--save-dir, which is not given");
+  require("save-memory-every", !c.save_dir.empty(), "--save-dir, which is not given");
+  require("memory-dir", c.save_memory_every > 0, "--save-memory-every, which is not given");
   require("export-dtype",
           !c.export_safetensors.empty() || !c.export_hf.empty() || !c.export_adapters.empty(),
           "--export-safetensors, --export-hf or --export-adapters, none of which is given");
