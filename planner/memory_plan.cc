@@ -136,6 +136,10 @@ int64_t checkpoint_snapshot_bytes(const MemoryPlan& plan, const EngineConfig& en
   return header + 4 * states * numel;
 }
 
+int64_t memory_tier_bytes(const MemoryPlan& plan, const EngineConfig& engine) {
+  return 2 * checkpoint_snapshot_bytes(plan, engine);
+}
+
 MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
   config.validate();
   ZS_CHECK(!model.units.empty(), ErrorCode::kInvalidArgument, "the model has no units");

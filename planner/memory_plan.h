@@ -118,6 +118,11 @@ struct MemoryPlan {
 // memory check, apart from the tracker's categories.
 int64_t checkpoint_snapshot_bytes(const MemoryPlan& plan, const EngineConfig& engine);
 
+// The memory tier's files per rank (--save-memory-every: checkpoints in a RAM-backed directory,
+// checkpoint/memory_tier.h): two shard files, the newest checkpoint and, during a save, the one
+// it replaces (the manifest is a few KiB and not counted).
+int64_t memory_tier_bytes(const MemoryPlan& plan, const EngineConfig& engine);
+
 // Throws zs::Error(kInvalidArgument) for an invalid description or configuration, and what the
 // model's activation function throws.
 MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config);

@@ -100,7 +100,8 @@ struct Options {
   zs::nn::CpuGemm cpu_gemm = zs::nn::CpuGemm::kOnednn;  // --cpu-gemm, resolved
   int threads = 1;  // --threads, resolved: the team oneDNN sizes the GEMM scratchpads for
   int64_t head_chunk = zs::nn::kGptHeadChunkAuto;  // --head-chunk
-  bool save_async = false;  // --save-async: count the checkpoint's host snapshot
+  bool save_async = false;   // --save-async: count the checkpoint's host snapshot
+  bool memory_tier = false;  // --save-memory-every N > 0: count the memory tier's checkpoints
 
   // The rows of one LM head chunk at M tokens per micro-batch (M: whole; always on CUDA).
   int64_t head_rows(int64_t M) const {
@@ -341,6 +342,9 @@ void print_totals(const Options& o, const zs::MemoryPlan& p) {
   if (o.save_async)
     row("checkpoint snapshot", zs::checkpoint_snapshot_bytes(p, o.config.engine),
         "--save-async: host memory per rank, beside the above (rank 0's shard file)");
+  if (o.memory_tier)
+    row("memory-tier checkpoints", zs::memory_tier_bytes(p, o.config.engine),
+        "--save-memory-every: /dev/shm (RAM) per rank, two shard files during a save");
   if (p.activations.pinned_host > 0)
     row("host (model, pinned)", p.activations.pinned_host,
         "the GPT's token staging and loss/logits read-back");
@@ -401,6 +405,8 @@ void declare_options(po::options_description& all) {
        "in this many GB per device")
       ("save-async", po::bool_switch(), "as zs_train's --save-async: count the checkpoint's "
        "host snapshot per rank (its shard file: fp32 master and optimizer states)")
+      ("save-memory-every", po::value<int64_t>()->default_value(0), "as zs_train's "
+       "--save-memory-every: N > 0 counts the memory tier's checkpoints in /dev/shm per rank")
       ("json", "print one JSON object instead of the table");
   // clang-format on
   zs::plan::add_comm_options(plan);  // the communication per step (docs/scaling.md)
@@ -542,6 +548,10 @@ Options parse_options(const po::variables_map& vm) {
   Options o;
   o.json = vm.count("json") > 0;
   o.save_async = vm["save-async"].as<bool>();
+  if (vm["save-memory-every"].as<int64_t>() < 0)
+    throw BadFlag("--save-memory-every " + std::to_string(vm["save-memory-every"].as<int64_t>()) +
+                  " is negative");
+  o.memory_tier = vm["save-memory-every"].as<int64_t>() > 0;
   const bool dims = zs::apps::architecture_options_given(vm);
   if (vm.count("params") && (vm.count("model") || dims))
     throw BadFlag("--params takes no --model or --layers/--width/...: give one model description");
@@ -601,6 +611,8 @@ nlohmann::json result_json(const Options& o, const zs::MemoryPlan& plan,
   // 0 without --save-async.
   j["save_async_snapshot_bytes"] =
       o.save_async ? zs::checkpoint_snapshot_bytes(plan, o.config.engine) : 0;
+  // 0 without --save-memory-every.
+  j["memory_tier_bytes"] = o.memory_tier ? zs::memory_tier_bytes(plan, o.config.engine) : 0;
   if (o.shape && plan.activations.counted) {  // [Note: chunked head] in nn/lm_head.h
     const int64_t rows = o.head_rows(plan.activations.tokens);
     j["activations"]["head_chunk_rows"] = rows;

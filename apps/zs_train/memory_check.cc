@@ -55,6 +55,11 @@ RunMemory plan_run_memory(const TrainOptions& o, int world) {
     m.breakdown += fmt::format(", checkpoint snapshot {} (--save-async)",
                                human_bytes(static_cast<double>(m.snapshot_bytes)));
   }
+  if (o.checkpoint.save_memory_every > 0 && !o.checkpoint.save_dir.empty()) {
+    m.memory_tier_bytes = memory_tier_bytes(plan, o.engine);
+    m.breakdown += fmt::format(", memory-tier checkpoints {} (--save-memory-every)",
+                               human_bytes(static_cast<double>(m.memory_tier_bytes)));
+  }
   return m;
 }
 
