@@ -1,4 +1,4 @@
-// In-memory checkpoints (docs/checkpoints.md, "Checkpoint tiers"): complete checkpoints of the same
+// In-memory checkpoints (docs/checkpoints.md, "Checkpoint tiers"; docs/reliability.md): complete checkpoints of the same
 // format, manifest, checksums and atomic protocol as disk ones, saved into a RAM-backed directory
 // (default /dev/shm/zeroshard-<run id>) that outlives the job's processes but not the machine.
 //

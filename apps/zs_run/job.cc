@@ -120,9 +120,10 @@ JobEnd run_job(const std::vector<std::string>& argv, int stop_fd,
     }
   };
   // Why a 200 ms poll rather than waiting for EOF: a rank orphaned by a dying mpirun may hold the
-  // pipe open; the child's end (waitpid) decides, and the output gets 2 s more to drain.
-  while (open) {
-    pollfd p[2] = {{out, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  // pipe open; the child's end (waitpid) decides, and the output gets 2 s more to drain. A child
+  // that closes its output before it exits is waited for, not killed.
+  while (open || !reaped) {
+    pollfd p[2] = {{open ? out : -1, POLLIN, 0}, {stop_fd, POLLIN, 0}};
     ::poll(p, 2, 200);
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       char buf[65536];
