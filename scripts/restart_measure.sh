@@ -33,7 +33,7 @@ inv=(--layers 2 --heads 2 --width 64 --context 32 --batch 2 --warmup 2 --eval-ev
      --log-every 1 --steps "$steps")
 mpirun "${flags[@]}" -np "$np" "$bin/zs_train" "${inv[@]}" > "$work/ref.txt" 2>&1
 ref=$(grep -oE 'param_hash: [0-9a-f]+' "$work/ref.txt" | awk '{print $2}')
-printf '%-26s | %6s | %7s | %4s | %14s | %17s | %s\n' scenario failed resumed lost \
+printf '%-30s | %6s | %7s | %4s | %14s | %17s | %s\n' scenario failed resumed lost \
   "kill->step (s)" "mpirun end->step" "param_hash = uninterrupted"
 for scenario in disk memory; do
   ck="$work/ck-$scenario"
@@ -42,7 +42,7 @@ for scenario in disk memory; do
   "$bin/zs_run" --np "$np" "${margs[@]}" --log "$work/$scenario.jsonl" -- "$bin/zs_train" \
     --save-dir "$ck" "${inv[@]}" "${extra[@]}" > "$work/$scenario.txt" 2>&1 &
   sup=$!
-  until grep -qE "^step +$kill_after/" "$work/$scenario.txt"; do sleep 0.05; done
+  until [ -e "$work/$scenario.txt" ] && grep -qE "^step +$kill_after/" "$work/$scenario.txt"; do sleep 0.05; done
   kill -9 "$(pgrep -f -- "^$bin/zs_train --save-dir $ck " | tail -1)"
   t_kill=$(date +%s.%N)
   # The relaunch's first step line: the first after the second launch.
@@ -58,7 +58,7 @@ r = [json.loads(l) for l in open(log)]
 f = next(x for x in r if x["event"] == "failure")
 rec = next(x for x in r if x["event"] == "recovery")
 label = "disk every 4" if name == "disk" else "disk every 4 + memory every 1"
-print(f"{label:<26} | {f['last_step']:>6} | {rec['resumed_step']:>7} | {rec['steps_lost']:>4} | "
+print(f"{label:<30} | {f['last_step']:>6} | {rec['resumed_step']:>7} | {rec['steps_lost']:>4} | "
       f"{float(t_step) - float(t_kill):>14.2f} | {rec['seconds_to_first_step']:>17.2f} | "
       f"{'yes' if ref == got else 'NO'} ({got})")
 PY
