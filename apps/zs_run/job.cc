@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/error.h"
@@ -49,6 +52,44 @@ pid_t spawn(const std::vector<std::string>& argv, int out_fd) {
   return pid;
 }
 
+// The pids whose parent is this process (from /proc/PID/stat's fourth field).
+std::vector<pid_t> children() {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  const pid_t me = ::getpid();
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    const size_t close = line.rfind(')');  // the command may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == me)
+      out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+// Why: Open MPI starts each local rank in a process group of its own; when mpirun is killed they
+// are orphaned (and, with this process the subreaper, re-parented to it). They would go on
+// holding the save directory's lock. Kills them, and what they leave in turn; returns how many.
+int kill_orphans() {
+  int n = 0;
+  for (int round = 0; round < 10; ++round) {
+    const std::vector<pid_t> left = children();
+    if (left.empty()) break;
+    for (const pid_t p : left) {
+      ::kill(p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+      ++n;
+    }
+  }
+  return n;
+}
+
 JobEnd ended(int status) {
   JobEnd e;
   if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
@@ -64,6 +105,8 @@ int make_stop_signal_fd() {
            std::strerror(errno));
   const int fd = ::signalfd(-1, &s, SFD_CLOEXEC | SFD_NONBLOCK);
   ZS_CHECK(fd >= 0, ErrorCode::kInternal, "signalfd: {}", std::strerror(errno));
+  ZS_CHECK(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0, ErrorCode::kInternal,
+           "prctl(PR_SET_CHILD_SUBREAPER): {}", std::strerror(errno));
   return fd;
 }
 
@@ -152,6 +195,7 @@ JobEnd run_job(const std::vector<std::string>& argv, int stop_fd,
   if (!reaped) ::waitpid(pid, &status, 0);
   JobEnd e = ended(status);
   e.stop_signal = stop;
+  e.orphans_killed = kill_orphans();
   return e;
 }
 
@@ -170,6 +214,7 @@ bool run_quietly(const std::vector<std::string>& argv, std::chrono::milliseconds
     }
   }
   ::kill(-pid, SIGKILL);
+  kill_orphans();
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 

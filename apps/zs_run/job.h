@@ -20,21 +20,25 @@ using Clock = std::chrono::steady_clock;
 
 // How a child ended.
 struct JobEnd {
-  int exit_code = 0;    // when it exited (signal == 0)
-  int signal = 0;       // the signal that ended it, or 0
-  int stop_signal = 0;  // SIGINT/SIGTERM received by zs_run, which then ended the job; or 0
+  int exit_code = 0;       // when it exited (signal == 0)
+  int signal = 0;          // the signal that ended it, or 0
+  int stop_signal = 0;     // SIGINT/SIGTERM received by zs_run, which then ended the job; or 0
+  int orphans_killed = 0;  // processes the child left behind, killed after its end
   bool ok() const { return signal == 0 && exit_code == 0 && stop_signal == 0; }
 };
 
-// Blocks SIGINT and SIGTERM in this process and returns a signalfd that receives them. Throws
-// zs::Error on failure.
+// Blocks SIGINT and SIGTERM in this process and returns a signalfd that receives them; makes this
+// process the subreaper of its descendants (prctl PR_SET_CHILD_SUBREAPER), so that ranks orphaned
+// by a dying mpirun become its children and run_job can end them. Throws zs::Error on failure.
 int make_stop_signal_fd();
 
 // Runs argv[0] (found on PATH) with argv, its stdout and stderr merged and handed to `on_line`
 // one line at a time (without the newline) as they arrive, with the time each was read. Returns
 // when the child has ended and its output is drained. A SIGINT/SIGTERM on `stop_fd` sends SIGTERM
 // to the child's group, then SIGKILL after `grace`; the JobEnd then names it. Whatever of the
-// group is left when the child ends is killed. Throws zs::Error when the child cannot be started.
+// group is left when the child ends is killed, and so is every process it left behind (ranks in
+// groups of their own whose mpirun died: they are this process's children by then), counted in
+// JobEnd::orphans_killed. Throws zs::Error when the child cannot be started.
 JobEnd run_job(const std::vector<std::string>& argv, int stop_fd,
                const std::function<void(const std::string&, Clock::time_point)>& on_line,
                std::chrono::seconds grace = std::chrono::seconds(10));

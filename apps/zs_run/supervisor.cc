@@ -173,6 +173,10 @@ int run_supervised(const SupervisorOptions& o) {
                              {"seconds_to_first_step", s}});
       recovering.reset();
     });
+    if (end.orphans_killed > 0)
+      std::fprintf(stderr,
+                   "zs_run: killed %d process%s the job left behind (ranks whose mpirun died)\n",
+                   end.orphans_killed, end.orphans_killed == 1 ? "" : "es");
     if (end.stop_signal != 0) {
       std::fprintf(stderr, "zs_run: stopped by %s: the job was ended and is not restarted\n",
                    signal_name(end.stop_signal).c_str());

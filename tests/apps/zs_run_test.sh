@@ -9,6 +9,8 @@
 #             and the final param_hash is the uninterrupted run's; the log's failure and recovery
 #   shrink    --np 4, pow2, ZS_RUN_TEST_SLOTS=3 (3 slots survive): a rank killed, the relaunch runs
 #             on 2 ranks and ends with the uninterrupted 4-rank run's param_hash
+#   mpirun    mpirun itself kill -9'd mid-run: the ranks it orphaned are killed (they would hold the
+#             save directory's lock), the job is relaunched and ends with the uninterrupted hash
 #   hosts     --hosts localhost:2,<an unreachable host>:2 --np 4: the launch fails, the probe drops
 #             the host, the job goes on 2 ranks on localhost to the end
 #   give_up   a job that always fails: --max-restarts 2 gives up at the third failure with one
@@ -117,6 +119,24 @@ PY
     grep -q "^zeroshard zs_train: 2 ranks" "$work/s.txt" || fail "the relaunch is not on 2 ranks"
     [ "$(records "$work/run.jsonl" failure | field new_np)" = 2 ] || fail "the log's new_np"
     same_hash "uninterrupted at 4 ranks vs killed at 4, continued at 2" "$work/ref.txt" "$work/s.txt"
+    ;;
+  mpirun)
+    run_ok "$work/ref.txt" 2 "${inv[@]}" --steps 30
+    ck="$work/ck"
+    supervised "$work/s.txt" "$ck" "$work/run.jsonl" 2 --steps 30 --save-every 4 --save-memory-every 1
+    wait_step "$work/s.txt" 10 120 || { kill_job "$ck"; cat "$work/s.txt"; fail "no step 10"; }
+    ranks=$(pgrep -f -- "^$bin .*--save-dir $ck " | tr '\n' ' ')
+    kill -9 "$(pgrep -f -- "^${mpi[0]} .*--save-dir $ck ")" || fail "no mpirun found"
+    wait "$sup_pid"
+    rc=$?
+    grep -E "^zs_run|^resumed from" "$work/s.txt"
+    [ $rc -eq 0 ] || { cat "$work/s.txt"; fail "zs_run exit $rc"; }
+    grep -qE "zs_run: killed [0-9]+ process(es)? the job left behind" "$work/s.txt" ||
+      echo "(no rank outlived mpirun)"
+    for p in $ranks; do
+      ! grep -q -- "--save-dir $ck " "/proc/$p/cmdline" 2> /dev/null || fail "rank $p of launch 1 alive"
+    done
+    same_hash "uninterrupted vs mpirun killed and restarted by zs_run" "$work/ref.txt" "$work/s.txt"
     ;;
   hosts)
     ck="$work/ck"
