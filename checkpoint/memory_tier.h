@@ -1,6 +1,7 @@
-// In-memory checkpoints (docs/checkpoints.md, "Checkpoint tiers"; docs/reliability.md): complete checkpoints of the same
-// format, manifest, checksums and atomic protocol as disk ones, saved into a RAM-backed directory
-// (default /dev/shm/zeroshard-<run id>) that outlives the job's processes but not the machine.
+// In-memory checkpoints (docs/checkpoints.md, "Checkpoint tiers"; docs/reliability.md): complete
+// checkpoints of the same format, manifest, checksums and atomic protocol as disk ones, saved into
+// a RAM-backed directory (default /dev/shm/zeroshard-<run id>) that outlives the job's processes
+// but not the machine.
 //
 // * A run claims its memory directory as it claims its save directory (save_dir.h): every rank
 //   must see it (one node, or a RAM file system every rank mounts), rank 0 holds writer.lock, and

@@ -132,64 +132,96 @@ std::vector<std::string> relaunch_args(const std::vector<std::string>& train) {
   return out;
 }
 
-int run_supervised(const SupervisorOptions& o) {
-  EventLog log(o.log);
-  const int stop_fd = make_stop_signal_fd();
-  int np = o.np;
-  std::vector<HostSlots> hosts = o.hosts;
-  std::deque<Clock::time_point> failures;  // within the window
-  std::optional<Failure> recovering;
-  for (int attempt = 0;; ++attempt) {
-    const std::vector<std::string> argv = command(o, attempt, np, hosts);
-    std::fprintf(stderr, "zs_run: launch %d: %d rank%s%s: %s\n", attempt + 1, np,
-                 np == 1 ? "" : "s", hosts.empty() ? "" : (" on " + hosts_text(hosts)).c_str(),
+namespace {
+
+nlohmann::ordered_json null_or(bool present, const nlohmann::ordered_json& v) {
+  return present ? v : nlohmann::ordered_json();
+}
+
+// The loop's state across launches; each method is one phase of a launch's life.
+class Supervisor {
+ public:
+  explicit Supervisor(const SupervisorOptions& o)
+      : o_(o), log_(o.log), stop_fd_(make_stop_signal_fd()), np_(o.np), hosts_(o.hosts) {}
+
+  int run() {
+    for (attempt_ = 1;; ++attempt_) {
+      Watch w;
+      const JobEnd end = launch(w);
+      if (end.orphans_killed > 0)
+        std::fprintf(stderr,
+                     "zs_run: killed %d process%s the job left behind (ranks whose mpirun died)\n",
+                     end.orphans_killed, end.orphans_killed == 1 ? "" : "es");
+      if (end.stop_signal != 0)
+        return stopped(end.stop_signal, "the job was ended and is not restarted");
+      if (end.ok()) {
+        log_.write("end", {{"attempt", attempt_}, {"exit_code", 0}, {"last_step", w.last_step}});
+        return 0;
+      }
+      if (const std::optional<int> rc = after_failure(end, w)) return *rc;
+    }
+  }
+
+ private:
+  // Starts launch attempt_ on np_ ranks and follows it to its end.
+  JobEnd launch(Watch& w) {
+    const std::vector<std::string> argv = command(o_, attempt_ - 1, np_, hosts_);
+    std::fprintf(stderr, "zs_run: launch %d: %d rank%s%s: %s\n", attempt_, np_, np_ == 1 ? "" : "s",
+                 hosts_.empty() ? "" : (" on " + hosts_text(hosts_)).c_str(),
                  fmt::format("{}", fmt::join(argv, " ")).c_str());
-    log.write(
+    log_.write(
         "launch",
-        {{"attempt", attempt + 1}, {"np", np}, {"hosts", hosts_text(hosts)}, {"command", argv}});
-    Watch w;
-    const JobEnd end = run_job(argv, stop_fd, [&](const std::string& line, Clock::time_point t) {
-      std::fwrite(line.data(), 1, line.size(), stdout);
-      std::fputc('\n', stdout);
-      std::fflush(stdout);
-      const bool first = !w.first_step_at;
-      w.see(line, t);
-      if (!recovering || !first || !w.first_step_at) return;
-      const double s = seconds(*w.first_step_at - recovering->at);
-      const int64_t lost = w.resumed_step >= 0 && recovering->last_step >= 0
-                               ? recovering->last_step - w.resumed_step
-                               : -1;
-      std::fprintf(
-          stderr,
-          "zs_run: recovered: %d rank%s resumed at step %lld, first step %.1f s after the "
-          "failure%s\n",
-          np, np == 1 ? "" : "s", static_cast<long long>(w.resumed_step), s,
-          lost >= 0 ? fmt::format(" ({} step{} lost)", lost, lost == 1 ? "" : "s").c_str() : "");
-      log.write("recovery", {{"attempt", attempt + 1},
-                             {"np", np},
-                             {"resumed_from", w.resumed_from},
-                             {"resumed_step", optional_int(w.resumed_step)},
-                             {"steps_lost", optional_int(lost)},
-                             {"seconds_to_first_step", s}});
-      recovering.reset();
-    });
-    if (end.orphans_killed > 0)
-      std::fprintf(stderr,
-                   "zs_run: killed %d process%s the job left behind (ranks whose mpirun died)\n",
-                   end.orphans_killed, end.orphans_killed == 1 ? "" : "es");
-    if (end.stop_signal != 0) {
-      std::fprintf(stderr, "zs_run: stopped by %s: the job was ended and is not restarted\n",
-                   signal_name(end.stop_signal).c_str());
-      log.write("stopped", {{"attempt", attempt + 1}, {"signal", signal_name(end.stop_signal)}});
-      return 128 + end.stop_signal;
-    }
-    if (end.ok()) {
-      log.write("end", {{"attempt", attempt + 1}, {"exit_code", 0}, {"last_step", w.last_step}});
-      return 0;
-    }
+        {{"attempt", attempt_}, {"np", np_}, {"hosts", hosts_text(hosts_)}, {"command", argv}});
+    return run_job(argv, stop_fd_,
+                   [&](const std::string& line, Clock::time_point t) { on_line(w, line, t); });
+  }
+
+  // One line of the job's output: passed through, read, and the recovery recorded at the first
+  // step after a failure.
+  void on_line(Watch& w, const std::string& line, Clock::time_point t) {
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    const bool first = !w.first_step_at;
+    w.see(line, t);
+    if (!recovering_ || !first || !w.first_step_at) return;
+    const double s = seconds(*w.first_step_at - recovering_->at);
+    const int64_t lost = w.resumed_step >= 0 && recovering_->last_step >= 0
+                             ? recovering_->last_step - w.resumed_step
+                             : -1;
+    std::fprintf(
+        stderr,
+        "zs_run: recovered: %d rank%s resumed at step %lld, first step %.1f s after the "
+        "failure%s\n",
+        np_, np_ == 1 ? "" : "s", static_cast<long long>(w.resumed_step), s,
+        lost >= 0 ? fmt::format(" ({} step{} lost)", lost, lost == 1 ? "" : "s").c_str() : "");
+    log_.write("recovery", {{"attempt", attempt_},
+                            {"np", np_},
+                            {"resumed_from", w.resumed_from},
+                            {"resumed_step", optional_int(w.resumed_step)},
+                            {"steps_lost", optional_int(lost)},
+                            {"seconds_to_first_step", s}});
+    recovering_.reset();
+  }
+
+  nlohmann::ordered_json failure_record(const JobEnd& end, const Watch& w, int64_t last_step) {
+    const bool sig = end.signal != 0, rank = w.dead_rank >= 0;
+    return {{"attempt", attempt_},
+            {"orphans_killed", end.orphans_killed},
+            {"np", np_},
+            {"exit_code", null_or(!sig, end.exit_code)},
+            {"signal", null_or(sig, signal_name(end.signal))},
+            {"rank", null_or(rank, w.dead_rank)},
+            {"rank_signal", null_or(rank, signal_name(w.dead_signal))},
+            {"last_step", optional_int(last_step)}};
+  }
+
+  // After a failed launch: records it, finds the world that survives and either sets up the next
+  // launch (nothing returned) or ends zs_run (its exit status).
+  std::optional<int> after_failure(const JobEnd& end, const Watch& w) {
     const Clock::time_point at = Clock::now();
     const int64_t last_step = w.last_step >= 0 ? w.last_step
-                              : recovering     ? recovering->last_step
+                              : recovering_    ? recovering_->last_step
                                                : -1;
     std::fprintf(
         stderr, "zs_run: the job failed (%s%s)%s\n", describe_end(end).c_str(),
@@ -198,82 +230,86 @@ int run_supervised(const SupervisorOptions& o) {
             : "",
         w.last_step >= 0 ? fmt::format(" after step {}", w.last_step).c_str()
                          : " before its first step");
-    nlohmann::ordered_json rec = {
-        {"attempt", attempt + 1},
-        {"np", np},
-        {"exit_code",
-         end.signal ? nlohmann::ordered_json() : nlohmann::ordered_json(end.exit_code)},
-        {"signal",
-         end.signal ? nlohmann::ordered_json(signal_name(end.signal)) : nlohmann::ordered_json()},
-        {"rank", w.dead_rank >= 0 ? nlohmann::ordered_json(w.dead_rank) : nlohmann::ordered_json()},
-        {"rank_signal", w.dead_rank >= 0 ? nlohmann::ordered_json(signal_name(w.dead_signal))
-                                         : nlohmann::ordered_json()},
-        {"last_step", optional_int(last_step)}};
+    nlohmann::ordered_json rec = failure_record(end, w, last_step);
     // Why not restart a refusal: zs_train exits 2 when its flags are refused, before any work;
     // the same flags would be refused again.
     if (end.signal == 0 && end.exit_code == 2 && w.last_step < 0) {
-      const std::string why = fmt::format(
-          "the job was refused before its first step (exit status 2: {} refused its "
-          "flags); a relaunch would be refused alike",
-          o.train[0]);
-      std::fprintf(stderr, "zs_run: giving up: %s\n", why.c_str());
-      log.write("failure", rec);
-      log.write("give_up", {{"attempt", attempt + 1}, {"reason", why}});
-      return 1;
+      log_.write("failure", rec);
+      return give_up(fmt::format(
+          "the job was refused before its first step (exit status 2: {} refused its flags); a "
+          "relaunch would be refused alike",
+          o_.train[0]));
     }
-    failures.push_back(at);
+    failures_.push_back(at);
     const auto window = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double, std::ratio<60>>(o.restart_window_min));
-    while (!failures.empty() && at - failures.front() > window) failures.pop_front();
-    int slots = o.test_slots > 0 ? o.test_slots : o.np;
+        std::chrono::duration<double, std::ratio<60>>(o_.restart_window_min));
+    while (!failures_.empty() && at - failures_.front() > window) failures_.pop_front();
+    const bool over = static_cast<int>(failures_.size()) > o_.max_restarts;
+    int slots = o_.test_slots > 0 ? o_.test_slots : o_.np;
     std::vector<std::string> lost;
-    if (!o.hosts.empty() && static_cast<int>(failures.size()) <= o.max_restarts) {
-      const std::vector<HostSlots> alive = probe_hosts(o, stop_fd);
-      for (const HostSlots& h : hosts) {
+    if (!o_.hosts.empty() && !over) {
+      const std::vector<HostSlots> alive = probe_hosts(o_, stop_fd_);
+      for (const HostSlots& h : hosts_) {
         bool found = false;
         for (const HostSlots& a : alive) found = found || a.host == h.host;
         if (!found) lost.push_back(h.host);
       }
-      hosts = alive;
+      hosts_ = alive;
       slots = total_slots(alive);
     }
-    const int new_np = next_world(o.policy, o.np, slots);
+    const int new_np = next_world(o_.policy, o_.np, slots);
     rec["hosts_lost"] = lost;
     rec["slots"] = slots;
     rec["new_np"] = new_np;
-    log.write("failure", rec);
-    std::string why;
-    if (static_cast<int>(failures.size()) > o.max_restarts)
-      why = fmt::format(
+    log_.write("failure", rec);
+    if (const int sig = stop_requested(stop_fd_); sig != 0) return stopped(sig, "not restarting");
+    if (over)
+      return give_up(fmt::format(
           "{} failures within {:g} minutes, more than --max-restarts {} allows; the last: {}",
-          failures.size(), o.restart_window_min, o.max_restarts, describe_end(end));
-    else if (new_np == 0)
-      why = fmt::format(
-          "{} slot{} survive{} ({}), and --world-policy {} needs {}", slots, slots == 1 ? "" : "s",
-          slots == 1 ? "s" : "",
-          lost.empty() ? "no host lost" : "lost: " + fmt::format("{}", fmt::join(lost, ", ")),
-          world_policy_name(o.policy),
-          o.policy == WorldPolicy::kSame ? fmt::format("{} ranks", o.np)
-                                         : std::string("at least one"));
-    if (const int sig = stop_requested(stop_fd); sig != 0) {
-      std::fprintf(stderr, "zs_run: stopped by %s: not restarting\n", signal_name(sig).c_str());
-      log.write("stopped", {{"attempt", attempt + 1}, {"signal", signal_name(sig)}});
-      return 128 + sig;
-    }
-    if (!why.empty()) {
-      std::fprintf(stderr, "zs_run: giving up: %s\n", why.c_str());
-      log.write("give_up", {{"attempt", attempt + 1}, {"reason", why}});
-      return 1;
-    }
-    if (new_np != np)
+          failures_.size(), o_.restart_window_min, o_.max_restarts, describe_end(end)));
+    const std::string lost_text = fmt::format("{}", fmt::join(lost, ", "));
+    if (new_np == 0)
+      return give_up(fmt::format("{} slot{} survive{} ({}), and --world-policy {} needs {}", slots,
+                                 slots == 1 ? "" : "s", slots == 1 ? "s" : "",
+                                 lost.empty() ? "no host lost" : "lost: " + lost_text,
+                                 world_policy_name(o_.policy),
+                                 o_.policy == WorldPolicy::kSame ? fmt::format("{} ranks", o_.np)
+                                                                 : std::string("at least one")));
+    if (new_np != np_)
       std::fprintf(stderr,
                    "zs_run: %d slot%s survive%s%s: relaunching on %d ranks (--world-policy %s)\n",
                    slots, slots == 1 ? "" : "s", slots == 1 ? "s" : "",
-                   lost.empty() ? "" : fmt::format(" (lost: {})", fmt::join(lost, ", ")).c_str(),
-                   new_np, world_policy_name(o.policy));
-    np = new_np;
-    recovering = Failure{at, last_step};
+                   lost.empty() ? "" : (" (lost: " + lost_text + ")").c_str(), new_np,
+                   world_policy_name(o_.policy));
+    np_ = new_np;
+    recovering_ = Failure{at, last_step};
+    return std::nullopt;
   }
-}
+
+  int give_up(const std::string& why) {
+    std::fprintf(stderr, "zs_run: giving up: %s\n", why.c_str());
+    log_.write("give_up", {{"attempt", attempt_}, {"reason", why}});
+    return 1;
+  }
+
+  int stopped(int sig, const char* what) {
+    std::fprintf(stderr, "zs_run: stopped by %s: %s\n", signal_name(sig).c_str(), what);
+    log_.write("stopped", {{"attempt", attempt_}, {"signal", signal_name(sig)}});
+    return 128 + sig;
+  }
+
+  const SupervisorOptions& o_;
+  EventLog log_;
+  const int stop_fd_;
+  int np_;
+  std::vector<HostSlots> hosts_;  // those of the next launch
+  int attempt_ = 1;
+  std::deque<Clock::time_point> failures_;  // within the window
+  std::optional<Failure> recovering_;       // until the relaunch's first step
+};
+
+}  // namespace
+
+int run_supervised(const SupervisorOptions& o) { return Supervisor(o).run(); }
 
 }  // namespace zs::run

@@ -29,7 +29,7 @@ for f in include/zeroshard/runtime/engine.h include/zeroshard/unit/unit.h \
          include/zeroshard/collectives/mpi_communicator.h include/zeroshard/core/buffer.h \
          lib/cmake/zeroshard/zeroshardConfig.cmake lib/cmake/zeroshard/zeroshardConfigVersion.cmake \
          lib/cmake/zeroshard/zeroshardTargets.cmake lib/libzs_runtime.a lib/libzs_core.a \
-         bin/zs_train share/zeroshard/corpus.txt; do
+         bin/zs_train bin/zs_run share/zeroshard/corpus.txt; do
   [ -e "$prefix/$f" ] || fail "install: $f missing"
 done
 [ -z "$(find "$prefix/include" -name '*.cc' -o -name '*_test.h' -o -name 'checkpoint_io.h')" ] ||
@@ -90,7 +90,7 @@ dpkg-deb -c "${debs[0]}" > "$work/deb_contents.txt" || fail "dpkg-deb -c"
 for f in ./usr/include/zeroshard/runtime/engine.h ./usr/include/zeroshard/unit/unit.h \
          ./usr/lib/cmake/zeroshard/zeroshardConfig.cmake \
          ./usr/lib/cmake/zeroshard/zeroshardTargets.cmake ./usr/lib/libzs_runtime.a \
-         ./usr/bin/zs_train ./usr/bin/zs_plan ./usr/share/zeroshard/corpus.txt; do
+         ./usr/bin/zs_train ./usr/bin/zs_plan ./usr/bin/zs_run ./usr/share/zeroshard/corpus.txt; do
   grep -q " $f\$" "$work/deb_contents.txt" || { cat "$work/deb_contents.txt"; fail "deb: $f missing"; }
 done
 echo "$(basename "${debs[0]}"): $(grep -c '\.h$' "$work/deb_contents.txt") headers," \
