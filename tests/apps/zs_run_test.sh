@@ -20,6 +20,10 @@
 #             (newer than the disk), bitwise; the tier is removed at the normal end; another run's
 #             memory checkpoints are ignored (and removed), the disk's used; a memory directory
 #             that cannot be made: one warning, the run completes with disk checkpoints
+#   node      on the simulated cluster (scripts/sim_cluster.sh, 2 nodes x 2 ranks; exit 77 where
+#             network namespaces cannot be made): node 2's processes kill -9'd and its link cut;
+#             zs_run's probe drops it, the job goes on 2 ranks on node 1 and ends with the
+#             uninterrupted 4-rank param_hash
 #   shm_full  /dev/shm of 256 KiB (a private mount namespace; exit 77 where it cannot be made): the
 #             first memory save fails, one warning, the run completes with disk checkpoints
 source "$(dirname "${BASH_SOURCE[0]}")/zs_train_lib.sh"
@@ -34,7 +38,7 @@ inv=(--layers 2 --heads 2 --width 64 --context 32 --batch 2 --warmup 2 --eval-ev
 # wait_step out n seconds: until out holds the line of step n.
 wait_step() {
   local i
-  for ((i = 0; i < $3 * 10; i++)); do grep -qE "^step +$2/" "$1" && return 0; sleep 0.1; done
+  for ((i = 0; i < $3 * 10; i++)); do grep -qE "^step +$2/" "$1" 2> /dev/null && return 0; sleep 0.1; done
   return 1
 }
 # kill_rank ck: kill -9 one rank of the job saving into ck (its command line starts with zs_train
@@ -229,6 +233,46 @@ PY
     [ "$(grep -c 'zs_train: warning: --save-memory-every: the memory tier cannot be used' "$work/f.txt")" -eq 1 ] ||
       fail "expected one warning"
     [ -f "$work/ckC/step-00000004/manifest.json" ] || fail "no disk checkpoint"
+    ;;
+  node)
+    [ -n "${ZS_SIM_ID:-}" ] || {  # re-run inside a simulated cluster of 2 nodes x 2 ranks
+      sim="$(dirname "$(dirname "$(dirname "${BASH_SOURCE[0]}")")")/scripts/sim_cluster.sh"
+      exec bash "$sim" --nodes 2 --ranks-per-node 2 --rate none --timeout 360 -- \
+        bash "${BASH_SOURCE[0]}" node "$bin" "$work" "$mpirun" "$@"
+    }
+    sim=()
+    for a in $ZS_SIM_MPIRUN_ARGS; do sim+=("$a"); done
+    # zs_run gives --host itself: the simulated cluster's arguments without it.
+    sargs=()
+    for ((i = 0; i < ${#sim[@]}; i++)); do
+      [ "${sim[i]}" = --host ] && { i=$((i + 1)); continue; }
+      sargs+=("--mpirun-arg=${sim[i]}")
+    done
+    "$mpirun" "${sim[@]}" -np 4 "$bin" "${inv[@]}" --steps 24 > "$work/ref.txt" 2>&1 ||
+      { cat "$work/ref.txt"; fail "the uninterrupted run on the simulated cluster"; }
+    ck="$work/ck"
+    timeout 300 "$zs_run" --np 4 --hosts "$ZS_SIM_HOSTS" --probe-timeout 15 --mpirun "$mpirun" \
+      "${sargs[@]}" --log "$work/run.jsonl" -- "$bin" --save-dir "$ck" "${inv[@]}" --steps 24 \
+      --save-every 4 --watchdog-timeout 10 > "$work/s.txt" 2>&1 &
+    sup_pid=$!
+    wait_step "$work/s.txt" 10 180 || { kill_job "$ck"; cat "$work/s.txt"; fail "no step 10"; }
+    node2="zs-$ZS_SIM_ID-n2"
+    # The processes first, so that their connections close (mpirun then sees its daemon gone),
+    # then the link, so that the probe cannot reach the node.
+    for p in $(ip netns pids "$node2"); do kill -9 "$p" 2> /dev/null; done
+    sleep 0.5
+    ip -n "zs-$ZS_SIM_ID-head" link set zsv2 down
+    echo "node 2 lost after step $(grep -cE '^step +[0-9]+/' "$work/s.txt")"
+    wait "$sup_pid"
+    rc=$?
+    grep -E "^zs_run|^resumed from|^zeroshard zs_train" "$work/s.txt"
+    [ $rc -eq 0 ] || { cat "$work/s.txt"; fail "zs_run exit $rc"; }
+    lost=$(records "$work/run.jsonl" failure | head -1 | field hosts_lost)
+    echo "hosts lost: $lost"
+    grep -q "relaunching on 2 ranks" "$work/s.txt" || fail "not relaunched on 2 ranks"
+    records "$work/run.jsonl" recovery
+    same_hash "uninterrupted at 4 ranks on 2 nodes vs node 2 lost, continued on node 1" \
+      "$work/ref.txt" "$work/s.txt"
     ;;
   shm_full)
     command -v unshare > /dev/null || { echo "SKIP: no unshare"; exit 77; }
