@@ -7,9 +7,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "nn/kernels.h"
 #include "nn/simd.h"
+
+// Vector helpers return GCC vectors from always-inline functions inside target-specific code.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace zs::nn {
 
@@ -87,35 +91,117 @@ inline void load_transposed(const void* x, DType mm, int64_t off, int nc, int hd
       xt[d * kT + c] = std::bit_cast<float>(static_cast<uint32_t>(s[c * hd + d]) << 16);
 }
 
-// s[c] = scale * sum_d x[d] yt[d][c] for the tile's kT columns, each sum in d order.
-inline void tile_row_dot(const float* __restrict x, const float* __restrict yt, int hd, float scale,
-                         float* __restrict s) {
-  float acc[kT];
-  for (int c = 0; c < kT; ++c) acc[c] = 0.0f;
+// [Note: fused attention kernels] The products keep their partial sums in registers: a score row
+// is kT / W vectors of W lanes over the reduction on d; a row of O, dQ, dK or dV is HD / W vectors
+// over its keys or queries, for the head dimensions HD with a kernel of their own (32, 64, 80, 96,
+// 128; others run plain loops, HD = 0). W is 16 on AVX-512 and 8 elsewhere: lanes are
+// independent outputs, so W changes no sum's order and every level gives the same bits.
+#define ZS_FA_INLINE [[gnu::always_inline]] inline
+
+template <int W>
+struct Lanes;
+template <>
+struct Lanes<8> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct Lanes<16> {
+  typedef float type __attribute__((vector_size(64)));
+};
+
+template <int W>
+ZS_FA_INLINE typename Lanes<W>::type vload(const float* p) {
+  typename Lanes<W>::type v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <int W>
+ZS_FA_INLINE void vstore(float* p, typename Lanes<W>::type v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
+// s[c] = scale * sum_d x[d] yt[d][c] for the tile's first NV W columns, each sum in d order.
+template <int W, int HD, int NV>
+ZS_FA_INLINE void tile_row_dot_n(const float* __restrict x, const float* __restrict yt, int hd_rt,
+                                 float scale, float* __restrict s) {
+  using V = typename Lanes<W>::type;
+  const int hd = HD > 0 ? HD : hd_rt;
+  V acc[NV];
+  for (int k = 0; k < NV; ++k) acc[k] = V{};
   for (int d = 0; d < hd; ++d) {
     const float xd = x[d];
     const float* y = yt + d * kT;
-    for (int c = 0; c < kT; ++c) acc[c] += xd * y[c];
+    for (int k = 0; k < NV; ++k) acc[k] += xd * vload<W>(y + k * W);
   }
-  for (int c = 0; c < kT; ++c) s[c] = acc[c] * scale;
+  for (int k = 0; k < NV; ++k) vstore<W>(s + k * W, acc[k] * scale);
 }
 
-// o[d] += sum_{c < n} p[c] y[c][d], in c order.
-inline void tile_row_axpy(const float* __restrict p, int n, const float* __restrict y, int hd,
-                          float* __restrict o) {
-  for (int c = 0; c < n; ++c) {
-    const float pc = p[c];
-    const float* yr = y + c * hd;
-    for (int d = 0; d < hd; ++d) o[d] += pc * yr[d];
+// The same for the first n columns (rounded up to W; the rest of s is left as it was): the keys
+// of a causal row in the diagonal tile.
+template <int W, int HD>
+ZS_FA_INLINE void tile_row_dot(const float* x, const float* yt, int hd, float scale, float* s,
+                               int n) {
+  static_assert(kT == 64 && (W == 8 || W == 16));
+  switch ((n + W - 1) / W) {
+    case 1:
+      return tile_row_dot_n<W, HD, 1>(x, yt, hd, scale, s);
+    case 2:
+      return tile_row_dot_n<W, HD, 2>(x, yt, hd, scale, s);
+    case 3:
+      return tile_row_dot_n<W, HD, 3>(x, yt, hd, scale, s);
+    case 4:
+      return tile_row_dot_n<W, HD, 4>(x, yt, hd, scale, s);
+  }
+  if constexpr (W == 8) {
+    switch ((n + W - 1) / W) {
+      case 5:
+        return tile_row_dot_n<W, HD, 5>(x, yt, hd, scale, s);
+      case 6:
+        return tile_row_dot_n<W, HD, 6>(x, yt, hd, scale, s);
+      case 7:
+        return tile_row_dot_n<W, HD, 7>(x, yt, hd, scale, s);
+      default:
+        return tile_row_dot_n<W, HD, 8>(x, yt, hd, scale, s);
+    }
+  }
+}
+
+// o[d] = o[d] * alpha + sum_{c < n} p[c ps] y[c][d], in c order (alpha applied first).
+template <int W, int HD>
+ZS_FA_INLINE void tile_row_axpy(float alpha, const float* __restrict p, int ps, int n,
+                                const float* __restrict y, int hd_rt, float* __restrict o) {
+  if constexpr (HD == 0) {
+    const int hd = hd_rt;
+    if (alpha != 1.0f)
+      for (int d = 0; d < hd; ++d) o[d] *= alpha;
+    for (int c = 0; c < n; ++c) {
+      const float pc = p[c * ps];
+      const float* yr = y + c * hd;
+      for (int d = 0; d < hd; ++d) o[d] += pc * yr[d];
+    }
+  } else {
+    using V = typename Lanes<W>::type;
+    static_assert(HD % W == 0);
+    constexpr int kV = HD / W;
+    V acc[kV];
+    for (int k = 0; k < kV; ++k) acc[k] = vload<W>(o + k * W);
+    if (alpha != 1.0f)
+      for (int k = 0; k < kV; ++k) acc[k] *= alpha;
+    for (int c = 0; c < n; ++c) {
+      const float pc = p[c * ps];
+      const float* yr = y + c * HD;
+      for (int k = 0; k < kV; ++k) acc[k] += pc * vload<W>(yr + k * W);
+    }
+    for (int k = 0; k < kV; ++k) vstore<W>(o + k * W, acc[k]);
   }
 }
 
 // Query rows [i0, i0 + kT) of head h of sequence b: O and the log-sum-exp, over key tiles in
 // order with the online softmax (running max m, running sum l, O rescaled by exp(m_old - m_new)).
-ZS_SIMD_BODY(void, forward_item,
-             (const Shape& sh, const FlashAttentionActs& a, int64_t b, int h, int i0, float* tiles,
-              void* out)) {
-  const int T = sh.T, hd = sh.hd;
+template <int W, int HD>
+ZS_FA_INLINE void forward_tile(const Shape& sh, const FlashAttentionActs& a, int64_t b, int h,
+                               int i0, float* tiles, void* out) {
+  const int T = sh.T, hd = HD > 0 ? HD : sh.hd;
   const int g = h / (sh.H / sh.KV);
   const int nr = std::min(kT, T - i0);
   const Tiles t = carve(tiles, hd);
@@ -133,16 +219,15 @@ ZS_SIMD_BODY(void, forward_item,
     for (int r = 0; r < nr; ++r) {
       const int n = std::min(nc, i0 + r - j0 + 1);  // keys <= the row's position; >= 1
       float* p = t.p;
-      tile_row_dot(t.q + r * hd, t.kt, hd, sh.scale, p);
+      const int nb = (n + W - 1) / W * W;  // whole vectors of the row's keys
+      tile_row_dot<W, HD>(t.q + r * hd, t.kt, hd, sh.scale, p, n);
       const float m_old = t.m[r];
       const float m_new = std::max(m_old, simd::row_max(p, n));
       const float alpha = m_old == -INFINITY ? 0.0f : simd::exp_approx(m_old - m_new);
-      for (int c = 0; c < kT; ++c) p[c] = simd::exp_approx(p[c] - m_new);
+      for (int c = 0; c < nb; ++c) p[c] = simd::exp_approx(p[c] - m_new);
       for (int c = n; c < kT; ++c) p[c] = 0.0f;
       t.l[r] = t.l[r] * alpha + simd::row_sum(p, kT);
-      float* o = t.o + r * hd;
-      for (int d = 0; d < hd; ++d) o[d] *= alpha;
-      tile_row_axpy(p, n, t.kv, hd, o);
+      tile_row_axpy<W, HD>(alpha, p, 1, n, t.kv, hd, t.o + r * hd);
       t.m[r] = m_new;
     }
   }
@@ -155,18 +240,14 @@ ZS_SIMD_BODY(void, forward_item,
     a.lse[(b * sh.H + h) * T + i0 + r] = t.m[r] + std::log(t.l[r]);
   }
 }
-ZS_SIMD_DISPATCH(void, forward_item,
-                 (const Shape& sh, const FlashAttentionActs& a, int64_t b, int h, int i0,
-                  float* tiles, void* out),
-                 (sh, a, b, h, i0, tiles, out))
 
 // Key/value head g of sequence b: dK and dV of its rows (over the group's query heads in order,
 // then query tiles, then rows) and dQ of the group's query heads. P is recomputed from Q, K and
 // the log-sum-exp; dP = dO V^T; dS = P (dP - rowsum(dO O)) scale.
-ZS_SIMD_BODY(void, backward_item,
-             (const Shape& sh, const FlashAttentionActs& a, const float* dout, const void* out,
-              int64_t b, int g, float* tiles, float* dqkv)) {
-  const int T = sh.T, hd = sh.hd, group = sh.H / sh.KV;
+template <int W, int HD>
+ZS_FA_INLINE void backward_group(const Shape& sh, const FlashAttentionActs& a, const float* dout,
+                                 const void* out, int64_t b, int g, float* tiles, float* dqkv) {
+  const int T = sh.T, hd = HD > 0 ? HD : sh.hd, group = sh.H / sh.KV;
   const int64_t Q = sh.Q;
   const int64_t koff = sh.D + static_cast<int64_t>(g) * hd;
   const int64_t voff = sh.D + static_cast<int64_t>(sh.KV + g) * hd;
@@ -200,25 +281,23 @@ ZS_SIMD_BODY(void, backward_item,
           const int n = std::min(nc, i0 + r - j0 + 1);
           float* p = t.p + r * kT;
           float* ds = t.ds + r * kT;
-          tile_row_dot(t.q + r * hd, t.kt, hd, sh.scale, p);
-          for (int c = 0; c < kT; ++c) p[c] = simd::exp_approx(p[c] - t.m[r]);
-          for (int c = n; c < kT; ++c) p[c] = 0.0f;
-          tile_row_dot(t.dO + r * hd, t.vt, hd, 1.0f, ds);  // dP
+          const int nb = (n + W - 1) / W * W;
+          tile_row_dot<W, HD>(t.q + r * hd, t.kt, hd, sh.scale, p, n);
+          for (int c = 0; c < nb; ++c) p[c] = simd::exp_approx(p[c] - t.m[r]);
+          for (int c = n; c < nb; ++c) p[c] = 0.0f;
+          tile_row_dot<W, HD>(t.dO + r * hd, t.vt, hd, 1.0f, ds, n);  // dP
           const float dr = t.l[r];
-          for (int c = 0; c < kT; ++c) ds[c] = p[c] * (ds[c] - dr) * sh.scale;
-          tile_row_axpy(ds, n, t.kv, hd, t.o + r * hd);  // dQ += dS K
+          // Columns [n, nb) come out 0; later ones are never read (only keys <= the row's).
+          for (int c = 0; c < nb; ++c) ds[c] = p[c] * (ds[c] - dr) * sh.scale;
+          tile_row_axpy<W, HD>(1.0f, ds, 1, n, t.kv, hd, t.o + r * hd);  // dQ += dS K
         }
-        // dK += dS^T Q, dV += P^T dO over the rows that see key j0 + c.
+        // dK += dS^T Q, dV += P^T dO over the rows that see key j0 + c, in row order.
         for (int c = 0; c < nc; ++c) {
-          float* __restrict dk = dqkv + (b * T + j0 + c) * Q + koff;
-          float* __restrict dv = dqkv + (b * T + j0 + c) * Q + voff;
-          for (int r = std::max(0, j0 + c - i0); r < nr; ++r) {
-            const float dsv = t.ds[r * kT + c], pv = t.p[r * kT + c];
-            const float* q = t.q + r * hd;
-            const float* dO = t.dO + r * hd;
-            for (int d = 0; d < hd; ++d) dk[d] += dsv * q[d];
-            for (int d = 0; d < hd; ++d) dv[d] += pv * dO[d];
-          }
+          float* dk = dqkv + (b * T + j0 + c) * Q + koff;
+          float* dv = dqkv + (b * T + j0 + c) * Q + voff;
+          const int r0 = std::max(0, j0 + c - i0);
+          tile_row_axpy<W, HD>(1.0f, t.ds + r0 * kT + c, kT, nr - r0, t.q + r0 * hd, hd, dk);
+          tile_row_axpy<W, HD>(1.0f, t.p + r0 * kT + c, kT, nr - r0, t.dO + r0 * hd, hd, dv);
         }
       }
       for (int r = 0; r < nr; ++r)
@@ -227,10 +306,89 @@ ZS_SIMD_BODY(void, backward_item,
     }
   }
 }
-ZS_SIMD_DISPATCH(void, backward_item,
-                 (const Shape& sh, const FlashAttentionActs& a, const float* dout, const void* out,
-                  int64_t b, int g, float* tiles, float* dqkv),
-                 (sh, a, dout, out, b, g, tiles, dqkv))
+
+// The head dimensions with a kernel of their own ([Note: fused attention kernels]).
+#define ZS_FA_BY_HD(call, W, ...)       \
+  switch (sh.hd) {                      \
+    case 32:                            \
+      return call<W, 32>(__VA_ARGS__);  \
+    case 64:                            \
+      return call<W, 64>(__VA_ARGS__);  \
+    case 80:                            \
+      return call<W, 80>(__VA_ARGS__);  \
+    case 96:                            \
+      return call<W, 96>(__VA_ARGS__);  \
+    case 128:                           \
+      return call<W, 128>(__VA_ARGS__); \
+    default:                            \
+      return call<W, 0>(__VA_ARGS__);   \
+  }
+
+template <int W>
+ZS_FA_INLINE void forward_item_body(const Shape& sh, const FlashAttentionActs& a, int64_t b, int h,
+                                    int i0, float* tiles, void* out) {
+  ZS_FA_BY_HD(forward_tile, W, sh, a, b, h, i0, tiles, out)
+}
+template <int W>
+ZS_FA_INLINE void backward_item_body(const Shape& sh, const FlashAttentionActs& a,
+                                     const float* dout, const void* out, int64_t b, int g,
+                                     float* tiles, float* dqkv) {
+  ZS_FA_BY_HD(backward_group, W, sh, a, dout, out, b, g, tiles, dqkv)
+}
+
+// [Note: dispatched kernels] in core/simd_dispatch.h, by hand: the lane count W differs by level.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ZS_FA_AVX512 gnu::target("avx512f,avx512bw,avx512dq,avx512vl,avx2,f16c"), gnu::flatten
+#define ZS_FA_AVX2 gnu::target("avx2,f16c"), gnu::flatten
+[[ZS_FA_AVX512]] void forward_item_avx512(const Shape& sh, const FlashAttentionActs& a, int64_t b,
+                                          int h, int i0, float* tiles, void* out) {
+  forward_item_body<16>(sh, a, b, h, i0, tiles, out);
+}
+[[ZS_FA_AVX2]] void forward_item_avx2(const Shape& sh, const FlashAttentionActs& a, int64_t b,
+                                      int h, int i0, float* tiles, void* out) {
+  forward_item_body<8>(sh, a, b, h, i0, tiles, out);
+}
+[[ZS_FA_AVX512]] void backward_item_avx512(const Shape& sh, const FlashAttentionActs& a,
+                                           const float* dout, const void* out, int64_t b, int g,
+                                           float* tiles, float* dqkv) {
+  backward_item_body<16>(sh, a, dout, out, b, g, tiles, dqkv);
+}
+[[ZS_FA_AVX2]] void backward_item_avx2(const Shape& sh, const FlashAttentionActs& a,
+                                       const float* dout, const void* out, int64_t b, int g,
+                                       float* tiles, float* dqkv) {
+  backward_item_body<8>(sh, a, dout, out, b, g, tiles, dqkv);
+}
+#endif
+
+[[gnu::flatten]] void forward_item(const Shape& sh, const FlashAttentionActs& a, int64_t b, int h,
+                                   int i0, float* tiles, void* out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  switch (active_simd_level()) {
+    case SimdLevel::kAvx512:
+      return forward_item_avx512(sh, a, b, h, i0, tiles, out);
+    case SimdLevel::kAvx2:
+      return forward_item_avx2(sh, a, b, h, i0, tiles, out);
+    default:
+      break;
+  }
+#endif
+  forward_item_body<8>(sh, a, b, h, i0, tiles, out);
+}
+
+[[gnu::flatten]] void backward_item(const Shape& sh, const FlashAttentionActs& a, const float* dout,
+                                    const void* out, int64_t b, int g, float* tiles, float* dqkv) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  switch (active_simd_level()) {
+    case SimdLevel::kAvx512:
+      return backward_item_avx512(sh, a, dout, out, b, g, tiles, dqkv);
+    case SimdLevel::kAvx2:
+      return backward_item_avx2(sh, a, dout, out, b, g, tiles, dqkv);
+    default:
+      break;
+  }
+#endif
+  backward_item_body<8>(sh, a, dout, out, b, g, tiles, dqkv);
+}
 
 }  // namespace
 
