@@ -27,8 +27,8 @@ int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
 struct Tiles {
   float* q;   // [kT, hd] query rows
   float* dO;  // [kT, hd] output gradient rows (backward)
-  float* kt;  // [hd, kT] K^T; key columns past the tile's keys are zero
-  float* vt;  // [hd, kT] V^T (backward), the same
+  float* kt;  // [hd, kT] K^T (fp32 mm reads q and the k, v rows in place)
+  float* vt;  // [hd, kT] V^T (backward)
   float* kv;  // [kT, hd] V rows (forward) or K rows (backward)
   float* o;   // [kT, hd] the output accumulator (forward) or dQ (backward)
   float* p;   // [kT, kT] probabilities (forward: one row at a time)
@@ -57,9 +57,10 @@ Tiles carve(float* base, int hd) {
   return t;
 }
 
-// The shape every item reads: Q = D + 2 KV hd is the qkv row width.
+// The shape every item reads: Q = D + 2 KV hd is the qkv row width, Tp the row length of the
+// transposed K and V (FlashAttention::padded_context).
 struct Shape {
-  int T, H, KV, hd, D, Q;
+  int T, Tp, H, KV, hd, D, Q;
   float scale;
   DType mm;
 };
@@ -74,21 +75,19 @@ inline void load_f32(const void* src, DType mm, int64_t off, int n, float* __res
   for (int i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(static_cast<uint32_t>(s[i]) << 16);
 }
 
-// xt[d kT + c] = x[row0 + c][d] for c < nc, 0 for c in [nc, kT): rows of hd from offset off.
-inline void load_transposed(const void* x, DType mm, int64_t off, int nc, int hd,
-                            float* __restrict xt) {
-  for (int c = nc; c < kT; ++c)
-    for (int d = 0; d < hd; ++d) xt[d * kT + c] = 0.0f;
-  if (mm == DType::kF32) {
-    const float* s = static_cast<const float*>(x) + off;
-    for (int c = 0; c < nc; ++c)
-      for (int d = 0; d < hd; ++d) xt[d * kT + c] = s[c * hd + d];
-    return;
-  }
-  const uint16_t* s = static_cast<const uint16_t*>(x) + off;
-  for (int c = 0; c < nc; ++c)
-    for (int d = 0; d < hd; ++d)
-      xt[d * kT + c] = std::bit_cast<float>(static_cast<uint32_t>(s[c * hd + d]) << 16);
+// n values of x from offset off as fp32: in place when mm is fp32, else widened into dst.
+inline const float* view_f32(const void* x, DType mm, int64_t off, int n, float* dst) {
+  if (mm == DType::kF32) return static_cast<const float*>(x) + off;
+  load_f32(x, mm, off, n, dst);
+  return dst;
+}
+
+// dst[d][c] = xt[d][j0 + c] for the hd rows of xt [.., hd, Tp] at offset off, c < kT, as fp32
+// (j0 + kT <= Tp: in bounds). Read in place, the rows Tp apart ran the backward 1.5x slower.
+inline void load_transposed(const void* xt, DType mm, int64_t off, int Tp, int j0, int hd,
+                            float* __restrict dst) {
+  for (int d = 0; d < hd; ++d)
+    load_f32(xt, mm, off + static_cast<int64_t>(d) * Tp + j0, kT, dst + d * kT);
 }
 
 // [Note: fused attention kernels] The products keep their partial sums in registers: a score row
@@ -120,17 +119,18 @@ ZS_FA_INLINE void vstore(float* p, typename Lanes<W>::type v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
-// s[c] = scale * sum_d x[d] yt[d][c] for the tile's first NV W columns, each sum in d order.
+// s[c] = scale * sum_d x[d] yt[d][c] for the tile's first NV W columns, each sum in d order (yt's
+// rows ldy apart).
 template <int W, int HD, int NV>
-ZS_FA_INLINE void tile_row_dot_n(const float* __restrict x, const float* __restrict yt, int hd_rt,
-                                 float scale, float* __restrict s) {
+ZS_FA_INLINE void tile_row_dot_n(const float* __restrict x, const float* __restrict yt, int64_t ldy,
+                                 int hd_rt, float scale, float* __restrict s) {
   using V = typename Lanes<W>::type;
   const int hd = HD > 0 ? HD : hd_rt;
   V acc[NV];
   for (int k = 0; k < NV; ++k) acc[k] = V{};
   for (int d = 0; d < hd; ++d) {
     const float xd = x[d];
-    const float* y = yt + d * kT;
+    const float* y = yt + d * ldy;
     for (int k = 0; k < NV; ++k) acc[k] += xd * vload<W>(y + k * W);
   }
   for (int k = 0; k < NV; ++k) vstore<W>(s + k * W, acc[k] * scale);
@@ -139,44 +139,46 @@ ZS_FA_INLINE void tile_row_dot_n(const float* __restrict x, const float* __restr
 // The same for the first n columns (rounded up to W; the rest of s is left as it was): the keys
 // of a causal row in the diagonal tile.
 template <int W, int HD>
-ZS_FA_INLINE void tile_row_dot(const float* x, const float* yt, int hd, float scale, float* s,
-                               int n) {
+ZS_FA_INLINE void tile_row_dot(const float* x, const float* yt, int64_t ldy, int hd, float scale,
+                               float* s, int n) {
   static_assert(kT == 64 && (W == 8 || W == 16));
   switch ((n + W - 1) / W) {
     case 1:
-      return tile_row_dot_n<W, HD, 1>(x, yt, hd, scale, s);
+      return tile_row_dot_n<W, HD, 1>(x, yt, ldy, hd, scale, s);
     case 2:
-      return tile_row_dot_n<W, HD, 2>(x, yt, hd, scale, s);
+      return tile_row_dot_n<W, HD, 2>(x, yt, ldy, hd, scale, s);
     case 3:
-      return tile_row_dot_n<W, HD, 3>(x, yt, hd, scale, s);
+      return tile_row_dot_n<W, HD, 3>(x, yt, ldy, hd, scale, s);
     case 4:
-      return tile_row_dot_n<W, HD, 4>(x, yt, hd, scale, s);
+      return tile_row_dot_n<W, HD, 4>(x, yt, ldy, hd, scale, s);
   }
   if constexpr (W == 8) {
     switch ((n + W - 1) / W) {
       case 5:
-        return tile_row_dot_n<W, HD, 5>(x, yt, hd, scale, s);
+        return tile_row_dot_n<W, HD, 5>(x, yt, ldy, hd, scale, s);
       case 6:
-        return tile_row_dot_n<W, HD, 6>(x, yt, hd, scale, s);
+        return tile_row_dot_n<W, HD, 6>(x, yt, ldy, hd, scale, s);
       case 7:
-        return tile_row_dot_n<W, HD, 7>(x, yt, hd, scale, s);
+        return tile_row_dot_n<W, HD, 7>(x, yt, ldy, hd, scale, s);
       default:
-        return tile_row_dot_n<W, HD, 8>(x, yt, hd, scale, s);
+        return tile_row_dot_n<W, HD, 8>(x, yt, ldy, hd, scale, s);
     }
   }
 }
 
-// o[d] = o[d] * alpha + sum_{c < n} p[c ps] y[c][d], in c order (alpha applied first).
+// o[d] = o[d] * alpha + sum_{c < n} p[c ps] y[c][d], in c order (alpha applied first; y's rows
+// ldy apart).
 template <int W, int HD>
 ZS_FA_INLINE void tile_row_axpy(float alpha, const float* __restrict p, int ps, int n,
-                                const float* __restrict y, int hd_rt, float* __restrict o) {
+                                const float* __restrict y, int64_t ldy, int hd_rt,
+                                float* __restrict o) {
   if constexpr (HD == 0) {
     const int hd = hd_rt;
     if (alpha != 1.0f)
       for (int d = 0; d < hd; ++d) o[d] *= alpha;
     for (int c = 0; c < n; ++c) {
       const float pc = p[c * ps];
-      const float* yr = y + c * hd;
+      const float* yr = y + c * ldy;
       for (int d = 0; d < hd; ++d) o[d] += pc * yr[d];
     }
   } else {
@@ -189,7 +191,7 @@ ZS_FA_INLINE void tile_row_axpy(float alpha, const float* __restrict p, int ps, 
       for (int k = 0; k < kV; ++k) acc[k] *= alpha;
     for (int c = 0; c < n; ++c) {
       const float pc = p[c * ps];
-      const float* yr = y + c * HD;
+      const float* yr = y + c * ldy;
       for (int k = 0; k < kV; ++k) acc[k] += pc * vload<W>(yr + k * W);
     }
     for (int k = 0; k < kV; ++k) vstore<W>(o + k * W, acc[k]);
@@ -205,8 +207,8 @@ ZS_FA_INLINE void forward_tile(const Shape& sh, const FlashAttentionActs& a, int
   const int g = h / (sh.H / sh.KV);
   const int nr = std::min(kT, T - i0);
   const Tiles t = carve(tiles, hd);
-  const int64_t kv0 = (b * sh.KV + g) * T * hd;
-  load_f32(a.q, sh.mm, ((b * sh.H + h) * T + i0) * hd, nr * hd, t.q);
+  const int64_t kv0 = (b * sh.KV + g) * T * hd, kt0 = (b * sh.KV + g) * hd * sh.Tp;
+  const float* q = view_f32(a.q, sh.mm, ((b * sh.H + h) * T + i0) * hd, nr * hd, t.q);
   for (int r = 0; r < nr; ++r) {
     t.m[r] = -INFINITY;
     t.l[r] = 0.0f;
@@ -214,20 +216,20 @@ ZS_FA_INLINE void forward_tile(const Shape& sh, const FlashAttentionActs& a, int
   std::fill(t.o, t.o + nr * hd, 0.0f);
   for (int j0 = 0; j0 < i0 + nr; j0 += kT) {
     const int nc = std::min(kT, i0 + nr - j0);  // keys past the last row's are masked for all
-    load_transposed(a.k, sh.mm, kv0 + static_cast<int64_t>(j0) * hd, nc, hd, t.kt);
-    load_f32(a.v, sh.mm, kv0 + static_cast<int64_t>(j0) * hd, nc * hd, t.kv);
+    load_transposed(a.kt, sh.mm, kt0, sh.Tp, j0, hd, t.kt);
+    const float* v = view_f32(a.v, sh.mm, kv0 + static_cast<int64_t>(j0) * hd, nc * hd, t.kv);
     for (int r = 0; r < nr; ++r) {
       const int n = std::min(nc, i0 + r - j0 + 1);  // keys <= the row's position; >= 1
+      const int nb = (n + W - 1) / W * W;           // whole vectors of the row's keys
       float* p = t.p;
-      const int nb = (n + W - 1) / W * W;  // whole vectors of the row's keys
-      tile_row_dot<W, HD>(t.q + r * hd, t.kt, hd, sh.scale, p, n);
+      tile_row_dot<W, HD>(q + r * hd, t.kt, kT, hd, sh.scale, p, n);
       const float m_old = t.m[r];
       const float m_new = std::max(m_old, simd::row_max(p, n));
       const float alpha = m_old == -INFINITY ? 0.0f : simd::exp_approx(m_old - m_new);
       for (int c = 0; c < nb; ++c) p[c] = simd::exp_approx(p[c] - m_new);
       for (int c = n; c < kT; ++c) p[c] = 0.0f;
       t.l[r] = t.l[r] * alpha + simd::row_sum(p, kT);
-      tile_row_axpy<W, HD>(alpha, p, 1, n, t.kv, hd, t.o + r * hd);
+      tile_row_axpy<W, HD>(alpha, p, 1, n, v, hd, hd, t.o + r * hd);
       t.m[r] = m_new;
     }
   }
@@ -257,47 +259,46 @@ ZS_FA_INLINE void backward_group(const Shape& sh, const FlashAttentionActs& a, c
     std::fill(row + koff, row + koff + hd, 0.0f);
     std::fill(row + voff, row + voff + hd, 0.0f);
   }
-  const int64_t kv0 = (b * sh.KV + g) * T * hd;
+  const int64_t kv0 = (b * sh.KV + g) * T * hd, kt0 = (b * sh.KV + g) * hd * sh.Tp;
   for (int h = g * group; h < (g + 1) * group; ++h) {
     for (int i0 = 0; i0 < T; i0 += kT) {
       const int nr = std::min(kT, T - i0);
-      load_f32(a.q, sh.mm, ((b * sh.H + h) * T + i0) * hd, nr * hd, t.q);
+      const float* q = view_f32(a.q, sh.mm, ((b * sh.H + h) * T + i0) * hd, nr * hd, t.q);
+      const float* dO = t.dO;  // [nr, hd]
       for (int r = 0; r < nr; ++r) {
-        const int64_t row = b * T + i0 + r;
-        const int64_t at = row * sh.D + static_cast<int64_t>(h) * hd;
+        const int64_t at = (b * T + i0 + r) * sh.D + static_cast<int64_t>(h) * hd;
         std::memcpy(t.dO + r * hd, dout + at, sizeof(float) * hd);
-        load_f32(out, sh.mm, at, hd, t.ds);  // the output row (hd <= kT * kT)
-        t.l[r] = simd::row_dot(t.dO + r * hd, t.ds, hd);
+        const float* o = view_f32(out, sh.mm, at, hd, t.ds);  // hd <= kT * kT
+        t.l[r] = simd::row_dot(dO + r * hd, o, hd);
         t.m[r] = a.lse[(b * sh.H + h) * T + i0 + r];
       }
       std::fill(t.o, t.o + nr * hd, 0.0f);
       for (int j0 = 0; j0 < i0 + nr; j0 += kT) {
         const int nc = std::min(kT, i0 + nr - j0);
-        const int64_t k0 = kv0 + static_cast<int64_t>(j0) * hd;
-        load_transposed(a.k, sh.mm, k0, nc, hd, t.kt);
-        load_transposed(a.v, sh.mm, k0, nc, hd, t.vt);
-        load_f32(a.k, sh.mm, k0, nc * hd, t.kv);
+        load_transposed(a.kt, sh.mm, kt0, sh.Tp, j0, hd, t.kt);
+        load_transposed(a.vt, sh.mm, kt0, sh.Tp, j0, hd, t.vt);
+        const float* k = view_f32(a.k, sh.mm, kv0 + static_cast<int64_t>(j0) * hd, nc * hd, t.kv);
         for (int r = 0; r < nr; ++r) {
           const int n = std::min(nc, i0 + r - j0 + 1);
+          const int nb = (n + W - 1) / W * W;
           float* p = t.p + r * kT;
           float* ds = t.ds + r * kT;
-          const int nb = (n + W - 1) / W * W;
-          tile_row_dot<W, HD>(t.q + r * hd, t.kt, hd, sh.scale, p, n);
+          tile_row_dot<W, HD>(q + r * hd, t.kt, kT, hd, sh.scale, p, n);
           for (int c = 0; c < nb; ++c) p[c] = simd::exp_approx(p[c] - t.m[r]);
           for (int c = n; c < nb; ++c) p[c] = 0.0f;
-          tile_row_dot<W, HD>(t.dO + r * hd, t.vt, hd, 1.0f, ds, n);  // dP
+          tile_row_dot<W, HD>(dO + r * hd, t.vt, kT, hd, 1.0f, ds, n);  // dP
           const float dr = t.l[r];
           // Columns [n, nb) come out 0; later ones are never read (only keys <= the row's).
           for (int c = 0; c < nb; ++c) ds[c] = p[c] * (ds[c] - dr) * sh.scale;
-          tile_row_axpy<W, HD>(1.0f, ds, 1, n, t.kv, hd, t.o + r * hd);  // dQ += dS K
+          tile_row_axpy<W, HD>(1.0f, ds, 1, n, k, hd, hd, t.o + r * hd);  // dQ += dS K
         }
         // dK += dS^T Q, dV += P^T dO over the rows that see key j0 + c, in row order.
         for (int c = 0; c < nc; ++c) {
           float* dk = dqkv + (b * T + j0 + c) * Q + koff;
           float* dv = dqkv + (b * T + j0 + c) * Q + voff;
           const int r0 = std::max(0, j0 + c - i0);
-          tile_row_axpy<W, HD>(1.0f, t.ds + r0 * kT + c, kT, nr - r0, t.q + r0 * hd, hd, dk);
-          tile_row_axpy<W, HD>(1.0f, t.p + r0 * kT + c, kT, nr - r0, t.dO + r0 * hd, hd, dv);
+          tile_row_axpy<W, HD>(1.0f, t.ds + r0 * kT + c, kT, nr - r0, q + r0 * hd, hd, hd, dk);
+          tile_row_axpy<W, HD>(1.0f, t.p + r0 * kT + c, kT, nr - r0, dO + r0 * hd, hd, hd, dv);
         }
       }
       for (int r = 0; r < nr; ++r)
@@ -407,6 +408,10 @@ FlashAttention::FlashAttention(int B, int T, int D, int H, int KV, DType mm, int
   ZS_CHECK(threads >= 1, ErrorCode::kInvalidArgument, "flash attention: threads {} < 1", threads);
 }
 
+// 16 floats past a whole tile: a power-of-two row length would put a tile's hd rows into a few
+// cache sets.
+int FlashAttention::padded_context(int T) { return (T + kT - 1) / kT * kT + 16; }
+
 int64_t FlashAttention::tiles_bytes(int hd, int threads) {
   return static_cast<int64_t>(threads) * tile_floats(hd) * static_cast<int64_t>(sizeof(float));
 }
@@ -415,19 +420,47 @@ void FlashAttention::forward(const float* qkv, const FlashAttentionActs& a, floa
                              void* out) const {
   const int hd = hd_;
   const int64_t rows = static_cast<int64_t>(B_) * T_, Q = D_ + 2 * static_cast<int64_t>(KV_) * hd;
-  // Split heads: q [B, H, T, hd], k and v [B, KV, T, hd] in mm.
+  // Split heads: q [B, H, T, hd], k and v [B, KV, T, hd], and k, v transposed [B, KV, hd, Tp]
+  // (columns [T, Tp) zero), in mm.
+  const int Tp = padded_context(T_);
+  const size_t e = dtype_size(mm_);
 #pragma omp parallel for schedule(static) num_threads(threads_)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / T_, t = r % T_;
     const float* x = qkv + r * Q;
     for (int h = 0; h < H_; ++h) store_as(x + h * hd, a.q, mm_, ((b * H_ + h) * T_ + t) * hd, hd);
+    alignas(64) uint16_t row16[kT * kT];  // one bf16 row (hd <= kT * kT)
     for (int g = 0; g < KV_; ++g) {
-      const int64_t at = ((b * KV_ + g) * T_ + t) * hd;
-      store_as(x + D_ + g * hd, a.k, mm_, at, hd);
-      store_as(x + D_ + (KV_ + g) * hd, a.v, mm_, at, hd);
+      const int64_t at = ((b * KV_ + g) * T_ + t) * hd, at_t = (b * KV_ + g) * hd * Tp + t;
+      for (int s = 0; s < 2; ++s) {
+        const float* src = x + D_ + (s * KV_ + g) * hd;
+        store_as(src, s == 0 ? a.k : a.v, mm_, at, hd);
+        void* xt = s == 0 ? a.kt : a.vt;
+        if (mm_ == DType::kF32) {
+          float* dst = static_cast<float*>(xt) + at_t;
+          for (int d = 0; d < hd; ++d) dst[static_cast<int64_t>(d) * Tp] = src[d];
+        } else {
+          store_as(src, row16, mm_, 0, hd);
+          uint16_t* dst = static_cast<uint16_t*>(xt) + at_t;
+          for (int d = 0; d < hd; ++d) dst[static_cast<int64_t>(d) * Tp] = row16[d];
+        }
+      }
     }
+    if (t == T_ - 1 && Tp > T_)  // the last row of a sequence zeroes the padding columns
+      for (int g = 0; g < KV_; ++g)
+        for (void* xt : {a.kt, a.vt})
+          for (int d = 0; d < hd; ++d)
+            std::memset(static_cast<char*>(xt) + ((b * KV_ + g) * hd * Tp + d * Tp + T_) * e, 0,
+                        (Tp - T_) * e);
   }
-  const Shape sh{T_, H_, KV_, hd, D_, static_cast<int>(Q), 1.0f / std::sqrt(static_cast<float>(hd)),
+  const Shape sh{T_,
+                 padded_context(T_),
+                 H_,
+                 KV_,
+                 hd,
+                 D_,
+                 static_cast<int>(Q),
+                 1.0f / std::sqrt(static_cast<float>(hd)),
                  mm_};
   const int tiles_per_head = (T_ + kT - 1) / kT;
   const int64_t items = static_cast<int64_t>(B_) * H_ * tiles_per_head;
@@ -449,7 +482,14 @@ void FlashAttention::backward(const float* dout, const FlashAttentionActs& a, co
                               float* tiles, float* dqkv) const {
   const int hd = hd_;
   const int64_t Q = D_ + 2 * static_cast<int64_t>(KV_) * hd;
-  const Shape sh{T_, H_, KV_, hd, D_, static_cast<int>(Q), 1.0f / std::sqrt(static_cast<float>(hd)),
+  const Shape sh{T_,
+                 padded_context(T_),
+                 H_,
+                 KV_,
+                 hd,
+                 D_,
+                 static_cast<int>(Q),
+                 1.0f / std::sqrt(static_cast<float>(hd)),
                  mm_};
   const int64_t items = static_cast<int64_t>(B_) * KV_;
   const int64_t stride = tile_floats(hd);

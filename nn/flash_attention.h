@@ -25,10 +25,13 @@
 namespace zs::nn {
 
 // Kept from forward for backward (one set per block, or one shared set when checkpointing).
+// Tp = FlashAttention::padded_context(T).
 struct FlashAttentionActs {
   void* q = nullptr;     // [B, H, T, hd] in mm
   void* k = nullptr;     // [B, KV, T, hd] in mm
   void* v = nullptr;     // [B, KV, T, hd] in mm
+  void* kt = nullptr;    // [B, KV, hd, Tp] in mm: K transposed (columns from T on zero)
+  void* vt = nullptr;    // [B, KV, hd, Tp] in mm: V transposed
   float* lse = nullptr;  // [B, H, T] fp32: log-sum-exp of each query row's scaled scores
 };
 
@@ -51,6 +54,8 @@ class FlashAttention {
 
   // The tiles buffer: one set of per-thread tiles per thread, for head dimension hd.
   static int64_t tiles_bytes(int hd, int threads);
+  // T rounded up to kTile, plus 16: the row length of FlashAttentionActs::kt and vt.
+  static int padded_context(int T);
   int threads() const { return threads_; }
 
  private:

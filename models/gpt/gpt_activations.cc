@@ -261,6 +261,9 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
   using K = GptBlockBuffers;
   const int64_t mce = M * C * e, mde = M * D * e;
   const int64_t kve = fused ? M * arch.kv_heads_or_heads() * arch.head_dim() * e : mde;
+  const int64_t kvt = fused ? d.batch * arch.kv_heads_or_heads() * arch.head_dim() *
+                                  FlashAttention::padded_context(static_cast<int>(d.context)) * e
+                            : 0;
   const int64_t stat = M * kF4;
   t.block = {
       {"h1", &K::h1, mce, P::kWorkspace},
@@ -274,6 +277,8 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
       {"p", &K::p, bhtt * kF4, P::kWorkspace},
       {"pm", &K::pm, lowp ? bhtt * e : 0, P::kWorkspace},
       {"lse", &K::lse, fused ? M * d.heads * kF4 : 0, P::kWorkspace},
+      {"kt", &K::kt, kvt, P::kWorkspace},
+      {"vt", &K::vt, kvt, P::kWorkspace},
       {"a", &K::a, mde, P::kWorkspace},
       {"x2", &K::x2, M * C * kF4, P::kWorkspace},
       {"h2", &K::h2, mce, P::kWorkspace},

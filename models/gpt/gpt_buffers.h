@@ -28,6 +28,8 @@ struct GptBlockBuffers {
   Buffer p;             // [B, H, T, T] fp32 probabilities (empty with fused attention)
   Buffer pm;            // [B, H, T, T] mm (empty when mm is fp32 or with fused attention)
   Buffer lse;           // [B, H, T] fp32 log-sum-exp of each query row (fused attention only)
+  Buffer kt, vt;        // [B, KV, hd, Tp] mm: k and v transposed (Tp: padded_context(T))
+                        // (fused attention only, nn::FlashAttentionActs)
   Buffer a;             // [M, D] attention output, mm (D = H hd: C unless head_dim is set)
   Buffer x2;            // [M, C] residual after attention, fp32
   Buffer h2;            // [M, C] ln2 output, mm

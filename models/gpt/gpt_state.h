@@ -31,7 +31,9 @@ struct BlockActs : GptBlockBuffers {
   AttentionActs attn() {
     return {q.data(), k.data(), v.data(), p.as<float>(), pm.empty() ? p.data() : pm.data()};
   }
-  FlashAttentionActs flash() { return {q.data(), k.data(), v.data(), lse.as<float>()}; }
+  FlashAttentionActs flash() {
+    return {q.data(), k.data(), v.data(), kt.data(), vt.data(), lse.as<float>()};
+  }
 };
 
 // The buffers (inputs, xs, the head, the temporaries shared by all units) are GptModelBuffers',

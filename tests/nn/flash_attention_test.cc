@@ -43,11 +43,12 @@ Outputs run_flash(const Shape& s, const VecF& qkv, const VecF& r, int threads,
   FlashAttention fa(s.B, s.T, s.D(), s.H, s.KV, mm, threads);
   const size_t e = dtype_size(mm);
   const int64_t nq = s.rows() * s.D(), nkv = s.rows() * s.KV * s.hd;
-  std::vector<char> q(nq * e), k(nkv * e), v(nkv * e), out(nq * e);
+  const int64_t nt = static_cast<int64_t>(s.B) * s.KV * s.hd * FlashAttention::padded_context(s.T);
+  std::vector<char> q(nq * e), k(nkv * e), v(nkv * e), kt(nt * e), vt(nt * e), out(nq * e);
   std::vector<float> tiles(FlashAttention::tiles_bytes(s.hd, threads) / 4 + 16);
   float* t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tiles.data()) + 63) / 64 * 64);
   Outputs res{VecF(nq), VecF(s.rows() * s.H), VecF(qkv.size(), NAN)};
-  FlashAttentionActs acts{q.data(), k.data(), v.data(), res.lse.data()};
+  FlashAttentionActs acts{q.data(), k.data(), v.data(), kt.data(), vt.data(), res.lse.data()};
   fa.forward(qkv.data(), acts, t, out.data());
   fa.backward(r.data(), acts, out.data(), t, res.dqkv.data());
   if (mm == DType::kF32) {

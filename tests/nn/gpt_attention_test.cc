@@ -123,7 +123,8 @@ TEST(GptAttention, FusedCheckpointedIsBitwise) {
 }
 
 // The plan drops, per block set, P [B, H, T, T] fp32 (and its mm copy with bf16) and K, V beyond
-// their KV heads, and adds the log-sum-exp [B, H, T]; in the workspace, the scores, the head
+// their KV heads, and adds the log-sum-exp [B, H, T] and K, V transposed [B, KV, hd, Tp]; in the
+// workspace, the scores, the head
 // split's and merge's [M, D] temporaries, dS in mm, for one tile set per thread. The model
 // allocates exactly the plan.
 TEST(GptAttention, PlanCountsTheKernelsBuffers) {
@@ -139,7 +140,9 @@ TEST(GptAttention, PlanCountsTheKernelsBuffers) {
     const int64_t B = cg.run.batch, T = cg.arch.context, H = cg.arch.heads, KV = 2, hd = 8;
     const int64_t M = B * T, D = H * hd, L = cg.arch.layers, e = dt == DType::kF32 ? 4 : 2;
     const int64_t bhtt = B * H * T * T, lowp = dt == DType::kF32 ? 0 : 1;
-    const int64_t block = bhtt * 4 + lowp * bhtt * e + 2 * (M * D - M * KV * hd) * e - M * H * 4;
+    const int64_t Tp = FlashAttention::padded_context(static_cast<int>(T));
+    const int64_t block = bhtt * 4 + lowp * bhtt * e + 2 * (M * D - M * KV * hd) * e - M * H * 4 -
+                          2 * B * KV * hd * Tp * e;
     const int64_t work = bhtt * 4 + lowp * bhtt * e + M * D * (4 + e + 3 * 4) -
                          FlashAttention::tiles_bytes(hd, cg.run.threads);
     EXPECT_EQ(pg.blocks - pf.blocks, L * block);
