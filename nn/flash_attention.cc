@@ -119,51 +119,68 @@ ZS_FA_INLINE void vstore(float* p, typename Lanes<W>::type v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
-// s[c] = scale * sum_d x[d] yt[d][c] for the tile's first NV W columns, each sum in d order (yt's
-// rows ldy apart).
-template <int W, int HD, int NV>
-ZS_FA_INLINE void tile_row_dot_n(const float* __restrict x, const float* __restrict yt, int64_t ldy,
-                                 int hd_rt, float scale, float* __restrict s) {
+// c + a b, the product rounded, then the sum (no FMA: -ffp-contract=off, as every kernel here).
+template <int W>
+ZS_FA_INLINE typename Lanes<W>::type muladd(float a, typename Lanes<W>::type b,
+                                            typename Lanes<W>::type c) {
+  return c + a * b;
+}
+
+// s_i[c] = scale * sum_d x_i[d] yt[d][c] for rows i < R (1 or 2: two rows give twice the
+// independent sums, which the adds' latency needs) and the tile's first NV W columns, each sum in
+// d order (yt's rows ldy apart).
+template <int W, int HD, int NV, int R>
+ZS_FA_INLINE void tile_rows_dot_n(const float* __restrict x0, const float* __restrict x1,
+                                  const float* __restrict yt, int64_t ldy, int hd_rt, float scale,
+                                  float* __restrict s0, float* __restrict s1) {
   using V = typename Lanes<W>::type;
   const int hd = HD > 0 ? HD : hd_rt;
-  V acc[NV];
-  for (int k = 0; k < NV; ++k) acc[k] = V{};
+  V acc[R][NV];
+  for (int i = 0; i < R; ++i)
+    for (int k = 0; k < NV; ++k) acc[i][k] = V{};
   for (int d = 0; d < hd; ++d) {
-    const float xd = x[d];
     const float* y = yt + d * ldy;
-    for (int k = 0; k < NV; ++k) acc[k] += xd * vload<W>(y + k * W);
+    V yv[NV];
+    for (int k = 0; k < NV; ++k) yv[k] = vload<W>(y + k * W);
+    for (int k = 0; k < NV; ++k) acc[0][k] = muladd<W>(x0[d], yv[k], acc[0][k]);
+    if constexpr (R == 2)
+      for (int k = 0; k < NV; ++k) acc[1][k] = muladd<W>(x1[d], yv[k], acc[1][k]);
   }
-  for (int k = 0; k < NV; ++k) vstore<W>(s + k * W, acc[k] * scale);
+  for (int k = 0; k < NV; ++k) vstore<W>(s0 + k * W, acc[0][k] * scale);
+  if constexpr (R == 2)
+    for (int k = 0; k < NV; ++k) vstore<W>(s1 + k * W, acc[R - 1][k] * scale);
 }
 
 // The same for the first n columns (rounded up to W; the rest of s is left as it was): the keys
-// of a causal row in the diagonal tile.
-template <int W, int HD>
-ZS_FA_INLINE void tile_row_dot(const float* x, const float* yt, int64_t ldy, int hd, float scale,
-                               float* s, int n) {
+// of a causal row in the diagonal tile (of the longer row of two).
+template <int W, int HD, int R>
+ZS_FA_INLINE void tile_rows_dot(const float* x0, const float* x1, const float* yt, int64_t ldy,
+                                int hd, float scale, float* s0, float* s1, int n) {
   static_assert(kT == 64 && (W == 8 || W == 16));
+#define ZS_FA_DOT(nv) return tile_rows_dot_n<W, HD, nv, R>(x0, x1, yt, ldy, hd, scale, s0, s1)
   switch ((n + W - 1) / W) {
     case 1:
-      return tile_row_dot_n<W, HD, 1>(x, yt, ldy, hd, scale, s);
+      ZS_FA_DOT(1);
     case 2:
-      return tile_row_dot_n<W, HD, 2>(x, yt, ldy, hd, scale, s);
+      ZS_FA_DOT(2);
     case 3:
-      return tile_row_dot_n<W, HD, 3>(x, yt, ldy, hd, scale, s);
+      ZS_FA_DOT(3);
     case 4:
-      return tile_row_dot_n<W, HD, 4>(x, yt, ldy, hd, scale, s);
+      ZS_FA_DOT(4);
   }
   if constexpr (W == 8) {
     switch ((n + W - 1) / W) {
       case 5:
-        return tile_row_dot_n<W, HD, 5>(x, yt, ldy, hd, scale, s);
+        ZS_FA_DOT(5);
       case 6:
-        return tile_row_dot_n<W, HD, 6>(x, yt, ldy, hd, scale, s);
+        ZS_FA_DOT(6);
       case 7:
-        return tile_row_dot_n<W, HD, 7>(x, yt, ldy, hd, scale, s);
+        ZS_FA_DOT(7);
       default:
-        return tile_row_dot_n<W, HD, 8>(x, yt, ldy, hd, scale, s);
+        ZS_FA_DOT(8);
     }
   }
+#undef ZS_FA_DOT
 }
 
 // o[d] = o[d] * alpha + sum_{c < n} p[c ps] y[c][d], in c order (alpha applied first; y's rows
@@ -192,9 +209,59 @@ ZS_FA_INLINE void tile_row_axpy(float alpha, const float* __restrict p, int ps, 
     for (int c = 0; c < n; ++c) {
       const float pc = p[c * ps];
       const float* yr = y + c * ldy;
-      for (int k = 0; k < kV; ++k) acc[k] += pc * vload<W>(yr + k * W);
+      for (int k = 0; k < kV; ++k) acc[k] = muladd<W>(pc, vload<W>(yr + k * W), acc[k]);
     }
     for (int k = 0; k < kV; ++k) vstore<W>(o + k * W, acc[k]);
+  }
+}
+
+// Two rows of tile_row_axpy sharing y: o_i[d] = o_i[d] alpha_i + sum_{c in [s_i, e_i)} p_i[c ps]
+// y[c][d], each in c order (s0 <= s1, e0 <= e1 or the reverse roles handled by the three parts).
+template <int W, int HD>
+ZS_FA_INLINE void tile_rows_axpy2(float a0, float a1, const float* __restrict p0,
+                                  const float* __restrict p1, int ps, int s0, int e0, int s1,
+                                  int e1, const float* __restrict y, int64_t ldy, int hd_rt,
+                                  float* __restrict o0, float* __restrict o1) {
+  if constexpr (HD == 0) {
+    tile_row_axpy<W, HD>(a0, p0 + s0 * ps, ps, e0 - s0, y + s0 * ldy, ldy, hd_rt, o0);
+    tile_row_axpy<W, HD>(a1, p1 + s1 * ps, ps, e1 - s1, y + s1 * ldy, ldy, hd_rt, o1);
+  } else {
+    using V = typename Lanes<W>::type;
+    constexpr int kV = HD / W;
+    V acc0[kV], acc1[kV];
+    for (int k = 0; k < kV; ++k) {
+      acc0[k] = vload<W>(o0 + k * W);
+      acc1[k] = vload<W>(o1 + k * W);
+    }
+    if (a0 != 1.0f)
+      for (int k = 0; k < kV; ++k) acc0[k] *= a0;
+    if (a1 != 1.0f)
+      for (int k = 0; k < kV; ++k) acc1[k] *= a1;
+    const int lo = std::max(s0, s1), hi = std::min(e0, e1);
+    for (int c = s0; c < std::min(lo, e0); ++c)  // o0 alone before o1's start
+      for (int k = 0; k < kV; ++k)
+        acc0[k] = muladd<W>(p0[c * ps], vload<W>(y + c * ldy + k * W), acc0[k]);
+    for (int c = s1; c < std::min(lo, e1); ++c)  // o1 alone before o0's start
+      for (int k = 0; k < kV; ++k)
+        acc1[k] = muladd<W>(p1[c * ps], vload<W>(y + c * ldy + k * W), acc1[k]);
+    for (int c = lo; c < hi; ++c) {
+      const float* yr = y + c * ldy;
+      for (int k = 0; k < kV; ++k) {
+        const V yv = vload<W>(yr + k * W);
+        acc0[k] = muladd<W>(p0[c * ps], yv, acc0[k]);
+        acc1[k] = muladd<W>(p1[c * ps], yv, acc1[k]);
+      }
+    }
+    for (int c = std::max(hi, lo); c < e0; ++c)  // o0 alone after o1's end
+      for (int k = 0; k < kV; ++k)
+        acc0[k] = muladd<W>(p0[c * ps], vload<W>(y + c * ldy + k * W), acc0[k]);
+    for (int c = std::max(hi, lo); c < e1; ++c)  // o1 alone after o0's end
+      for (int k = 0; k < kV; ++k)
+        acc1[k] = muladd<W>(p1[c * ps], vload<W>(y + c * ldy + k * W), acc1[k]);
+    for (int k = 0; k < kV; ++k) {
+      vstore<W>(o0 + k * W, acc0[k]);
+      vstore<W>(o1 + k * W, acc1[k]);
+    }
   }
 }
 
@@ -218,19 +285,30 @@ ZS_FA_INLINE void forward_tile(const Shape& sh, const FlashAttentionActs& a, int
     const int nc = std::min(kT, i0 + nr - j0);  // keys past the last row's are masked for all
     load_transposed(a.kt, sh.mm, kt0, sh.Tp, j0, hd, t.kt);
     const float* v = view_f32(a.v, sh.mm, kv0 + static_cast<int64_t>(j0) * hd, nc * hd, t.kv);
-    for (int r = 0; r < nr; ++r) {
-      const int n = std::min(nc, i0 + r - j0 + 1);  // keys <= the row's position; >= 1
-      const int nb = (n + W - 1) / W * W;           // whole vectors of the row's keys
-      float* p = t.p;
-      tile_row_dot<W, HD>(q + r * hd, t.kt, kT, hd, sh.scale, p, n);
+    // The online softmax of row r on its scores p (n keys): returns O's rescaling factor.
+    auto softmax_step = [&](int r, float* p, int n) {
+      const int nb = (n + W - 1) / W * W;  // whole vectors of the row's keys
       const float m_old = t.m[r];
       const float m_new = std::max(m_old, simd::row_max(p, n));
       const float alpha = m_old == -INFINITY ? 0.0f : simd::exp_approx(m_old - m_new);
       for (int c = 0; c < nb; ++c) p[c] = simd::exp_approx(p[c] - m_new);
       for (int c = n; c < kT; ++c) p[c] = 0.0f;
       t.l[r] = t.l[r] * alpha + simd::row_sum(p, kT);
-      tile_row_axpy<W, HD>(alpha, p, 1, n, v, hd, hd, t.o + r * hd);
       t.m[r] = m_new;
+      return alpha;
+    };
+    for (int r = 0; r < nr; r += 2) {  // rows in pairs ([Note: fused attention kernels])
+      const int n0 = std::min(nc, i0 + r - j0 + 1);  // keys <= the row's position; >= 1
+      float *p0 = t.p, *p1 = t.p + kT, *o0 = t.o + r * hd;
+      if (r + 1 == nr) {
+        tile_rows_dot<W, HD, 1>(q + r * hd, nullptr, t.kt, kT, hd, sh.scale, p0, nullptr, n0);
+        tile_row_axpy<W, HD>(softmax_step(r, p0, n0), p0, 1, n0, v, hd, hd, o0);
+        continue;
+      }
+      const int n1 = std::min(nc, i0 + r - j0 + 2);
+      tile_rows_dot<W, HD, 2>(q + r * hd, q + (r + 1) * hd, t.kt, kT, hd, sh.scale, p0, p1, n1);
+      const float a0 = softmax_step(r, p0, n0), a1 = softmax_step(r + 1, p1, n1);
+      tile_rows_axpy2<W, HD>(a0, a1, p0, p1, 1, 0, n0, 0, n1, v, hd, hd, o0, o0 + hd);
     }
   }
   for (int r = 0; r < nr; ++r) {
@@ -278,27 +356,54 @@ ZS_FA_INLINE void backward_group(const Shape& sh, const FlashAttentionActs& a, c
         load_transposed(a.kt, sh.mm, kt0, sh.Tp, j0, hd, t.kt);
         load_transposed(a.vt, sh.mm, kt0, sh.Tp, j0, hd, t.vt);
         const float* k = view_f32(a.k, sh.mm, kv0 + static_cast<int64_t>(j0) * hd, nc * hd, t.kv);
-        for (int r = 0; r < nr; ++r) {
-          const int n = std::min(nc, i0 + r - j0 + 1);
+        // P from the scores and dS = P (dP - D) scale of row r (n keys; columns [n, nb) of P
+        // and dS come out 0, later ones are never read: only keys <= the row's).
+        auto ds_step = [&](int r, int n) {
           const int nb = (n + W - 1) / W * W;
           float* p = t.p + r * kT;
           float* ds = t.ds + r * kT;
-          tile_row_dot<W, HD>(q + r * hd, t.kt, kT, hd, sh.scale, p, n);
           for (int c = 0; c < nb; ++c) p[c] = simd::exp_approx(p[c] - t.m[r]);
           for (int c = n; c < nb; ++c) p[c] = 0.0f;
-          tile_row_dot<W, HD>(dO + r * hd, t.vt, kT, hd, 1.0f, ds, n);  // dP
           const float dr = t.l[r];
-          // Columns [n, nb) come out 0; later ones are never read (only keys <= the row's).
           for (int c = 0; c < nb; ++c) ds[c] = p[c] * (ds[c] - dr) * sh.scale;
-          tile_row_axpy<W, HD>(1.0f, ds, 1, n, k, hd, hd, t.o + r * hd);  // dQ += dS K
+        };
+        for (int r = 0; r < nr; r += 2) {  // rows in pairs ([Note: fused attention kernels])
+          const int n0 = std::min(nc, i0 + r - j0 + 1);
+          float *p0 = t.p + r * kT, *ds0 = t.ds + r * kT, *dq0 = t.o + r * hd;
+          if (r + 1 == nr) {
+            tile_rows_dot<W, HD, 1>(q + r * hd, nullptr, t.kt, kT, hd, sh.scale, p0, nullptr, n0);
+            tile_rows_dot<W, HD, 1>(dO + r * hd, nullptr, t.vt, kT, hd, 1.0f, ds0, nullptr,
+                                    n0);  // dP
+            ds_step(r, n0);
+            tile_row_axpy<W, HD>(1.0f, ds0, 1, n0, k, hd, hd, dq0);  // dQ += dS K
+            continue;
+          }
+          const int n1 = std::min(nc, i0 + r - j0 + 2);
+          tile_rows_dot<W, HD, 2>(q + r * hd, q + (r + 1) * hd, t.kt, kT, hd, sh.scale, p0, p0 + kT,
+                                  n1);
+          tile_rows_dot<W, HD, 2>(dO + r * hd, dO + (r + 1) * hd, t.vt, kT, hd, 1.0f, ds0, ds0 + kT,
+                                  n1);  // dP
+          ds_step(r, n0);
+          ds_step(r + 1, n1);
+          tile_rows_axpy2<W, HD>(1.0f, 1.0f, ds0, ds0 + kT, 1, 0, n0, 0, n1, k, hd, hd, dq0,
+                                 dq0 + hd);  // dQ += dS K
         }
-        // dK += dS^T Q, dV += P^T dO over the rows that see key j0 + c, in row order.
-        for (int c = 0; c < nc; ++c) {
+        // dK += dS^T Q, dV += P^T dO over the rows that see key j0 + c, in row order; keys in
+        // pairs.
+        for (int c = 0; c < nc; c += 2) {
           float* dk = dqkv + (b * T + j0 + c) * Q + koff;
           float* dv = dqkv + (b * T + j0 + c) * Q + voff;
           const int r0 = std::max(0, j0 + c - i0);
-          tile_row_axpy<W, HD>(1.0f, t.ds + r0 * kT + c, kT, nr - r0, q + r0 * hd, hd, hd, dk);
-          tile_row_axpy<W, HD>(1.0f, t.p + r0 * kT + c, kT, nr - r0, dO + r0 * hd, hd, hd, dv);
+          if (c + 1 == nc) {
+            tile_row_axpy<W, HD>(1.0f, t.ds + r0 * kT + c, kT, nr - r0, q + r0 * hd, hd, hd, dk);
+            tile_row_axpy<W, HD>(1.0f, t.p + r0 * kT + c, kT, nr - r0, dO + r0 * hd, hd, hd, dv);
+            continue;
+          }
+          const int r1 = std::max(0, j0 + c + 1 - i0);
+          tile_rows_axpy2<W, HD>(1.0f, 1.0f, t.ds + c, t.ds + c + 1, kT, r0, nr, r1, nr, q, hd, hd,
+                                 dk, dk + Q);
+          tile_rows_axpy2<W, HD>(1.0f, 1.0f, t.p + c, t.p + c + 1, kT, r0, nr, r1, nr, dO, hd, hd,
+                                 dv, dv + Q);
         }
       }
       for (int r = 0; r < nr; ++r)
