@@ -263,7 +263,8 @@ void add_batch_options(po::options_description& desc) {
            std::string(nn::gpt_attention_name(nn::GptRunSettings{}.attention))),
        "the CPU attention kernel: fused (64 x 64 tiles with an online softmax: no [batch, heads, "
        "context, context] scores kept, the same bits at any thread count and ISA) or gemm "
-       "(batched GEMMs over the whole scores, kept for backward); the CUDA model has its own")
+       "(batched GEMMs over the whole scores, kept for backward; faster at short contexts); the "
+       "CUDA model has its own")
       ("threads", po::value<int>()->default_value(0),
        "compute threads per rank (0: cores / ranks on this node); oneDNN sizes its GEMM "
        "scratchpads for them");

@@ -39,8 +39,10 @@ struct GptRunSettings {
   // kGptHeadChunkAuto, kGptHeadChunkOff, or N >= 1 rows per chunk (N >= batch x context: one
   // chunk, the unchunked head). gpt_head_chunk_rows() resolves it.
   int64_t head_chunk = -1;  // kGptHeadChunkAuto
-  // The CPU model's attention kernel (GptAttention).
-  GptAttention attention = GptAttention::kFused;
+  // The CPU model's attention kernel (GptAttention). kGemm by default: the fused kernel, without
+  // FMA (the kernels' same-bits convention), ran 1.1-1.4x slower than oneDNN's GEMMs at the
+  // benchmark shapes (hd 32 and 64, T 128 and 256); it saves the [B, H, T, T] activations.
+  GptAttention attention = GptAttention::kGemm;
 
   // Throws zs::Error(kInvalidArgument) "gpt config: ..." naming the first bad field.
   void validate() const;

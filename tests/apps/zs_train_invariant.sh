@@ -125,7 +125,7 @@ case "$case_name" in
     echo "step 1: loss $lf fused, $lg gemm"
     expect "--attention flash" "--attention 'flash' is not fused or gemm" "${tiny[@]}" --steps 2 \
       --attention flash
-    help_has "--attention arg (=fused)"
+    help_has "--attention arg (=gemm)"
     ;;
   resume)
     run_ok "$work/straight.txt" 4 "${inv[@]}" --steps 20 --dtype bf16
