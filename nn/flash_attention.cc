@@ -93,8 +93,12 @@ inline void load_transposed(const void* xt, DType mm, int64_t off, int Tp, int j
 // [Note: fused attention kernels] The products keep their partial sums in registers: a score row
 // is kT / W vectors of W lanes over the reduction on d; a row of O, dQ, dK or dV is HD / W vectors
 // over its keys or queries, for the head dimensions HD with a kernel of their own (32, 64, 80, 96,
-// 128; others run plain loops, HD = 0). W is 16 on AVX-512 and 8 elsewhere: lanes are
-// independent outputs, so W changes no sum's order and every level gives the same bits.
+// 128; others run plain loops, HD = 0). Rows go in pairs (two query rows share each K^T / V^T
+// load, two outputs each K / V / Q / dO row): the chains of adds are latency-bound, and two rows
+// give twice the independent sums. W is 16 on AVX-512 and 8 elsewhere: lanes and paired rows are
+// independent outputs, so neither changes any sum's order and every level gives the same bits.
+// Multiply then add, no FMA: an explicit FMA at every level (fmaf below AVX2) gave the same bits
+// across the caps too but only ~10% here (measured 2026-11-29).
 #define ZS_FA_INLINE [[gnu::always_inline]] inline
 
 template <int W>
