@@ -39,10 +39,10 @@ ModelDesc transformer_model_desc(const TransformerShape& shape) {
 
 ActivationFn transformer_activations(const TransformerShape& shape, DType compute_dtype,
                                      DeviceKind device, CpuGemm cpu_gemm, int threads,
-                                     int64_t head_chunk) {
+                                     int64_t head_chunk, GptAttention attention) {
   return [=](int64_t micro_batch, bool checkpoint) {
     return transformer_activation_plan(shape, micro_batch, compute_dtype, checkpoint, device,
-                                       cpu_gemm, threads, head_chunk);
+                                       cpu_gemm, threads, head_chunk, attention);
   };
 }
 

@@ -21,10 +21,12 @@ ModelDesc transformer_model_desc(const TransformerShape& shape);
 
 // transformer_activation_plan() of `shape` for whatever micro-batch and checkpointing the planner
 // asks: in `compute_dtype`, on `device`, the CPU products on `cpu_gemm` built for `threads` (0:
-// default_threads()), the LM head chunked as `head_chunk` says (GptRunSettings::head_chunk).
+// default_threads()), the LM head chunked as `head_chunk` says (GptRunSettings::head_chunk), the
+// CPU attention `attention` (GptRunSettings::attention).
 ActivationFn transformer_activations(const TransformerShape& shape, DType compute_dtype,
                                      DeviceKind device = DeviceKind::kCpu,
                                      CpuGemm cpu_gemm = CpuGemm::kOnednn, int threads = 0,
-                                     int64_t head_chunk = kGptHeadChunkAuto);
+                                     int64_t head_chunk = kGptHeadChunkAuto,
+                                     GptAttention attention = GptRunSettings{}.attention);
 
 }  // namespace zs::nn

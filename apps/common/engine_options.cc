@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -81,6 +83,10 @@ void read_batch(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f)
   e.world_invariant = value<bool>(vm, "world-invariant");
   f.checkpoint_activations = value<bool>(vm, "checkpoint-activations");
   f.head_chunk = head_chunk(vm, flag);
+  const std::string attention = value<std::string>(vm, "attention");
+  const std::optional<nn::GptAttention> kind = nn::gpt_attention_from_name(attention);
+  ZS_CHECK(kind.has_value(), kBad, "{} '{}' is not fused or gemm", flag("attention"), attention);
+  f.attention = *kind;
   f.threads = value<int>(vm, "threads");
   ZS_CHECK(f.threads >= 0 && f.threads <= 1024, kBad, "{} {} is outside 0..1024", flag("threads"),
            f.threads);
@@ -252,6 +258,13 @@ void add_batch_options(po::options_description& desc) {
        "context, vocab] are never whole: auto (chunk when they would exceed 256 MiB, in chunks "
        "of 32 MiB / (4 vocab) rows), off, or N (CPU only; the loss and every gradient but the "
        "LM head weight's are the same bits; docs/memory.md)")
+      ("attention",
+       po::value<std::string>()->default_value(
+           std::string(nn::gpt_attention_name(nn::GptRunSettings{}.attention))),
+       "the CPU attention kernel: fused (64 x 64 tiles with an online softmax: no [batch, heads, "
+       "context, context] scores kept, the same bits at any thread count and ISA) or gemm "
+       "(batched GEMMs over the whole scores, kept for backward; faster at short contexts); the "
+       "CUDA model has its own")
       ("threads", po::value<int>()->default_value(0),
        "compute threads per rank (0: cores / ranks on this node); oneDNN sizes its GEMM "
        "scratchpads for them");

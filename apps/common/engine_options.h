@@ -59,6 +59,8 @@ struct RunFlags {
   bool checkpoint_activations = false;
   // --head-chunk: nn::GptRunSettings::head_chunk (auto -1, off 0, or rows).
   int64_t head_chunk = nn::kGptHeadChunkAuto;
+  // --attention: nn::GptRunSettings::attention (fused | gemm).
+  nn::GptAttention attention = nn::GptRunSettings{}.attention;
   int threads = 0;                           // --threads; 0: cores / ranks on the node
   std::string device = "cpu";                // cpu | cuda
   std::string collectives = "hierarchical";  // hierarchical | flat

@@ -99,7 +99,8 @@ struct Options {
   std::string optimizer;                                // --optimizer, as given: adamw | sgd
   zs::nn::CpuGemm cpu_gemm = zs::nn::CpuGemm::kOnednn;  // --cpu-gemm, resolved
   int threads = 1;  // --threads, resolved: the team oneDNN sizes the GEMM scratchpads for
-  int64_t head_chunk = zs::nn::kGptHeadChunkAuto;  // --head-chunk
+  int64_t head_chunk = zs::nn::kGptHeadChunkAuto;                       // --head-chunk
+  zs::nn::GptAttention attention = zs::nn::GptRunSettings{}.attention;  // --attention
   bool save_async = false;   // --save-async: count the checkpoint's host snapshot
   bool memory_tier = false;  // --save-memory-every N > 0: count the memory tier's checkpoints
 
@@ -526,6 +527,7 @@ void parse_run(const po::variables_map& vm, const zs::apps::RunFlags& f, Options
   zs::PlanConfig& c = o.config;
   c.checkpoint_activations = f.checkpoint_activations;
   o.head_chunk = f.head_chunk;
+  o.attention = f.attention;
   c.device = f.device_kind();
   o.cpu_gemm = parse_cpu_gemm(vm["cpu-gemm"].as<std::string>());
   c.global_batch = global_batch(vm, f, c.world);
@@ -688,9 +690,9 @@ int run(int argc, char** argv) {
   if (o.shape) {
     // The model's activations (nn) for each micro-batch and checkpointing the runtime asks for:
     // the engine's device is the model's, the compute dtype the parameters'.
-    o.model.activations =
-        zs::nn::transformer_activations(*o.shape, o.config.engine.precision.param_dtype,
-                                        o.config.device, o.cpu_gemm, o.threads, o.head_chunk);
+    o.model.activations = zs::nn::transformer_activations(
+        *o.shape, o.config.engine.precision.param_dtype, o.config.device, o.cpu_gemm, o.threads,
+        o.head_chunk, o.attention);
   }
   const zs::MemoryPlan plan = zs::plan_memory(o.model, o.config);  // zs::Error -> exit 2 in main
   std::vector<zs::FitCandidate> fits;

@@ -23,9 +23,9 @@ RunMemory plan_run_memory(const TrainOptions& o, int world) {
   const nn::TransformerShape shape = nn::transformer_shape_of(o.model.arch, o.model.adapters);
   ModelDesc desc = nn::transformer_model_desc(shape);
   if (cpu) {
-    desc.activations = nn::transformer_activations(shape, o.engine.precision.param_dtype,
-                                                   DeviceKind::kCpu, nn::this_process_cpu_gemm(),
-                                                   o.model.run.threads, o.model.run.head_chunk);
+    desc.activations = nn::transformer_activations(
+        shape, o.engine.precision.param_dtype, DeviceKind::kCpu, nn::this_process_cpu_gemm(),
+        o.model.run.threads, o.model.run.head_chunk, o.model.run.attention);
   }
   PlanConfig c;
   c.engine = o.engine;

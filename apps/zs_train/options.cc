@@ -262,6 +262,7 @@ void resolve_flags(const po::variables_map& vm, const FlagName& flag, RawFlags& 
   o.model.run.batch = f.batch;
   o.model.run.checkpoint_activations = f.checkpoint_activations;
   o.model.run.head_chunk = f.head_chunk;
+  o.model.run.attention = f.attention;
   o.model.run.threads = f.threads;
   o.model.run.compute_dtype = o.engine.precision.param_dtype;
   o.model.adapters = f.adapters;

@@ -20,6 +20,7 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   // planner and the CUDA model read too: the model and its plan cannot drift apart.
   const GptBufferTable table = gpt_buffer_table(GptActivationDims::of(c), DeviceKind::kCpu);
   mm = table.mm;
+  threads = c.run.threads > 0 ? c.run.threads : default_threads();  // as the table's tiles
   allocate_gpt_buffers(table, *this, acts,
                        [&](int64_t bytes, GptBufferPart) { return act(bytes); });
 
@@ -31,7 +32,11 @@ GptModel::State::State(const GptConfig& c, MemoryTracker* t) : GptDims(c), cfg(c
   fc_lin = Linear(M, C, G, a.mlp_bias, false, mm, tracker, ws);
   fcproj_lin = Linear(M, F, C, a.mlp_bias, true, mm, tracker, ws);
   head = LmHead(M, C, V, table.head_rows, mm, tracker, ws);
-  attn = Attention(B, T, D, H, KV, mm, tracker, ws);  // D = H hd: its q and output width
+  // D = H hd: the attention's q and output width.
+  if (c.run.attention == GptAttention::kFused)
+    flash = FlashAttention(B, T, D, H, KV, mm, threads);
+  else
+    attn = Attention(B, T, D, H, KV, mm, tracker, ws);
   if (c.adapters.lora.enabled()) {
     lora_rank = c.adapters.lora.rank;
     int slot = 0;

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "nn/attention.h"
+#include "nn/flash_attention.h"
 #include "nn/gemm.h"
 #include "nn/linear.h"
 #include "nn/lm_head.h"
@@ -70,10 +71,13 @@ std::vector<LoraShape> gpt_lora_shapes(const GptActivationDims& d) {
   return v;
 }
 
-std::array<Attention::SplitDescs, 6> attention_descs(const GptActivationDims& d) {
-  return Attention::gemm_descs(static_cast<int>(d.batch), static_cast<int>(d.context),
-                               static_cast<int>(d.attn_width()), static_cast<int>(d.heads),
-                               cpu_mm(d));
+// The GEMM attention's products (none with fused attention: the CPU model builds no Attention).
+std::vector<Attention::SplitDescs> attention_descs(const GptActivationDims& d) {
+  if (d.fused_attention(DeviceKind::kCpu)) return {};
+  const std::array<Attention::SplitDescs, 6> a =
+      Attention::gemm_descs(static_cast<int>(d.batch), static_cast<int>(d.context),
+                            static_cast<int>(d.attn_width()), static_cast<int>(d.heads), cpu_mm(d));
+  return {a.begin(), a.end()};
 }
 
 }  // namespace
@@ -111,6 +115,7 @@ GptActivationDims GptActivationDims::of(const GptConfig& c) {
   d.int8_outlier_threshold = c.adapters.int8.outlier_threshold;
   d.threads = c.run.threads;
   d.head_chunk = c.run.head_chunk;
+  d.attention = c.run.attention;
   return d;
 }
 
@@ -168,7 +173,15 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
   const GptArchitecture arch = d.arch();
   // Per-head q/k norm: the q and k heads' inputs [M, (H + KV) hd] and statistics [M, H + KV].
   const int64_t qk_heads = d.qk_norm ? d.heads + arch.kv_heads_or_heads() : 0;
-  const int64_t bhtt = d.batch * d.heads * d.context * d.context;
+  // Fused attention keeps O (the block's `a`) and a log-sum-exp per query row instead of the
+  // [B, H, T, T] probabilities, K and V at their KV heads, and one tile set per thread.
+  const bool fused = d.fused_attention(device);
+  const int64_t bhtt = fused ? 0 : d.batch * d.heads * d.context * d.context;
+  const int64_t att_md = fused ? 0 : M * D;  // the GEMM attention's [M, D] temporaries
+  const int64_t att_tiles =
+      fused ? FlashAttention::tiles_bytes(static_cast<int>(arch.head_dim()),
+                                          d.threads > 0 ? d.threads : default_threads())
+            : 0;
   GptBufferTable t;
   t.mm = cuda ? d.compute_dtype : cpu_mm(d);
   const int64_t e = static_cast<int64_t>(dtype_size(t.mm));
@@ -219,12 +232,13 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
       {"last_logits", &B::last_logits, cuda ? 0 : V * kF4, P::kHead},
       {"qkv", &B::qkv, M * Q * kF4, P::kWorkspace},
       {"att_s", &B::att_s, bhtt * kF4, P::kWorkspace},
-      {"att_o", &B::att_o, M * D * kF4, P::kWorkspace},
-      {"att_dom", &B::att_dom, M * D * e, P::kWorkspace},
+      {"att_o", &B::att_o, att_md * kF4, P::kWorkspace},
+      {"att_dom", &B::att_dom, att_md * e, P::kWorkspace},
       {"att_dsm", &B::att_dsm, lowp ? bhtt * e : 0, P::kWorkspace},
-      {"att_dq", &B::att_dq, M * D * kF4, P::kWorkspace},
-      {"att_dk", &B::att_dk, M * D * kF4, P::kWorkspace},
-      {"att_dv", &B::att_dv, M * D * kF4, P::kWorkspace},
+      {"att_dq", &B::att_dq, att_md * kF4, P::kWorkspace},
+      {"att_dk", &B::att_dk, att_md * kF4, P::kWorkspace},
+      {"att_dv", &B::att_dv, att_md * kF4, P::kWorkspace},
+      {"att_tiles", &B::att_tiles, att_tiles, P::kWorkspace},
       {"dres", &B::dres, M * C * kF4, P::kWorkspace},
       {"dwide", &B::dwide, (cuda ? M * wide : cpu_dwide) * kF4, P::kWorkspace},
       {"dwide_mm", &B::dwide_mm, lowp ? (cuda ? M * cpu_wide : cpu_dwide_mm) * e : 0,
@@ -246,18 +260,25 @@ GptBufferTable gpt_buffer_table(const GptActivationDims& d, DeviceKind device) {
 
   using K = GptBlockBuffers;
   const int64_t mce = M * C * e, mde = M * D * e;
+  const int64_t kve = fused ? M * arch.kv_heads_or_heads() * arch.head_dim() * e : mde;
+  const int64_t kvt = fused ? d.batch * arch.kv_heads_or_heads() * arch.head_dim() *
+                                  FlashAttention::padded_context(static_cast<int>(d.context)) * e
+                            : 0;
   const int64_t stat = M * kF4;
   t.block = {
       {"h1", &K::h1, mce, P::kWorkspace},
       {"mean1", &K::mean1, layernorm ? stat : 0, P::kWorkspace},
       {"rstd1", &K::rstd1, stat, P::kWorkspace},
       {"q", &K::q, mde, P::kWorkspace},
-      {"k", &K::k, mde, P::kWorkspace},
-      {"v", &K::v, mde, P::kWorkspace},
+      {"k", &K::k, kve, P::kWorkspace},
+      {"v", &K::v, kve, P::kWorkspace},
       {"qk_x", &K::qk_x, M * qk_heads * arch.head_dim() * kF4, P::kWorkspace},
       {"qk_rstd", &K::qk_rstd, M * qk_heads * kF4, P::kWorkspace},
       {"p", &K::p, bhtt * kF4, P::kWorkspace},
       {"pm", &K::pm, lowp ? bhtt * e : 0, P::kWorkspace},
+      {"lse", &K::lse, fused ? M * d.heads * kF4 : 0, P::kWorkspace},
+      {"kt", &K::kt, kvt, P::kWorkspace},
+      {"vt", &K::vt, kvt, P::kWorkspace},
       {"a", &K::a, mde, P::kWorkspace},
       {"x2", &K::x2, M * C * kF4, P::kWorkspace},
       {"h2", &K::h2, mce, P::kWorkspace},
@@ -322,13 +343,14 @@ int64_t gpt_cpu_gemm_workspace_bytes(const GptActivationDims& d, CpuGemm cpu_gem
     for (const GemmDesc& g :
          LoraAdapter::gemm_descs(M, l.in, l.out, d.lora_rank, l.base_out, mm, d.lora_scale))
       b = std::max(b, need(g));
-  // nn/attention.cc: per (sequence, head) products, causal rows split ([Note: causal split]).
+  // nn/attention.cc: per (sequence, head) products, causal rows split ([Note: causal split]);
+  // none with fused attention.
   for (const Attention::SplitDescs& s : attention_descs(d)) {
     if (s.has_top) b = std::max(b, need(s.top));
     b = std::max(b, need(s.bottom));
   }
   // On the widened oneDNN path nn::Attention widens each operand once per split pair.
-  if (pairs) {
+  if (pairs && !d.fused_attention(DeviceKind::kCpu)) {
     b = std::max(b, static_cast<int64_t>(Attention::pair_workspace_need(
                         static_cast<int>(d.batch), static_cast<int>(d.context),
                         static_cast<int>(d.attn_width()), static_cast<int>(d.heads))));

@@ -78,6 +78,8 @@ struct GptActivationDims {
   // GptRunSettings::head_chunk: kGptHeadChunkAuto, kGptHeadChunkOff or rows ([Note: chunked head]
   // in nn/lm_head.h; the CPU model only, the CUDA model refuses a chunk of fewer than M rows).
   int64_t head_chunk = kGptHeadChunkAuto;
+  // GptRunSettings::attention: the CPU model's attention kernel and its buffers.
+  GptAttention attention = GptRunSettings{}.attention;
   // The OpenMP team GptModel builds its products for (GptRunConfig::threads; 0: default_threads()):
   // oneDNN sizes their scratchpads per thread.
   int threads = 0;
@@ -87,6 +89,10 @@ struct GptActivationDims {
   int64_t tokens() const { return batch * context; }  // M
   // The rows of one CPU LM head chunk: gpt_head_chunk_rows(M, V, head_chunk).
   int64_t head_rows() const { return gpt_head_chunk_rows(tokens(), vocab, head_chunk); }
+  // The CPU model computes attention with nn::FlashAttention (not on CUDA).
+  bool fused_attention(DeviceKind device) const {
+    return device == DeviceKind::kCpu && attention == GptAttention::kFused;
+  }
   // The architecture these dimensions describe (ffn explicit, context and vocab as given).
   GptArchitecture arch() const;
   int64_t qkv_cols() const { return arch().qkv_rows(); }      // Q = D + 2 KV hd

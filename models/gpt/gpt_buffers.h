@@ -22,11 +22,14 @@ namespace zs::nn {
 struct GptBlockBuffers {
   Buffer h1;            // [M, C] ln1 output, mm
   Buffer mean1, rstd1;  // [M] fp32 (no mean with RMSNorm)
-  Buffer q, k, v;       // [B, H, T, hd] mm
+  Buffer q, k, v;       // [B, H, T, hd] mm (fused attention: k and v [B, KV, T, hd])
   Buffer qk_x;          // [M, (H + KV) hd] fp32: q and k heads before their norms (qk_norm only)
   Buffer qk_rstd;       // [M, H + KV] fp32: their statistics (qk_norm only)
-  Buffer p;             // [B, H, T, T] fp32 probabilities
-  Buffer pm;            // [B, H, T, T] mm (empty when mm is fp32)
+  Buffer p;             // [B, H, T, T] fp32 probabilities (empty with fused attention)
+  Buffer pm;            // [B, H, T, T] mm (empty when mm is fp32 or with fused attention)
+  Buffer lse;           // [B, H, T] fp32 log-sum-exp of each query row (fused attention only)
+  Buffer kt, vt;        // [B, KV, hd, Tp] mm: k and v transposed (Tp: padded_context(T))
+                        // (fused attention only, nn::FlashAttentionActs)
   Buffer a;             // [M, D] attention output, mm (D = H hd: C unless head_dim is set)
   Buffer x2;            // [M, C] residual after attention, fp32
   Buffer h2;            // [M, C] ln2 output, mm
@@ -59,6 +62,9 @@ struct GptModelBuffers {
   Buffer att_s, att_o;            // [B, H, T, T], [M, D] fp32
   Buffer att_dom, att_dsm;        // [M, D], [B, H, T, T] mm (att_dsm empty when mm is fp32)
   Buffer att_dq, att_dk, att_dv;  // [M, D] fp32 each
+                                  // (att_s .. att_dv: empty with fused attention)
+  Buffer att_tiles;               // CPU, fused attention: [threads][tile set] fp32
+                                  // (nn::FlashAttention::tiles_bytes)
   Buffer dres;                    // [M, C] gradient of the residual stream
   Buffer dwide;                   // [M, wide] fp32 gradient temporaries
   Buffer dwide_mm;                // [M, wide] mm copy (empty when mm is fp32); CPU: also [R, V]

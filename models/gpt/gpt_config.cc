@@ -17,6 +17,19 @@ void GptRunSettings::validate() const {
            "gpt config: threads {} is outside 0..1024", threads);
   ZS_CHECK(head_chunk >= kGptHeadChunkAuto, ErrorCode::kInvalidArgument,
            "gpt config: head_chunk {} is not auto (-1), off (0) or a row count", head_chunk);
+  ZS_CHECK(attention == GptAttention::kGemm || attention == GptAttention::kFused,
+           ErrorCode::kInvalidArgument, "gpt config: attention {} is not gemm (0) or fused (1)",
+           static_cast<int>(attention));
+}
+
+std::string_view gpt_attention_name(GptAttention a) {
+  return a == GptAttention::kFused ? "fused" : "gemm";
+}
+
+std::optional<GptAttention> gpt_attention_from_name(std::string_view name) {
+  if (name == "gemm") return GptAttention::kGemm;
+  if (name == "fused") return GptAttention::kFused;
+  return std::nullopt;
 }
 
 int64_t gpt_head_chunk_rows(int64_t M, int64_t V, int64_t head_chunk) {

@@ -4,12 +4,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "core/dtype.h"
 #include "models/gpt/gpt_adapters.h"
 #include "models/gpt/gpt_architecture.h"
 
 namespace zs::nn {
+
+// How the CPU model computes causal attention: kGemm, nn::Attention (batched GEMMs over the whole
+// [B, H, T, T] scores, kept for backward); kFused, nn::FlashAttention (one kernel over 64 x 64
+// tiles, only O and each row's log-sum-exp kept). The CUDA model has its own attention and ignores
+// it.
+enum class GptAttention : uint8_t { kGemm, kFused };
+// "gemm", "fused".
+std::string_view gpt_attention_name(GptAttention a);
+// The kind named `name` ("gemm" or "fused"); nullopt for any other.
+std::optional<GptAttention> gpt_attention_from_name(std::string_view name);
 
 // How a run computes the model: not part of the architecture (llm.c's B and T come in at call
 // time; here B with the model's buffers).
@@ -27,6 +39,10 @@ struct GptRunSettings {
   // kGptHeadChunkAuto, kGptHeadChunkOff, or N >= 1 rows per chunk (N >= batch x context: one
   // chunk, the unchunked head). gpt_head_chunk_rows() resolves it.
   int64_t head_chunk = -1;  // kGptHeadChunkAuto
+  // The CPU model's attention kernel (GptAttention). kGemm by default: the fused kernel, without
+  // FMA (the kernels' same-bits convention), ran 1.1-1.4x slower than oneDNN's GEMMs at the
+  // benchmark shapes (hd 32 and 64, T 128 and 256); it saves the [B, H, T, T] activations.
+  GptAttention attention = GptAttention::kGemm;
 
   // Throws zs::Error(kInvalidArgument) "gpt config: ..." naming the first bad field.
   void validate() const;

@@ -19,6 +19,7 @@
 #include "models/gpt/gpt_buffers.h"
 #include "models/gpt/gpt_common.h"
 #include "nn/attention.h"
+#include "nn/flash_attention.h"
 #include "nn/int8_linear.h"
 #include "nn/linear.h"
 #include "nn/lm_head.h"
@@ -29,6 +30,9 @@ namespace zs::nn {
 struct BlockActs : GptBlockBuffers {
   AttentionActs attn() {
     return {q.data(), k.data(), v.data(), p.as<float>(), pm.empty() ? p.data() : pm.data()};
+  }
+  FlashAttentionActs flash() {
+    return {q.data(), k.data(), v.data(), kt.data(), vt.data(), lse.as<float>()};
   }
 };
 
@@ -53,8 +57,9 @@ struct GptModel::State : GptDims, GptModelBuffers {
 
   // Shared layers (one per shape).
   Linear qkv_lin, proj_lin, fc_lin, fcproj_lin;
-  LmHead head;  // the LM head and its loss, in row chunks ([Note: chunked head] in nn/lm_head.h)
-  Attention attn;
+  LmHead head;     // the LM head and its loss, in row chunks ([Note: chunked head] in nn/lm_head.h)
+  Attention attn;  // GptAttention::kGemm (empty otherwise)
+  FlashAttention flash;  // GptAttention::kFused (empty otherwise)
 
   // LoRA ([Note: LoRA] in models/gpt/gpt_adapters.h), by GptLoraTarget: the adapter of each adapted
   // linear or part of one, the index of its lora_A in the block's parameters (-1: not adapted) and

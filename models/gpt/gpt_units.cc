@@ -138,7 +138,10 @@ class BlockUnit : public GptUnit {
     linear_forward(p, s.qkv_lin, GptLoraTarget::kQkv, a, a.h1.data(), qkv);
     qk_norm_forward(s, p, lay_, a, qkv);
     rotate_qk(s, qkv, false);
-    s.attn.forward(qkv, a.attn(), s.attn_work(), a.a.data());
+    if (s.cfg.run.attention == GptAttention::kFused)
+      s.flash.forward(qkv, a.flash(), s.att_tiles.as<float>(), a.a.data());
+    else
+      s.attn.forward(qkv, a.attn(), s.attn_work(), a.a.data());
     // Residual: x2 = x + proj(a), fused as the GEMM's sum post-op on a copy of x.
     std::memcpy(a.x2.data(), x, sizeof(float) * M * C);
     linear_forward(p, s.proj_lin, GptLoraTarget::kProj, a, a.a.data(), a.x2.as<float>());
@@ -245,8 +248,11 @@ class BlockUnit : public GptUnit {
     float* dnarrow = s.dnarrow.as<float>();
     const void* dx2 = s.to_mm(dres, s.dnarrow_mm, M * s.C);
     linear_backward(p, g, s.proj_lin, GptLoraTarget::kProj, dres, dx2, s.C, a.a.data(), dnarrow,
-                    a);                                        // da
-    s.attn.backward(dnarrow, a.attn(), s.attn_work(), dwide);  // dqkv [M, Q]
+                    a);                               // da
+    if (s.cfg.run.attention == GptAttention::kFused)  // dqkv [M, Q]
+      s.flash.backward(dnarrow, a.flash(), a.a.data(), s.att_tiles.as<float>(), dwide);
+    else
+      s.attn.backward(dnarrow, a.attn(), s.attn_work(), dwide);
     rotate_qk(s, dwide, true);
     qk_norm_backward(s, p, g, lay_, a, dwide);
     const void* dqkv = s.to_mm(dwide, s.dwide_mm, M * s.Q);

@@ -219,7 +219,8 @@ std::vector<std::string> transformer_shape_names() {
 
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
                                            DType compute_dtype, bool checkpoint, DeviceKind device,
-                                           CpuGemm cpu_gemm, int threads, int64_t head_chunk) {
+                                           CpuGemm cpu_gemm, int threads, int64_t head_chunk,
+                                           GptAttention attention) {
   shape.validate();
   ZS_CHECK(micro_batch >= 1, ErrorCode::kInvalidArgument, "micro-batch of {} sequences < 1",
            micro_batch);
@@ -242,6 +243,7 @@ ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_
   d.checkpoint = checkpoint;
   d.threads = threads;
   d.head_chunk = head_chunk;
+  d.attention = attention;
   return gpt_activation_plan(d, device, cpu_gemm);
 }
 

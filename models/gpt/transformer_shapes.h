@@ -102,14 +102,16 @@ std::vector<std::string> transformer_shape_names();
 // the shape's architecture, the bytes nn::GptModel (kCpu, its GEMM workspace for `cpu_gemm`
 // included) or nn::CudaGptModel (kCuda, its cuBLASLt workspace included, and its pinned host
 // bytes) allocates for GptConfig{arch(), run {batch = micro_batch, compute_dtype, checkpoint,
-// threads}, adapters} (threads: the OpenMP team, which sizes oneDNN's scratchpads; 0:
-// default_threads(); head_chunk: GptRunSettings::head_chunk). Throws zs::Error(kInvalidArgument)
-// for a bad shape or micro_batch < 1, and zs::Error(kUnsupported) for adapters, a chunked head or a
-// component the CUDA model lacks on kCuda (check_gpt_lora_device, check_gpt_cuda_buffers).
+// threads}, adapters} (threads: the OpenMP team, which sizes oneDNN's scratchpads and the fused
+// attention's tiles; 0: default_threads(); head_chunk, attention: GptRunSettings'). Throws
+// zs::Error(kInvalidArgument) for a bad shape or micro_batch < 1, and zs::Error(kUnsupported) for
+// adapters, a chunked head or a component the CUDA model lacks on kCuda (check_gpt_lora_device,
+// check_gpt_cuda_buffers).
 ActivationPlan transformer_activation_plan(const TransformerShape& shape, int64_t micro_batch,
                                            DType compute_dtype, bool checkpoint,
                                            DeviceKind device = DeviceKind::kCpu,
                                            CpuGemm cpu_gemm = CpuGemm::kOnednn, int threads = 0,
-                                           int64_t head_chunk = kGptHeadChunkAuto);
+                                           int64_t head_chunk = kGptHeadChunkAuto,
+                                           GptAttention attention = GptRunSettings{}.attention);
 
 }  // namespace zs::nn

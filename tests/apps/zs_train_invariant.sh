@@ -14,6 +14,10 @@
 #            tiny model at 2 ranks with --head-chunk 7 (128 rows) one hash at stages 0-3 and with
 #            --checkpoint-activations, and step 1's loss that of --head-chunk off; a bad value
 #            refused by name
+#   attention --attention fused (nn/flash_attention.h) on a Llama form with grouped heads (4 over
+#            2) and a context of 72 (two query tiles, the second partial): fp32 one hash at
+#            stages 0 and 3 and at 1 and 2 ranks, bf16 stage 3 at 1 and 2 ranks; step 1's loss
+#            within 1e-4 of --attention gemm's; a bad value refused by name
 #   resume   saved at step 10 by 4 ranks, resumed at 2 and at 8 (and 1): the uninterrupted
 #            4-rank run's hash
 #   plan     zs_plan --world-invariant equals the trainer's tracked memory (the tree's partial
@@ -96,6 +100,32 @@ case "$case_name" in
         "${tiny[@]}" --steps 2 --head-chunk "$bad"
     done
     help_has "--head-chunk arg (=auto)"
+    ;;
+  attention)
+    att=(--family llama --layers 2 --heads 4 --kv-heads 2 --width 64 --context 72 --batch 2
+         --warmup 2 --eval-every 5 --eval-batches 2 --sample-tokens 8 --world-invariant --threads 1
+         --global-micro-batches 4 --steps 6)
+    for stage in 0 3; do
+      for n in 1 2; do
+        run_ok "$work/f$stage.$n.txt" $n "${att[@]}" --dtype fp32 --zero-stage $stage --attention fused
+      done
+    done
+    same_hash "fused fp32: stage 0 at 1 vs 2 ranks" "$work/f0.1.txt" "$work/f0.2.txt"
+    same_hash "fused fp32: stage 0 vs 3 at 1 rank" "$work/f0.1.txt" "$work/f3.1.txt"
+    same_hash "fused fp32: stage 0 vs 3 at 2 ranks" "$work/f0.2.txt" "$work/f3.2.txt"
+    for n in 1 2; do
+      run_ok "$work/b$n.txt" $n "${att[@]}" --dtype bf16 --zero-stage 3 --attention fused
+    done
+    same_hash "fused bf16 stage 3: 1 vs 2 ranks" "$work/b1.txt" "$work/b2.txt"
+    run_ok "$work/g.txt" 2 "${att[@]}" --dtype fp32 --zero-stage 3 --attention gemm
+    first() { grep -E '^step +1/' "$1" | grep -oE 'loss [0-9.]+' | head -1 | awk '{print $2}'; }
+    lf=$(first "$work/f3.2.txt") lg=$(first "$work/g.txt")
+    awk -v a="$lf" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d < 1e-4) }' ||
+      fail "step 1: loss '$lf' fused vs '$lg' gemm"
+    echo "step 1: loss $lf fused, $lg gemm"
+    expect "--attention flash" "--attention 'flash' is not fused or gemm" "${tiny[@]}" --steps 2 \
+      --attention flash
+    help_has "--attention arg (=gemm)"
     ;;
   resume)
     run_ok "$work/straight.txt" 4 "${inv[@]}" --steps 20 --dtype bf16
