@@ -276,12 +276,14 @@ class ExportWriter {
   void write_entry(const Entry& en, const std::vector<float>& v) {
     const float* src = v.data();
     if (en.name->transposed) {
+      if (flipped_.capacity() < v.size()) std::vector<float>().swap(flipped_);
       flipped_.resize(v.size());
       transpose(src, flipped_.data(), en.spec->shape[0], en.spec->shape[1]);
       src = flipped_.data();
     }
     const char* bytes = reinterpret_cast<const char*>(src);
     if (options_.dtype == DType::kBF16) {
+      if (half_.capacity() < v.size()) std::vector<uint16_t>().swap(half_);
       half_.resize(v.size());
       fp32_to_bf16(src, half_.data(), half_.size());
       bytes = reinterpret_cast<const char*>(half_.data());

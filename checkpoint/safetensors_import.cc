@@ -75,6 +75,13 @@ struct FrozenStage {
 // Raw bytes per read: large contiguous pread()s, converted a chunk at a time.
 constexpr size_t kReadChunkBytes = size_t{64} << 20;
 
+// v resized to n, without a moment where its old and new allocations are both held (the values are
+// about to be overwritten): the peak of a buffer reused for parts of several sizes is the largest.
+void grow(std::vector<float>& v, int64_t n) {
+  if (v.capacity() < static_cast<size_t>(n)) std::vector<float>().swap(v);
+  v.resize(static_cast<size_t>(n));
+}
+
 // One import on this rank: finds each parameter's tensors, checks them and reads this rank's part.
 class Importer {
  public:
@@ -119,7 +126,7 @@ class Importer {
     st.at = ElementRange{};
     if (!st.set) return;
     st.at = e_.frozen_param_needs(u, q);
-    st.values.resize(static_cast<size_t>(st.at.count()));
+    grow(st.values, st.at.count());
     if (st.at.count() > 0)
       read_param_range(e_.frozen_specs(u)[q], names_->frozen[u][q], found, st.at.first, st.at.end,
                        st.values.data());
@@ -132,7 +139,8 @@ class Importer {
     const std::vector<ParamSpec>& specs = e_.param_specs(u);
     const GroupLayout& l = e_.layout(u);
     const UnitShardState st = e_.shard_state(u);
-    staged.assign(st.master, st.master + st.numel);
+    grow(staged, st.numel);
+    std::copy(st.master, st.master + st.numel, staged.begin());
     for (size_t p = 0; p < specs.size(); ++p) {
       const std::vector<Located>& found = plan_.trainable[u][p];
       if (found.empty()) continue;

@@ -826,6 +826,8 @@ FrozenUnitBytes Engine::gather_frozen_unit(size_t ui) {
 
 void FrozenUnitBytes::decode(size_t f, std::vector<float>& out, int threads) const {
   const FrozenRecord& r = records.at(f);
+  // Never the old and the new allocation at once: the values are about to be overwritten.
+  if (out.capacity() < static_cast<size_t>(r.numel)) std::vector<float>().swap(out);
   out.resize(static_cast<size_t>(r.numel));
   decode_frozen_record(bytes.data() + r.offset, r, out.data(), threads);
 }
