@@ -13,7 +13,8 @@
 #   bash scripts/hf_io_7b.sh --shape L,W,H,KV,FFN,VOCAB
 # Options: --dir DIR (default /tmp/zs-hf-io-SHAPE; reused when its config.json is there),
 # --ranks N (2), --shard-size BYTES (5000000000), --keep (leave the directories). Environment:
-# ZS_BUILD_DIR (default build), ZS_PYTHON (a python3 with numpy; default /usr/bin/python3).
+# ZS_BUILD_DIR (default build), ZS_PYTHON (a python3 with numpy; default /usr/bin/python3),
+# ZS_TORCH_PYTHON (torch >= 2 with transformers: loads the export, bench/hf_load_check.py).
 # Disk: the model's bf16 size twice (the directory and the export).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -105,8 +106,22 @@ export_s=$(grep -oE '^exported .* in [0-9.]+ s' "$work/export.out" | grep -oE '[
 [ -n "$export_s" ] || { cat "$work/export.out"; echo "hf_io_7b: no export line" >&2; exit 1; }
 out_bytes=$(stat -c %s "$export_dir"/model*.safetensors | awk '{s += $1} END {print s}')
 
+# (iv) transformers reads the export (a peer check; needs ZS_TORCH_PYTHON: torch >= 2,
+# transformers, safetensors), after zs_train has ended: the model alone in memory.
+load=""
+if [ -n "${ZS_TORCH_PYTHON:-}" ]; then
+  load=$("$ZS_TORCH_PYTHON" bench/hf_load_check.py "$export_dir" --against "$dir" \
+    --compare model.embed_tokens.weight --compare model.norm.weight \
+    --compare model.layers.0.self_attn.q_proj.weight 2>/dev/null | grep '^RESULT ' || true)
+fi
+
 echo "hf_io_7b: ${dims[*]} (layers width heads kv ffn vocab): ${#files[@]} file(s), $(gbps "$bytes" 1) GB; $ranks ranks"
 printf '%-44s %9s %8s  %s\n' "what" "time s" "GB/s" "VmHWM per rank, GB (zs_plan's total per rank)"
 printf '%-44s %9s %8s  %s\n' "dd bs=16M, page cache held ${cache_pct}% before" "$dd_s" "$(gbps "$bytes" "$dd_s")" "-"
 printf '%-44s %9s %8s  %s\n' "zs_train --init-from-hf (int8 base, LoRA 8)" "$import_s" "$(gbps "$bytes" "$import_s")" "$(hwm import) (plan $plan GB)"
 printf '%-44s %9s %8s  %s\n' "zs_train --export-hf bf16 (after the import)" "$export_s" "$(gbps "$out_bytes" "$export_s")" "$(hwm export) (the whole run)"
+if [ -n "${ZS_TORCH_PYTHON:-}" ]; then
+  echo "hf_io_7b: AutoModelForCausalLM.from_pretrained(export, torch_dtype=bfloat16), one forward: ${load:-failed (no RESULT line)}"
+else
+  echo "hf_io_7b: the transformers load of the export skipped (set ZS_TORCH_PYTHON)"
+fi
