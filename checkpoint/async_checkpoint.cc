@@ -60,7 +60,7 @@ int64_t AsyncCheckpointSaver::snapshot_bytes(Engine& e, int rank) {
   if (o.kind == OptimizerKind::kAdamW || o.sgd.momentum != 0.0f) h.state_mask |= ckpt::kStateExpAvg;
   if (o.kind == OptimizerKind::kAdamW) h.state_mask |= ckpt::kStateExpAvgSq;
   for (size_t u = 0; u < e.num_units(); ++u) {
-    const UnitShardState st = e.shard_state(u);
+    const ShardExtent st = e.shard_extent(u);
     h.units.push_back({st.begin, st.numel});
   }
   return h.file_bytes();

@@ -50,6 +50,9 @@ std::string engine_frozen_hash(Engine& e) {
 }
 
 // The state arrays of a shard in mask order.
+// Values per read of a load ([Note: load phases]): 64 MiB of fp32.
+constexpr int64_t kLoadChunk = int64_t{16} << 20;
+
 std::vector<float*> state_ptrs(const UnitShardState& st, uint32_t mask) {
   std::vector<float*> v{st.master};
   if (mask & ckpt::kStateExpAvg) v.push_back(st.exp_avg);
@@ -100,7 +103,7 @@ ShardHeader shard_header(Engine& e, int rank, int world, uint32_t mask) {
   h.state_mask = mask;
   h.step = e.steps_taken();
   for (size_t u = 0; u < e.num_units(); ++u) {
-    const UnitShardState st = e.shard_state(u);
+    const ShardExtent st = e.shard_extent(u);
     h.units.push_back({st.begin, st.numel});
   }
   return h;
@@ -114,10 +117,11 @@ ckpt::ShardWritten write_shard(Engine& e, const ckpt::SaveJob& job) {
   const std::vector<std::byte> header = ckpt::serialize_shard_header(job.header);
   out.write(header.data(), header.size());
   for (size_t u = 0; u < e.num_units(); ++u) {
+    if (e.shard_extent(u).numel == 0) continue;  // only frozen parameters: no state
     const UnitShardState st = e.shard_state(u);
-    if (st.numel == 0) continue;  // only frozen parameters: no state
     for (float* p : state_ptrs(st, job.header.state_mask))
       out.write(p, static_cast<size_t>(st.numel) * sizeof(float));
+    e.release_shard_state(u, false);  // one unit's decoded copies at a time
   }
   out.finish();
   ZS_ASSERT(out.size() == job.header.file_bytes());
@@ -447,13 +451,14 @@ void copy_shard_image(Engine& e, const SaveJob& job, std::byte* dst) {
   std::memcpy(dst, header.data(), header.size());
   std::byte* p = dst + header.size();
   for (size_t u = 0; u < e.num_units(); ++u) {
+    if (e.shard_extent(u).numel == 0) continue;  // only frozen parameters: no state
     const UnitShardState st = e.shard_state(u);
-    if (st.numel == 0) continue;  // only frozen parameters: no state
     for (float* v : state_ptrs(st, job.header.state_mask)) {
       const size_t n = static_cast<size_t>(st.numel) * sizeof(float);
       std::memcpy(p, v, n);
       p += n;
     }
+    e.release_shard_state(u, false);
   }
   ZS_ASSERT(p - dst == job.header.file_bytes());
 }
@@ -527,32 +532,39 @@ CheckpointInfo load_checkpoint(Engine& e, Communicator& comm, const std::string&
   const int rank = comm.rank();
   const int world = comm.size();
   Manifest m;
-  // staged[u][s]: this rank's shard of unit u, state s (engine mask order), padding zero.
-  std::vector<std::vector<std::vector<float>>> staged(e.num_units());
+  std::map<size_t, OpenShard> open;
+  auto get = [&](size_t fi) -> OpenShard& {
+    auto it = open.find(fi);
+    if (it == open.end()) {
+      const bool verify = fi % static_cast<size_t>(world) == static_cast<size_t>(rank);
+      it = open.emplace(fi, open_shard(dir, m.files[fi], m, verify)).first;
+    }
+    return it->second;
+  };
   const std::string base = engine_frozen_hash(e);  // collective: before any rank can fail
+  // [Note: load phases] First, before the engine is touched: the manifest, compatibility, and
+  // every file's checksum (file i by rank i mod world), agreed by every rank. Then unit by unit:
+  // this rank's shard of the unit read in chunks of kLoadChunk values, each checked before it is
+  // copied into the engine's state, the ranks agree, and the unit's decoded copies are released
+  // (re-encoded): one unit's at a time. Nothing holds the whole state twice: at 1B parameters
+  // with int8 moments, the whole state in fp32 is 7.4 GB per rank at 2 ranks.
   fail_together(comm, [&] {
     m = read_manifest(dir);
     check_compatible(m, e, base, dir / ckpt::kManifestName, opt);
-    std::map<size_t, OpenShard> open;
-    auto get = [&](size_t fi) -> OpenShard& {
-      auto it = open.find(fi);
-      if (it == open.end()) {
-        const bool verify = fi % static_cast<size_t>(world) == static_cast<size_t>(rank);
-        it = open.emplace(fi, open_shard(dir, m.files[fi], m, verify)).first;
-      }
-      return it->second;
-    };
-    // Every file's checksum is verified by one rank (file i by rank i mod world), first.
     for (size_t fi = static_cast<size_t>(rank); fi < m.files.size();
          fi += static_cast<size_t>(world))
       get(fi);
-    const uint32_t mask = m.state_mask;
-    const uint32_t bits[] = {ckpt::kStateMaster, ckpt::kStateExpAvg, ckpt::kStateExpAvgSq};
-    for (size_t u = 0; u < e.num_units(); ++u) {
-      const UnitShardState st = e.shard_state(u);
+  });
+  const uint32_t mask = m.state_mask;
+  const uint32_t bits[] = {ckpt::kStateMaster, ckpt::kStateExpAvg, ckpt::kStateExpAvgSq};
+  std::vector<float> chunk;  // one read, checked before it is copied into the engine
+  for (size_t u = 0; u < e.num_units(); ++u) {
+    if (e.shard_extent(u).numel == 0) continue;  // only frozen parameters: no state
+    const UnitShardState st = e.shard_state(u);
+    const std::vector<float*> dst = state_ptrs(st, mask);
+    fail_together(comm, [&] {
+      for (float* d : dst) std::fill(d, d + st.numel, 0.0f);  // padding zero
       const GroupLayout& l = e.layout(u);
-      staged[u].assign(static_cast<size_t>(ckpt::state_count(mask)),
-                       std::vector<float>(static_cast<size_t>(st.numel), 0.0f));
       for (size_t p = 0; p < l.params.size(); ++p) {
         const int64_t off = l.params[p].offset;
         const int64_t lo = std::max(st.begin, off);
@@ -569,23 +581,21 @@ CheckpointInfo load_checkpoint(Engine& e, Communicator& comm, const std::string&
           for (uint32_t bit : bits) {
             const int pos = ckpt::state_index(mask, bit);
             if (pos < 0) continue;
-            float* dst =
-                staged[u][static_cast<size_t>(pos)].data() + (lo - st.begin) + (a - saved_lo);
-            sh.file.read_at(sh.header.offset_of(u, pos, a), dst,
-                            static_cast<size_t>(b - a) * sizeof(float));
-            check_loaded_values(dst, b - a, bit, sh.file.path(), m.units[u], p,
-                                a - m.units[u].params[p].offset);
+            float* out = dst[static_cast<size_t>(pos)] + (lo - st.begin) + (a - saved_lo);
+            for (int64_t c = a; c < b; c += kLoadChunk) {
+              const int64_t n = std::min(kLoadChunk, b - c);
+              chunk.resize(static_cast<size_t>(n));
+              sh.file.read_at(sh.header.offset_of(u, pos, c), chunk.data(),
+                              static_cast<size_t>(n) * sizeof(float));
+              check_loaded_values(chunk.data(), n, bit, sh.file.path(), m.units[u], p,
+                                  c - m.units[u].params[p].offset);
+              std::copy(chunk.begin(), chunk.end(), out + (c - a));
+            }
           }
         }
       }
-    }
-  });
-  // Every rank has everything: now (and only now) overwrite the engine's state.
-  for (size_t u = 0; u < e.num_units(); ++u) {
-    if (e.shard_state(u).numel == 0) continue;  // only frozen parameters: no state
-    const std::vector<float*> dst = state_ptrs(e.shard_state(u), m.state_mask);
-    for (size_t s = 0; s < dst.size(); ++s)
-      std::memcpy(dst[s], staged[u][s].data(), staged[u][s].size() * sizeof(float));
+    });
+    e.release_shard_state(u, true);
   }
   e.set_steps_taken(m.step);
   e.restore_loss_scaler(m.loss_scaler);

@@ -69,6 +69,12 @@ std::string save_checkpoint(Engine& engine, Communicator& comm, const std::strin
 // with frozen parameters must hold the base the checkpoint was trained on (load it first); world
 // size, stage, precision and align may differ. Every value read must be finite (exp_avg_sq also
 // >= 0): zs::Error(kNonFinite) names the file, unit, parameter and element otherwise.
+// A manifest, compatibility or checksum error (a truncated or altered file) is found before
+// anything is changed and leaves the engine as it was. The state is then loaded a unit at a time,
+// 64 MiB per read, each read checked before it is copied into the state ([Note: load phases] in
+// checkpoint.cc), so an error found later (a read error, or a value refused under a valid
+// checksum: a file written by another program) leaves the state unspecified (load again, or
+// discard the engine). Every rank fails alike.
 CheckpointInfo load_checkpoint(Engine& engine, Communicator& comm, const std::string& path,
                                const CheckpointLoadOptions& options = {});
 

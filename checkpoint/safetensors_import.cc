@@ -141,6 +141,7 @@ class Importer {
     const UnitShardState st = e_.shard_state(u);
     grow(staged, st.numel);
     std::copy(st.master, st.master + st.numel, staged.begin());
+    e_.release_shard_state(u, false);
     for (size_t p = 0; p < specs.size(); ++p) {
       const std::vector<Located>& found = plan_.trainable[u][p];
       if (found.empty()) continue;
@@ -321,8 +322,10 @@ ImportReport import_model_files(Engine& e, Communicator& comm,
         e.set_frozen_param_range(u, q, st.at.first, st.at.count(), st.values.data(),
                                  options.threads);
     }
-    if (!trainable.empty())
+    if (!trainable.empty()) {
       std::memcpy(e.shard_state(u).master, trainable.data(), trainable.size() * sizeof(float));
+      e.release_shard_state(u, true);
+    }
     importer->release_unit();
   }
   e.refresh_params_from_master();

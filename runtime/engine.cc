@@ -756,15 +756,30 @@ UnitShardState Engine::shard_state(size_t ui) {
   return {v.master, v.exp_avg, v.exp_avg_sq, v.begin, v.numel};
 }
 
+ShardExtent Engine::shard_extent(size_t ui) {
+  const MasterShard& s = impl_->states->shard(ui);
+  return {s.begin, s.numel};
+}
+
+void Engine::release_shard_state(size_t ui, bool written) {
+  OptimizerStates& states = *impl_->states;
+  if (written) states.refresh(ui);
+  states.release_view(ui);
+}
+
 void Engine::check_master_finite(std::string_view what) {
   for (size_t u = 0; u < impl_->groups.size(); ++u) {
     const UnitShardState st = shard_state(u);
     for (int64_t i = 0; i < st.numel; ++i) {
-      ZS_CHECK(std::isfinite(st.master[i]), ErrorCode::kNonFinite,
-               "{}: unit '{}' holds a non-finite fp32 master value ({}) at element {} of its "
-               "group: refusing to write it",
-               what, unit_name(u), st.master[i], st.begin + i);
+      if (std::isfinite(st.master[i])) continue;
+      const float bad = st.master[i];
+      release_shard_state(u, false);
+      fail(ErrorCode::kNonFinite,
+           "{}: unit '{}' holds a non-finite fp32 master value ({}) at element {} of its group: "
+           "refusing to write it",
+           what, unit_name(u), bad, st.begin + i);
     }
+    release_shard_state(u, false);
   }
 }
 

@@ -56,6 +56,11 @@ struct StepStats {
 
 // This rank's optimizer state for one unit: views of the fp32 shards (numel = shard_numel of
 // the unit's layout; stage 0 holds the full group). Used by checkpoints and tests.
+struct ShardExtent {
+  int64_t begin = 0;  // first element of the padded group held here
+  int64_t numel = 0;
+};
+
 struct UnitShardState {
   float* master = nullptr;
   float* exp_avg = nullptr;     // Adam m, or SGD momentum
@@ -126,6 +131,16 @@ class Engine {
   // exp_avg_sq are such copies of the decoded moments (fp32), re-encoded by the refresh so that
   // the decoded values come back bit for bit ([Note: decoded state round trip]).
   UnitShardState shard_state(size_t unit);
+  // This rank's part of a unit's padded group, shard_state's begin and numel, without its copies.
+  // Not collective.
+  ShardExtent shard_extent(size_t unit);
+  // Ends a use of shard_state(unit)'s pointers: `written` uploads or re-encodes what was written
+  // through them now (as refresh_params_from_master would; the compute-dtype parameters are still
+  // refreshed by that call), then the host copies are freed. A save, an export or a load that
+  // visits the units one at a time calls it after each, so that at most one unit's copies exist
+  // (with int8 states at 1B scale, all of them are the size of the master twice over). Not
+  // collective.
+  void release_shard_state(size_t unit, bool written);
   // Not collective: throws zs::Error(kNonFinite) naming the unit, the element and `what` when
   // this rank's fp32 master holds a NaN or inf. Checkpoints and exports call it (agreed across
   // ranks) so that non-finite parameters are never written.

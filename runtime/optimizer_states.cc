@@ -329,6 +329,12 @@ void OptimizerStates::refresh(size_t group) {
   s.mirror_written = false;
 }
 
+void OptimizerStates::release_view(size_t group) {
+  MasterShard& s = shards_.at(group);
+  s.mirror_written = false;
+  std::vector<float>().swap(s.mirror);
+}
+
 void OptimizerStates::invalidate_views() {
   for (MasterShard& s : shards_) s.mirror_written = false;
 }

@@ -110,6 +110,9 @@ class OptimizerStates {
   virtual void refresh(size_t group);
   // A step makes view()'s host copies stale.
   void invalidate_views();
+  // Frees group's host copies (without uploading or re-encoding them: refresh() first to keep
+  // what was written through them).
+  void release_view(size_t group);
   // True when master_ptr addresses host memory.
   virtual bool on_host() const = 0;
 

@@ -8,14 +8,19 @@
 # (bench/torch_full_ft.py: transformers' LlamaForCausalLM, fp32 weights, AdamW(fused=True),
 # gradient checkpointing, one process) under a memory limit, whose outcome (its peak, or the
 # allocation it could not make) is reported as it is.
-# usage: bash scripts/llama1b_full.sh [--steps N] [--layers L] [--torch-limit-gb G]
+# With --save DIR: the run saves after every step into DIR (a full checkpoint: fp32 master and int8
+# optimizer states), then a second run resumes from the checkpoint of the next-to-last step and
+# ends at the same step: the save and the resume's GB/s beside dd over the same files, and the
+# two runs' param_hash, which must be equal. DIR needs twice the checkpoint's ~7.5 GB.
+# usage: bash scripts/llama1b_full.sh [--steps N] [--layers L] [--torch-limit-gb G] [--save DIR]
 # Environment: ZS_BUILD_DIR (build), ZS_PYTHON (/usr/bin/python3), ZS_TORCH_PYTHON (torch >= 2
 # with transformers; unset: the peer is skipped). Needs ~23 GB at 16 layers: run it alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=3 layers=16 limit_gb=21
+steps=3 layers=16 limit_gb=21 save=""
 while [ $# -gt 0 ]; do
   case $1 in
+    --save) save=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --layers) layers=$2; shift 2 ;;
     --torch-limit-gb) limit_gb=$2; shift 2 ;;
@@ -38,10 +43,17 @@ plan=$("$build/bin/zs_plan" "${model[@]}" "${mem[@]}" --ranks 2 --json |
 echo "zs_plan: $(awk -v b="$plan" 'BEGIN { printf "%.2f GiB", b / 1073741824 }') per rank"
 root=()
 [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
-mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 "$build/bin/zs_train" "${model[@]}" \
-  "${mem[@]}" --steps "$steps" --lr 1e-4 --warmup 1 --eval-every 0 --eval-batches 1 \
-  --sample-tokens 0 --json-log "$work/z.jsonl" > "$work/z.txt" 2>&1 || zs_rc=$?
-grep -E '^(init: [0-9.]+ s \(|start-up|step|peak memory|process peak)' "$work/z.txt"
+saving=()
+if [ -n "$save" ]; then
+  [ "$steps" -ge 2 ] || { echo "llama1b_full: --save needs --steps 2 or more" >&2; exit 2; }
+  rm -rf "$save"
+  saving=(--save-dir "$save" --save-every 1 --keep 2)
+fi
+train=("$build/bin/zs_train" "${model[@]}" "${mem[@]}" --steps "$steps" --lr 1e-4 --warmup 1
+       --eval-every 0 --eval-batches 1 --sample-tokens 0)
+mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 "${train[@]}" "${saving[@]}" \
+  --json-log "$work/z.jsonl" > "$work/z.txt" 2>&1 || zs_rc=$?
+grep -E '^(init: [0-9.]+ s \(|start-up|step|peak memory|process peak|saved|param_hash)' "$work/z.txt"
 if [ "${zs_rc:-0}" != 0 ]; then
   echo "zeroshard: exit ${zs_rc}:"
   grep -E 'error|signal|Killed' "$work/z.txt" | head -3
@@ -55,6 +67,19 @@ print("zeroshard: %.1f s/step, %.2f tok/s, VmHWM %s GiB per rank vs plan %.2f Gi
        ", ".join("%.2f" % (b / 2**30) for b in rss), float(sys.argv[2]) / 2**30,
        max(rss) / float(sys.argv[2])))
 PY
+fi
+if [ -n "$save" ] && [ "${zs_rc:-0}" = 0 ]; then
+  prev=$(printf '%s/step-%08d' "$save" $((steps - 1)))
+  files=$(find "$prev" -type f -size +1M | sort)
+  t0=$(date +%s.%N)
+  for f in $files; do dd if="$f" of=/dev/null bs=16M status=none; done
+  echo "dd of $prev's files (read back; the page cache may hold them): $(du -sb "$prev" | awk '{printf "%.2f GB", $1 / 1e9}') in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s"
+  echo "== resumed from $prev, to step $steps"
+  mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 "${train[@]}" --resume-from "$prev" \
+    > "$work/r.txt" 2>&1 || { grep -E 'error|signal|Killed' "$work/r.txt" | head -3; exit 1; }
+  grep -E '^(resumed|resume:|start-up|step|process peak|param_hash)' "$work/r.txt"
+  a=$(grep -oE 'param_hash: [0-9a-f]+' "$work/z.txt") b=$(grep -oE 'param_hash: [0-9a-f]+' "$work/r.txt")
+  [ "$a" = "$b" ] && echo "resume: bitwise (${a#param_hash: })" || echo "resume: DIFFERS (${a#param_hash: } vs ${b#param_hash: })"
 fi
 if [ -n "$tpy" ]; then
   for ac in none bf16; do

@@ -506,10 +506,15 @@ class BadCheckpoint : public ::testing::Test {
     on_rank0([&] { fs::copy(source_, p); });
     return p;
   }
+  // `unchanged`: the error is found before the engine is touched (manifest, compatibility,
+  // checksums); a value refused under a valid checksum is found while the state is read, which
+  // leaves it unspecified ([Note: load phases] in checkpoint.cc).
   void expect_fails(const std::string& path, ErrorCode code, const std::string& needle,
-                    CheckpointLoadOptions opt = {}) {
+                    CheckpointLoadOptions opt = {}, bool unchanged = true) {
     expect_error([&] { load_checkpoint(target_->engine, world(), path, opt); }, code, needle);
-    EXPECT_EQ(hash_, target_->engine.param_hash()) << "state changed by a failed load";
+    if (unchanged) {
+      EXPECT_EQ(hash_, target_->engine.param_hash()) << "state changed by a failed load";
+    }
     EXPECT_EQ(target_->engine.steps_taken(), 1);
   }
   std::unique_ptr<TempDir> dir_;
@@ -662,7 +667,8 @@ void write_float(const std::string& path, int64_t offset, float value) {
 }
 
 // [Note: loaded values] A value no run can continue from, under a valid checksum: refused on every
-// rank, naming the file, unit, parameter and state, with the engine untouched.
+// rank, naming the file, unit, parameter and state; the step is not taken over, the state is
+// unspecified (found while it is read).
 TEST_F(BadCheckpoint, NonFiniteValuesRefused) {
   const std::string last = fmt::format("shard-{:05d}.bin", world().size() - 1);
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -683,7 +689,8 @@ TEST_F(BadCheckpoint, NonFiniteValuesRefused) {
     rewrite_manifest(p);
     expect_fails(p, ErrorCode::kNonFinite,
                  fmt::format("{}: unit '{}' parameter '{}': {} at element {}: refusing to load it",
-                             last, e.unit, e.param, c.text, e.index));
+                             last, e.unit, e.param, c.text, e.index),
+                 {}, false);
   }
   // A zero second moment (even -0) is one a run continues from.
   const std::string z = copy();
