@@ -29,29 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::MlpModel;
 using testing::MlpShape;
+using testing::TempDir;
 using testing::world;
-
-// A fresh directory under /tmp, the same name on every rank; removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char name[256] = {};
-    if (world().rank() == 0) {
-      std::strcpy(name, "/tmp/zs-async-ckpt-test-XXXXXX");
-      if (mkdtemp(name) == nullptr) std::abort();
-    }
-    world().broadcast(name, sizeof(name), DType::kU8, 0);
-    path_ = name;
-  }
-  ~TempDir() {
-    world().barrier();
-    if (world().rank() == 0) fs::remove_all(path_);
-  }
-  std::string operator/(const std::string& s) const { return path_ + "/" + s; }
-
- private:
-  std::string path_;
-};
 
 EngineConfig make_config(int stage) {
   EngineConfig c;

@@ -40,32 +40,8 @@ namespace fs = std::filesystem;
 using testing::MlpModel;
 using testing::MlpShape;
 
+using testing::TempDir;
 using testing::world;
-
-// A fresh directory under /tmp, created by rank 0, the same name on every rank; removed at the
-// end of the test.
-class TempDir {
- public:
-  explicit TempDir(Communicator& comm) : comm_(comm) {
-    char name[256] = {};
-    if (comm.rank() == 0) {
-      std::strcpy(name, "/tmp/zs-ckpt-test-XXXXXX");
-      if (mkdtemp(name) == nullptr) std::abort();
-    }
-    comm.broadcast(name, sizeof(name), DType::kU8, 0);
-    path_ = name;
-  }
-  ~TempDir() {
-    comm_.barrier();
-    if (comm_.rank() == 0) fs::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& s) const { return path_ + "/" + s; }
-
- private:
-  Communicator& comm_;
-  std::string path_;
-};
 
 EngineConfig make_config(int stage, DType dtype = DType::kBF16,
                          OptimizerKind kind = OptimizerKind::kAdamW) {
@@ -222,7 +198,7 @@ TEST(CheckpointFormat, ManifestRejectsGarbage) {
 }
 
 TEST(Checkpoint, ExactRoundTripEveryStage) {
-  TempDir dir(world());
+  TempDir dir;
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE("stage " + std::to_string(stage));
     Rig a(world(), make_config(stage, stage == 2 ? DType::kF16 : DType::kBF16));
@@ -261,7 +237,7 @@ TEST(Checkpoint, ReshardAnyWorldAnyStage) {
     std::unique_ptr<Communicator> sub = world().split(color, world().rank());
     for (const auto& [sw, sr] : stages) {
       SCOPED_TRACE(fmt::format("{} ranks stage {} -> {} ranks stage {}", w, sw, W, sr));
-      TempDir dir(world());
+      TempDir dir;
       Snapshot saved;
       std::string path;
       if (color == 0) {
@@ -279,7 +255,7 @@ TEST(Checkpoint, ReshardAnyWorldAnyStage) {
       const Snapshot loaded = snapshot(b.engine, world());
       if (world().rank() == 0) expect_same(saved, loaded, "resharded");
       // And the other way: the world writes, the sub-communicator reads.
-      TempDir back(world());
+      TempDir back;
       save_checkpoint(b.engine, world(), back.path());
       if (color == 0) {
         Rig c(*sub, make_config(sw, DType::kF32));
@@ -305,7 +281,7 @@ TEST(Checkpoint, ResumeIsBitwise) {
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("stage {} {} {}", c.stage, dtype_name(c.dtype),
                              c.opt == OptimizerKind::kSgd ? "sgd" : "adamw"));
-    TempDir dir(world());
+    TempDir dir;
     Rig a(world(), make_config(c.stage, c.dtype, c.opt));
     a.train(3);
     const std::string path = save_checkpoint(a.engine, world(), dir.path());
@@ -328,7 +304,7 @@ TEST(Checkpoint, ResumeIsBitwise) {
 // A checkpoint is never written from non-finite parameters: every rank refuses (even when one
 // rank's shard is bad), nothing is left behind, and the last good checkpoint stays the latest.
 TEST(Checkpoint, RefusesNonFiniteParameters) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(3));
   a.train(1);
   const std::string good = save_checkpoint(a.engine, world(), dir.path());
@@ -377,7 +353,7 @@ class PlannedFault : public zs::FaultInjector {
 // the most: its shard, the manifest, the commit): every rank reports the error, and the latest
 // complete checkpoint still loads to its exact parameters.
 TEST(FaultInjection, EveryWritePointOfASaveFailsCleanly) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(3));
   a.train(1);
   save_checkpoint(a.engine, world(), dir.path());
@@ -387,7 +363,7 @@ TEST(FaultInjection, EveryWritePointOfASaveFailsCleanly) {
   PlannedFault counter(-1, zs::Fault::kNone);
   zs::install_fault_injector(&counter);
   {
-    TempDir other(world());
+    TempDir other;
     save_checkpoint(a.engine, world(), other.path());
   }
   zs::install_fault_injector(nullptr);
@@ -439,7 +415,7 @@ TEST(FaultInjection, EveryWritePointOfASaveFailsCleanly) {
 }
 
 TEST(Checkpoint, InterruptedSaveLeavesPreviousCheckpoint) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(3));
   a.train(2);
   const std::string good = save_checkpoint(a.engine, world(), dir.path());
@@ -465,7 +441,7 @@ TEST(Checkpoint, InterruptedSaveLeavesPreviousCheckpoint) {
 }
 
 TEST(Checkpoint, KeepsLastK) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(1));
   CheckpointSaveOptions opt;
   opt.keep = 2;
@@ -486,7 +462,7 @@ TEST(Checkpoint, KeepsLastK) {
 class BadCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::make_unique<TempDir>(world());
+    dir_ = std::make_unique<TempDir>();
     Rig a(world(), make_config(3));
     a.train(2);
     CheckpointSaveOptions opt;
@@ -745,7 +721,7 @@ TEST_F(BadCheckpoint, HeaderMismatchNamesTheField) {
 // The frozen base is not in a checkpoint: another base is named with both hashes and where each
 // came from; with the same base loaded first, the checkpoint loads.
 TEST(Checkpoint, FrozenBaseNamedWithItsSource) {
-  TempDir dir(world());
+  TempDir dir;
   MlpShape shape;
   shape.frozen_mask = 0x5;  // the weights of units 0 and 1
   EngineConfig ca = make_config(3);
@@ -795,7 +771,7 @@ std::string save_as(Rig& r, const SaveDir& d) {
 }
 
 TEST(SaveDir, FreshRunRefusedOnAnotherRunsCheckpoints) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(3));
   std::string first;
   {
@@ -849,7 +825,7 @@ TEST(SaveDir, FreshRunRefusedOnAnotherRunsCheckpoints) {
 // checkpoints in .replaced-RUN, the new owner file) is settled by the next claim: put back when the
 // new run saved nothing, removed when it did.
 TEST(SaveDir, KilledReplacementIsSettledByTheNextClaim) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(3));
   std::string first;
   {
@@ -902,7 +878,7 @@ TEST(SaveDir, KilledReplacementIsSettledByTheNextClaim) {
 // An owner file that is not one: a resume is refused saying how to recover; --overwrite sets it
 // aside with the checkpoints.
 TEST(SaveDir, CorruptOwnerFile) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(1));
   a.train(1);
   std::string path;
@@ -924,7 +900,7 @@ TEST(SaveDir, CorruptOwnerFile) {
 }
 
 TEST(SaveDir, ResumedRunKeepsItsIdAndOnlyItsOwnDirectory) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(3));
   a.train(1);
   std::string id, path;
@@ -961,7 +937,7 @@ TEST(SaveDir, ResumedRunKeepsItsIdAndOnlyItsOwnDirectory) {
 }
 
 TEST(SaveDir, SecondWriterRefusedNamingTheFirst) {
-  TempDir dir(world());
+  TempDir dir;
   SaveDir d = claim(dir.path());
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
@@ -979,7 +955,7 @@ TEST(SaveDir, SecondWriterRefusedNamingTheFirst) {
 }
 
 TEST(SaveDir, EachSaveChecksTheOwner) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(1));
   a.train(1);
   SaveDir d = claim(dir.path());
@@ -998,7 +974,7 @@ TEST(SaveDir, EachSaveChecksTheOwner) {
 // Checkpoints of a version before run ids: a fresh run is refused them; resuming one of them in
 // its own directory adopts the directory under a new id.
 TEST(SaveDir, DirectoryWithoutOwner) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(1));
   a.train(1);
   const std::string path = save_checkpoint(a.engine, world(), dir.path());
@@ -1013,7 +989,7 @@ TEST(SaveDir, DirectoryWithoutOwner) {
 // anything is written, naming the lowest rank that does not see rank 0's probe.
 TEST(SaveDir, DirectoryNotSharedByEveryRank) {
   if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  TempDir dir(world());
+  TempDir dir;
   const std::string mine = dir / ("rank" + std::to_string(world().rank()));
   expect_error([&] { claim(mine); }, ErrorCode::kInvalidArgument,
                "the save directory must be shared by every rank: rank 1 (host ");
@@ -1029,7 +1005,7 @@ TEST(SaveDir, DirectoryNotSharedByEveryRank) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(Safetensors, ExportImportRoundTrip) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(3));
   a.train(2);
   const Snapshot src = snapshot(a.engine, world());
@@ -1067,7 +1043,7 @@ TEST(Safetensors, ExportImportRoundTrip) {
 }
 
 TEST(Safetensors, ImportErrors) {
-  TempDir dir(world());
+  TempDir dir;
   Rig a(world(), make_config(3));
   safetensors::export_model(a.engine, world(), dir / "m.safetensors");
   MlpShape deep;

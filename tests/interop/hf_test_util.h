@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../runtime/test_world.h"
 #include "checkpoint/safetensors_format.h"
 #include "collectives/mpi_communicator.h"
 #include "core/convert.h"
@@ -29,32 +30,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-Communicator& world() {
-  static std::unique_ptr<MpiCommunicator> w = MpiCommunicator::world();
-  return *w;
-}
-
-// A fresh directory under /tmp, the same on every rank; removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    char name[256] = {};
-    if (world().rank() == 0) {
-      std::strcpy(name, "/tmp/zs-hf-test-XXXXXX");
-      if (mkdtemp(name) == nullptr) std::abort();
-    }
-    world().broadcast(name, sizeof(name), DType::kU8, 0);
-    path_ = name;
-  }
-  ~TempDir() {
-    world().barrier();
-    if (world().rank() == 0) fs::remove_all(path_);
-  }
-  std::string operator/(const std::string& s) const { return path_ + "/" + s; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
+using testing::world;
 
 // A GPT and its engine (fp32, ZeRO-3 over the world), initialised from `seed`.
 struct Rig {

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,6 +34,26 @@ inline std::string shared_temp_dir(const std::string& prefix) {
   world().broadcast(name, sizeof(name), DType::kU8, 0);
   return name;
 }
+
+// shared_temp_dir as an object: made when constructed (aborts when it cannot be), removed by rank
+// 0 after a barrier when destroyed. Collective over world().
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "zs-test-") : path_(shared_temp_dir(prefix)) {
+    if (path_.empty()) std::abort();
+  }
+  ~TempDir() {
+    world().barrier();
+    if (world().rank() == 0) std::filesystem::remove_all(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& s) const { return path_ + "/" + s; }
+
+ private:
+  std::string path_;
+};
 
 // Runs fn on every rank and returns its zs::Error message ("" when none), expecting the code
 // kInvalidArgument; every rank must agree on whether it failed (checked with one all-reduce over
