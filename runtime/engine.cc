@@ -768,18 +768,25 @@ void Engine::release_shard_state(size_t ui, bool written) {
 }
 
 void Engine::check_master_finite(std::string_view what) {
+  // Only the master is read: where the host addresses it, directly (shard_state would also decode
+  // a unit's bf16 or int8 moments for nothing); else through shard_state's host copies.
+  OptimizerStates& states = *impl_->states;
   for (size_t u = 0; u < impl_->groups.size(); ++u) {
-    const UnitShardState st = shard_state(u);
+    const bool direct = states.on_host();
+    const MasterShard& sh = states.shard(u);
+    const UnitShardState st =
+        direct ? UnitShardState{sh.master_ptr, nullptr, nullptr, sh.begin, sh.numel}
+               : shard_state(u);
     for (int64_t i = 0; i < st.numel; ++i) {
       if (std::isfinite(st.master[i])) continue;
       const float bad = st.master[i];
-      release_shard_state(u, false);
+      if (!direct) release_shard_state(u, false);
       fail(ErrorCode::kNonFinite,
            "{}: unit '{}' holds a non-finite fp32 master value ({}) at element {} of its group: "
            "refusing to write it",
            what, unit_name(u), bad, st.begin + i);
     }
-    release_shard_state(u, false);
+    if (!direct) release_shard_state(u, false);
   }
 }
 
