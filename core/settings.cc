@@ -86,6 +86,10 @@ Settings Settings::from_environment() {
     s.test_save_delay_ms =
         parse_count<int>("ZS_TEST_SAVE_DELAY_MS", v, "a delay in milliseconds", "an integer >= 1");
   }
+  if (const char* v = get("ZS_TEST_PAUSE_AFTER_STEP")) {
+    s.test_pause_after_step =
+        parse_count<int64_t>("ZS_TEST_PAUSE_AFTER_STEP", v, "a step", "an integer >= 1");
+  }
   return s;
 }
 
@@ -101,6 +105,7 @@ std::vector<Setting> Settings::items() const {
       {"ZS_WATCHDOG_S", watchdog_s ? fmt::format("{}", *watchdog_s) : "unset"},
       {"ONEDNN_MAX_CPU_ISA", onednn_max_cpu_isa.empty() ? "unset" : onednn_max_cpu_isa},
       {"ZS_TEST_SAVE_DELAY_MS", std::to_string(test_save_delay_ms)},
+      {"ZS_TEST_PAUSE_AFTER_STEP", std::to_string(test_pause_after_step)},
   };
 }
 

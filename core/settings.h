@@ -12,6 +12,7 @@
 //   ZS_FAKE_NODES            fake_nodes            int        0        an integer >= 1
 //   ZS_WATCHDOG_S            watchdog_s            double     unset    a number >= 0 (seconds)
 //   ZS_TEST_SAVE_DELAY_MS    test_save_delay_ms    int        0        an integer >= 1 (tests only)
+//   ZS_TEST_PAUSE_AFTER_STEP test_pause_after_step int64_t    0        an integer >= 1 (tests only)
 //
 // One variable that is not ours is read here too, never refused: ONEDNN_MAX_CPU_ISA, the cap
 // oneDNN applies to its own kernels (it validates the value itself), into onednn_max_cpu_isa, so
@@ -84,6 +85,11 @@ struct Settings {
   // checkpoint/async_checkpoint.h) sleeps T ms before it opens its file, so that a test can
   // overlap writes, kill the job or break the directory while one is in flight. 0: no delay.
   int test_save_delay_ms = 0;
+  // ZS_TEST_PAUSE_AFTER_STEP=N, for tests only: zs_train, in a run that starts at step 0, prints
+  // "paused after step N" once step N and its saves are done and then sleeps on every rank until
+  // it is killed, so that a test kills a job at a known step instead of racing it to the end (a
+  // resumed run never pauses: its relaunch must run to the end). 0: no pause.
+  int64_t test_pause_after_step = 0;
 
   // The defaults above, overridden by each variable of the table that is set and not empty. Reads
   // the environment at every call. Throws zs::Error(kInvalidArgument) for the first bad value (in

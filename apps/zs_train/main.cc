@@ -236,10 +236,11 @@ struct Run {
   SaveDir save_dir;   // holds --save-dir's writer lock until the run ends
   // --save-async's saver (its snapshot and background writer); null without the flag.
   std::unique_ptr<AsyncCheckpointSaver> saver;
-  MemoryTier memory;            // --save-memory-every's directory; inactive without it
-  int64_t tokens_per_step = 0;  // over all ranks
-  double init_s = 0.0;          // the engine's construction ([Note: start-up lines])
-  int64_t init_drawn = 0;       // initial values drawn on this rank
+  MemoryTier memory;             // --save-memory-every's directory; inactive without it
+  int64_t tokens_per_step = 0;   // over all ranks
+  double init_s = 0.0;           // the engine's construction ([Note: start-up lines])
+  int64_t init_drawn = 0;        // initial values drawn on this rank
+  int64_t pause_after_step = 0;  // ZS_TEST_PAUSE_AFTER_STEP (core/settings.h); 0: none
 };
 
 // Parses and checks the flags and paths on every rank. False: refused (one message printed);
@@ -529,6 +530,18 @@ void log_saves(Run& r, const std::vector<SaveRecord>& saves) {
   for (const SaveRecord& s : saves) r.json.write("save", save_record_json(s));
 }
 
+// ZS_TEST_PAUSE_AFTER_STEP (tests only): once every rank is past step `step` and its saves, rank 0
+// says so and every rank sleeps until it is killed. Collective.
+[[noreturn]] void pause_for_test(Communicator& comm, int64_t step) {
+  comm.barrier();
+  if (comm.rank() == 0) {
+    std::printf("paused after step %lld (ZS_TEST_PAUSE_AFTER_STEP)\n",
+                static_cast<long long>(step));
+    std::fflush(stdout);
+  }
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 // The steps from the trainer state's to --steps: each reported (rank 0's line, the log's record)
 // and saved when due. Collective.
 LoopTotals train(Run& r, Communicator& comm, Clock::time_point start) {
@@ -554,6 +567,7 @@ LoopTotals train(Run& r, Communicator& comm, Clock::time_point start) {
                              s + 1 == o.steps, r.saver.get()));
     log_saves(r, save_memory_if_due(*r.engine, comm, o.checkpoint, r.mjson, r.state, r.memory,
                                     s + 1 == o.steps));
+    if (first == 0 && s + 1 == r.pause_after_step) pause_for_test(comm, s + 1);
   }
   // The run ends with every checkpoint committed; the memory tier is then superseded.
   log_saves(r, commit_saves(comm, o.checkpoint, r.save_dir, r.saver.get(), /*wait=*/true));
@@ -676,6 +690,7 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   if (!parsed) return 0;  // --help
   if (!check_before_work(comm, *parsed)) return 1;
   Run r(*parsed);
+  r.pause_after_step = Settings::from_environment().test_pause_after_step;
   if (!build_engine(comm, r)) return 1;
   if (!start_checkpoints(comm, r, start)) return 1;
   const int W = comm.size();

@@ -41,6 +41,16 @@ wait_step() {
   for ((i = 0; i < $3 * 10; i++)); do grep -qE "^step +$2/" "$1" 2> /dev/null && return 0; sleep 0.1; done
   return 1
 }
+# wait_paused out n seconds: until out says the job paused after step n (ZS_TEST_PAUSE_AFTER_STEP,
+# core/settings.h: every rank sleeps there, so a kill lands at that step and never after the end).
+wait_paused() {
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    grep -q "^paused after step $2 " "$1" 2> /dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
 # kill_rank ck: kill -9 one rank of the job saving into ck (its command line starts with zs_train
 # and names this case's own directory: no other test's process matches). Prints its pid.
 kill_rank() {
@@ -83,8 +93,9 @@ case "$case_name" in
   kill)
     run_ok "$work/ref.txt" 2 "${inv[@]}" --steps 30
     ck="$work/ck"
-    supervised "$work/s.txt" "$ck" "$work/run.jsonl" 2 --steps 30 --save-every 4
-    wait_step "$work/s.txt" 14 120 || { kill_job "$ck"; cat "$work/s.txt"; fail "no step 14"; }
+    ZS_TEST_PAUSE_AFTER_STEP=14 supervised "$work/s.txt" "$ck" "$work/run.jsonl" 2 --steps 30 \
+      --save-every 4
+    wait_paused "$work/s.txt" 14 120 || { kill_job "$ck"; cat "$work/s.txt"; fail "no pause at 14"; }
     echo "killed rank pid $(kill_rank "$ck")"
     wait "$sup_pid"
     rc=$?
@@ -111,8 +122,9 @@ PY
   shrink)
     run_ok "$work/ref.txt" 4 "${inv[@]}" --steps 24
     ck="$work/ck"
-    ZS_RUN_TEST_SLOTS=3 supervised "$work/s.txt" "$ck" "$work/run.jsonl" 4 --steps 24 --save-every 4
-    wait_step "$work/s.txt" 10 180 || { kill_job "$ck"; cat "$work/s.txt"; fail "no step 10"; }
+    ZS_RUN_TEST_SLOTS=3 ZS_TEST_PAUSE_AFTER_STEP=10 supervised "$work/s.txt" "$ck" "$work/run.jsonl" \
+      4 --steps 24 --save-every 4
+    wait_paused "$work/s.txt" 10 180 || { kill_job "$ck"; cat "$work/s.txt"; fail "no pause at 10"; }
     kill_rank "$ck" > /dev/null
     wait "$sup_pid"
     rc=$?
@@ -127,8 +139,9 @@ PY
   mpirun)
     run_ok "$work/ref.txt" 2 "${inv[@]}" --steps 30
     ck="$work/ck"
-    supervised "$work/s.txt" "$ck" "$work/run.jsonl" 2 --steps 30 --save-every 4 --save-memory-every 1
-    wait_step "$work/s.txt" 10 120 || { kill_job "$ck"; cat "$work/s.txt"; fail "no step 10"; }
+    ZS_TEST_PAUSE_AFTER_STEP=10 supervised "$work/s.txt" "$ck" "$work/run.jsonl" 2 --steps 30 \
+      --save-every 4 --save-memory-every 1
+    wait_paused "$work/s.txt" 10 120 || { kill_job "$ck"; cat "$work/s.txt"; fail "no pause at 10"; }
     ranks=$(pgrep -f -- "^$bin .*--save-dir $ck " | tr '\n' ' ')
     kill -9 "$(pgrep -f -- "^${mpi[0]} .*--save-dir $ck ")" || fail "no mpirun found"
     wait "$sup_pid"
@@ -191,10 +204,10 @@ PY
   memory)
     run_ok "$work/ref.txt" 2 "${inv[@]}" --steps 20
     ck="$work/ck"
-    "${mpi[@]}" -np 2 "$bin" "${inv[@]}" --steps 20 --save-dir "$ck" --save-every 10 \
-      --save-memory-every 1 > "$work/a.txt" 2>&1 &
+    ZS_TEST_PAUSE_AFTER_STEP=14 "${mpi[@]}" -np 2 "$bin" "${inv[@]}" --steps 20 --save-dir "$ck" \
+      --save-every 10 --save-memory-every 1 > "$work/a.txt" 2>&1 &
     mpid=$!
-    wait_step "$work/a.txt" 14 120 || { kill_job "$ck"; cat "$work/a.txt"; fail "no step 14"; }
+    wait_paused "$work/a.txt" 14 120 || { kill_job "$ck"; cat "$work/a.txt"; fail "no pause at 14"; }
     kill_job "$ck"
     wait "$mpid" 2> /dev/null
     run_id=$(python3 -c "import json; print(json.load(open('$ck/owner.json'))['run_id'])")
@@ -208,10 +221,10 @@ PY
     [ ! -e "$mem" ] || fail "$mem left after the normal end"
     # Another run's memory checkpoints in --memory-dir: never loaded.
     m2="$work/shm-other"
-    "${mpi[@]}" -np 2 "$bin" "${inv[@]}" --steps 20 --save-dir "$work/ckA" --save-memory-every 1 \
-      --memory-dir "$m2" > "$work/c.txt" 2>&1 &
+    ZS_TEST_PAUSE_AFTER_STEP=12 "${mpi[@]}" -np 2 "$bin" "${inv[@]}" --steps 20 --save-dir "$work/ckA" \
+      --save-memory-every 1 --memory-dir "$m2" > "$work/c.txt" 2>&1 &
     mpid=$!
-    wait_step "$work/c.txt" 12 120 || { kill_job "$work/ckA"; cat "$work/c.txt"; fail "no step 12"; }
+    wait_paused "$work/c.txt" 12 120 || { kill_job "$work/ckA"; cat "$work/c.txt"; fail "no pause at 12"; }
     kill_job "$work/ckA"
     wait "$mpid" 2> /dev/null
     # Run B's checkpoint of step 4 (its step 8 removed: as if killed after step 4's save).

@@ -25,6 +25,7 @@ const std::vector<std::string> kVariables = {"ZS_MAX_ISA",
                                              "ZS_WATCHDOG_S",
                                              "ONEDNN_MAX_CPU_ISA",
                                              "ZS_TEST_SAVE_DELAY_MS",
+                                             "ZS_TEST_PAUSE_AFTER_STEP",
                                              "OMPI_COMM_WORLD_LOCAL_RANK",
                                              "MPI_LOCALRANKID",
                                              "SLURM_LOCALID",
@@ -158,6 +159,18 @@ TEST_F(SettingsTest, FakeNodes) {
   }
 }
 
+TEST_F(SettingsTest, PauseAfterStep) {
+  set("ZS_TEST_PAUSE_AFTER_STEP", "14");
+  EXPECT_EQ(Settings::from_environment().test_pause_after_step, 14);
+  set("ZS_TEST_PAUSE_AFTER_STEP", "99999999999");
+  EXPECT_EQ(Settings::from_environment().test_pause_after_step, 99999999999);
+  for (const char* bad : {"0", "-1", "x", "1.5"}) {
+    set("ZS_TEST_PAUSE_AFTER_STEP", bad);
+    expect_refused(std::string("ZS_TEST_PAUSE_AFTER_STEP=") + bad +
+                   ": not a step (allowed: an integer >= 1)");
+  }
+}
+
 TEST_F(SettingsTest, WatchdogSeconds) {
   EXPECT_FALSE(Settings::from_environment().watchdog_s);
   set("ZS_WATCHDOG_S", "");
@@ -188,22 +201,22 @@ TEST_F(SettingsTest, FirstBadVariableIsReported) {
 TEST_F(SettingsTest, ItemsNameEveryVariable) {
   const std::vector<Setting> defaults = Settings::from_environment().items();
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"ZS_MAX_ISA", "avx512"},      {"ZS_FORCE_SCALAR", "0"},
-      {"ZS_COLLECTIVES_SHM", "1"},   {"ZS_COLLECTIVES_SHM_PASS", "524288"},
-      {"ZS_CHECK_COLLECTIVES", "0"}, {"ZS_FAKE_NODES", "0"},
-      {"ZS_WATCHDOG_S", "unset"},    {"ONEDNN_MAX_CPU_ISA", "unset"},
-      {"ZS_TEST_SAVE_DELAY_MS", "0"}};
+      {"ZS_MAX_ISA", "avx512"},       {"ZS_FORCE_SCALAR", "0"},
+      {"ZS_COLLECTIVES_SHM", "1"},    {"ZS_COLLECTIVES_SHM_PASS", "524288"},
+      {"ZS_CHECK_COLLECTIVES", "0"},  {"ZS_FAKE_NODES", "0"},
+      {"ZS_WATCHDOG_S", "unset"},     {"ONEDNN_MAX_CPU_ISA", "unset"},
+      {"ZS_TEST_SAVE_DELAY_MS", "0"}, {"ZS_TEST_PAUSE_AFTER_STEP", "0"}};
   ASSERT_EQ(defaults.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(defaults[i].name, expected[i].first);
     EXPECT_EQ(defaults[i].value, expected[i].second) << expected[i].first;
   }
   const std::vector<std::pair<const char*, const char*>> changes = {
-      {"ZS_MAX_ISA", "avx2"},          {"ZS_FORCE_SCALAR", "1"},
-      {"ZS_COLLECTIVES_SHM", "0"},     {"ZS_COLLECTIVES_SHM_PASS", "4096"},
-      {"ZS_CHECK_COLLECTIVES", "1"},   {"ZS_FAKE_NODES", "2"},
-      {"ZS_WATCHDOG_S", "0.1"},        {"ONEDNN_MAX_CPU_ISA", "AVX2"},
-      {"ZS_TEST_SAVE_DELAY_MS", "250"}};
+      {"ZS_MAX_ISA", "avx2"},           {"ZS_FORCE_SCALAR", "1"},
+      {"ZS_COLLECTIVES_SHM", "0"},      {"ZS_COLLECTIVES_SHM_PASS", "4096"},
+      {"ZS_CHECK_COLLECTIVES", "1"},    {"ZS_FAKE_NODES", "2"},
+      {"ZS_WATCHDOG_S", "0.1"},         {"ONEDNN_MAX_CPU_ISA", "AVX2"},
+      {"ZS_TEST_SAVE_DELAY_MS", "250"}, {"ZS_TEST_PAUSE_AFTER_STEP", "14"}};
   for (const auto& [name, value] : changes) {
     set(name, value);
     const std::vector<Setting> items = Settings::from_environment().items();
