@@ -1,0 +1,208 @@
+#include "optim/newton_schulz.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <omp.h>
+
+#include "core/cpu_features.h"
+
+namespace zs::optim {
+
+// [Note: Newton-Schulz determinism] Muon's update must be the same bits whichever rank computes
+// it, at any world size and stage, so the products are not oneDNN's (whose blocking, and so its
+// summation order, follows the thread count and the ISA): each element of a product is its own
+// chain c = c + a_k * b_k over k = 0, 1, ..., multiply then add (the project builds with
+// -ffp-contract=off). Threads take tasks of whole rows (4 rows x 256 columns) and vector lanes
+// are neighbouring columns, at every ISA level (AVX-512, AVX2 or generic vectors, dispatched by
+// active_simd_level()), so neither the thread count nor the level changes any chain: every level
+// equals the plain loop bit for bit (muon_test and its AVX2 twin check it). The norm's squares are
+// summed in fp64 in element order.
+
+namespace {
+
+constexpr int64_t kRowBlock = 4;    // rows of C per tile, sharing each loaded piece of B
+constexpr int64_t kColStrip = 256;  // columns of C per task: its B strip is reused down the rows
+
+// Rows [i0, i0 + nr) of C = A B, columns [j0, j1), one element at a time: the reference chain,
+// for the edges the tiles do not cover.
+void rows_plain(const float* a, const float* b, float* c, int64_t i0, int64_t nr, int64_t k,
+                int64_t n, int64_t j0, int64_t j1) {
+  for (int64_t r = 0; r < nr; ++r) {
+    float* __restrict row = c + (i0 + r) * n;
+    const float* ar = a + (i0 + r) * k;
+    std::fill(row + j0, row + j1, 0.0f);
+    for (int64_t p = 0; p < k; ++p) {
+      const float x = ar[p];
+      const float* __restrict bp = b + p * n;
+      for (int64_t j = j0; j < j1; ++j) row[j] = row[j] + x * bp[j];
+    }
+  }
+}
+
+template <int W>
+struct Lanes {
+  typedef float type __attribute__((vector_size(4 * W)));
+};
+
+template <int W>
+[[gnu::always_inline]] inline typename Lanes<W>::type splat(float s) {
+  typename Lanes<W>::type v;
+  for (int l = 0; l < W; ++l) v[l] = s;
+  return v;
+}
+
+template <int W>
+[[gnu::always_inline]] inline typename Lanes<W>::type load(const float* p) {
+  typename Lanes<W>::type v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// C[i0 .. i0 + 4)[j0 .. j0 + 2W) in 8 vector registers, each lane its element's chain.
+template <int W>
+[[gnu::always_inline]] inline void tile(const float* a, const float* b, float* c, int64_t k,
+                                        int64_t n, int64_t i0, int64_t j0) {
+  using V = typename Lanes<W>::type;
+  V c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {};
+  const float* a0 = a + i0 * k;
+  const float* a1 = a0 + k;
+  const float* a2 = a1 + k;
+  const float* a3 = a2 + k;
+  for (int64_t p = 0; p < k; ++p) {
+    const V b0 = load<W>(b + p * n + j0), b1 = load<W>(b + p * n + j0 + W);
+    const V x0 = splat<W>(a0[p]), x1 = splat<W>(a1[p]), x2 = splat<W>(a2[p]), x3 = splat<W>(a3[p]);
+    c00 = c00 + x0 * b0;
+    c01 = c01 + x0 * b1;
+    c10 = c10 + x1 * b0;
+    c11 = c11 + x1 * b1;
+    c20 = c20 + x2 * b0;
+    c21 = c21 + x2 * b1;
+    c30 = c30 + x3 * b0;
+    c31 = c31 + x3 * b1;
+  }
+  const V out[8] = {c00, c01, c10, c11, c20, c21, c30, c31};
+  for (int r = 0; r < 4; ++r) {
+    std::memcpy(c + (i0 + r) * n + j0, &out[2 * r], sizeof(V));
+    std::memcpy(c + (i0 + r) * n + j0 + W, &out[2 * r + 1], sizeof(V));
+  }
+}
+
+// One task: rows [i0, i0 + nr), columns [j0, j1): whole tiles, then the edges element-wise.
+template <int W>
+[[gnu::always_inline]] inline void task_body(const float* a, const float* b, float* c, int64_t i0,
+                                             int64_t nr, int64_t k, int64_t n, int64_t j0,
+                                             int64_t j1) {
+  int64_t j = j0;
+  if (nr == kRowBlock) {
+    for (; j + 2 * W <= j1; j += 2 * W) tile<W>(a, b, c, k, n, i0, j);
+  }
+  if (j < j1) rows_plain(a, b, c, i0, nr, k, n, j, j1);
+}
+
+using TaskFn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
+                        int64_t, int64_t);
+
+void task_generic(const float* a, const float* b, float* c, int64_t i0, int64_t nr, int64_t k,
+                  int64_t n, int64_t j0, int64_t j1) {
+  task_body<4>(a, b, c, i0, nr, k, n, j0, j1);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f,avx2"), gnu::flatten]] void task_avx512(const float* a, const float* b,
+                                                               float* c, int64_t i0, int64_t nr,
+                                                               int64_t k, int64_t n, int64_t j0,
+                                                               int64_t j1) {
+  task_body<16>(a, b, c, i0, nr, k, n, j0, j1);
+}
+[[gnu::target("avx2"), gnu::flatten]] void task_avx2(const float* a, const float* b, float* c,
+                                                     int64_t i0, int64_t nr, int64_t k, int64_t n,
+                                                     int64_t j0, int64_t j1) {
+  task_body<8>(a, b, c, i0, nr, k, n, j0, j1);
+}
+#endif
+
+// [Note: dispatched kernels] in core/simd_dispatch.h, by hand: the lane count differs by level,
+// and no level changes a chain, so every level gives the same bits.
+TaskFn task_fn() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  switch (active_simd_level()) {
+    case SimdLevel::kAvx512:
+      return task_avx512;
+    case SimdLevel::kAvx2:
+      return task_avx2;
+    case SimdLevel::kScalar:
+      break;
+  }
+#endif
+  return task_generic;
+}
+
+void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
+  constexpr int64_t T = 32;
+  for (int64_t i0 = 0; i0 < rows; i0 += T) {
+    for (int64_t j0 = 0; j0 < cols; j0 += T) {
+      const int64_t i1 = std::min(rows, i0 + T), j1 = std::min(cols, j0 + T);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j) dst[j * rows + i] = src[i * cols + j];
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_fixed_order(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n,
+                        int threads) {
+  const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
+  const int64_t strips = (n + kColStrip - 1) / kColStrip;
+  const int64_t tasks = row_blocks * strips;
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const TaskFn fn = task_fn();
+  // Strip-major: consecutive tasks (a thread's, under the static schedule) reuse one strip of B.
+  // Small products are not worth a fork; either way every element is the same chain.
+#pragma omp parallel for schedule(static) num_threads(nt) if (m * n * k >= (int64_t{1} << 18))
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t i0 = (t % row_blocks) * kRowBlock, j0 = (t / row_blocks) * kColStrip;
+    fn(a, b, c, i0, std::min(kRowBlock, m - i0), k, n, j0, std::min(n, j0 + kColStrip));
+  }
+}
+
+int64_t newton_schulz_workspace(int64_t rows, int64_t cols) {
+  const int64_t r = std::min(rows, cols), c = std::max(rows, cols);
+  return 3 * r * c + 2 * r * r;
+}
+
+void newton_schulz(const float* g, int64_t rows, int64_t cols, int steps, float* out,
+                   float* workspace, int threads) {
+  const bool tall = rows > cols;
+  const int64_t r = tall ? cols : rows, c = tall ? rows : cols, rc = r * c;
+  float* x = workspace;   // [r x c]
+  float* xt = x + rc;     // [c x r]
+  float* y = xt + rc;     // [r x c]
+  float* a = y + rc;      // [r x r]
+  float* aa = a + r * r;  // [r x r]: A A, then B
+  double sq = 0.0;
+  for (int64_t i = 0; i < rc; ++i) sq += static_cast<double>(g[i]) * g[i];
+  const double inv = 1.0 / (std::sqrt(sq) + 1e-7);
+  if (tall) {
+    transpose(g, rows, cols, x);
+  } else {
+    std::memcpy(x, g, static_cast<size_t>(rc) * sizeof(float));
+  }
+  for (int64_t i = 0; i < rc; ++i) x[i] = static_cast<float>(x[i] * inv);
+  for (int s = 0; s < steps; ++s) {
+    transpose(x, r, c, xt);
+    matmul_fixed_order(x, xt, a, r, c, r, threads);
+    matmul_fixed_order(a, a, aa, r, r, r, threads);
+    for (int64_t i = 0; i < r * r; ++i) aa[i] = kNewtonSchulzB * a[i] + kNewtonSchulzC * aa[i];
+    matmul_fixed_order(aa, x, y, r, r, c, threads);
+    for (int64_t i = 0; i < rc; ++i) x[i] = kNewtonSchulzA * x[i] + y[i];
+  }
+  if (tall) {
+    transpose(x, r, c, out);
+  } else {
+    std::memcpy(out, x, static_cast<size_t>(rc) * sizeof(float));
+  }
+}
+
+}  // namespace zs::optim
