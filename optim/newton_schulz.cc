@@ -47,13 +47,6 @@ struct Lanes {
 };
 
 template <int W>
-[[gnu::always_inline]] inline typename Lanes<W>::type splat(float s) {
-  typename Lanes<W>::type v;
-  for (int l = 0; l < W; ++l) v[l] = s;
-  return v;
-}
-
-template <int W>
 [[gnu::always_inline]] inline typename Lanes<W>::type load(const float* p) {
   typename Lanes<W>::type v;
   std::memcpy(&v, p, sizeof v);
@@ -71,8 +64,9 @@ template <int W>
   const float* a2 = a1 + k;
   const float* a3 = a2 + k;
   for (int64_t p = 0; p < k; ++p) {
+    // A scalar times a vector: the scalar in every lane (a broadcast, exact).
     const V b0 = load<W>(b + p * n + j0), b1 = load<W>(b + p * n + j0 + W);
-    const V x0 = splat<W>(a0[p]), x1 = splat<W>(a1[p]), x2 = splat<W>(a2[p]), x3 = splat<W>(a3[p]);
+    const float x0 = a0[p], x1 = a1[p], x2 = a2[p], x3 = a3[p];
     c00 = c00 + x0 * b0;
     c01 = c01 + x0 * b1;
     c10 = c10 + x1 * b0;

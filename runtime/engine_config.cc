@@ -126,7 +126,7 @@ std::string optimizer_rules(const OptimizerConfig& c) {
   return fmt::format(
       "muon: 2-D parameters of units block.* (momentum {}, nesterov, {} Newton-Schulz steps); "
       "adamw: every other parameter",
-      setting_value(c.muon.momentum), c.muon.ns_steps);
+      c.muon.momentum, c.muon.ns_steps);  // the float's shortest form: 0.95
 }
 
 optim::StateDType param_state_dtype(const OptimizerConfig& c, std::string_view name,
