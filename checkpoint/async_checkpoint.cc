@@ -56,9 +56,7 @@ int64_t AsyncCheckpointSaver::snapshot_bytes(Engine& e, int rank) {
   if (!writes) return 0;
   ckpt::ShardHeader h;
   const OptimizerConfig& o = e.config().optimizer;
-  h.state_mask = ckpt::kStateMaster;
-  if (o.kind == OptimizerKind::kAdamW || o.sgd.momentum != 0.0f) h.state_mask |= ckpt::kStateExpAvg;
-  if (o.kind == OptimizerKind::kAdamW) h.state_mask |= ckpt::kStateExpAvgSq;
+  h.state_mask = ckpt::optimizer_state_mask(o);
   for (size_t u = 0; u < e.num_units(); ++u) {
     const ShardExtent st = e.shard_extent(u);
     h.units.push_back({st.begin, st.numel});

@@ -31,17 +31,17 @@ namespace {
 
 constexpr int64_t kMaxManifestBytes = int64_t{256} << 20;
 
-const char* optimizer_name(OptimizerKind k) { return k == OptimizerKind::kAdamW ? "adamw" : "sgd"; }
+const char* optimizer_name(OptimizerKind k) { return optimizer_kind_name(k); }
+
+// The manifest's optimizer_rules: written for Muon only (AdamW and SGD update every parameter).
+std::string manifest_rules(const OptimizerConfig& o) {
+  return o.kind == OptimizerKind::kMuon ? optimizer_rules(o) : std::string();
+}
 
 // From the configuration (a unit whose parameters are all frozen holds no state to look at):
-// AdamW keeps m and v, SGD with momentum its momentum (in exp_avg).
-uint32_t engine_state_mask(Engine& e) {
-  const OptimizerConfig& o = e.config().optimizer;
-  uint32_t mask = ckpt::kStateMaster;
-  if (o.kind == OptimizerKind::kAdamW || o.sgd.momentum != 0.0f) mask |= ckpt::kStateExpAvg;
-  if (o.kind == OptimizerKind::kAdamW) mask |= ckpt::kStateExpAvgSq;
-  return mask;
-}
+// AdamW keeps m and v, SGD with momentum its momentum (in exp_avg), Muon AdamW's m and v for its
+// AdamW parameters and its momentum in exp_avg for the others (zeros in their exp_avg_sq).
+uint32_t engine_state_mask(Engine& e) { return ckpt::optimizer_state_mask(e.config().optimizer); }
 
 // Collective: the base a checkpoint's trainable state belongs to, or "" without frozen
 // parameters.
@@ -76,6 +76,7 @@ Manifest describe_engine(Engine& e, Communicator& comm) {
   m.world_size = comm.size();
   m.stage = static_cast<int>(e.config().stage);
   m.optimizer = optimizer_name(e.config().optimizer.kind);
+  m.optimizer_rules = manifest_rules(e.config().optimizer);
   m.optimizer_states = state_storage_name(e.config().optimizer);
   m.state_mask = engine_state_mask(e);
   m.align = e.config().align;
@@ -246,6 +247,13 @@ void check_compatible(const Manifest& m, Engine& e, const std::string& base,
   if (m.optimizer != opt_name)
     mismatch(
         fmt::format("optimizer {} in the checkpoint, {} in the engine", m.optimizer, opt_name));
+  // Muon's rules decide which state a parameter's exp_avg holds (momentum or AdamW's m): a rule
+  // that moved a parameter would load one as the other. Its momentum and step count may change.
+  const std::string rules = manifest_rules(e.config().optimizer);
+  auto rule_part = [](const std::string& r) { return r.substr(0, r.find(" (")); };
+  if (rule_part(m.optimizer_rules) != rule_part(rules))
+    mismatch(fmt::format("optimizer rules are \"{}\" in the checkpoint, \"{}\" in this run",
+                         m.optimizer_rules, rules));
   // Refused rather than converted: the decoded moments would load into another storage, but a
   // resume that silently changes how m and v are stored is not the run it continues.
   const std::string states = state_storage_name(e.config().optimizer);

@@ -152,6 +152,13 @@ std::string state_mask_text(uint32_t mask) {
   return s.empty() ? "none" : s;
 }
 
+uint32_t optimizer_state_mask(const OptimizerConfig& o) {
+  uint32_t mask = kStateMaster;
+  if (uses_adamw(o.kind) || o.sgd.momentum != 0.0f) mask |= kStateExpAvg;
+  if (uses_adamw(o.kind)) mask |= kStateExpAvgSq;
+  return mask;
+}
+
 std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
 
 std::string step_dir_name(int64_t step) { return fmt::format("step-{:08d}", step); }
@@ -279,6 +286,7 @@ std::string serialize_manifest(const Manifest& m) {
   body["stage"] = m.stage;
   body["optimizer"] = m.optimizer;
   if (m.optimizer_states != "fp32") body["optimizer_states"] = m.optimizer_states;
+  if (!m.optimizer_rules.empty()) body["optimizer_rules"] = m.optimizer_rules;
   body["state_mask"] = m.state_mask;
   body["states"] = state_mask_text(m.state_mask);
   json model;
@@ -478,8 +486,13 @@ Manifest parse_manifest(std::string_view text) {
   m.world_size = static_cast<int>(get_int(body, "world_size", "body", 1, kMaxRank));
   m.stage = static_cast<int>(get_int(body, "stage", "body", 0, 3));
   m.optimizer = get_string(body, "optimizer", "body");
-  if (m.optimizer != "adamw" && m.optimizer != "sgd")
+  if (m.optimizer != "adamw" && m.optimizer != "sgd" && m.optimizer != "muon")
     corrupt(fmt::format("unknown optimizer \"{}\"", m.optimizer));
+  if (body.contains("optimizer_rules")) {
+    m.optimizer_rules = get_string(body, "optimizer_rules", "body");
+    if (m.optimizer_rules.empty() || m.optimizer_rules.size() > 4096)
+      corrupt(fmt::format("body.optimizer_rules has {} bytes", m.optimizer_rules.size()));
+  }
   if (body.contains("optimizer_states")) {
     m.optimizer_states = get_string(body, "optimizer_states", "body");
     // 16384: state_storage_name() with its most state_fp32 patterns (64 of 128 characters) fits.

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "optim/loss_scaler.h"
+#include "runtime/engine_config.h"
 
 namespace zs::ckpt {
 
@@ -52,6 +53,10 @@ int state_count(uint32_t mask);
 int state_index(uint32_t mask, uint32_t bit);
 // "master+exp_avg+exp_avg_sq" style text for messages.
 std::string state_mask_text(uint32_t mask);
+// The states an engine with optimizer `o` saves: the master; exp_avg for AdamW, Muon (Muon's
+// momentum for its parameters, AdamW's m for the others) and SGD with momentum; exp_avg_sq for
+// AdamW and Muon (zeros at Muon parameters' elements).
+uint32_t optimizer_state_mask(const OptimizerConfig& o);
 
 struct UnitRange {
   int64_t begin = 0;  // first element of the padded group
@@ -112,7 +117,12 @@ struct Manifest {
   int64_t step = 0;
   int world_size = 1;
   int stage = 0;
-  std::string optimizer;  // "adamw" or "sgd"
+  std::string optimizer;  // "adamw", "sgd" or "muon"
+  // Which optimizer updated which parameters (optimizer_rules(), runtime/engine_config.h): with
+  // "muon", e.g. "muon: 2-D parameters of units block.* (...); adamw: every other parameter".
+  // Muon parameters keep their momentum in exp_avg; exp_avg_sq holds zeros at their elements.
+  // Written only for muon (absent otherwise: every parameter has `optimizer`); at most 4096 bytes.
+  std::string optimizer_rules;
   // How AdamW's moments were stored (state_storage_name(), runtime/engine_config.h): "fp32", or
   // e.g. "int8 (block 256, fp32 under 4096 elements)", or "... elements and for [embed.*])" with
   // OptimizerConfig::state_fp32 (at most 16384 bytes). The files hold their decoded fp32 values

@@ -500,6 +500,16 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
   if (stage == 1 || stage == 2) {
     item("param re-gather", CollectiveKind::kAllGather, sg, true, 1, shard, P);
   }
+  if (config.muon && stage >= 1 && !model.shapes.empty()) {
+    OptimizerConfig muon;
+    muon.kind = OptimizerKind::kMuon;
+    const MuonMatrices mm = muon_matrices(muon, model.unit_names, model.shapes);
+    std::vector<int64_t> counts(U, 0);
+    for (size_t u = 0; u < U; ++u)
+      for (const MuonMatrix& x : mm[u])
+        if (x.muon()) counts[u] = shard[u];
+    item("muon u all-gather", CollectiveKind::kAllGather, sg, false, 1, counts, DType::kF32);
+  }
   add_world_items(plan, m, model, config);
   add_totals(plan);
   return plan;

@@ -34,6 +34,7 @@ ModelDesc ModelDesc::from_model(Model& model) {
   for (size_t u = 0; u < model.num_units(); ++u) {
     std::vector<int64_t> numels;
     std::vector<std::string> names;
+    std::vector<std::vector<int64_t>> shapes;
     std::vector<FrozenParamDesc> frozen;
     specs.push_back(model.unit(u).param_specs());
     for (const ParamSpec& p : specs.back()) {
@@ -41,6 +42,7 @@ ModelDesc ModelDesc::from_model(Model& model) {
       if (p.trainable) {
         numels.push_back(p.numel());
         names.push_back(model.unit(u).name() + "." + p.name);
+        shapes.push_back(p.shape);
       } else {
         frozen.push_back(frozen_param_desc(p));
         any_frozen = true;
@@ -48,6 +50,8 @@ ModelDesc ModelDesc::from_model(Model& model) {
     }
     d.units.push_back(std::move(numels));
     d.names.push_back(std::move(names));
+    d.unit_names.push_back(model.unit(u).name());
+    d.shapes.push_back(std::move(shapes));
     d.frozen.push_back(std::move(frozen));
   }
   if (!any_frozen) d.frozen.clear();
@@ -127,8 +131,8 @@ int64_t MemoryPlan::device_bytes() const {
 
 int64_t checkpoint_snapshot_bytes(const MemoryPlan& plan, const EngineConfig& engine) {
   const OptimizerConfig& o = engine.optimizer;
-  const int64_t states = 1 + (o.kind == OptimizerKind::kAdamW || o.sgd.momentum != 0.0f ? 1 : 0) +
-                         (o.kind == OptimizerKind::kAdamW ? 1 : 0);
+  const int64_t states =
+      1 + (uses_adamw(o.kind) || o.sgd.momentum != 0.0f ? 1 : 0) + (uses_adamw(o.kind) ? 1 : 0);
   const int64_t units = static_cast<int64_t>(plan.buffers.units.size());
   const int64_t header = (64 + 16 * units + 63) / 64 * 64;
   int64_t numel = 0;
@@ -165,10 +169,19 @@ MemoryPlan plan_memory(const ModelDesc& model, const PlanConfig& config) {
                                            group, config.engine.frozen.hands_int8()));
   }
 
+  // [Note: Muon parameters]: by the engine's rule, from the units' names and shapes.
+  MuonMatrices muon;
+  if (config.engine.optimizer.kind == OptimizerKind::kMuon && !model.shapes.empty()) {
+    ZS_CHECK(
+        model.unit_names.size() == model.units.size() && model.shapes.size() == model.units.size(),
+        ErrorCode::kInvalidArgument, "unit names and shapes for {} and {} units, the model has {}",
+        model.unit_names.size(), model.shapes.size(), model.units.size());
+    muon = muon_matrices(config.engine.optimizer, model.unit_names, model.shapes);
+  }
   MemoryPlan p;
   p.buffers = plan_engine_buffers(layouts, frozen, config.engine, config.rank % group,
                                   /*on_device=*/config.device == DeviceKind::kCuda, config.world,
-                                  model.ties, model.names);
+                                  model.ties, model.names, muon);
   p.num_frozen_params = model.num_frozen_params();
   p.world = config.world;
   p.ranks_per_node = config.ranks_per_node;

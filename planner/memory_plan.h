@@ -43,6 +43,11 @@ struct ModelDesc {
   // OptimizerConfig::state_fp32 matches. Empty: unnamed (a bare parameter count), and then
   // state_fp32 patterns match nothing.
   std::vector<std::vector<std::string>> names;
+  // The units' names and their trainable parameters' shapes (parallel to `units`), which decide
+  // the Muon matrices ([Note: Muon parameters] in runtime/engine_config.h). Empty: unknown (a bare
+  // parameter count), and then Muon updates nothing: every parameter is planned as AdamW's.
+  std::vector<std::string> unit_names;
+  std::vector<std::vector<std::vector<int64_t>>> shapes;
   // Frozen parameters per unit ([Note: frozen parameters] in unit/unit.h): empty (none), or
   // one list per unit, stored as EngineConfig::frozen says.
   std::vector<std::vector<FrozenParamDesc>> frozen;

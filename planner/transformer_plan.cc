@@ -29,8 +29,13 @@ ModelDesc transformer_model_desc(const TransformerShape& shape) {
   for (size_t u = 0; u < d.units.size(); ++u) {
     specs.push_back(gpt_unit_specs(c, u));
     d.names.emplace_back();
-    for (const ParamSpec& p : specs.back())
-      if (p.trainable && !p.tied()) d.names.back().push_back(gpt_unit_name(c, u) + "." + p.name);
+    d.shapes.emplace_back();
+    d.unit_names.push_back(gpt_unit_name(c, u));
+    for (const ParamSpec& p : specs.back()) {
+      if (!p.trainable || p.tied()) continue;
+      d.names.back().push_back(gpt_unit_name(c, u) + "." + p.name);
+      d.shapes.back().push_back(p.shape);
+    }
   }
   if (c.arch.tied_embeddings)
     d.ties = resolve_tied_params(specs, [&c](size_t u) { return gpt_unit_name(c, u); });

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "optim/newton_schulz.h"
 #include "runtime/gather_path.h"
 #include "runtime/reduce_path.h"
 
@@ -16,7 +17,7 @@ int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 struct Rules {
   int stage;
   int64_t P, G;  // bytes per parameter and per gradient element
-  bool offload, params_are_master, adam, momentum;
+  bool offload, params_are_master, adam, momentum, muon;
   int rank;
   const OptimizerConfig* optimizer;
   PathConfig paths;  // [Note: communication paths]
@@ -29,8 +30,9 @@ Rules rules_of(const EngineConfig& cfg, int rank) {
   r.G = static_cast<int64_t>(dtype_size(cfg.precision.grad_dtype));
   r.offload = cfg.offload.optimizer;
   r.params_are_master = cfg.precision.param_dtype == DType::kF32 && !r.offload;
-  r.adam = cfg.optimizer.kind == OptimizerKind::kAdamW;
+  r.adam = uses_adamw(cfg.optimizer.kind);
   r.momentum = r.adam || cfg.optimizer.sgd.momentum != 0.0f;
+  r.muon = cfg.optimizer.kind == OptimizerKind::kMuon;
   r.rank = rank;
   r.optimizer = &cfg.optimizer;
   r.paths = path_config(cfg, /*hybrid=*/false);  // hybrid only moves the scopes
@@ -77,10 +79,29 @@ std::vector<char> owners_converting(const std::vector<TiedParam>& ties,
   return own;
 }
 
+// [Note: Muon parameters]: the AdamW parameters' elements among a state's segments (the whole
+// group's when `whole`, else rank `rank`'s shard).
+int64_t adamw_elements(const GroupLayout& l, bool whole, int rank,
+                       const std::vector<MuonMatrix>& muon) {
+  int64_t n = 0;
+  for (const ShardSegment& s : master_segments(l, whole, rank))
+    if (muon.empty() || !muon[static_cast<size_t>(s.param)].muon()) n += s.length;
+  return n;
+}
+
+// Muon's exp_avg_sq elements: the AdamW parameters' elements of the state, the largest over the
+// ranks (sizes do not depend on the rank).
+int64_t muon_second_moment(const GroupLayout& l, bool whole, const std::vector<MuonMatrix>& muon) {
+  if (whole) return adamw_elements(l, true, 0, muon);
+  int64_t n = 0;
+  for (int q = 0; q < l.world; ++q) n = std::max(n, adamw_elements(l, false, q, muon));
+  return n;
+}
+
 // Unit u's trainable buffers (layout l), and the padding they add to the plan.
 void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std::string>& names,
-                    const GatherPath& gather, const ReducePath& reduce, UnitBufferPlan& u,
-                    BufferPlan& plan) {
+                    const std::vector<MuonMatrix>& muon, const GatherPath& gather,
+                    const ReducePath& reduce, UnitBufferPlan& u, BufferPlan& plan) {
   const int64_t full = l.padded_numel;
   const int64_t shard = l.shard_numel;
   const int64_t pad_full = l.padding();
@@ -102,6 +123,12 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
   const int64_t capacity = narrow ? moment_capacity(l, whole, *r.optimizer, names) : 0;
   u.exp_avg_bytes = narrow ? capacity : r.momentum ? 4 * u.master_numel : 0;
   u.exp_avg_sq_bytes = narrow ? capacity : r.adam ? 4 * u.master_numel : 0;
+  int64_t muon_v_pad = 0;  // exp_avg_sq elements that hold no AdamW element on this rank
+  if (r.muon) {
+    const int64_t v = muon_second_moment(l, whole, muon);
+    u.exp_avg_sq_bytes = 4 * v;
+    muon_v_pad = v - adamw_elements(l, whole, r.rank, muon);
+  }
   if (r.offload) {  // carved from the host arena in 64-byte aligned spans
     u.master_category = u.optimizer_category = MemCategory::kHostOffload;
     u.master_bytes = round64(u.master_bytes);
@@ -112,10 +139,21 @@ void plan_trainable(const Rules& r, const GroupLayout& l, const std::vector<std:
   const int64_t pad_p = r.stage == 3 ? pad_shard : pad_full;
   const int64_t pad_g = r.stage >= 2 ? pad_shard : pad_full;
   const int64_t pad_o = r.stage == 0 ? pad_full : pad_shard;
-  const int64_t state_pad = narrow ? 2 * (capacity - u.states.moment_bytes())
-                                   : ((r.momentum ? 4 : 0) + (r.adam ? 4 : 0)) * pad_o;
+  const int64_t state_pad = narrow   ? 2 * (capacity - u.states.moment_bytes())
+                            : r.muon ? 4 * pad_o + 4 * muon_v_pad
+                                     : ((r.momentum ? 4 : 0) + (r.adam ? 4 : 0)) * pad_o;
   plan.padding_bytes_ += r.P * pad_p + r.G * pad_g + (u.master_bytes ? 4 : 0) * pad_o + state_pad +
                          gather.kept_padding_bytes() + reduce.kept_padding_bytes();
+}
+
+// Muon's shared buffers, grown to unit l's need: its u and its largest matrix's Newton-Schulz.
+void plan_muon(const GroupLayout& l, const std::vector<MuonMatrix>& muon, BufferPlan& plan) {
+  for (const MuonMatrix& m : muon) {
+    if (!m.muon()) continue;
+    plan.muon_u_bytes = std::max(plan.muon_u_bytes, 4 * l.padded_numel);
+    const int64_t ns = m.rows * m.cols + optim::newton_schulz_workspace(m.rows, m.cols);
+    plan.muon_ns_bytes = std::max(plan.muon_ns_bytes, 4 * ns);
+  }
 }
 
 // The union of what the reduce lanes must hold for `path`'s group and the groups before it.
@@ -160,13 +198,17 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
                                int rank, bool on_device, int world,
                                const std::vector<TiedParam>& ties,
-                               const std::vector<std::vector<std::string>>& names) {
+                               const std::vector<std::vector<std::string>>& names,
+                               const MuonMatrices& muon) {
   ZS_CHECK(frozen.empty() || frozen.size() == layouts.size(), ErrorCode::kInvalidArgument,
            "{} frozen layouts for {} units", frozen.size(), layouts.size());
   ZS_CHECK(names.empty() || names.size() == layouts.size(), ErrorCode::kInvalidArgument,
            "parameter names for {} units, {} layouts", names.size(), layouts.size());
+  ZS_CHECK(muon.empty() || muon.size() == layouts.size(), ErrorCode::kInvalidArgument,
+           "Muon matrices for {} units, {} layouts", muon.size(), layouts.size());
   check_state_fp32_patterns(cfg.optimizer, names);
   const std::vector<std::string> unnamed;
+  const std::vector<MuonMatrix> no_muon;
   BufferPlan plan;
   const Rules r = rules_of(cfg, rank);
   Maxima max;
@@ -182,7 +224,12 @@ BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
     const std::unique_ptr<ReducePath> reduce = make_reduce_path(r.paths, l, rank);
     max.slot = std::max(max.slot, gather->slot_layout().bytes);
     add_lane_needs(*reduce, max);
-    plan_trainable(r, l, names.empty() ? unnamed : names[i], *gather, *reduce, u, plan);
+    const std::vector<MuonMatrix>& mu = muon.empty() ? no_muon : muon[i];
+    ZS_CHECK(mu.empty() || mu.size() == l.params.size(), ErrorCode::kInvalidArgument,
+             "unit {}: {} Muon entries for {} parameters", i, mu.size(), l.params.size());
+    plan_trainable(r, l, names.empty() ? unnamed : names[i], r.muon ? mu : no_muon, *gather,
+                   *reduce, u, plan);
+    if (r.muon) plan_muon(l, mu, plan);
     if (r.offload && on_device) {
       plan.host_staging_bytes += round64(r.G * l.shard_numel) + round64(r.P * l.shard_numel);
     }
@@ -210,12 +257,29 @@ int64_t BufferPlan::bytes(MemCategory c) const {
   if (c == MemCategory::kCommBuffers) {
     b += grad_scratch_count * grad_scratch_bytes + send_count * send_bytes +
          recv_count * recv_bytes + lane_area_count * lane_area_bytes + gather_count * gather_bytes +
-         convert_bytes + ctrl_bytes + tied_grad_bytes;
+         convert_bytes + ctrl_bytes + tied_grad_bytes + muon_u_bytes + muon_ns_bytes;
     for (const UnitBufferPlan& u : units) b += u.own_convert_bytes;
   }
   return b;
 }
 
 int64_t BufferPlan::padding_bytes() const { return padding_bytes_; }
+
+MuonMatrices muon_matrices(const OptimizerConfig& c, const std::vector<std::string>& unit_names,
+                           const std::vector<std::vector<std::vector<int64_t>>>& shapes) {
+  MuonMatrices out;
+  if (c.kind != OptimizerKind::kMuon) return out;
+  ZS_CHECK(unit_names.size() == shapes.size(), ErrorCode::kInvalidArgument,
+           "{} unit names for {} units of parameter shapes", unit_names.size(), shapes.size());
+  for (size_t u = 0; u < shapes.size(); ++u) {
+    out.emplace_back();
+    for (const std::vector<int64_t>& shape : shapes[u]) {
+      MuonMatrix m;
+      if (muon_param(c, unit_names[u], shape)) m = {shape[0], shape[1]};
+      out.back().push_back(m);
+    }
+  }
+  return out;
+}
 
 }  // namespace zs

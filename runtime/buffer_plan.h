@@ -18,6 +18,9 @@
 //              only, 4 (fp32-kept: small or named), 2 (bf16) or 1 + 4 per block (int8) bytes each,
 //              the largest over the shard group's ranks ([Note: optimizer state storage] in
 //              runtime/state_storage.h)
+//              With Muon ([Note: Muon parameters] in runtime/engine_config.h) exp_avg holds every
+//              element (Muon's momentum or AdamW's m) and exp_avg_sq only the AdamW parameters'
+//              elements of the state, 4 bytes each, the largest over the shard group's ranks
 // Master and optimizer state are counted under kHostOffload when offloaded.
 // Shared transient buffers (kCommBuffers), sized for the largest unit; the reduce lanes hold what
 // the units' reduce paths ask for (ReducePath::lane_needs(), runtime/reduce_path.h):
@@ -35,6 +38,10 @@
 //     (gather_slot_layout() in runtime/quantized_gather.h)
 //   frozen conversion: P * max over units of the frozen elements stored in another dtype
 //     (FrozenLayout::convert_numel): the compute-dtype values a unit sees, rewritten per use
+//   Muon (runtime/muon_update.h): the momentum-updated u of the largest unit with Muon matrices,
+//     4 * Psi_u (each rank's shard, then all-gathered in place), and the Newton-Schulz buffers of
+//     the largest matrix, 4 * (rows * cols + newton_schulz_workspace(rows, cols)) (the result and
+//     the iteration's workspace, optim/newton_schulz.h)
 // Frozen parameters (sharding/frozen_layout.h; Psi_u above counts trainable elements only), per
 // unit, under kFrozen: F_u bytes (stages 0-2: resident) or F_u / world (stage 3: a shard), where
 // F_u is the padded byte group of the unit's encoded records. No gradient, master or optimizer
@@ -69,6 +76,19 @@
 #include "unit/unit.h"
 
 namespace zs {
+
+// [Note: Muon parameters] in runtime/engine_config.h: the matrices Muon updates, per unit, one
+// entry per trainable parameter in layout order: its rows and columns, or {0, 0} for a parameter
+// AdamW updates. Empty (or empty units): none.
+struct MuonMatrix {
+  int64_t rows = 0, cols = 0;
+  bool muon() const { return rows > 0; }
+};
+using MuonMatrices = std::vector<std::vector<MuonMatrix>>;
+// By muon_param(): `unit_names` and each unit's trainable, untied parameter shapes in layout
+// order. Empty unless c.kind is kMuon.
+MuonMatrices muon_matrices(const OptimizerConfig& c, const std::vector<std::string>& unit_names,
+                           const std::vector<std::vector<std::vector<int64_t>>>& shapes);
 
 struct UnitBufferPlan {
   int64_t params_bytes = 0;
@@ -113,6 +133,8 @@ struct BufferPlan {
   int held_slots = 0;              // of gather_count: the owners' held slots
   int64_t host_staging_bytes = 0;  // device engines with offload only (see above)
   int64_t ctrl_bytes = 0;          // device engines only (see above)
+  int64_t muon_u_bytes = 0;        // Muon's gathered u (kCommBuffers); 0 without Muon matrices
+  int64_t muon_ns_bytes = 0;       // Muon's Newton-Schulz result and workspace (kCommBuffers)
 
   // Bytes per category of everything above.
   int64_t bytes(MemCategory c) const;
@@ -135,12 +157,13 @@ inline FrozenParamDesc frozen_param_desc(const ParamSpec& p) {
 // model's tied parameters (resolve_tied_params). `names`: each unit's trainable parameters as
 // "unit.param" in layout order, which cfg.optimizer.state_fp32 matches (param_state_dtype());
 // empty: unnamed. Throws zs::Error(kInvalidArgument) for a state_fp32 pattern that matches none
-// (check_state_fp32_patterns()).
+// (check_state_fp32_patterns()). `muon`: the Muon matrices (muon_matrices()), empty without.
 BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                const std::vector<FrozenLayout>& frozen, const EngineConfig& cfg,
                                int rank = 0, bool on_device = false, int world = 0,
                                const std::vector<TiedParam>& ties = {},
-                               const std::vector<std::vector<std::string>>& names = {});
+                               const std::vector<std::vector<std::string>>& names = {},
+                               const MuonMatrices& muon = {});
 inline BufferPlan plan_engine_buffers(const std::vector<GroupLayout>& layouts,
                                       const EngineConfig& cfg, int rank = 0,
                                       bool on_device = false) {

@@ -92,6 +92,8 @@ struct Engine::Impl {
   // Each unit's trainable parameters as "unit.param", in layout order (OptimizerConfig::state_fp32
   // matches these names).
   std::vector<std::vector<std::string>> param_names;
+  // [Note: Muon parameters]: each unit's Muon matrices (empty unless the optimizer is Muon).
+  MuonMatrices muon;
   // frozen_hash()'s last value; a set_frozen_param* call on this rank clears it (the frozen bytes
   // change nowhere else). Whether to use it is agreed by all ranks.
   std::optional<uint64_t> frozen_hash_cache;
@@ -147,6 +149,10 @@ void check_backend_support(const EngineConfig& c, DType storage, DeviceOps& ops)
   ZS_CHECK(!c.zeropp.quantized_weights || ops.host_accessible(), ErrorCode::kUnsupported,
            "zero_quantized_weights (qwZ) is implemented on the CPU backend only, not on {}",
            ops.device().to_string());
+  ZS_CHECK(c.optimizer.kind != OptimizerKind::kMuon || ops.host_accessible(),
+           ErrorCode::kUnsupported,
+           "optimizer muon is implemented on the CPU backend only, not on {} (use adamw there)",
+           ops.device().to_string());
   ZS_CHECK(!c.world_invariant || ops.host_accessible(), ErrorCode::kUnsupported,
            "world_invariant is implemented on the CPU backend only, not on {}",
            ops.device().to_string());
@@ -194,6 +200,8 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
   std::vector<FrozenLayout> frozen;
   bool any_trainable = false;
   impl_->param_names.resize(U);
+  std::vector<std::string> unit_names(U);
+  std::vector<std::vector<std::vector<int64_t>>> shapes(U);
   for (size_t u = 0; u < U; ++u) {
     Unit& unit = model.unit(u);
     specs[u] = unit.param_specs();
@@ -209,10 +217,12 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
       if (p.trainable) {
         numels.push_back(p.numel());
         impl_->param_names[u].push_back(unit.name() + "." + p.name);
+        shapes[u].push_back(p.shape);
       } else {
         frozen_descs.push_back(frozen_param_desc(p));
       }
     }
+    unit_names[u] = unit.name();
     any_trainable = any_trainable || !numels.empty();
     layouts.push_back(compute_group_layout(numels, group, layout_align(config_)));
     frozen.push_back(
@@ -222,6 +232,7 @@ Engine::Engine(Model& model, Communicator& comm, const EngineConfig& config, Mem
            "every parameter of the model is frozen: there is nothing to train");
   impl_->ties =
       TieBook(resolve_tied_params(specs, [&model](size_t u) { return model.unit(u).name(); }));
+  impl_->muon = muon_matrices(config_.optimizer, unit_names, shapes);
   check_backend_support(config_, storage, impl_->ops);
   impl_->build(layouts, frozen, std::move(specs));
 }
@@ -274,7 +285,8 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   const DType G = config.precision.grad_dtype;
   if (config.optimizer_threads > 0) optim::set_cpu_adam_threads(config.optimizer_threads);
   plan = plan_engine_buffers(layouts, frozen, config, shard_rank,
-                             /*on_device=*/!ops.host_accessible(), world, ties.ties(), param_names);
+                             /*on_device=*/!ops.host_accessible(), world, ties.ties(), param_names,
+                             muon);
   Buffer ctrl;  // device engines: the planned staging buffer for host-side collectives
   if (plan.ctrl_bytes > 0) {
     ctrl = Buffer(static_cast<size_t>(plan.ctrl_bytes), MemCategory::kCommBuffers, tracker,
@@ -284,7 +296,7 @@ void Engine::Impl::build(const std::vector<GroupLayout>& layouts,
   check_agreement(layouts, frozen);  // before the large allocations
   make_shard_groups();
   make_node_groups();
-  states = OptimizerStates::create(config, plan, ops, tracker, shard_rank);
+  states = OptimizerStates::create(config, plan, ops, tracker, shard_rank, shard);
   make_groups(layouts, frozen, std::move(specs));
   make_schedules();
   const size_t U = layouts.size();
@@ -350,7 +362,7 @@ void Engine::Impl::make_groups(const std::vector<GroupLayout>& layouts,
         policy, P, G, shard_rank, Buffer(up.params_bytes, MemCategory::kParams, tracker, dev),
         std::move(grads), Buffer(up.frozen_bytes, MemCategory::kFrozen, tracker, dev), convert,
         *shard, ops, std::move(paths));
-    states->attach(groups[i], up);
+    states->attach(groups[i], up, muon.empty() ? std::vector<MuonMatrix>{} : muon[i]);
   }
   ties.connect(groups, ops, tracker);
 }

@@ -16,8 +16,10 @@
 //   gather_reduced_grads  stage 0: all-gather the reduced gradient
 //   gradient_stats      finite check and global norm: one all-reduce
 //   update              clip factor, then OptimizerStates::update per group, which writes the
-//                       cast of the new master into the compute-dtype parameters, and (stages
-//                       1-2) the re-gather of the replica from every rank's updated region
+//                       cast of the new master into the compute-dtype parameters (Muon: first
+//                       its matrices, after an all-gather of their u, runtime/muon_update.h),
+//                       and (stages 1-2) the re-gather of the replica from every rank's updated
+//                       region
 //
 // Parameters are laid out per unit in flat groups (sharding/layout.h). All buffers are
 // allocated in the constructor; step() allocates nothing.

@@ -37,13 +37,15 @@ std::vector<Setting> engine_settings(const EngineConfig& c) {
       {"stage", i(static_cast<int>(c.stage))},
       {"precision.param_dtype", std::string(dtype_name(c.precision.param_dtype))},
       {"precision.grad_dtype", std::string(dtype_name(c.precision.grad_dtype))},
-      {"optimizer.kind", c.optimizer.kind == OptimizerKind::kAdamW ? "adamw" : "sgd"},
+      {"optimizer.kind", optimizer_kind_name(c.optimizer.kind)},
       {"optimizer.adamw.beta1", f(a.beta1)},
       {"optimizer.adamw.beta2", f(a.beta2)},
       {"optimizer.adamw.eps", f(a.eps)},
       {"optimizer.adamw.weight_decay", f(a.weight_decay)},
       {"optimizer.sgd.momentum", f(c.optimizer.sgd.momentum)},
       {"optimizer.sgd.weight_decay", f(c.optimizer.sgd.weight_decay)},
+      {"optimizer.muon.momentum", f(c.optimizer.muon.momentum)},
+      {"optimizer.muon.ns_steps", i(c.optimizer.muon.ns_steps)},
       {"optimizer.schedule.lr", f(s.lr)},
       {"optimizer.schedule.warmup_steps", i(s.warmup_steps)},
       {"optimizer.schedule.total_steps", i(s.total_steps)},
@@ -100,6 +102,32 @@ bool matches(const std::string& pattern, std::string_view name) {
 }
 
 }  // namespace
+
+const char* optimizer_kind_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kMuon:
+      return "muon";
+  }
+  return "invalid";
+}
+
+bool muon_param(const OptimizerConfig& c, std::string_view unit_name,
+                const std::vector<int64_t>& shape) {
+  return c.kind == OptimizerKind::kMuon && shape.size() == 2 && unit_name.starts_with("block.");
+}
+
+std::string optimizer_rules(const OptimizerConfig& c) {
+  if (c.kind != OptimizerKind::kMuon)
+    return fmt::format("{}: every parameter", optimizer_kind_name(c.kind));
+  return fmt::format(
+      "muon: 2-D parameters of units block.* (momentum {}, nesterov, {} Newton-Schulz steps); "
+      "adamw: every other parameter",
+      c.muon.momentum, c.muon.ns_steps);  // the float's shortest form: 0.95
+}
 
 optim::StateDType param_state_dtype(const OptimizerConfig& c, std::string_view name,
                                     int64_t numel) {
@@ -234,6 +262,14 @@ void check_optimizer(const OptimizerConfig& optimizer, float clip_norm) {
   ZS_CHECK(std::isfinite(a.eps) && a.eps > 0.0f, ErrorCode::kInvalidArgument,
            "optimizer.adamw.eps {} must be a finite number > 0", a.eps);
   finite_in("optimizer.sgd.momentum", optimizer.sgd.momentum, 0.0, 1.0, true);
+  finite_in("optimizer.muon.momentum", optimizer.muon.momentum, 0.0, 1.0, true);
+  ZS_CHECK(optimizer.muon.ns_steps >= 1 && optimizer.muon.ns_steps <= 100,
+           ErrorCode::kInvalidArgument, "optimizer.muon.ns_steps {} is outside 1..100",
+           optimizer.muon.ns_steps);
+  ZS_CHECK(optimizer.kind == OptimizerKind::kAdamW || optimizer.kind == OptimizerKind::kSgd ||
+               optimizer.kind == OptimizerKind::kMuon,
+           ErrorCode::kInvalidArgument, "optimizer.kind {} is not one of adamw, sgd, muon",
+           static_cast<int>(optimizer.kind));
   finite_in("optimizer.sgd.weight_decay", optimizer.sgd.weight_decay, 0.0, inf, false);
   ZS_CHECK(!std::isnan(clip_norm) && std::isfinite(clip_norm), ErrorCode::kInvalidArgument,
            "clip_norm {} must be a finite number (<= 0 disables clipping)", clip_norm);
@@ -274,9 +310,13 @@ void check_state_storage(const OptimizerConfig& o, const KeyNamer& name) {
            static_cast<int>(o.state_code));
   ZS_CHECK(o.state_min_numel >= 0, ErrorCode::kInvalidArgument, "{} {} must not be negative",
            name("optimizer.state_min_numel"), o.state_min_numel);
-  ZS_CHECK(d == StateDType::kF32 || o.kind == OptimizerKind::kAdamW, ErrorCode::kInvalidArgument,
+  ZS_CHECK(d == StateDType::kF32 || o.kind != OptimizerKind::kSgd, ErrorCode::kInvalidArgument,
            "optimizer.state_dtype {} applies to AdamW's moments: SGD keeps its momentum in fp32 "
            "(use state_dtype fp32 with SGD)",
+           optim::state_dtype_name(d));
+  ZS_CHECK(d == StateDType::kF32 || o.kind != OptimizerKind::kMuon, ErrorCode::kInvalidArgument,
+           "optimizer.state_dtype {} with optimizer muon is not implemented: Muon keeps its "
+           "momentum, and AdamW its moments beside it, in fp32 (use state_dtype fp32 with muon)",
            optim::state_dtype_name(d));
   check_state_fp32(o);
 }
@@ -336,6 +376,10 @@ void EngineConfig::validate(const KeyNamer& namer) const {
            "alignment {} is outside 1..4096 elements", align);
   ZS_CHECK(!(offload.optimizer && stage == ZeroStage::k0), ErrorCode::kInvalidArgument,
            "optimizer offload needs ZeRO stage 1, 2 or 3 (stage 0 keeps full replicas)");
+  ZS_CHECK(!(offload.optimizer && optimizer.kind == OptimizerKind::kMuon),
+           ErrorCode::kInvalidArgument,
+           "optimizer offload with optimizer muon is not implemented: Muon's update runs on the "
+           "resident states (use the resident optimizer, or adamw with offload)");
   ZS_CHECK(!(offload.optimizer && optimizer.kind != OptimizerKind::kAdamW),
            ErrorCode::kInvalidArgument, "optimizer offload supports AdamW only");
   ZS_CHECK(

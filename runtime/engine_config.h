@@ -13,6 +13,7 @@
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
+#include "optim/muon.h"
 #include "optim/sgd.h"
 #include "optim/state_adam.h"
 
@@ -31,12 +32,28 @@ struct MixedPrecisionPolicy {
   DType grad_dtype = DType::kF32;
 };
 
-enum class OptimizerKind { kAdamW, kSgd };
+// [Note: Muon parameters] kMuon is two optimizers in one run, chosen per parameter by one rule
+// (muon_param()): Muon (optim/muon.h, optim/newton_schulz.h) for every trainable 2-D parameter of
+// a unit whose name starts with "block." (a transformer block's weight matrices, and LoRA
+// adapters' there); AdamW, with `adamw`'s settings, for everything else (embeddings, the LM head,
+// norms, biases, other units). A Muon parameter keeps one fp32 momentum buffer, in exp_avg beside
+// the AdamW parameters' m; exp_avg_sq holds the AdamW parameters' elements only (a compact buffer;
+// views and checkpoints show zeros at the Muon parameters'). The momentum is updated on each
+// rank's shard; the orthogonalisation needs the whole matrix (runtime/muon_update.h). fp32 states
+// only, resident only, the CPU backend only.
+enum class OptimizerKind { kAdamW, kSgd, kMuon };
+// "adamw", "sgd", "muon": as flags, logs and checkpoints name them.
+const char* optimizer_kind_name(OptimizerKind k);
+// True when some parameters are updated by AdamW: kAdamW, and kMuon's other parameters.
+inline bool uses_adamw(OptimizerKind k) {
+  return k == OptimizerKind::kAdamW || k == OptimizerKind::kMuon;
+}
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kAdamW;
   optim::AdamWConfig adamw;
   optim::SgdConfig sgd;
+  optim::MuonConfig muon;  // kMuon's momentum and Newton-Schulz steps
   optim::LrSchedule schedule;
   // [Note: optimizer state storage] How AdamW's m and v are stored (optim/state_adam.h): fp32
   // (the default and the old path), bf16 (rounded to nearest even) or int8 (block-wise codes with
@@ -55,6 +72,16 @@ struct OptimizerConfig {
   // (check_state_fp32_patterns()); only with a narrow state_dtype; no commas.
   std::vector<std::string> state_fp32;
 };
+
+// [Note: Muon parameters]: true when c.kind is kMuon and the parameter of `shape` in the unit named
+// `unit_name` is updated by Muon (2-D, in a unit named "block.*"); the engine and the planner both
+// decide by this function. The caller passes trainable, untied parameters only.
+bool muon_param(const OptimizerConfig& c, std::string_view unit_name,
+                const std::vector<int64_t>& shape);
+// Which optimizer updates which parameters, one line: "adamw: every parameter", "sgd: every
+// parameter" or "muon: 2-D parameters of units block.* (momentum M, nesterov, N Newton-Schulz
+// steps); adamw: every other parameter", as banners and checkpoint manifests print it.
+std::string optimizer_rules(const OptimizerConfig& c);
 
 // The dtype of the AdamW moments of parameter `name` ("unit.param") of `numel` elements: fp32
 // when numel < c.state_min_numel or a c.state_fp32 pattern matches `name`, else c.state_dtype.

@@ -1,5 +1,7 @@
 #include "runtime/optimizer_states.h"
 
+#include <algorithm>
+
 #include "core/convert.h"
 #include "core/error.h"
 #include "optim/clip.h"
@@ -136,11 +138,11 @@ class StagedHostStates final : public HostArenaStates {
   const void* update_grad(ParamGroup& /*g*/, MasterShard& s) override { return s.host_grad; }
   void* update_out(ParamGroup& /*g*/, MasterShard& s) override { return s.host_out; }
   std::optional<bool> update_span(MasterShard& s, const void* grad, void* out,
-                                  const ShardSegment& seg, const optim::AdamWStep& adam,
+                                  const ShardSegment& seg, float* v, const optim::AdamWStep& adam,
                                   float /*lr*/, float /*grad_scale*/, bool /*decay*/) override {
     const int64_t o = seg.shard_offset;
-    return optim::cpu_adamw(s.master_ptr + o, at(grad, o, G()), G(), s.m + o, s.v + o, seg.length,
-                            adam, out ? at(out, o, P()) : nullptr, P());
+    return optim::cpu_adamw(s.master_ptr + o, at(grad, o, G()), G(), s.m + o, v, seg.length, adam,
+                            out ? at(out, o, P()) : nullptr, P());
   }
   void after_update(ParamGroup& g, MasterShard& s) override {
     ops_.copy_from_host_async(g.param_at(s.begin), s.host_out,
@@ -158,7 +160,16 @@ class StagedHostStates final : public HostArenaStates {
 
 std::unique_ptr<OptimizerStates> OptimizerStates::create(const EngineConfig& config,
                                                          const BufferPlan& plan, DeviceOps& ops,
-                                                         MemoryTracker* tracker, int rank) {
+                                                         MemoryTracker* tracker, int rank,
+                                                         Communicator* shard) {
+  if (config.optimizer.kind == OptimizerKind::kMuon) {
+    // [Note: Muon parameters]: resident host states only (validate() and the engine refuse the
+    // rest).
+    ZS_ASSERT(!config.offload.optimizer && ops.host_accessible() && shard != nullptr);
+    auto states = std::make_unique<ResidentStates>(config, ops, tracker, rank);
+    states->muon_ = std::make_unique<MuonUpdate>(config, plan, *shard, tracker);
+    return states;
+  }
   if (!config.offload.optimizer)
     return std::make_unique<ResidentStates>(config, ops, tracker, rank);
   const int64_t arena = plan.bytes(MemCategory::kHostOffload) - plan.host_staging_bytes;
@@ -169,7 +180,8 @@ std::unique_ptr<OptimizerStates> OptimizerStates::create(const EngineConfig& con
                                             plan.host_staging_bytes);
 }
 
-void OptimizerStates::attach(ParamGroup& g, const UnitBufferPlan& up) {
+void OptimizerStates::attach(ParamGroup& g, const UnitBufferPlan& up,
+                             std::vector<MuonMatrix> muon) {
   ZS_ASSERT(static_cast<size_t>(g.index()) == shards_.size());
   MasterShard& s = shards_.emplace_back();
   s.begin = up.master_begin;
@@ -179,7 +191,25 @@ void OptimizerStates::attach(ParamGroup& g, const UnitBufferPlan& up) {
   s.segments = master_segments(l, s.numel == l.padded_numel, rank_);
   s.storage = up.states;
   ZS_ASSERT(s.storage.segments.size() == (s.storage.narrow() ? s.segments.size() : 0));
+  if (muon_) {
+    // [Note: Muon parameters]: v holds the AdamW segments only, packed in segment order.
+    int64_t v = 0;
+    for (const ShardSegment& seg : s.segments) {
+      const bool m = !muon.empty() && muon[static_cast<size_t>(seg.param)].muon();
+      s.v_offsets.push_back(m ? -1 : v);
+      v += m ? 0 : seg.length;
+    }
+    ZS_ASSERT(4 * v <= up.exp_avg_sq_bytes);
+    muon_->attach(g.index(), l, std::move(muon));
+  }
   allocate(s, up, g);
+}
+
+float* OptimizerStates::segment_v(const MasterShard& s, size_t k) {
+  if (s.v == nullptr) return nullptr;
+  if (s.v_offsets.empty()) return s.v + s.segments[k].shard_offset;
+  ZS_ASSERT(s.v_offsets[k] >= 0);
+  return s.v + s.v_offsets[k];
 }
 
 void OptimizerStates::place_moments(MasterShard& s, void* m, void* v) {
@@ -214,18 +244,18 @@ void* OptimizerStates::update_out(ParamGroup& g, MasterShard& s) {
 }
 
 std::optional<bool> OptimizerStates::update_span(MasterShard& s, const void* grad, void* out,
-                                                 const ShardSegment& seg,
+                                                 const ShardSegment& seg, float* v,
                                                  const optim::AdamWStep& adam, float lr,
                                                  float grad_scale, bool decay) {
   const DType G = config_.precision.grad_dtype, P = config_.precision.param_dtype;
   const int64_t o = seg.shard_offset;
   void* dst = out ? at(out, o, P) : nullptr;
-  if (config_.optimizer.kind == OptimizerKind::kAdamW) {
+  if (uses_adamw(config_.optimizer.kind)) {
     if (on_host()) {  // cpu_device_ops()'s adamw, which checks what it writes
-      return optim::cpu_adamw(s.master_ptr + o, at(grad, o, G), G, s.m + o, s.v + o, seg.length,
-                              adam, dst, P);
+      return optim::cpu_adamw(s.master_ptr + o, at(grad, o, G), G, s.m + o, v, seg.length, adam,
+                              dst, P);
     }
-    ops_.adamw(s.master_ptr + o, at(grad, o, G), G, s.m + o, s.v + o, seg.length, adam, dst, P);
+    ops_.adamw(s.master_ptr + o, at(grad, o, G), G, s.m + o, v, seg.length, adam, dst, P);
   } else {
     ops_.sgd(s.master_ptr + o, at(grad, o, G), G, s.m ? s.m + o : nullptr, seg.length,
              config_.optimizer.sgd, lr, grad_scale, decay, dst, P);
@@ -236,15 +266,23 @@ std::optional<bool> OptimizerStates::update_span(MasterShard& s, const void* gra
 void OptimizerStates::update(ParamGroup& g, float lr, float grad_scale, int64_t t) {
   MasterShard& s = shards_.at(static_cast<size_t>(g.index()));
   optim::AdamWStep with_decay, without_decay;
-  if (config_.optimizer.kind == OptimizerKind::kAdamW) {
+  if (uses_adamw(config_.optimizer.kind)) {
     with_decay = optim::make_adamw_step(config_.optimizer.adamw, lr, t, grad_scale, true);
     without_decay = optim::make_adamw_step(config_.optimizer.adamw, lr, t, grad_scale, false);
   }
   const void* grad = update_grad(g, s);
   void* out = update_out(g, s);
   s.nonfinite_param = -1;
+  if (muon_) {  // the Muon segments, first: its all-gather is collective over the shard group
+    muon_->update(g.index(), {s.master_ptr, s.m, &s.segments, s.begin, s.numel}, grad, out, lr,
+                  grad_scale, g.specs());
+  }
   for (size_t k = 0; k < s.segments.size(); ++k) {
     const ShardSegment& seg = s.segments[k];
+    if (muon_ && muon_->is_muon(g.index(), seg.param)) {
+      check_updated(static_cast<size_t>(g.index()), seg, out);
+      continue;
+    }
     const bool decay = g.specs()[seg.param].weight_decay;
     const optim::AdamWStep& adam = decay ? with_decay : without_decay;
     std::optional<bool> finite;
@@ -252,7 +290,7 @@ void OptimizerStates::update(ParamGroup& g, float lr, float grad_scale, int64_t 
       finite = adamw_segment(narrow_moments(s), k, s.master_ptr, grad, config_.precision.grad_dtype,
                              out, config_.precision.param_dtype, adam);
     } else {
-      finite = update_span(s, grad, out, seg, adam, lr, grad_scale, decay);
+      finite = update_span(s, grad, out, seg, segment_v(s, k), adam, lr, grad_scale, decay);
     }
     if (!finite) {
       check_updated(static_cast<size_t>(g.index()), seg, out);
@@ -313,6 +351,17 @@ void OptimizerStates::cast_to_params(ParamGroup& g) {
 
 MasterView OptimizerStates::view(size_t group) {
   MasterShard& s = shards_.at(group);
+  if (!s.v_offsets.empty()) {  // Muon's compact v, spread to the state's indexing (zeros between)
+    const size_t n = static_cast<size_t>(s.numel);
+    s.mirror.assign(n, 0.0f);
+    for (size_t k = 0; k < s.segments.size(); ++k) {
+      if (s.v_offsets[k] < 0) continue;
+      std::copy_n(s.v + s.v_offsets[k], s.segments[k].length,
+                  s.mirror.data() + s.segments[k].shard_offset);
+    }
+    s.mirror_written = true;
+    return {s.master_ptr, s.m, s.mirror.data(), s.begin, s.numel};
+  }
   if (!s.storage.narrow()) return {s.master_ptr, s.m, s.v, s.begin, s.numel};
   const size_t n = static_cast<size_t>(s.numel);
   s.mirror.assign(2 * n, 0.0f);
@@ -323,6 +372,16 @@ MasterView OptimizerStates::view(size_t group) {
 
 void OptimizerStates::refresh(size_t group) {
   MasterShard& s = shards_.at(group);
+  if (!s.v_offsets.empty()) {  // Muon: the mirror's AdamW elements back into the compact v
+    if (!s.mirror_written) return;
+    for (size_t k = 0; k < s.segments.size(); ++k) {
+      if (s.v_offsets[k] < 0) continue;
+      std::copy_n(s.mirror.data() + s.segments[k].shard_offset, s.segments[k].length,
+                  s.v + s.v_offsets[k]);
+    }
+    s.mirror_written = false;
+    return;
+  }
   if (!s.storage.narrow() || !s.mirror_written) return;
   const size_t n = static_cast<size_t>(s.numel);
   encode_moments(narrow_moments(s), s.mirror.data(), s.mirror.data() + n);

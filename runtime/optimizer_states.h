@@ -17,7 +17,10 @@
 // policy keeps full optimizer state (stage 0), else this rank's shard. With bf16 or int8 AdamW
 // states ([Note: optimizer state storage] in runtime/state_storage.h) m and v are narrow buffers
 // updated by the fused CPU kernels (ResidentStates on the CPU, HostArenaStates); a device engine
-// refuses them (Engine's constructor).
+// refuses them (Engine's constructor). With Muon ([Note: Muon parameters] in
+// runtime/engine_config.h) the Muon parameters' segments are updated by a MuonUpdate
+// (runtime/muon_update.h), which communicates over the shard group; their momentum is in m, and v
+// is compact: the AdamW segments' elements only (MasterShard::v_offsets).
 // Thread-safety: one thread (the engine's).
 #pragma once
 
@@ -33,6 +36,7 @@
 #include "offload/host_arena.h"
 #include "runtime/buffer_plan.h"
 #include "runtime/engine_config.h"
+#include "runtime/muon_update.h"
 #include "runtime/param_group.h"
 #include "runtime/state_storage.h"
 
@@ -44,6 +48,9 @@ struct MasterShard {
   float* master_ptr = nullptr;         // into `master`, the parameters or the host arena
   float* m = nullptr;                  // Adam m / SGD momentum; null without
   float* v = nullptr;                  // Adam v; null for SGD
+  // Muon: per segment, where its AdamW v starts in the compact v (-1: a Muon segment, no v).
+  // Empty without Muon (v is indexed like the master).
+  std::vector<int64_t> v_offsets;
   // Narrow AdamW states (m and v above are null then): the buffers carved as the plan says.
   StateStorage storage;
   MomentStore m_store, v_store;
@@ -73,12 +80,16 @@ struct MasterView {
 
 class OptimizerStates {
  public:
+  // `shard`: the shard group's communicator, which Muon's update gathers over (needed with
+  // OptimizerKind::kMuon, else unused).
   static std::unique_ptr<OptimizerStates> create(const EngineConfig& config, const BufferPlan& plan,
-                                                 DeviceOps& ops, MemoryTracker* tracker, int rank);
+                                                 DeviceOps& ops, MemoryTracker* tracker, int rank,
+                                                 Communicator* shard = nullptr);
   virtual ~OptimizerStates() = default;
 
-  // Makes group g's state (allocation from the plan); groups attach in order.
-  void attach(ParamGroup& g, const UnitBufferPlan& up);
+  // Makes group g's state (allocation from the plan); groups attach in order. `muon`: g's Muon
+  // matrices (one per trainable parameter, runtime/buffer_plan.h), empty when none.
+  void attach(ParamGroup& g, const UnitBufferPlan& up, std::vector<MuonMatrix> muon = {});
   MasterShard& shard(size_t group) { return shards_.at(group); }
   // Draws group g's initial master values (param_init.h, identical for every placement).
   void initialize(ParamGroup& g, uint64_t seed, int threads = 1);
@@ -123,11 +134,13 @@ class OptimizerStates {
   // Where the update reads g's gradient and writes its parameters; after_update finishes it.
   virtual const void* update_grad(ParamGroup& g, MasterShard& /*s*/) { return g.update_grad(); }
   virtual void* update_out(ParamGroup& g, MasterShard& s);
-  // One segment's update. Returns whether its kernel found every updated value finite (the host
-  // AdamW checks as it writes); nullopt when it did not check (check_updated reads it then).
+  // One segment's update; `v` is its AdamW v (null for SGD). Returns whether its kernel found
+  // every updated value finite (the host AdamW checks as it writes); nullopt when it did not
+  // check (check_updated reads it then).
   virtual std::optional<bool> update_span(MasterShard& s, const void* grad, void* out,
-                                          const ShardSegment& seg, const optim::AdamWStep& adam,
-                                          float lr, float grad_scale, bool decay);
+                                          const ShardSegment& seg, float* v,
+                                          const optim::AdamWStep& adam, float lr, float grad_scale,
+                                          bool decay);
   virtual void after_update(ParamGroup& /*g*/, MasterShard& /*s*/) {}
   // Writes host values into the master.
   virtual void write_master(MasterShard& s, const float* host) = 0;
@@ -142,9 +155,13 @@ class OptimizerStates {
     return {&s.storage, &s.segments, s.m_store, s.v_store};
   }
 
+  // Segment k's AdamW v: v + its compact offset with Muon, else v + its shard offset.
+  static float* segment_v(const MasterShard& s, size_t k);
+
   const EngineConfig& config_;
   DeviceOps& ops_;
   int rank_;
+  std::unique_ptr<MuonUpdate> muon_;  // with OptimizerKind::kMuon only
   bool offloaded_ = false;
   std::vector<MasterShard> shards_;
   // Device states: the updated spans to check and the (group, parameter) of each.

@@ -139,15 +139,34 @@ void read_engine(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f
 void read_optimizer_states(const po::variables_map& vm, const FlagNamer& flag, RunFlags& f) {
   OptimizerConfig& opt = f.engine.optimizer;
   const std::string kind = value<std::string>(vm, "optimizer");
-  ZS_CHECK(kind == "adamw" || kind == "sgd", kBad, "{} '{}' is not one of adamw, sgd",
-           flag("optimizer"), kind);
-  opt.kind = kind == "adamw" ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
+  ZS_CHECK(kind == "adamw" || kind == "sgd" || kind == "muon", kBad,
+           "{} '{}' is not one of adamw, sgd, muon", flag("optimizer"), kind);
+  opt.kind = kind == "adamw" ? OptimizerKind::kAdamW
+             : kind == "sgd" ? OptimizerKind::kSgd
+                             : OptimizerKind::kMuon;
+  // [Note: Muon parameters]: its momentum in [0, 1) and steps in 1..100 (EngineConfig::validate
+  // states the ranges; named here by flag).
+  for (const char* name : {"muon-momentum", "muon-ns-steps"})
+    require(vm, flag, name, opt.kind == OptimizerKind::kMuon, "--optimizer muon, not " + kind);
+  opt.muon.momentum = value<float>(vm, "muon-momentum");
+  ZS_CHECK(
+      std::isfinite(opt.muon.momentum) && opt.muon.momentum >= 0.0f && opt.muon.momentum < 1.0f,
+      kBad, "{} {} is outside [0, 1)", flag("muon-momentum"), opt.muon.momentum);
+  opt.muon.ns_steps = value<int>(vm, "muon-ns-steps");
+  ZS_CHECK(opt.muon.ns_steps >= 1 && opt.muon.ns_steps <= 100, kBad, "{} {} is outside 1..100",
+           flag("muon-ns-steps"), opt.muon.ns_steps);
   const std::string d = value<std::string>(vm, "optimizer-state-dtype");
   ZS_CHECK(d == "fp32" || d == "bf16" || d == "int8", kBad,
            "{} '{}' is not one of fp32, bf16, int8", flag("optimizer-state-dtype"), d);
   ZS_CHECK(d == "fp32" || opt.kind == OptimizerKind::kAdamW, kBad,
-           "{} {} applies to --optimizer adamw, not {} (SGD keeps its momentum in fp32)",
-           flag("optimizer-state-dtype"), d, kind);
+           "{} {} applies to --optimizer adamw, not {} ({} keeps its momentum in fp32)",
+           flag("optimizer-state-dtype"), d, kind, kind == "sgd" ? "SGD" : "Muon");
+  ZS_CHECK(opt.kind != OptimizerKind::kMuon || !f.engine.offload.optimizer, kBad,
+           "--optimizer muon with {} is not implemented: Muon's update runs on the resident "
+           "states (drop {}, or use --optimizer adamw)",
+           flag("offload-optimizer"), flag("offload-optimizer"));
+  ZS_CHECK(opt.kind != OptimizerKind::kMuon || f.device == "cpu", kBad,
+           "--optimizer muon is implemented on the CPU backend only, not --device {}", f.device);
   ZS_CHECK(d == "fp32" || f.device == "cpu", kBad,
            "{} {} is implemented on the CPU backend only, not --device {}",
            flag("optimizer-state-dtype"), d, f.device);
@@ -318,7 +337,14 @@ void add_engine_options(po::options_description& desc) {
 void add_optimizer_state_options(po::options_description& desc) {
   // clang-format off
   desc.add_options()
-      ("optimizer", po::value<std::string>()->default_value("adamw"), "adamw or sgd")
+      ("optimizer", po::value<std::string>()->default_value("adamw"),
+       "adamw, sgd or muon: Muon (momentum, Newton-Schulz orthogonalisation, Moonlight's scale) "
+       "for the 2-D parameters of the transformer blocks and AdamW for every other parameter "
+       "(docs/optimizers.md; CPU, fp32 states, no offload)")
+      ("muon-momentum", po::value<float>()->default_value(0.95f, "0.95"),
+       "--optimizer muon: the momentum of its Nesterov momentum buffer, in [0, 1)")
+      ("muon-ns-steps", po::value<int>()->default_value(5),
+       "--optimizer muon: Newton-Schulz iterations per step, 1..100")
       ("optimizer-state-dtype", po::value<std::string>()->default_value("fp32"),
        "storage of AdamW's m and v: fp32, bf16 (rounded to nearest even) or int8 (8-bit block-wise "
        "codes, one fp32 scale per --optimizer-state-block elements: 2 + 8/B bytes per parameter "

@@ -136,6 +136,8 @@ std::string describe_config(const Options& o) {
       zs::dtype_name(e.precision.grad_dtype),
       e.optimizer.kind == zs::OptimizerKind::kAdamW
           ? "AdamW with " + zs::state_storage_name(e.optimizer) + " states"
+      : e.optimizer.kind == zs::OptimizerKind::kMuon
+          ? "Muon + AdamW (" + zs::optimizer_rules(e.optimizer) + ")"
           : std::string("SGD"),
       e.offload.optimizer ? "on" : "off", o.config.checkpoint_activations ? "on" : "off",
       e.micro_batches, describe_lora(o));
@@ -170,6 +172,8 @@ nlohmann::json plan_json(const zs::MemoryPlan& p) {
   j["optimizer_bytes"] = p.bytes(MemCategory::kOptimizer);
   j["frozen_bytes"] = p.bytes(MemCategory::kFrozen);
   j["frozen_convert_bytes"] = p.buffers.convert_bytes;
+  j["muon_u_bytes"] = p.buffers.muon_u_bytes;
+  j["muon_newton_schulz_bytes"] = p.buffers.muon_ns_bytes;
   const OptimizerStateBytes s = optimizer_state_bytes(p);
   j["optimizer_bytes_per_trainable_param"] = per_param(s.optimizer, p.num_params);
   j["master_bytes_per_trainable_param"] = per_param(s.master, p.num_params);
@@ -322,6 +326,8 @@ std::string buffers_note(const zs::BufferPlan& b) {
   part(b.lane_area_count, b.lane_area_bytes, b.lane_area_label.c_str());
   part(b.gather_count, b.gather_bytes, "gather/prefetch");
   part(b.convert_bytes > 0 ? 1 : 0, b.convert_bytes, "frozen base conversion");
+  part(b.muon_u_bytes > 0 ? 1 : 0, b.muon_u_bytes, "Muon gathered u");
+  part(b.muon_ns_bytes > 0 ? 1 : 0, b.muon_ns_bytes, "Muon Newton-Schulz");
   if (b.ctrl_bytes > 0) parts += fmt::format(", {} bytes device control", b.ctrl_bytes);
   return parts;
 }

@@ -76,6 +76,7 @@ CommConfig comm_config(const po::variables_map& vm, const PlanConfig& config) {
   c.align = zs::layout_align(e);
   c.zeropp = e.zeropp;
   c.world_invariant = e.world_invariant;
+  c.muon = e.optimizer.kind == OptimizerKind::kMuon;
   // Checked with the engine flags (apps/common/engine_options.h).
   c.hierarchical = vm["collectives"].as<std::string>() == "hierarchical";
   return c;

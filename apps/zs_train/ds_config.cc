@@ -250,11 +250,11 @@ void map_optimizer(const Section& o, DsConfig& out) {
   std::string kind = "adamw";
   if (o.has("type")) {
     const std::string t = lower(o.string("type"));
-    if (t == "sgd") {
-      kind = "sgd";
+    if (t == "sgd" || t == "muon") {
+      kind = t;
     } else if (t != "adamw" && t != "adam") {
       o.bad(o.key("type"),
-            fmt::format("\"{}\" is not supported (AdamW, Adam, SGD)", o.string("type")));
+            fmt::format("\"{}\" is not supported (AdamW, Adam, SGD, Muon)", o.string("type")));
     }
     out.settings.push_back({o.key("type"), "optimizer", kind});
   }
@@ -262,6 +262,8 @@ void map_optimizer(const Section& o, DsConfig& out) {
   const Section p = o.sub("params");
   if (kind == "sgd") {
     p.only({"lr", "momentum"});
+  } else if (kind == "muon") {  // momentum and ns_steps are Muon's; the rest its AdamW's
+    p.only({"lr", "momentum", "ns_steps", "betas", "eps", "weight_decay"});
   } else {
     p.only({"lr", "betas", "eps", "weight_decay", "adam_w_mode", "optim_bits", "block_wise",
             "min_8bit_size", "zeroshard_state_block", "zeroshard_state_code",
@@ -270,7 +272,10 @@ void map_optimizer(const Section& o, DsConfig& out) {
   }
   if (p.has("lr")) out.settings.push_back({p.key("lr"), "lr", text(p.number("lr"))});
   if (p.has("momentum"))
-    out.settings.push_back({p.key("momentum"), "momentum", text(p.number("momentum"))});
+    out.settings.push_back({p.key("momentum"), kind == "muon" ? "muon-momentum" : "momentum",
+                            text(p.number("momentum"))});
+  if (p.has("ns_steps"))
+    out.settings.push_back({p.key("ns_steps"), "muon-ns-steps", text(p.number("ns_steps"))});
   if (p.has("eps")) out.settings.push_back({p.key("eps"), "adam-eps", text(p.number("eps"))});
   if (p.has("weight_decay"))
     out.settings.push_back({p.key("weight_decay"), "weight-decay", text(p.number("weight_decay"))});

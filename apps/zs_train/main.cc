@@ -443,6 +443,22 @@ void print_banner(const Run& r, int W) {
   if (const HierarchicalCommunicator* h = r.backend->hierarchical()) {
     std::printf("collectives: %s\n", describe_collectives(*h, o.collectives).c_str());
   }
+  if (o.engine.optimizer.kind == OptimizerKind::kMuon) {
+    // [Note: Muon parameters]: the rule, and what it chose in this model.
+    int64_t matrices = 0, muon = 0;
+    for (size_t u = 0; u < engine.num_units(); ++u) {
+      for (const ParamSpec& p : engine.param_specs(u)) {
+        if (!p.trainable || p.tied() ||
+            !muon_param(o.engine.optimizer, engine.unit_name(u), p.shape))
+          continue;
+        ++matrices;
+        muon += p.numel();
+      }
+    }
+    std::printf("optimizer: %s; here %lld matrices, %lld params by Muon, %lld by AdamW\n",
+                optimizer_rules(o.engine.optimizer).c_str(), static_cast<long long>(matrices),
+                static_cast<long long>(muon), static_cast<long long>(engine.num_params() - muon));
+  }
   if (o.engine.world_invariant)
     std::printf(
         "world-invariant: %d micro-batches per step over all ranks (%d per rank here), each "

@@ -287,8 +287,9 @@ void configure_optimizer(const po::variables_map& vm, const FlagName& flag, RawF
     const bool no_decay =
         std::string(name) == "weight-decay" && o.engine.optimizer.adamw.weight_decay == 0.0f;
     ZS_CHECK(!given(vm, name) || adam_flag != sgd || no_decay, ErrorCode::kInvalidArgument,
-             "{} applies to --optimizer {}, not {}", flag(name), adam_flag ? "adamw" : "sgd",
-             sgd ? "sgd" : "adamw");
+             "{} applies to --optimizer {}, not {}{}", flag(name), adam_flag ? "adamw" : "sgd",
+             optimizer_kind_name(o.engine.optimizer.kind),
+             o.engine.optimizer.kind == OptimizerKind::kMuon ? " (Muon's is --muon-momentum)" : "");
   }
   if (r.schedule == "constant") {
     ZS_CHECK(!given(vm, "min-lr-ratio"), ErrorCode::kInvalidArgument,

@@ -113,6 +113,19 @@ case "$case_name" in
       --sample-tokens 0 --sample-prompt "Once"
     expect2 "--weight-decay" "--weight-decay applies to --optimizer adamw, not sgd" \
       "${tiny[@]}" --steps 2 --optimizer sgd --weight-decay 0.01
+    # Muon's flags: given without --optimizer muon, out of range, or with what it does not do.
+    expect2 "--muon-momentum" "--muon-momentum applies to --optimizer muon, not adamw" \
+      "${tiny[@]}" --steps 2 --muon-momentum 0.9
+    plan_refuses "--muon-ns-steps" "--muon-ns-steps applies to --optimizer muon, not sgd" \
+      --optimizer sgd --muon-ns-steps 3
+    expect2 "--muon-momentum 1" "--muon-momentum 1 is outside [0, 1)" \
+      "${tiny[@]}" --steps 2 --optimizer muon --muon-momentum 1
+    expect2 "muon offload" "--optimizer muon with --offload-optimizer is not implemented" \
+      "${tiny[@]}" --steps 2 --optimizer muon --offload-optimizer
+    expect2 "muon int8" "--optimizer-state-dtype int8 applies to --optimizer adamw, not muon" \
+      "${tiny[@]}" --steps 2 --optimizer muon --optimizer-state-dtype int8
+    expect2 "muon --momentum" "--momentum applies to --optimizer sgd, not muon (Muon's is --muon-momentum)" \
+      "${tiny[@]}" --steps 2 --optimizer muon --momentum 0.9
     # SGD applies no weight decay: saying 0 is not a contradiction (torch_grad_parity says it).
     run_ok "$work/sgd0.txt" 2 "${tiny[@]}" --steps 2 --optimizer sgd --weight-decay 0
     # With what they refine, the same flags are accepted (zs_plan plans them).

@@ -18,7 +18,9 @@ class DenseUnit : public Unit {
  public:
   DenseUnit(MlpModel& m, int index, int in, int out, bool head)
       : m_(m), index_(index), in_(in), out_(out), head_(head) {}
-  std::string name() const override { return head_ ? "head" : "hidden." + std::to_string(index_); }
+  std::string name() const override {
+    return head_ ? "head" : m_.shape.hidden_name + "." + std::to_string(index_);
+  }
   std::vector<ParamSpec> param_specs() const override {
     const float std = 1.0f / std::sqrt(static_cast<float>(in_));
     std::vector<ParamSpec> s = {{"weight", {out_, in_}, Init::normal(0.0f, std), true},

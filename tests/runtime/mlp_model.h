@@ -32,6 +32,9 @@ struct MlpShape {
   // The weights declare ParamSpec::accepts_int8 (the units read every view through at(), which
   // takes int8 records too).
   bool accepts_int8 = false;
+  // The hidden units' names: "<hidden_name>.<index>" ("block" makes their weights Muon's, [Note:
+  // Muon parameters] in runtime/engine_config.h).
+  std::string hidden_name = "hidden";
 };
 
 class MlpModel : public Model {

@@ -17,9 +17,9 @@ namespace zs::testing {
 // directory named from `prefix`; a new engine resumes from that checkpoint and finishes. Expects
 // the same param_hash. Collective over world().
 inline void expect_resume_bitwise(const EngineConfig& c, const std::string& prefix, int steps = 5,
-                                  int save_after = 1) {
+                                  int save_after = 1, const MlpShape& shape = {}) {
   const std::string dir = shared_temp_dir(prefix);
-  MlpModel straight_model(MlpShape{}, world().size(), world().rank(), 1);
+  MlpModel straight_model(shape, world().size(), world().rank(), 1);
   Engine straight(straight_model, world(), c);
   std::string path;
   for (int s = 0; s < steps; ++s) {
@@ -27,7 +27,7 @@ inline void expect_resume_bitwise(const EngineConfig& c, const std::string& pref
     straight.step();
     if (s == save_after) path = save_checkpoint(straight, world(), dir);
   }
-  MlpModel resumed_model(MlpShape{}, world().size(), world().rank(), 1);
+  MlpModel resumed_model(shape, world().size(), world().rank(), 1);
   Engine resumed(resumed_model, world(), c);
   load_checkpoint(resumed, world(), path);
   for (int s = save_after + 1; s < steps; ++s) {
