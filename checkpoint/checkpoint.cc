@@ -117,12 +117,21 @@ ckpt::ShardWritten write_shard(Engine& e, const ckpt::SaveJob& job) {
   ckpt::OutFile out(job.shard_path);
   const std::vector<std::byte> header = ckpt::serialize_shard_header(job.header);
   out.write(header.data(), header.size());
+  // A unit's states follow one another in the file (master, m, v): each is streamed piece by
+  // piece, so that one piece's decoded copies exist at a time (each piece is decoded once per
+  // state written).
+  const int states = ckpt::state_count(job.header.state_mask);
   for (size_t u = 0; u < e.num_units(); ++u) {
-    if (e.shard_extent(u).numel == 0) continue;  // only frozen parameters: no state
-    const UnitShardState st = e.shard_state(u);
-    for (float* p : state_ptrs(st, job.header.state_mask))
-      out.write(p, static_cast<size_t>(st.numel) * sizeof(float));
-    e.release_shard_state(u, false);  // one unit's decoded copies at a time
+    const std::vector<ShardExtent> pieces =
+        e.shard_pieces(u, job.state_piece_numel);  // none: only frozen parameters
+    for (int k = 0; k < states; ++k) {
+      for (const ShardExtent& piece : pieces) {
+        const UnitShardState st = e.shard_state(u, piece);
+        out.write(state_ptrs(st, job.header.state_mask)[static_cast<size_t>(k)],
+                  static_cast<size_t>(st.numel) * sizeof(float));
+        e.release_shard_state(u, false);
+      }
+    }
   }
   out.finish();
   ZS_ASSERT(out.size() == job.header.file_bytes());
@@ -428,6 +437,7 @@ SaveJob begin_save(Engine& e, Communicator& comm, const std::string& dir,
   job.tmp = tmp.string();
   job.final_dir = (root / ckpt::step_dir_name(step)).string();
   job.keep = opt.keep;
+  job.state_piece_numel = opt.state_piece_numel;
   Manifest& m = job.manifest;
   m = describe_engine(e, comm);
   m.trainer_state = opt.trainer_state;
@@ -459,14 +469,19 @@ void copy_shard_image(Engine& e, const SaveJob& job, std::byte* dst) {
   std::memcpy(dst, header.data(), header.size());
   std::byte* p = dst + header.size();
   for (size_t u = 0; u < e.num_units(); ++u) {
-    if (e.shard_extent(u).numel == 0) continue;  // only frozen parameters: no state
-    const UnitShardState st = e.shard_state(u);
-    for (float* v : state_ptrs(st, job.header.state_mask)) {
-      const size_t n = static_cast<size_t>(st.numel) * sizeof(float);
-      std::memcpy(p, v, n);
-      p += n;
+    const ShardExtent ext = e.shard_extent(u);
+    for (const ShardExtent& piece : e.shard_pieces(u, job.state_piece_numel)) {
+      const UnitShardState st = e.shard_state(u, piece);
+      const std::vector<float*> src = state_ptrs(st, job.header.state_mask);
+      for (size_t k = 0; k < src.size(); ++k) {
+        std::memcpy(p + (static_cast<int64_t>(k) * ext.numel + (piece.begin - ext.begin)) *
+                            static_cast<int64_t>(sizeof(float)),
+                    src[k], static_cast<size_t>(piece.numel) * sizeof(float));
+      }
+      e.release_shard_state(u, false);
     }
-    e.release_shard_state(u, false);
+    p += static_cast<int64_t>(ckpt::state_count(job.header.state_mask)) * ext.numel *
+         static_cast<int64_t>(sizeof(float));
   }
   ZS_ASSERT(p - dst == job.header.file_bytes());
 }
@@ -534,6 +549,51 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   return info_of(fs::path(path), m);
 }
 
+namespace {
+
+// load_checkpoint's second phase for one piece of unit u (st: Engine::shard_state(u, piece)):
+// padding zero, then each parameter's elements in the piece from the files that hold them, read
+// in chunks of kLoadChunk values, each checked before it is copied into the state.
+template <typename GetShard>
+void load_piece(const Manifest& m, size_t u, const GroupLayout& l, const UnitShardState& st,
+                GetShard& get, std::vector<float>& chunk) {
+  const uint32_t mask = m.state_mask;
+  const uint32_t bits[] = {ckpt::kStateMaster, ckpt::kStateExpAvg, ckpt::kStateExpAvgSq};
+  const std::vector<float*> dst = state_ptrs(st, mask);
+  for (float* d : dst) std::fill(d, d + st.numel, 0.0f);  // padding zero
+  for (size_t p = 0; p < l.params.size(); ++p) {
+    const int64_t off = l.params[p].offset;
+    const int64_t lo = std::max(st.begin, off);
+    const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
+    if (lo >= hi) continue;
+    const int64_t saved_lo = m.units[u].params[p].offset + (lo - off);
+    const int64_t saved_hi = saved_lo + (hi - lo);
+    for (size_t fi = 0; fi < m.files.size(); ++fi) {
+      const UnitRange r = m.files[fi].units[u];
+      const int64_t a = std::max(saved_lo, r.begin);
+      const int64_t b = std::min(saved_hi, r.begin + r.numel);
+      if (a >= b) continue;
+      OpenShard& sh = get(fi);
+      for (uint32_t bit : bits) {
+        const int pos = ckpt::state_index(mask, bit);
+        if (pos < 0) continue;
+        float* out = dst[static_cast<size_t>(pos)] + (lo - st.begin) + (a - saved_lo);
+        for (int64_t c = a; c < b; c += kLoadChunk) {
+          const int64_t n = std::min(kLoadChunk, b - c);
+          chunk.resize(static_cast<size_t>(n));
+          sh.file.read_at(sh.header.offset_of(u, pos, c), chunk.data(),
+                          static_cast<size_t>(n) * sizeof(float));
+          check_loaded_values(chunk.data(), n, bit, sh.file.path(), m.units[u], p,
+                              c - m.units[u].params[p].offset);
+          std::copy(chunk.begin(), chunk.end(), out + (c - a));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 CheckpointInfo load_checkpoint(Engine& e, Communicator& comm, const std::string& path,
                                const CheckpointLoadOptions& opt) {
   const fs::path dir(path);
@@ -552,10 +612,11 @@ CheckpointInfo load_checkpoint(Engine& e, Communicator& comm, const std::string&
   const std::string base = engine_frozen_hash(e);  // collective: before any rank can fail
   // [Note: load phases] First, before the engine is touched: the manifest, compatibility, and
   // every file's checksum (file i by rank i mod world), agreed by every rank. Then unit by unit:
-  // this rank's shard of the unit read in chunks of kLoadChunk values, each checked before it is
-  // copied into the engine's state, the ranks agree, and the unit's decoded copies are released
-  // (re-encoded): one unit's at a time. Nothing holds the whole state twice: at 1B parameters
-  // with int8 moments, the whole state in fp32 is 7.4 GB per rank at 2 ranks.
+  // this rank's shard of the unit read piece by piece (Engine::shard_pieces), in chunks of
+  // kLoadChunk values, each checked before it is copied into the engine's state, the ranks agree,
+  // and the piece's decoded copies are released (re-encoded): one piece's at a time. Nothing holds
+  // the whole state twice: at 1B parameters with int8 moments, the whole state in fp32 is 7.4 GB
+  // per rank at 2 ranks.
   fail_together(comm, [&] {
     m = read_manifest(dir);
     check_compatible(m, e, base, dir / ckpt::kManifestName, opt);
@@ -563,47 +624,16 @@ CheckpointInfo load_checkpoint(Engine& e, Communicator& comm, const std::string&
          fi += static_cast<size_t>(world))
       get(fi);
   });
-  const uint32_t mask = m.state_mask;
-  const uint32_t bits[] = {ckpt::kStateMaster, ckpt::kStateExpAvg, ckpt::kStateExpAvgSq};
   std::vector<float> chunk;  // one read, checked before it is copied into the engine
   for (size_t u = 0; u < e.num_units(); ++u) {
-    if (e.shard_extent(u).numel == 0) continue;  // only frozen parameters: no state
-    const UnitShardState st = e.shard_state(u);
-    const std::vector<float*> dst = state_ptrs(st, mask);
+    // Ranks may cut their parts into different numbers of pieces: the agreement is per unit.
     fail_together(comm, [&] {
-      for (float* d : dst) std::fill(d, d + st.numel, 0.0f);  // padding zero
-      const GroupLayout& l = e.layout(u);
-      for (size_t p = 0; p < l.params.size(); ++p) {
-        const int64_t off = l.params[p].offset;
-        const int64_t lo = std::max(st.begin, off);
-        const int64_t hi = std::min(st.begin + st.numel, off + l.params[p].numel);
-        if (lo >= hi) continue;
-        const int64_t saved_lo = m.units[u].params[p].offset + (lo - off);
-        const int64_t saved_hi = saved_lo + (hi - lo);
-        for (size_t fi = 0; fi < m.files.size(); ++fi) {
-          const UnitRange r = m.files[fi].units[u];
-          const int64_t a = std::max(saved_lo, r.begin);
-          const int64_t b = std::min(saved_hi, r.begin + r.numel);
-          if (a >= b) continue;
-          OpenShard& sh = get(fi);
-          for (uint32_t bit : bits) {
-            const int pos = ckpt::state_index(mask, bit);
-            if (pos < 0) continue;
-            float* out = dst[static_cast<size_t>(pos)] + (lo - st.begin) + (a - saved_lo);
-            for (int64_t c = a; c < b; c += kLoadChunk) {
-              const int64_t n = std::min(kLoadChunk, b - c);
-              chunk.resize(static_cast<size_t>(n));
-              sh.file.read_at(sh.header.offset_of(u, pos, c), chunk.data(),
-                              static_cast<size_t>(n) * sizeof(float));
-              check_loaded_values(chunk.data(), n, bit, sh.file.path(), m.units[u], p,
-                                  c - m.units[u].params[p].offset);
-              std::copy(chunk.begin(), chunk.end(), out + (c - a));
-            }
-          }
-        }
+      for (const ShardExtent& piece : e.shard_pieces(u, opt.state_piece_numel)) {
+        const UnitShardState st = e.shard_state(u, piece);
+        load_piece(m, u, e.layout(u), st, get, chunk);
+        e.release_shard_state(u, true);
       }
     });
-    e.release_shard_state(u, true);
   }
   e.set_steps_taken(m.step);
   e.restore_loss_scaler(m.loss_scaler);

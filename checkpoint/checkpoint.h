@@ -36,6 +36,10 @@ struct CheckpointSaveOptions {
   // Where the engine's frozen base came from (e.g. "--init-safetensors base.st"), stored for the
   // message of a load that finds another base. Optional.
   std::string frozen_base_source;
+  // The most elements of a unit's state decoded (or copied off a device) at a time
+  // (Engine::shard_pieces): with bf16 or int8 moments a save holds one piece's fp32 copies, 8
+  // bytes per element.
+  int64_t state_piece_numel = kStatePieceNumel;
 };
 
 struct CheckpointLoadOptions {
@@ -44,6 +48,8 @@ struct CheckpointLoadOptions {
   std::string expect_model_description;
   // Where the engine's frozen base came from, for the message when it is not the checkpoint's.
   std::string frozen_base_source;
+  // As CheckpointSaveOptions::state_piece_numel, for what a load decodes and re-encodes.
+  int64_t state_piece_numel = kStatePieceNumel;
 };
 
 struct CheckpointInfo {

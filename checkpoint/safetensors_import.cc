@@ -138,10 +138,13 @@ class Importer {
   void stage_trainable(size_t u, std::vector<float>& staged) {
     const std::vector<ParamSpec>& specs = e_.param_specs(u);
     const GroupLayout& l = e_.layout(u);
-    const UnitShardState st = e_.shard_state(u);
+    const ShardExtent st = e_.shard_extent(u);
     grow(staged, st.numel);
-    std::copy(st.master, st.master + st.numel, staged.begin());
-    e_.release_shard_state(u, false);
+    for (const ShardExtent& piece : e_.shard_pieces(u)) {  // one piece's state copies at a time
+      const UnitShardState ps = e_.shard_state(u, piece);
+      std::copy(ps.master, ps.master + ps.numel, staged.begin() + (piece.begin - st.begin));
+      e_.release_shard_state(u, false);
+    }
     for (size_t p = 0; p < specs.size(); ++p) {
       const std::vector<Located>& found = plan_.trainable[u][p];
       if (found.empty()) continue;
@@ -322,8 +325,11 @@ ImportReport import_model_files(Engine& e, Communicator& comm,
         e.set_frozen_param_range(u, q, st.at.first, st.at.count(), st.values.data(),
                                  options.threads);
     }
-    if (!trainable.empty()) {
-      std::memcpy(e.shard_state(u).master, trainable.data(), trainable.size() * sizeof(float));
+    const ShardExtent ext = e.shard_extent(u);
+    for (const ShardExtent& piece : e.shard_pieces(u)) {
+      const UnitShardState ps = e.shard_state(u, piece);
+      std::memcpy(ps.master, trainable.data() + (piece.begin - ext.begin),
+                  static_cast<size_t>(piece.numel) * sizeof(float));
       e.release_shard_state(u, true);
     }
     importer->release_unit();

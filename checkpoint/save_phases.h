@@ -32,9 +32,10 @@ struct SaveJob {
   Manifest manifest;  // everything but the files
   // The unit ranges of each writing rank's file (rank r < writers), as in its header.
   std::vector<std::vector<UnitRange>> writer_ranges;
-  bool writes = false;     // this rank writes a shard file
-  std::string shard_path;  // its path (when writes)
-  ShardHeader header;      // its header (when writes)
+  bool writes = false;                           // this rank writes a shard file
+  std::string shard_path;                        // its path (when writes)
+  ShardHeader header;                            // its header (when writes)
+  int64_t state_piece_numel = kStatePieceNumel;  // CheckpointSaveOptions::state_piece_numel
 };
 
 // Collective (the phase above). Throws zs::Error on every rank alike.

@@ -768,6 +768,27 @@ UnitShardState Engine::shard_state(size_t ui) {
   return {v.master, v.exp_avg, v.exp_avg_sq, v.begin, v.numel};
 }
 
+UnitShardState Engine::shard_state(size_t ui, ShardExtent piece) {
+  const MasterShard& s = impl_->states->shard(ui);
+  const MasterView v = impl_->states->view(ui, piece.begin - s.begin, piece.numel);
+  return {v.master, v.exp_avg, v.exp_avg_sq, v.begin, v.numel};
+}
+
+std::vector<ShardExtent> Engine::shard_pieces(size_t ui, int64_t max_numel) {
+  const OptimizerStates& states = *impl_->states;
+  const MasterShard& s = impl_->states->shard(ui);
+  max_numel = std::max<int64_t>({max_numel, s.storage.block, 1});
+  std::vector<ShardExtent> out;
+  for (int64_t lo = 0; lo < s.numel;) {
+    int64_t hi = std::min(s.numel, lo + max_numel);
+    if (hi < s.numel) hi = states.view_cut(ui, hi);
+    ZS_ASSERT(hi > lo);
+    out.push_back({s.begin + lo, hi - lo});
+    lo = hi;
+  }
+  return out;
+}
+
 ShardExtent Engine::shard_extent(size_t ui) {
   const MasterShard& s = impl_->states->shard(ui);
   return {s.begin, s.numel};
@@ -781,24 +802,29 @@ void Engine::release_shard_state(size_t ui, bool written) {
 
 void Engine::check_master_finite(std::string_view what) {
   // Only the master is read: where the host addresses it, directly (shard_state would also decode
-  // a unit's bf16 or int8 moments for nothing); else through shard_state's host copies.
+  // a unit's bf16 or int8 moments for nothing); else through shard_state's host copies, one piece
+  // at a time.
   OptimizerStates& states = *impl_->states;
   for (size_t u = 0; u < impl_->groups.size(); ++u) {
     const bool direct = states.on_host();
     const MasterShard& sh = states.shard(u);
-    const UnitShardState st =
-        direct ? UnitShardState{sh.master_ptr, nullptr, nullptr, sh.begin, sh.numel}
-               : shard_state(u);
-    for (int64_t i = 0; i < st.numel; ++i) {
-      if (std::isfinite(st.master[i])) continue;
-      const float bad = st.master[i];
+    const std::vector<ShardExtent> pieces =
+        direct ? std::vector<ShardExtent>{{sh.begin, sh.numel}} : shard_pieces(u);
+    for (const ShardExtent& piece : pieces) {
+      const UnitShardState st =
+          direct ? UnitShardState{sh.master_ptr, nullptr, nullptr, sh.begin, sh.numel}
+                 : shard_state(u, piece);
+      for (int64_t i = 0; i < st.numel; ++i) {
+        if (std::isfinite(st.master[i])) continue;
+        const float bad = st.master[i];
+        if (!direct) release_shard_state(u, false);
+        fail(ErrorCode::kNonFinite,
+             "{}: unit '{}' holds a non-finite fp32 master value ({}) at element {} of its "
+             "group: refusing to write it",
+             what, unit_name(u), bad, st.begin + i);
+      }
       if (!direct) release_shard_state(u, false);
-      fail(ErrorCode::kNonFinite,
-           "{}: unit '{}' holds a non-finite fp32 master value ({}) at element {} of its group: "
-           "refusing to write it",
-           what, unit_name(u), bad, st.begin + i);
     }
-    if (!direct) release_shard_state(u, false);
   }
 }
 

@@ -63,6 +63,10 @@ struct ShardExtent {
   int64_t numel = 0;
 };
 
+// The most elements of a unit's state that Engine::shard_pieces puts in one piece by default:
+// 16 Mi, so that one piece's decoded moments are 128 MiB (fp32 m and v).
+inline constexpr int64_t kStatePieceNumel = int64_t{1} << 24;
+
 struct UnitShardState {
   float* master = nullptr;
   float* exp_avg = nullptr;     // Adam m, or SGD momentum
@@ -133,9 +137,20 @@ class Engine {
   // exp_avg_sq are such copies of the decoded moments (fp32), re-encoded by the refresh so that
   // the decoded values come back bit for bit ([Note: decoded state round trip]).
   UnitShardState shard_state(size_t unit);
+  // The same for one piece of this rank's part (a shard_pieces entry): begin and numel are the
+  // piece's, and only the piece's moments are decoded or copied, so that a save, a load or an
+  // import that visits a unit piece by piece holds one piece's copies, not the unit's (the
+  // 128,256 x 2048 embedding's int8 moments decode to 1.05 GB per rank at 2 ranks). Throws
+  // zs::Error(kInvalidArgument) for a range outside this rank's part, or one that cuts an int8
+  // moment block. A call replaces the unit's previous copies (release or refresh them first).
+  UnitShardState shard_state(size_t unit, ShardExtent piece);
   // This rank's part of a unit's padded group, shard_state's begin and numel, without its copies.
   // Not collective.
   ShardExtent shard_extent(size_t unit);
+  // shard_extent(unit) cut into consecutive pieces of at most max_numel elements (at least one
+  // int8 block: a smaller value is raised to it), each boundary where shard_state(unit, piece)
+  // accepts it; none when the part is empty. Not collective.
+  std::vector<ShardExtent> shard_pieces(size_t unit, int64_t max_numel = kStatePieceNumel);
   // Ends a use of shard_state(unit)'s pointers: `written` uploads or re-encodes what was written
   // through them now (as refresh_params_from_master would; the compute-dtype parameters are still
   // refreshed by that call), then the host copies are freed. A save, an export or a load that

@@ -26,17 +26,18 @@ class ResidentStates final : public OptimizerStates {
       : OptimizerStates(c, ops, rank), tracker_(t) {}
   bool on_host() const override { return ops_.host_accessible(); }
 
-  MasterView view(size_t group) override {
-    MasterView v = OptimizerStates::view(group);
+  using OptimizerStates::view;
+  MasterView view(size_t group, int64_t lo, int64_t n) override {
+    MasterView v = OptimizerStates::view(group, lo, n);
     if (on_host()) return v;
     // Host copies of the device state (see Engine::shard_state).
     MasterShard& s = shards_.at(group);
-    const size_t n = static_cast<size_t>(s.numel);
-    s.mirror.assign(3 * n, 0.0f);
-    float* dst[3] = {s.mirror.data(), s.mirror.data() + n, s.mirror.data() + 2 * n};
+    const size_t un = static_cast<size_t>(n);
+    s.mirror.assign(3 * un, 0.0f);
+    float* dst[3] = {s.mirror.data(), s.mirror.data() + un, s.mirror.data() + 2 * un};
     float* src[3] = {s.master_ptr, s.m, s.v};
     for (int k = 0; k < 3; ++k) {
-      if (src[k]) ops_.copy_to_host(dst[k], src[k], n * sizeof(float));
+      if (src[k]) ops_.copy_to_host(dst[k], src[k] + lo, un * sizeof(float));
     }
     v.master = dst[0];
     v.exp_avg = s.m ? dst[1] : nullptr;
@@ -51,10 +52,11 @@ class ResidentStates final : public OptimizerStates {
     }
     MasterShard& s = shards_.at(group);
     if (!s.mirror_written) return;
-    const size_t n = static_cast<size_t>(s.numel);
+    const size_t un = static_cast<size_t>(s.mirror_n);
     float* dst[3] = {s.master_ptr, s.m, s.v};
     for (int k = 0; k < 3; ++k) {
-      if (dst[k]) ops_.copy_from_host(dst[k], s.mirror.data() + k * n, n * sizeof(float));
+      if (dst[k])
+        ops_.copy_from_host(dst[k] + s.mirror_lo, s.mirror.data() + k * un, un * sizeof(float));
     }
     s.mirror_written = false;
   }
@@ -349,42 +351,59 @@ void OptimizerStates::cast_to_params(ParamGroup& g) {
                s.numel);
 }
 
-MasterView OptimizerStates::view(size_t group) {
+MasterView OptimizerStates::view(size_t group, int64_t lo, int64_t n) {
   MasterShard& s = shards_.at(group);
+  ZS_CHECK(lo >= 0 && n >= 0 && lo + n <= s.numel, ErrorCode::kInvalidArgument,
+           "state view [{}, {}) of group {}: outside its {} elements", lo, lo + n, group, s.numel);
+  s.mirror_lo = lo;
+  s.mirror_n = n;
+  float* master = s.master_ptr ? s.master_ptr + lo : nullptr;
   if (!s.v_offsets.empty()) {  // Muon's compact v, spread to the state's indexing (zeros between)
-    const size_t n = static_cast<size_t>(s.numel);
-    s.mirror.assign(n, 0.0f);
+    s.mirror.assign(static_cast<size_t>(n), 0.0f);
     for (size_t k = 0; k < s.segments.size(); ++k) {
       if (s.v_offsets[k] < 0) continue;
-      std::copy_n(s.v + s.v_offsets[k], s.segments[k].length,
-                  s.mirror.data() + s.segments[k].shard_offset);
+      const ShardSegment& seg = s.segments[k];
+      const int64_t a = std::max(lo, seg.shard_offset);
+      const int64_t b = std::min(lo + n, seg.shard_offset + seg.length);
+      if (a < b)
+        std::copy_n(s.v + s.v_offsets[k] + (a - seg.shard_offset), b - a,
+                    s.mirror.data() + (a - lo));
     }
     s.mirror_written = true;
-    return {s.master_ptr, s.m, s.mirror.data(), s.begin, s.numel};
+    return {master, s.m ? s.m + lo : nullptr, s.mirror.data(), s.begin + lo, n};
   }
-  if (!s.storage.narrow()) return {s.master_ptr, s.m, s.v, s.begin, s.numel};
-  const size_t n = static_cast<size_t>(s.numel);
-  s.mirror.assign(2 * n, 0.0f);
-  decode_moments(narrow_moments(s), s.mirror.data(), s.mirror.data() + n);
+  if (!s.storage.narrow())
+    return {master, s.m ? s.m + lo : nullptr, s.v ? s.v + lo : nullptr, s.begin + lo, n};
+  s.mirror.assign(2 * static_cast<size_t>(n), 0.0f);
+  decode_moments(narrow_moments(s), lo, n, s.mirror.data(), s.mirror.data() + n);
   s.mirror_written = true;
-  return {s.master_ptr, s.mirror.data(), s.mirror.data() + n, s.begin, s.numel};
+  return {master, s.mirror.data(), s.mirror.data() + n, s.begin + lo, n};
+}
+
+int64_t OptimizerStates::view_cut(size_t group, int64_t pos) const {
+  const MasterShard& s = shards_.at(group);
+  return s.storage.narrow() ? moment_cut(narrow_moments(s), pos) : pos;
 }
 
 void OptimizerStates::refresh(size_t group) {
   MasterShard& s = shards_.at(group);
+  if (!s.mirror_written) return;
+  const int64_t lo = s.mirror_lo, n = s.mirror_n;
   if (!s.v_offsets.empty()) {  // Muon: the mirror's AdamW elements back into the compact v
-    if (!s.mirror_written) return;
     for (size_t k = 0; k < s.segments.size(); ++k) {
       if (s.v_offsets[k] < 0) continue;
-      std::copy_n(s.mirror.data() + s.segments[k].shard_offset, s.segments[k].length,
-                  s.v + s.v_offsets[k]);
+      const ShardSegment& seg = s.segments[k];
+      const int64_t a = std::max(lo, seg.shard_offset);
+      const int64_t b = std::min(lo + n, seg.shard_offset + seg.length);
+      if (a < b)
+        std::copy_n(s.mirror.data() + (a - lo), b - a,
+                    s.v + s.v_offsets[k] + (a - seg.shard_offset));
     }
     s.mirror_written = false;
     return;
   }
-  if (!s.storage.narrow() || !s.mirror_written) return;
-  const size_t n = static_cast<size_t>(s.numel);
-  encode_moments(narrow_moments(s), s.mirror.data(), s.mirror.data() + n);
+  if (!s.storage.narrow()) return;
+  encode_moments(narrow_moments(s), lo, n, s.mirror.data(), s.mirror.data() + n);
   s.mirror_written = false;
 }
 

@@ -65,6 +65,7 @@ struct MasterShard {
   // or re-encodes them).
   std::vector<float> mirror;
   bool mirror_written = false;
+  int64_t mirror_lo = 0, mirror_n = 0;  // the elements [lo, lo + n) of the shard they cover
   // The last update's check (updated_nonfinite): the first parameter with a non-finite value, -1.
   int nonfinite_param = -1;
 };
@@ -112,11 +113,17 @@ class OptimizerStates {
   // Casts the master to g's compute-dtype parameter region (after a load or at start-up).
   virtual void cast_to_params(ParamGroup& g);
 
-  // Host pointers to g's state: the state itself where the host can address it, else host copies
-  // that refresh() uploads (unless a step came in between). Narrow moments: fp32 copies of their
-  // decoded values (bf16 exactly; int8 as value * scale), which refresh() re-encodes
-  // (encode_moments: the decoded values come back bit for bit).
-  virtual MasterView view(size_t group);
+  // Host pointers to elements [lo, lo + n) of g's state (begin and numel of the view say which):
+  // the state itself where the host can address it, else host copies that refresh() uploads
+  // (unless a step came in between). Narrow moments: fp32 copies of their decoded values (bf16
+  // exactly; int8 as value * scale), which refresh() re-encodes (encode_moments: the decoded
+  // values come back bit for bit); lo and lo + n must then be cuts (view_cut). One view per group
+  // at a time: a view replaces the group's previous copies.
+  virtual MasterView view(size_t group, int64_t lo, int64_t n);
+  MasterView view(size_t group) { return view(group, 0, shards_.at(group).numel); }
+  // The greatest position at or below pos (an element of g's shard) where a view may start or
+  // end: pos itself unless it falls inside an int8 block of the moments.
+  int64_t view_cut(size_t group, int64_t pos) const;
   // Uploads (or re-encodes) what was written through view()'s host copies.
   virtual void refresh(size_t group);
   // A step makes view()'s host copies stale.

@@ -63,47 +63,62 @@ void encode_int8_block(const float* x, int64_t len, int64_t block, const StateCo
   }
 }
 
-// Segment k's moment `mom` to fp32 (dst: the segment's first element) or back (encode).
-void code_segment(const StateStorage& st, const StateSegment& ss, int64_t len,
+// Elements [a, b) of segment k's moment `mom` to fp32 (x: element a) or back (encode). int8: a
+// is a multiple of the block and b one too or the segment's end (moment_cut's positions).
+void code_segment(const StateStorage& st, const StateSegment& ss, int64_t a, int64_t b,
                   const MomentStore& mom, bool is_m, float* x, bool encode) {
+  const int64_t len = b - a;
   switch (ss.dtype) {
     case StateDType::kF32:
       if (encode) {
-        std::memcpy(mom.f32 + ss.offset, x, static_cast<size_t>(len) * 4);
+        std::memcpy(mom.f32 + ss.offset + a, x, static_cast<size_t>(len) * 4);
       } else {
-        std::memcpy(x, mom.f32 + ss.offset, static_cast<size_t>(len) * 4);
+        std::memcpy(x, mom.f32 + ss.offset + a, static_cast<size_t>(len) * 4);
       }
       return;
     case StateDType::kBF16:
       if (encode) {
-        convert(x, DType::kF32, bf16_at(mom, ss.offset), DType::kBF16, static_cast<size_t>(len));
+        convert(x, DType::kF32, bf16_at(mom, ss.offset + a), DType::kBF16,
+                static_cast<size_t>(len));
       } else {
-        convert(bf16_at(mom, ss.offset), DType::kBF16, x, DType::kF32, static_cast<size_t>(len));
+        convert(bf16_at(mom, ss.offset + a), DType::kBF16, x, DType::kF32,
+                static_cast<size_t>(len));
       }
       return;
     case StateDType::kI8: {
+      ZS_ASSERT(a % st.block == 0);
       const StateCodeBook& book = state_code_book(st.code, is_m);
       const optim::QuantizedMoment q = quantized(mom, ss);
+      const int64_t b0 = a / st.block;
       if (!encode) {
-        dequantize_state_blockwise(q.codes, q.scales, len, st.block, book, x);
+        dequantize_state_blockwise(q.codes + a, q.scales + b0, len, st.block, book, x);
         return;
       }
-      for (int64_t b = 0; b * st.block < len; ++b) {
-        const int64_t i = b * st.block;
-        encode_int8_block(x + i, std::min(st.block, len - i), st.block, book, q.codes + i,
-                          q.scales + b);
+      for (int64_t i = 0; i < len; i += st.block) {
+        encode_int8_block(x + i, std::min(st.block, len - i), st.block, book, q.codes + a + i,
+                          q.scales + b0 + i / st.block);
       }
       return;
     }
   }
 }
 
-void code_moments(const NarrowMoments& s, float* m, float* v, bool encode) {
+// Shard elements [lo, lo + n) of both moments (m, v: element lo) to fp32 or back.
+void code_moments(const NarrowMoments& s, int64_t lo, int64_t n, float* m, float* v, bool encode) {
   for (size_t k = 0; k < s.segments->size(); ++k) {
     const ShardSegment& seg = (*s.segments)[k];
+    const int64_t a = std::max(lo, seg.shard_offset);
+    const int64_t b = std::min(lo + n, seg.shard_offset + seg.length);
+    if (a >= b) continue;
     const StateSegment& ss = s.storage->segments[k];
-    code_segment(*s.storage, ss, seg.length, s.m, true, m + seg.shard_offset, encode);
-    code_segment(*s.storage, ss, seg.length, s.v, false, v + seg.shard_offset, encode);
+    const int64_t ra = a - seg.shard_offset, rb = b - seg.shard_offset;
+    ZS_CHECK(ss.dtype != StateDType::kI8 ||
+                 (ra % s.storage->block == 0 && (rb % s.storage->block == 0 || rb == seg.length)),
+             ErrorCode::kInvalidArgument,
+             "moments [{}, {}): cuts an int8 block of segment {} (block {}; use moment_cut)", lo,
+             lo + n, k, s.storage->block);
+    code_segment(*s.storage, ss, ra, rb, s.m, true, m + (a - lo), encode);
+    code_segment(*s.storage, ss, ra, rb, s.v, false, v + (a - lo), encode);
   }
 }
 
@@ -204,12 +219,25 @@ bool adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* 
   return true;
 }
 
-void decode_moments(const NarrowMoments& s, float* m_out, float* v_out) {
-  code_moments(s, m_out, v_out, false);
+void decode_moments(const NarrowMoments& s, int64_t lo, int64_t n, float* m_out, float* v_out) {
+  code_moments(s, lo, n, m_out, v_out, false);
 }
 
-void encode_moments(const NarrowMoments& s, const float* m_in, const float* v_in) {
-  code_moments(s, const_cast<float*>(m_in), const_cast<float*>(v_in), true);
+void encode_moments(const NarrowMoments& s, int64_t lo, int64_t n, const float* m_in,
+                    const float* v_in) {
+  code_moments(s, lo, n, const_cast<float*>(m_in), const_cast<float*>(v_in), true);
+}
+
+int64_t moment_cut(const NarrowMoments& s, int64_t pos) {
+  if (s.storage->dtype != StateDType::kI8) return pos;
+  for (size_t k = 0; k < s.segments->size(); ++k) {
+    const ShardSegment& seg = (*s.segments)[k];
+    if (s.storage->segments[k].dtype != StateDType::kI8) continue;
+    if (pos <= seg.shard_offset || pos >= seg.shard_offset + seg.length) continue;
+    const int64_t block = s.storage->block;
+    return seg.shard_offset + (pos - seg.shard_offset) / block * block;
+  }
+  return pos;
 }
 
 }  // namespace zs

@@ -101,16 +101,25 @@ struct NarrowMoments {
 bool adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* grad,
                    DType grad_dtype, void* out, DType out_dtype, const optim::AdamWStep& step);
 
-// The moments as fp32 over the shard (m_out, v_out: the shard's numel elements each; padding
-// left as it is). bf16 decodes exactly; int8 as value[code] * scale.
-void decode_moments(const NarrowMoments& s, float* m_out, float* v_out);
+// Shard elements [lo, lo + n) of the moments as fp32 (m_out, v_out: n elements each, element lo
+// first; padding between segments left as it is). bf16 decodes exactly; int8 as value[code] *
+// scale. lo and lo + n must be cuts: positions moment_cut leaves as they are (0 and the shard's
+// numel always are); else throws zs::Error(kInvalidArgument).
+void decode_moments(const NarrowMoments& s, int64_t lo, int64_t n, float* m_out, float* v_out);
 
-// Stores fp32 moments (decode_moments' layout) back. bf16: rounded to nearest even, so the
-// decoded values of bf16 states come back unchanged. int8: a block whose current decoding equals
-// the input bit for bit is left as it is; any other is quantized (state_quant.h's rule) and each
-// element whose code does not decode to its value bit for bit gets a code that does, where one
-// exists. So re-encoding what decode_moments gave restores the same decoded values, bit for bit
-// (what the next update reads): [Note: decoded state round trip] in state_storage.cc.
-void encode_moments(const NarrowMoments& s, const float* m_in, const float* v_in);
+// Stores fp32 moments (decode_moments' layout, the same range rules) back. bf16: rounded to
+// nearest even, so the decoded values of bf16 states come back unchanged. int8: a block whose
+// current decoding equals the input bit for bit is left as it is; any other is quantized
+// (state_quant.h's rule) and each element whose code does not decode to its value bit for bit
+// gets a code that does, where one exists. So re-encoding what decode_moments gave restores the
+// same decoded values, bit for bit (what the next update reads): [Note: decoded state round
+// trip] in state_storage.cc. A block is coded from its own elements only, so ranges that are
+// cuts can be decoded and encoded one at a time.
+void encode_moments(const NarrowMoments& s, int64_t lo, int64_t n, const float* m_in,
+                    const float* v_in);
+
+// The greatest cut at or below shard element pos: pos itself unless it falls inside an int8
+// block of a segment (not at its start), then that block's start.
+int64_t moment_cut(const NarrowMoments& s, int64_t pos);
 
 }  // namespace zs

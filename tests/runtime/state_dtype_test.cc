@@ -269,6 +269,61 @@ TEST_P(NarrowStates, DecodedStateResumesBitwise) {
   }
 }
 
+// The same copy piece by piece (Engine::shard_pieces with at most 100 elements, raised to the
+// block of 64): the pieces tile each rank's part, each boundary is a cut, each piece's decoded
+// moments equal the whole view's, and the copy resumes bit for bit.
+TEST_P(NarrowStates, DecodedStateInPiecesResumesBitwise) {
+  const StateDType d = GetParam();
+  for (int stage : {0, 3}) {
+    SCOPED_TRACE(stage);
+    const EngineConfig c = make_config(stage, d);
+    const StateRun whole = train(c, 10);
+    MlpModel ma(MlpShape{}, world().size(), world().rank(), 1);
+    MlpModel mb(MlpShape{}, world().size(), world().rank(), 1);
+    MemoryTracker ta, tb;
+    Engine a(ma, world(), c, &ta);
+    Engine b(mb, world(), c, &tb);
+    StateRun ra, rb;
+    steps(a, ma, 0, 5, ra);
+    size_t pieced = 0;
+    for (size_t u = 0; u < a.num_units(); ++u) {
+      const ShardExtent ext = a.shard_extent(u);
+      const UnitShardState full = a.shard_state(u);
+      const std::vector<float> m(full.exp_avg, full.exp_avg + full.numel);
+      const std::vector<float> v(full.exp_avg_sq, full.exp_avg_sq + full.numel);
+      a.release_shard_state(u, false);
+      const std::vector<ShardExtent> pieces = a.shard_pieces(u, 100);
+      pieced += pieces.size() > 1 ? 1 : 0;
+      int64_t at = ext.begin;
+      for (const ShardExtent& piece : pieces) {
+        EXPECT_EQ(piece.begin, at);
+        EXPECT_GT(piece.numel, 0);
+        EXPECT_LE(piece.numel, 100);
+        at += piece.numel;
+        const UnitShardState sa = a.shard_state(u, piece);
+        const UnitShardState sb = b.shard_state(u, piece);
+        ASSERT_EQ(sa.numel, piece.numel);
+        ASSERT_EQ(sa.begin, piece.begin);
+        const size_t off = static_cast<size_t>(piece.begin - ext.begin);
+        const size_t bytes = static_cast<size_t>(sa.numel) * sizeof(float);
+        EXPECT_EQ(std::memcmp(sa.exp_avg, m.data() + off, bytes), 0);
+        EXPECT_EQ(std::memcmp(sa.exp_avg_sq, v.data() + off, bytes), 0);
+        std::memcpy(sb.master, sa.master, bytes);
+        std::memcpy(sb.exp_avg, sa.exp_avg, bytes);
+        std::memcpy(sb.exp_avg_sq, sa.exp_avg_sq, bytes);
+        b.release_shard_state(u, true);
+        a.release_shard_state(u, false);
+      }
+      EXPECT_EQ(at, ext.begin + ext.numel);
+    }
+    EXPECT_GT(pieced, 0u);  // some unit was cut
+    b.set_steps_taken(a.steps_taken());
+    b.refresh_params_from_master();
+    steps(b, mb, 5, 10, rb);
+    EXPECT_EQ(b.param_hash(), whole.hash);
+  }
+}
+
 // Narrow states compose with gradient accumulation and clipping (2 micro-batches: stages 0 and 1
 // sum them locally, stages 2 and 3 reduce each one, so the pairs agree bit for bit, as with fp32
 // states: docs/engine.md) and with hybrid sharding (groups of 2 at 4 ranks, one micro-batch:
@@ -368,12 +423,12 @@ void expect_round_trip(StateCode code, const float (&scales)[4]) {
     static_cast<uint8_t*>(nm.v.narrow)[64 * b] = static_cast<uint8_t>(v_top);
   }
   std::vector<float> m(200), v(200), m2(200), v2(200);
-  decode_moments(nm, m.data(), v.data());
+  decode_moments(nm, 0, 200, m.data(), v.data());
   const std::vector<char> codes_before = mb, v_codes_before = vb;
   std::memset(mb.data(), 0, mb.size());  // forget the codes: what a fresh engine has
   std::memset(vb.data(), 0, vb.size());
-  encode_moments(nm, m.data(), v.data());
-  decode_moments(nm, m2.data(), v2.data());
+  encode_moments(nm, 0, 200, m.data(), v.data());
+  decode_moments(nm, 0, 200, m2.data(), v2.data());
   EXPECT_EQ(std::memcmp(m.data(), m2.data(), 800), 0);
   EXPECT_EQ(std::memcmp(v.data(), v2.data(), 800), 0);
   // Subnormal products in block 0: other codes than before decode to the same values.
@@ -385,8 +440,40 @@ void expect_round_trip(StateCode code, const float (&scales)[4]) {
   EXPECT_GT(changed, 0);
   // Re-encoding values that already match leaves the codes alone.
   const std::vector<char> codes_after = mb;
-  encode_moments(nm, m.data(), v.data());
+  encode_moments(nm, 0, 200, m.data(), v.data());
   EXPECT_EQ(mb, codes_after);
+  // In pieces whose ends are cuts: the same decoded values, and encoding the pieces one at a time
+  // into forgotten codes gives the codes of the whole.
+  EXPECT_EQ(moment_cut(nm, 0), 0);
+  EXPECT_EQ(moment_cut(nm, 64), 64);
+  EXPECT_EQ(moment_cut(nm, 100), 64);
+  EXPECT_EQ(moment_cut(nm, 199), 192);
+  EXPECT_EQ(moment_cut(nm, 200), 200);
+  const int64_t cuts[] = {0, 64, 192, 200};
+  std::memset(mb.data(), 0, mb.size());
+  std::memset(vb.data(), 0, vb.size());
+  for (int k = 0; k < 3; ++k) {
+    const int64_t lo = cuts[k], n = cuts[k + 1] - cuts[k];
+    encode_moments(nm, lo, n, m.data() + lo, v.data() + lo);
+  }
+  EXPECT_EQ(mb, codes_after);
+  for (int k = 0; k < 3; ++k) {
+    const int64_t lo = cuts[k], n = cuts[k + 1] - cuts[k];
+    std::vector<float> pm(static_cast<size_t>(n)), pv(static_cast<size_t>(n));
+    decode_moments(nm, lo, n, pm.data(), pv.data());
+    EXPECT_EQ(std::memcmp(pm.data(), m.data() + lo, static_cast<size_t>(n) * 4), 0) << lo;
+    EXPECT_EQ(std::memcmp(pv.data(), v.data() + lo, static_cast<size_t>(n) * 4), 0) << lo;
+  }
+  // A range that cuts a block is refused, naming it.
+  std::vector<float> pm(100), pv(100);
+  try {
+    decode_moments(nm, 10, 100, pm.data(), pv.data());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("moments [10, 110): cuts an int8 block of segment 0"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(StateStorage, Int8DecodeEncodeKeepsDecodedValues) {
