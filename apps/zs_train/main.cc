@@ -47,6 +47,8 @@
 #include "memory_check.h"
 #include "model_description.h"
 #include "models/gpt/gpt.h"
+#include "nn/gemm_rate.h"
+#include "nn/threads.h"
 #include "node_layout.h"
 #include "options.h"
 #include "run_log.h"
@@ -323,6 +325,26 @@ class InitProgress {
   std::thread thread_;
 };
 
+// Rank 0, on the CPU, before the engine allocates: the fp32 and bf16 GEMM rates at the model's
+// FFN product (a micro-batch's tokens, at most 2048, x width x FFN width) on the model's team, so
+// that the banner says when --dtype chose the slower of the two here (nn/gemm_rate.h).
+nlohmann::json gemm_rates(const TrainOptions& o, const Run& r) {
+  nn::ThreadScope team(r.model->threads());
+  const int64_t tokens =
+      std::min<int64_t>(2048, static_cast<int64_t>(o.model.run.batch) * o.model.arch.context);
+  const nn::GemmRates g =
+      nn::measure_gemm_rates(tokens, o.model.arch.width, o.model.arch.ffn_width());
+  const std::string chosen(dtype_name(o.engine.precision.param_dtype));
+  return {{"m", g.m},
+          {"k", g.k},
+          {"n", g.n},
+          {"threads", g.threads},
+          {"fp32_gflops", g.fp32_gflops},
+          {"bf16_gflops", g.bf16_gflops},
+          {"chosen_is_slower", nn::slower_dtype(g, chosen)},
+          {"text", nn::describe_gemm_rates(g, chosen)}};
+}
+
 // The kernels, the text, the device backend with its model, and the engine. False: refused.
 bool build_engine(MpiCommunicator& comm, Run& r) {
   TrainOptions& o = r.o;
@@ -334,6 +356,7 @@ bool build_engine(MpiCommunicator& comm, Run& r) {
         r.model = &r.backend->model();
         // CPU: the same core budget as the model; CUDA: the host cores of this rank.
         o.engine.optimizer_threads = o.device == "cpu" ? r.model->threads() : nn::default_threads();
+        if (o.device == "cpu" && comm.rank() == 0) r.kernels["gemm_rates"] = gemm_rates(o, r);
       }))
     return false;
   // Every rank must train on the same data: a relative --data read from different working
@@ -421,6 +444,8 @@ void print_banner(const Run& r, int W) {
   const TrainOptions& o = r.o;
   const Engine& engine = *r.engine;
   std::printf("%s", kernel_report_text(r.kernels).c_str());
+  if (r.kernels.contains("gemm_rates"))
+    std::printf("%s\n", r.kernels["gemm_rates"]["text"].get<std::string>().c_str());
   std::printf(
       "zeroshard %s: %d ranks on %s, ZeRO-%d%s, %s compute, %s grads, %lld trainable "
       "params%s (%d layers, width %d, %d heads, context %d%s), %d x %d sequences per rank per "

@@ -307,6 +307,8 @@ JSON
             { cat "$work/$isa.txt"; fail "ZS_MAX_ISA=$isa $dtype exited non-zero"; }
           line=$(grep -m1 '^kernel paths:' "$work/$isa.txt") || fail "no 'kernel paths:' line"
           grep -q '^cpu: .*features: ' "$work/$isa.txt" || fail "no 'cpu:' line"
+          grep -qE '^gemm rates here \(\[[0-9]+ x [0-9]+\] x \[[0-9]+ x [0-9]+\], [0-9]+ threads?\): fp32 [0-9.]+ GFLOP/s, bf16 [0-9.]+' \
+            "$work/$isa.txt" || fail "no 'gemm rates here' line"
           h=$(hash_of "$work/$isa.txt")
           echo "$dtype ${off:-resident} ZS_MAX_ISA=$isa: param_hash $h | $line"
           [ -n "$h" ] || fail "no param_hash line"
