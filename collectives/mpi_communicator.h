@@ -198,6 +198,8 @@ class MpiCommunicator final : public Communicator {
   // two ranks, up to kPairDirectBytes, is MPI_Allreduce itself.
   static constexpr size_t kPairDirectBytes = size_t{4} << 20;
   bool pair_sum_direct(size_t count, DType dtype, ReduceOp op) const;
+  // [Note: one rank] in mpi_collectives.cc: a collective over one rank, as a copy.
+  void solo(const void* send, void* recv, size_t count, DType dtype);
   void count_bytes(CollectiveKind kind, size_t count, DType dtype, int root);
 
   Slot* acquire(size_t bytes);
