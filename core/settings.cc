@@ -90,6 +90,10 @@ Settings Settings::from_environment() {
     s.test_pause_after_step =
         parse_count<int64_t>("ZS_TEST_PAUSE_AFTER_STEP", v, "a step", "an integer >= 1");
   }
+  if (const char* v = get("ZS_TEST_PAUSE_AT_RESUME")) {
+    s.test_pause_at_resume =
+        parse_count<int64_t>("ZS_TEST_PAUSE_AT_RESUME", v, "a step", "an integer >= 1");
+  }
   return s;
 }
 
@@ -106,6 +110,7 @@ std::vector<Setting> Settings::items() const {
       {"ONEDNN_MAX_CPU_ISA", onednn_max_cpu_isa.empty() ? "unset" : onednn_max_cpu_isa},
       {"ZS_TEST_SAVE_DELAY_MS", std::to_string(test_save_delay_ms)},
       {"ZS_TEST_PAUSE_AFTER_STEP", std::to_string(test_pause_after_step)},
+      {"ZS_TEST_PAUSE_AT_RESUME", std::to_string(test_pause_at_resume)},
   };
 }
 

@@ -13,6 +13,7 @@
 //   ZS_WATCHDOG_S            watchdog_s            double     unset    a number >= 0 (seconds)
 //   ZS_TEST_SAVE_DELAY_MS    test_save_delay_ms    int        0        an integer >= 1 (tests only)
 //   ZS_TEST_PAUSE_AFTER_STEP test_pause_after_step int64_t    0        an integer >= 1 (tests only)
+//   ZS_TEST_PAUSE_AT_RESUME  test_pause_at_resume  int64_t    0        an integer >= 1 (tests only)
 //
 // One variable that is not ours is read here too, never refused: ONEDNN_MAX_CPU_ISA, the cap
 // oneDNN applies to its own kernels (it validates the value itself), into onednn_max_cpu_isa, so
@@ -90,6 +91,13 @@ struct Settings {
   // it is killed, so that a test kills a job at a known step instead of racing it to the end (a
   // resumed run never pauses: its relaunch must run to the end). 0: no pause.
   int64_t test_pause_after_step = 0;
+  // ZS_TEST_PAUSE_AT_RESUME=K, for tests only: zs_train, in a run with --save-dir that resumed
+  // from step K, prints "paused after resuming from step K" once the checkpoint is loaded, before
+  // its first step, and then sleeps on every rank until it is killed, so that a test kills a
+  // relaunch while it restarts. Once per save directory: rank 0 first leaves
+  // DIR/.test-paused-at-resume, and a run that finds it there does not pause (the relaunch after
+  // the kill resumes from step K again, and must run to the end). 0: no pause.
+  int64_t test_pause_at_resume = 0;
 
   // The defaults above, overridden by each variable of the table that is set and not empty. Reads
   // the environment at every call. Throws zs::Error(kInvalidArgument) for the first bad value (in

@@ -243,6 +243,7 @@ struct Run {
   double init_s = 0.0;           // the engine's construction ([Note: start-up lines])
   int64_t init_drawn = 0;        // initial values drawn on this rank
   int64_t pause_after_step = 0;  // ZS_TEST_PAUSE_AFTER_STEP (core/settings.h); 0: none
+  int64_t pause_at_resume = 0;   // ZS_TEST_PAUSE_AT_RESUME (core/settings.h); 0: none
 };
 
 // Parses and checks the flags and paths on every rank. False: refused (one message printed);
@@ -571,16 +572,43 @@ void log_saves(Run& r, const std::vector<SaveRecord>& saves) {
   for (const SaveRecord& s : saves) r.json.write("save", save_record_json(s));
 }
 
-// ZS_TEST_PAUSE_AFTER_STEP (tests only): once every rank is past step `step` and its saves, rank 0
-// says so and every rank sleeps until it is killed. Collective.
-[[noreturn]] void pause_for_test(Communicator& comm, int64_t step) {
+// The test hooks' pause (ZS_TEST_PAUSE_AFTER_STEP, ZS_TEST_PAUSE_AT_RESUME: core/settings.h):
+// once every rank is there, rank 0 prints `line` and every rank sleeps until it is killed.
+// Collective.
+[[noreturn]] void pause_for_test(Communicator& comm, const std::string& line) {
   comm.barrier();
   if (comm.rank() == 0) {
-    std::printf("paused after step %lld (ZS_TEST_PAUSE_AFTER_STEP)\n",
-                static_cast<long long>(step));
+    std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+// ZS_TEST_PAUSE_AT_RESUME (tests only), in a run that resumed from step `step`: pauses before the
+// first step, the first time only. Why once: zs_run gives every relaunch the same environment, and
+// the relaunch after the kill resumes from the same step (no step was taken); it must run to the
+// end. Rank 0 leaves DIR/.test-paused-at-resume before pausing; a run that finds it goes on.
+// Nothing without --save-dir. Collective.
+void pause_at_resume_for_test(Communicator& comm, const std::string& save_dir, int64_t step) {
+  if (save_dir.empty()) return;
+  double pause = 0.0;
+  if (comm.rank() == 0) {
+    const std::filesystem::path marker = std::filesystem::path(save_dir) / ".test-paused-at-resume";
+    std::error_code ec;
+    if (!std::filesystem::exists(marker, ec)) {
+      if (std::FILE* f = std::fopen(marker.c_str(), "w")) {
+        std::fprintf(f, "%lld\n", static_cast<long long>(step));
+        pause = std::fclose(f) == 0 ? 1.0 : 0.0;
+      }
+      if (pause == 0.0)
+        std::fprintf(stderr, "zs_train: ZS_TEST_PAUSE_AT_RESUME: cannot write %s: not pausing\n",
+                     marker.c_str());
+    }
+  }
+  comm.all_reduce(&pause, &pause, 1, DType::kF64, ReduceOp::kMax);
+  if (pause > 0.0)
+    pause_for_test(
+        comm, fmt::format("paused after resuming from step {} (ZS_TEST_PAUSE_AT_RESUME)", step));
 }
 
 // The steps from the trainer state's to --steps: each reported (rank 0's line, the log's record)
@@ -591,6 +619,8 @@ LoopTotals train(Run& r, Communicator& comm, Clock::time_point start) {
   t.step_ms.reserve(static_cast<size_t>(o.steps));
   LinkMeter meter(*r.engine, r.backend->engine_comm(), r.backend->hierarchical());
   const int64_t first = r.state.step;
+  if (first > 0 && first == r.pause_at_resume)
+    pause_at_resume_for_test(comm, o.checkpoint.save_dir, first);
   const auto loop_start = Clock::now();
   for (int64_t s = first; s < o.steps; ++s) {
     StepReport rep = train_step(r, comm, meter, s, first, t);
@@ -608,7 +638,8 @@ LoopTotals train(Run& r, Communicator& comm, Clock::time_point start) {
                              s + 1 == o.steps, r.saver.get()));
     log_saves(r, save_memory_if_due(*r.engine, comm, o.checkpoint, r.mjson, r.state, r.memory,
                                     s + 1 == o.steps));
-    if (first == 0 && s + 1 == r.pause_after_step) pause_for_test(comm, s + 1);
+    if (first == 0 && s + 1 == r.pause_after_step)
+      pause_for_test(comm, fmt::format("paused after step {} (ZS_TEST_PAUSE_AFTER_STEP)", s + 1));
   }
   // The run ends with every checkpoint committed; the memory tier is then superseded.
   log_saves(r, commit_saves(comm, o.checkpoint, r.save_dir, r.saver.get(), /*wait=*/true));
@@ -731,7 +762,9 @@ int run(int argc, char** argv, MpiCommunicator& comm, Clock::time_point start) {
   if (!parsed) return 0;  // --help
   if (!check_before_work(comm, *parsed)) return 1;
   Run r(*parsed);
-  r.pause_after_step = Settings::from_environment().test_pause_after_step;
+  const Settings settings = Settings::from_environment();
+  r.pause_after_step = settings.test_pause_after_step;
+  r.pause_at_resume = settings.test_pause_at_resume;
   if (!build_engine(comm, r)) return 1;
   if (!start_checkpoints(comm, r, start)) return 1;
   const int W = comm.size();

@@ -16,6 +16,12 @@
 #   give_up   a job that always fails: --max-restarts 2 gives up at the third failure with one
 #             message and exit 1; a refusal (exit 2 before any step) is not restarted
 #   stop      SIGTERM to zs_run mid-run: the job is ended (no rank left), not restarted, exit 143
+#   restart_fail  the relaunch itself killed while it restarts: launch 1 paused after step 12
+#             (ZS_TEST_PAUSE_AFTER_STEP) with step 12's --save-async write begun, not committed
+#             (.tmp-step-00000012), a rank kill -9'd; launch 2 resumes from step 8 and pauses
+#             before its first step (ZS_TEST_PAUSE_AT_RESUME, once per save directory), a rank
+#             kill -9'd; launch 3 resumes from step 8 again (the half-written step 12 unused) and
+#             ends with the uninterrupted param_hash; the log's events and their fields, in order
 #   memory    --save-memory-every 1: a job killed between disk saves resumes from the memory tier
 #             (newer than the disk), bitwise; the tier is removed at the normal end; another run's
 #             memory checkpoints are ignored (and removed), the disk's used; a memory directory
@@ -47,6 +53,16 @@ wait_paused() {
   local i
   for ((i = 0; i < $3 * 10; i++)); do
     grep -q "^paused after step $2 " "$1" 2> /dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# wait_resume_paused out k seconds: until out says a relaunch that resumed from step k paused
+# before its first step (ZS_TEST_PAUSE_AT_RESUME, core/settings.h).
+wait_resume_paused() {
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    grep -q "^paused after resuming from step $2 " "$1" 2> /dev/null && return 0
     sleep 0.1
   done
   return 1
@@ -135,6 +151,63 @@ PY
     grep -q "^zeroshard zs_train: 2 ranks" "$work/s.txt" || fail "the relaunch is not on 2 ranks"
     [ "$(records "$work/run.jsonl" failure | field new_np)" = 2 ] || fail "the log's new_np"
     same_hash "uninterrupted at 4 ranks vs killed at 4, continued at 2" "$work/ref.txt" "$work/s.txt"
+    ;;
+  restart_fail)
+    # Why it cannot race: each kill lands on a paused job (every rank asleep in the hook), launch 1
+    # after step 12 and its saves, launch 2 after its checkpoint load; launch 3 pauses nowhere
+    # (ZS_TEST_PAUSE_AFTER_STEP needs a run from step 0; the resume pause left its marker in ck).
+    run_ok "$work/ref.txt" 2 "${inv[@]}" --steps 24
+    ck="$work/ck"
+    ZS_TEST_PAUSE_AFTER_STEP=12 ZS_TEST_PAUSE_AT_RESUME=8 supervised "$work/s.txt" "$ck" \
+      "$work/run.jsonl" 2 --steps 24 --save-every 4 --save-async
+    wait_paused "$work/s.txt" 12 120 || { kill_job "$ck"; cat "$work/s.txt"; fail "no pause at 12"; }
+    # Step 12's background write was begun after step 8's was committed; nothing commits it.
+    [ -f "$ck/step-00000008/manifest.json" ] && [ -d "$ck/.tmp-step-00000012" ] &&
+      [ ! -e "$ck/.tmp-step-00000012/manifest.json" ] && [ ! -e "$ck/step-00000012" ] ||
+      { kill_job "$ck"; ls -la "$ck"; fail "not step 8 complete and step 12 half-written"; }
+    echo "launch 1 paused after step 12: $(ls -A "$ck" | tr '\n' ' ')"
+    echo "killed rank pid $(kill_rank "$ck") of launch 1"
+    wait_resume_paused "$work/s.txt" 8 120 ||
+      { kill_job "$ck"; cat "$work/s.txt"; fail "launch 2 did not pause at its resume from step 8"; }
+    [ -d "$ck/.tmp-step-00000012" ] && [ ! -e "$ck/step-00000012" ] ||
+      { kill_job "$ck"; ls -la "$ck"; fail "the half-written step 12 is gone before launch 3"; }
+    echo "launch 2 paused after resuming: $(ls -A "$ck" | tr '\n' ' ')"
+    echo "killed rank pid $(kill_rank "$ck") of launch 2"
+    wait "$sup_pid"
+    rc=$?
+    grep -E "^zs_run|^resumed from|^paused after" "$work/s.txt"
+    [ $rc -eq 0 ] || { cat "$work/s.txt"; fail "zs_run exit $rc"; }
+    [ "$(grep -c 'zs_run: launch' "$work/s.txt")" -eq 3 ] || fail "expected three launches"
+    [ "$(grep -c "^resumed from $ck/step-00000008 (step 8," "$work/s.txt")" -eq 2 ] ||
+      fail "launches 2 and 3 did not both resume from step 8"
+    ! grep -q "^resumed from .*tmp-step" "$work/s.txt" || fail "resumed from a half-written save"
+    grep -qE "^zs_run: the job failed \(.*\) before its first step$" "$work/s.txt" ||
+      fail "launch 2's failure not said to be before its first step"
+    [ "$(cat "$ck/.test-paused-at-resume")" = 8 ] || fail "the resume pause's marker"
+    same_hash "uninterrupted vs killed, and killed again while restarting, under zs_run" \
+      "$work/ref.txt" "$work/s.txt"
+    python3 - "$work/run.jsonl" "$ck" <<'PY' || fail "the log's records"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+ev = [x["event"] for x in r]
+# No recovery record for launch 2: one is written at a relaunch's first step line.
+assert ev == ["launch", "failure", "launch", "failure", "launch", "recovery", "end"], ev
+assert [x["attempt"] for x in r] == [1, 1, 2, 2, 3, 3, 3], r
+f1, f2, rec, end = r[1], r[3], r[5], r[6]
+for f in (f1, f2):
+    assert f["exit_code"] not in (None, 0, 2) and f["rank_signal"] == "SIGKILL", f
+    assert f["new_np"] == 2 and f["hosts_lost"] == [], f
+# Launch 2 printed no step line: its failure carries launch 1's last step.
+assert f1["last_step"] == 12 and f2["last_step"] == 12, (f1, f2)
+assert all(x["command"][-1] == "--resume" for x in (r[2], r[4])), (r[2], r[4])
+assert rec["resumed_from"] == sys.argv[2] + "/step-00000008" and rec["resumed_step"] == 8, rec
+assert rec["steps_lost"] == 4 and 0 < rec["seconds_to_first_step"] < 120, rec
+assert end["exit_code"] == 0 and end["last_step"] == 24, end
+print(f"failures after step {f1['last_step']} (exit {f1['exit_code']}, rank {f1['rank']}) and "
+      f"before launch 2's first step (exit {f2['exit_code']}, rank {f2['rank']}); launch 3 "
+      f"resumed at {rec['resumed_step']} ({rec['steps_lost']} steps lost), first step "
+      f"{rec['seconds_to_first_step']:.2f} s after the second failure")
+PY
     ;;
   mpirun)
     run_ok "$work/ref.txt" 2 "${inv[@]}" --steps 30

@@ -26,6 +26,7 @@ const std::vector<std::string> kVariables = {"ZS_MAX_ISA",
                                              "ONEDNN_MAX_CPU_ISA",
                                              "ZS_TEST_SAVE_DELAY_MS",
                                              "ZS_TEST_PAUSE_AFTER_STEP",
+                                             "ZS_TEST_PAUSE_AT_RESUME",
                                              "OMPI_COMM_WORLD_LOCAL_RANK",
                                              "MPI_LOCALRANKID",
                                              "SLURM_LOCALID",
@@ -171,6 +172,18 @@ TEST_F(SettingsTest, PauseAfterStep) {
   }
 }
 
+TEST_F(SettingsTest, PauseAtResume) {
+  set("ZS_TEST_PAUSE_AT_RESUME", "8");
+  EXPECT_EQ(Settings::from_environment().test_pause_at_resume, 8);
+  set("ZS_TEST_PAUSE_AT_RESUME", "99999999999");
+  EXPECT_EQ(Settings::from_environment().test_pause_at_resume, 99999999999);
+  for (const char* bad : {"0", "-1", "x", "1.5", "8 "}) {
+    set("ZS_TEST_PAUSE_AT_RESUME", bad);
+    expect_refused(std::string("ZS_TEST_PAUSE_AT_RESUME=") + bad +
+                   ": not a step (allowed: an integer >= 1)");
+  }
+}
+
 TEST_F(SettingsTest, WatchdogSeconds) {
   EXPECT_FALSE(Settings::from_environment().watchdog_s);
   set("ZS_WATCHDOG_S", "");
@@ -201,11 +214,12 @@ TEST_F(SettingsTest, FirstBadVariableIsReported) {
 TEST_F(SettingsTest, ItemsNameEveryVariable) {
   const std::vector<Setting> defaults = Settings::from_environment().items();
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"ZS_MAX_ISA", "avx512"},       {"ZS_FORCE_SCALAR", "0"},
-      {"ZS_COLLECTIVES_SHM", "1"},    {"ZS_COLLECTIVES_SHM_PASS", "524288"},
-      {"ZS_CHECK_COLLECTIVES", "0"},  {"ZS_FAKE_NODES", "0"},
-      {"ZS_WATCHDOG_S", "unset"},     {"ONEDNN_MAX_CPU_ISA", "unset"},
-      {"ZS_TEST_SAVE_DELAY_MS", "0"}, {"ZS_TEST_PAUSE_AFTER_STEP", "0"}};
+      {"ZS_MAX_ISA", "avx512"},        {"ZS_FORCE_SCALAR", "0"},
+      {"ZS_COLLECTIVES_SHM", "1"},     {"ZS_COLLECTIVES_SHM_PASS", "524288"},
+      {"ZS_CHECK_COLLECTIVES", "0"},   {"ZS_FAKE_NODES", "0"},
+      {"ZS_WATCHDOG_S", "unset"},      {"ONEDNN_MAX_CPU_ISA", "unset"},
+      {"ZS_TEST_SAVE_DELAY_MS", "0"},  {"ZS_TEST_PAUSE_AFTER_STEP", "0"},
+      {"ZS_TEST_PAUSE_AT_RESUME", "0"}};
   ASSERT_EQ(defaults.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(defaults[i].name, expected[i].first);
@@ -216,7 +230,8 @@ TEST_F(SettingsTest, ItemsNameEveryVariable) {
       {"ZS_COLLECTIVES_SHM", "0"},      {"ZS_COLLECTIVES_SHM_PASS", "4096"},
       {"ZS_CHECK_COLLECTIVES", "1"},    {"ZS_FAKE_NODES", "2"},
       {"ZS_WATCHDOG_S", "0.1"},         {"ONEDNN_MAX_CPU_ISA", "AVX2"},
-      {"ZS_TEST_SAVE_DELAY_MS", "250"}, {"ZS_TEST_PAUSE_AFTER_STEP", "14"}};
+      {"ZS_TEST_SAVE_DELAY_MS", "250"}, {"ZS_TEST_PAUSE_AFTER_STEP", "14"},
+      {"ZS_TEST_PAUSE_AT_RESUME", "8"}};
   for (const auto& [name, value] : changes) {
     set(name, value);
     const std::vector<Setting> items = Settings::from_environment().items();
