@@ -6,7 +6,8 @@
 #   stages   bf16, stages 0-3, at 1, 2 and 4 ranks (stage 3 also at 8), 20 steps: one hash
 #   dtypes   fp32 and fp16 (dynamic loss scaling) stage 2, offloaded bf16 stage 3, int8 optimizer
 #            states, hierarchical collectives on 2 fake nodes: one hash per setting at 1, 2, 4
-#   lora     LoRA on an int8 base at 1, 2, 4 ranks
+#   lora     LoRA on an int8 base at 1, 2, 4 ranks; with --optimizer muon (Muon on every adapter
+#            matrix) one hash at 1, 2, 4 ranks and stages 0 and 3, and resumed at 2 ranks from 4
 #   qwen3    --family qwen3 (q/k norms), 2 heads of 48 on a width of 64 over 1 KV head, tied:
 #            bf16 stage 3 and fp32 stage 1 at 1, 2, 4 ranks
 #   headchunk the LM head in row chunks ([Note: chunked head] in nn/lm_head.h): --head-chunk 5
@@ -78,6 +79,23 @@ case "$case_name" in
   lora)
     same_at "LoRA on an int8 base" "1 2 4" --steps 20 --dtype bf16 --lora-rank 4 --base-dtype int8 \
       --int8-compute dequantize
+    # Muon on the adapters' matrices (every LoRA A and B of the blocks; nothing else trains).
+    lora_muon=(--steps 12 --dtype bf16 --lora-rank 4 --base-dtype int8 --int8-compute dequantize
+               --optimizer muon)
+    same_at "LoRA on an int8 base, Muon" "1 2 4" "${lora_muon[@]}"
+    grep -q "^optimizer: muon: .*here 16 matrices, 8192 params by Muon, 0 by AdamW" "$work/r2.txt" ||
+      { grep "^optimizer" "$work/r2.txt"; fail "LoRA with Muon: the banner's rule line"; }
+    same_hash "LoRA on an int8 base, Muon: 2 ranks vs 1" "$work/r1.txt" "$work/r2.txt"
+    for stage in 0 3; do
+      run_ok "$work/m$stage.txt" 2 "${inv[@]}" "${lora_muon[@]}" --zero-stage $stage
+    done
+    same_hash "LoRA on an int8 base, Muon: stage 0 vs 3" "$work/m0.txt" "$work/m3.txt"
+    # Resumed at step 6 from a checkpoint of 4 ranks, at 2: the uninterrupted hash.
+    run_ok "$work/ma.txt" 4 "${inv[@]}" "${lora_muon[@]}" --save-dir "$work/mck" --save-every 6
+    run_ok "$work/mb.txt" 2 "${inv[@]}" "${lora_muon[@]}" --resume-from "$work/mck/step-00000006"
+    grep -q "^resumed from $work/mck/step-00000006 " "$work/mb.txt" || fail "LoRA with Muon: not resumed"
+    same_hash "LoRA on an int8 base, Muon: resumed at 2 ranks vs uninterrupted at 1" \
+      "$work/r1.txt" "$work/mb.txt"
     ;;
   headchunk)
     same_at "bf16 stage 3, --head-chunk 5" "1 2 4" --steps 10 --dtype bf16 --head-chunk 5
