@@ -509,6 +509,9 @@ CommPlan plan_communication(const ModelDesc& model, const CommConfig& config,
       for (const MuonMatrix& x : mm[u])
         if (x.muon()) counts[u] = shard[u];
     item("muon u all-gather", CollectiveKind::kAllGather, sg, false, 1, counts, DType::kF32);
+    // [Note: Muon owners]: the owners' results, one reduce-scatter of the same size.
+    item("muon NS reduce-scatter", CollectiveKind::kReduceScatter, sg, false, 1, counts,
+         DType::kF32);
   }
   add_world_items(plan, m, model, config);
   add_totals(plan);

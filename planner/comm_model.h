@@ -25,6 +25,8 @@
 //   param re-gather      stages 1-2: 1 per unit, c_u of P                     shard group, async
 //   muon u all-gather    Muon, stages 1-3: 1 per unit with Muon matrices,     shard group,
 //                        c_u of fp32 (runtime/muon_update.h)                   blocking
+//   muon NS reduce-      Muon, stages 1-3: 1 per unit with Muon matrices,     shard group,
+//     scatter            c_u of fp32 (the owners' results, [Note: Muon owners]) blocking
 //   step statistics      1 all-reduce of U + 2 fp64 (loss, norm, flags)      world, blocking
 //                        (world-invariant mode: U + 2 * ExactSum::kWords fp64)
 //   update check         1 all-reduce of one fp64 per trainable parameter    world, blocking
@@ -129,8 +131,8 @@ struct CommConfig {
   ZeroPPConfig zeropp;
   // [Note: world-invariant reduction]: every stage reduce-scatters each micro-batch.
   bool world_invariant = false;
-  // [Note: Muon parameters]: Muon's u all-gather, for the units with Muon matrices (by the
-  // model's unit names and shapes).
+  // [Note: Muon parameters]: Muon's u all-gather and its owners' reduce-scatter, for the units
+  // with Muon matrices (by the model's unit names and shapes).
   bool muon = false;
 
   int ranks_per_node() const { return world / nodes; }

@@ -1,17 +1,18 @@
 // Muon's step on sharded states ([Note: Muon parameters] in runtime/engine_config.h): each rank
 // updates the momentum of its own shard of every Muon matrix, the shards' Nesterov u are
-// all-gathered over the shard group, and every rank that holds a piece of a matrix orthogonalises
-// the whole matrix (optim/newton_schulz.h, fixed summation order) and applies the result to its
-// piece.
+// all-gathered over the shard group, each matrix is orthogonalised by one owner rank
+// (optim/newton_schulz.h, fixed summation order) and the results reduce-scattered back, and each
+// rank applies them to its pieces.
 //
-// [Note: Muon sharding] Why each holder computes the whole matrix (rather than one owner per
-// matrix that scatters its result): it is one in-place all-gather per unit and no second
-// collective, and it is exact by construction: every rank runs the same fixed-order kernel on the
-// same bits, so the update is the same bits on every rank, at every stage (stage 0 holds the whole
-// u already and communicates nothing) and, in the world-invariant mode, at every world size. The
-// price is the Newton-Schulz FLOPs of a matrix repeated on each rank holding a piece of it (shards
-// are contiguous slices of the unit's flat group, so a rank holds pieces of about M / N + 1 of a
-// unit's M matrices at N ranks; docs/optimizers.md).
+// [Note: Muon sharding] A whole state (stage 0, or one rank) orthogonalises every matrix itself
+// and communicates nothing. A sharded state all-gathers u over the shard group, then each matrix
+// is orthogonalised once, by its owner (muon_owners: the largest matrices first, each to the
+// least loaded rank by Newton-Schulz FLOPs), and one reduce-scatter hands each rank its shard of
+// the results ([Note: Muon owners] in muon_update.cc: exact, the owner's bits). So the
+// Newton-Schulz work of a unit is split over its ranks instead of repeated on every rank that
+// holds a piece of a matrix, for a second collective of the same size as the all-gather
+// ((N - 1) / N x 4 bytes per element of the unit per rank). Every rank applies the same bits at
+// every stage and, in the world-invariant mode, at every world size.
 // Thread-safety: one thread (the engine's).
 #pragma once
 
@@ -37,6 +38,13 @@ struct MuonShard {
   int64_t numel = 0;
 };
 
+// The Newton-Schulz FLOPs of one matrix at `ns_steps` iterations (what the owners balance).
+double newton_schulz_flops(const MuonMatrix& m, int ns_steps);
+// The owner rank of each matrix of a unit over `ranks` ranks (-1 for a parameter that is not a
+// Muon matrix): the matrices by decreasing FLOPs (ties in layout order), each to the rank with the
+// least FLOPs so far (ties: the lowest rank). Depends on the shapes and `ranks` only.
+std::vector<int> muon_owners(const std::vector<MuonMatrix>& matrices, int ranks, int ns_steps);
+
 class MuonUpdate {
  public:
   // Buffers from the plan (plan.muon_u_bytes, plan.muon_ns_bytes, under kCommBuffers); `shard`
@@ -59,6 +67,7 @@ class MuonUpdate {
   struct Group {
     const GroupLayout* layout = nullptr;
     std::vector<MuonMatrix> matrices;
+    std::vector<int> owners;  // muon_owners over the layout's ranks
     bool any = false;
   };
   const EngineConfig& config_;

@@ -22,7 +22,8 @@
 #   resume   saved at step 10 by 4 ranks, resumed at 2 and at 8 (and 1): the uninterrupted
 #            4-rank run's hash
 #   plan     zs_plan --world-invariant equals the trainer's tracked memory (the tree's partial
-#            sums under grads) and its bytes per step (stage 1: a reduce-scatter per micro-batch)
+#            sums under grads) and its bytes per step (stage 1: a reduce-scatter per micro-batch;
+#            Muon at stage 3: its u all-gather and its owners' reduce-scatter)
 #   refused  3 ranks, a global micro-batch count the ranks do not divide, a conflicting
 #            --gradient-accumulation-steps, bf16 gradients, no --global-micro-batches at all (the
 #            mode would depend on the world size), a resume with another M: one message each,
@@ -177,6 +178,19 @@ case "$case_name" in
       grep -m1 '"type":"header"' "$log" | grep -qF '"world_invariant":true,"global_micro_batches":8' ||
         fail "stage $stage: the log's header does not state the mode and M"
     done
+    # Muon at stage 3: its u all-gather and its owners' reduce-scatter per unit with matrices.
+    log=$work/muon.jsonl
+    run_ok "$work/muon.txt" 2 "${inv[@]}" --steps 2 --dtype bf16 --zero-stage 3 --optimizer muon \
+      --json-log "$log"
+    plan=$("$(dirname "$bin")/zs_plan" --layers 2 --heads 2 --width 64 --context 32 --vocab 256 \
+      --batch 2 --threads 1 --ranks 2 --nodes 1 --global-micro-batches 8 --zero-stage 3 \
+      --dtype bf16 --grad-dtype fp32 --world-invariant --optimizer muon --json) || fail "zs_plan, muon"
+    plan_equals_tracked "muon stage 3" "$log" "$plan" params grads master optimizer comm_buffers
+    sent=$(grep '"step":2,' "$log" | head -1 | grep -o '"comm_bytes":[0-9]*' | cut -d: -f2)
+    want=$(grep -o '"intra_bytes_per_rank": [0-9]*' <<<"$plan" | head -1 | awk '{print $2}')
+    [ -n "$sent" ] && [ "$sent" = "$want" ] ||
+      fail "muon stage 3: the trainer sent '$sent' bytes at step 2, zs_plan predicts '$want'"
+    echo "muon stage 3: bytes sent per rank per step $sent = zs_plan's"
     ;;
   refused)
     timeout 120 "${mpi[@]}" -np 3 "$bin" "${base[@]}" --steps 2 --global-micro-batches 6 \

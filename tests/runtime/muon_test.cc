@@ -22,6 +22,7 @@
 #include "plan_check.h"
 #include "resume_check.h"
 #include "runtime/engine.h"
+#include "runtime/muon_update.h"
 #include "test_world.h"
 
 namespace zs {
@@ -345,6 +346,20 @@ uint64_t train_hash(const EngineConfig& c, int steps, MemoryTracker* tracker = n
     engine.step();
   }
   return engine.param_hash();
+}
+
+// [Note: Muon sharding] The owners: the largest matrices first, each to the least loaded rank by
+// Newton-Schulz FLOPs (r = min side, c = max side: 4 r^2 c + 2 r^3 per iteration), ties to the
+// lowest rank and in layout order; a parameter that is not a matrix has none.
+TEST(Muon, OwnersBalanceNewtonSchulzFlops) {
+  const std::vector<MuonMatrix> m = {{64, 512}, {256, 64}, {64, 256}, {}, {64, 64}};
+  EXPECT_EQ(newton_schulz_flops(m[0], 5), 5.0 * (4.0 * 64 * 64 * 512 + 2.0 * 64 * 64 * 64));
+  EXPECT_EQ(newton_schulz_flops(m[1], 1), newton_schulz_flops(m[2], 1));  // transposed alike
+  EXPECT_EQ(muon_owners(m, 1, 5), (std::vector<int>{0, 0, 0, -1, 0}));
+  // 2 ranks: 512-wide to 0, the two 256-wide to 1 (4.7M, then 9.4M), the square to 0 (8.9M).
+  EXPECT_EQ(muon_owners(m, 2, 5), (std::vector<int>{0, 1, 1, -1, 0}));
+  EXPECT_EQ(muon_owners(m, 3, 5), (std::vector<int>{0, 1, 2, -1, 1}));
+  EXPECT_EQ(muon_owners(m, 8, 5), (std::vector<int>{0, 1, 2, -1, 3}));
 }
 
 TEST(Muon, StagesGiveTheSameBits) {
