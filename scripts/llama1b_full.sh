@@ -12,18 +12,22 @@
 # optimizer states), then a second run resumes from the checkpoint of the next-to-last step and
 # ends at the same step: the save and the resume's GB/s beside dd over the same files, and the
 # two runs' param_hash, which must be equal. DIR needs twice the checkpoint's ~7.5 GB.
+# Then PyTorch FSDP2 (fully_shard per decoder layer, gloo) at 2 ranks x 1 thread, fp32, each rank
+# under half the limit. --torch-only skips zeroshard's runs.
 # usage: bash scripts/llama1b_full.sh [--steps N] [--layers L] [--torch-limit-gb G] [--save DIR]
+#                                     [--torch-only]
 # Environment: ZS_BUILD_DIR (build), ZS_PYTHON (/usr/bin/python3), ZS_TORCH_PYTHON (torch >= 2
 # with transformers; unset: the peer is skipped). Needs ~23 GB at 16 layers: run it alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=3 layers=16 limit_gb=21 save=""
+steps=3 layers=16 limit_gb=21 save="" torch_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --save) save=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --layers) layers=$2; shift 2 ;;
     --torch-limit-gb) limit_gb=$2; shift 2 ;;
+    --torch-only) torch_only=1; shift ;;
     *) echo "llama1b_full: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -51,14 +55,18 @@ if [ -n "$save" ]; then
 fi
 train=("$build/bin/zs_train" "${model[@]}" "${mem[@]}" --steps "$steps" --lr 1e-4 --warmup 1
        --eval-every 0 --eval-batches 1 --sample-tokens 0)
-mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 "${train[@]}" "${saving[@]}" \
-  --json-log "$work/z.jsonl" > "$work/z.txt" 2>&1 || zs_rc=$?
-grep -E '^(init: [0-9.]+ s \(|start-up|step|peak memory|process peak|saved|param_hash)' "$work/z.txt"
-if [ "${zs_rc:-0}" != 0 ]; then
-  echo "zeroshard: exit ${zs_rc}:"
-  grep -E 'error|signal|Killed' "$work/z.txt" | head -3
+if [ "$torch_only" = 1 ]; then
+  zs_rc=skipped
+  echo "zeroshard: skipped (--torch-only)"
 else
-  "$py" - "$work/z.jsonl" "$plan" <<'PY'
+  mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 "${train[@]}" "${saving[@]}" \
+    --json-log "$work/z.jsonl" > "$work/z.txt" 2>&1 || zs_rc=$?
+  grep -E '^(init: [0-9.]+ s \(|start-up|step|peak memory|process peak|saved|param_hash)' "$work/z.txt"
+  if [ "${zs_rc:-0}" != 0 ]; then
+    echo "zeroshard: exit ${zs_rc}:"
+    grep -E 'error|signal|Killed' "$work/z.txt" | head -3
+  else
+    "$py" - "$work/z.jsonl" "$plan" <<'PY'
 import json, sys
 r = [json.loads(l) for l in open(sys.argv[1])][-1]
 rss = r["peak_rss_bytes_per_rank"]
@@ -67,6 +75,7 @@ print("zeroshard: %.1f s/step, %.2f tok/s, VmHWM %s GiB per rank vs plan %.2f Gi
        ", ".join("%.2f" % (b / 2**30) for b in rss), float(sys.argv[2]) / 2**30,
        max(rss) / float(sys.argv[2])))
 PY
+  fi
 fi
 if [ -n "$save" ] && [ "${zs_rc:-0}" = 0 ]; then
   prev=$(printf '%s/step-%08d' "$save" $((steps - 1)))
@@ -88,4 +97,10 @@ if [ -n "$tpy" ]; then
       --context 512 --batch 2 --steps "$steps" --autocast "$ac" --threads "$(nproc)" 2>&1 |
       grep -E '^(step|RESULT)' || echo "(no output: killed?)"
   done
+  per_rank=$((limit_gb / 2))
+  echo "== PyTorch FSDP2, 2 ranks x 1 thread (torchrun, gloo), fp32, limit ${per_rank} GB per rank (prlimit --data)"
+  prlimit --data=$((per_rank * 1000000000)) "$tpy" -m torch.distributed.run --nproc_per_node 2 \
+    --master_port $((29500 + RANDOM % 400)) bench/torch_full_ft.py --fsdp2 --layers "$layers" \
+    --context 512 --batch 1 --steps "$steps" --threads 1 2>&1 |
+    grep -E '^(step|RESULT)' || echo "(no output: killed?)"
 fi
