@@ -9,13 +9,55 @@
 
 namespace zs::optim {
 
-SpanStats span_stats(const void* data, DType dtype, int64_t n) {
-  SpanStats s;
-  double acc = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double x = load_as_fp32(data, dtype, static_cast<size_t>(i));
-    acc += x * x;
+namespace {
+
+// [Note: sum of squares lanes] span_stats sums in 8 lanes: lane j takes the squares (fp64) of
+// elements j, j + 8, j + 16, ... in order, and the lanes are added 0 to 7 at the end. One fixed
+// order, so the same bits at every ISA level (each lane is a chain of its own: the vectorizer
+// keeps it), and 8 independent chains instead of one: the sum is no longer bound by the latency
+// of one fp64 add per element. n is a multiple of 8.
+ZS_SIMD_BODY(void, squares_8, (const float* x, int64_t n, double* lanes)) {
+  double l[8];
+  for (int j = 0; j < 8; ++j) l[j] = lanes[j];
+  for (int64_t i = 0; i < n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const double v = x[i + j];
+      l[j] += v * v;
+    }
   }
+  for (int j = 0; j < 8; ++j) lanes[j] = l[j];
+}
+ZS_SIMD_DISPATCH(void, squares_8, (const float* x, int64_t n, double* lanes), (x, n, lanes))
+
+// m elements whose first has an index that is a multiple of 8 into the lanes.
+void add_squares(const float* x, int64_t m, double* lanes) {
+  const int64_t body = m / 8 * 8;
+  squares_8(x, body, lanes);
+  for (int64_t i = body; i < m; ++i) {
+    const double v = x[i];
+    lanes[i % 8] += v * v;
+  }
+}
+
+}  // namespace
+
+SpanStats span_stats(const void* data, DType dtype, int64_t n) {
+  double lanes[8] = {};
+  if (dtype == DType::kF32) {
+    add_squares(static_cast<const float*>(data), n, lanes);
+  } else {
+    constexpr int64_t kPiece = 4096;  // a multiple of 8: each piece starts on lane 0
+    float buf[kPiece];
+    for (int64_t lo = 0; lo < n; lo += kPiece) {
+      const int64_t m = std::min(kPiece, n - lo);
+      for (int64_t i = 0; i < m; ++i)
+        buf[i] = load_as_fp32(data, dtype, static_cast<size_t>(lo + i));
+      add_squares(buf, m, lanes);
+    }
+  }
+  double acc = 0.0;
+  for (double l : lanes) acc += l;
+  SpanStats s;
   s.sum_squares = acc;
   s.finite = std::isfinite(acc);
   return s;

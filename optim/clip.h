@@ -9,7 +9,7 @@
 namespace zs::optim {
 
 struct SpanStats {
-  double sum_squares = 0.0;  // in fp64, element order
+  double sum_squares = 0.0;  // in fp64, in 8 lanes ([Note: sum of squares lanes] in clip.cc)
   bool finite = true;
 };
 

@@ -71,7 +71,7 @@ cudaError_t sgd(float* p, const void* grad, DType grad_dtype, float* momentum_bu
 // ---- grad_stats.cu -------------------------------------------------------------------------
 // The device side of optim::span_stats: sum of squares in fp64 and a non-finite flag.
 // Deterministic for a given n (fixed grid, partials summed in block order) but not in the CPU's
-// element order, so it matches span_stats within fp64 rounding, not bitwise.
+// order (8 lanes of element order), so it matches span_stats within fp64 rounding, not bitwise.
 // scratch: kGradStatsBlocks doubles of device memory (block partials and a flag). With accumulate,
 // *sum_squares += and *nonfinite |=; else they are overwritten. sum_squares [1] fp64, nonfinite [1]
 // int (0 or 1).
