@@ -13,14 +13,15 @@
 # ends at the same step: the save and the resume's GB/s beside dd over the same files, and the
 # two runs' param_hash, which must be equal. DIR needs twice the checkpoint's ~7.5 GB.
 # Then PyTorch FSDP2 (fully_shard per decoder layer, gloo) at 2 ranks x 1 thread, fp32, each rank
-# under half the limit. --torch-only skips zeroshard's runs.
+# under --fsdp2-limit-gb (default 11.6: what each of zeroshard's ranks peaks at with 16 layers).
+# --torch-only skips zeroshard's runs.
 # usage: bash scripts/llama1b_full.sh [--steps N] [--layers L] [--torch-limit-gb G] [--save DIR]
-#                                     [--torch-only]
+#                                     [--torch-only] [--fsdp2-limit-gb G]
 # Environment: ZS_BUILD_DIR (build), ZS_PYTHON (/usr/bin/python3), ZS_TORCH_PYTHON (torch >= 2
 # with transformers; unset: the peer is skipped). Needs ~23 GB at 16 layers: run it alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=3 layers=16 limit_gb=21 save="" torch_only=0
+steps=3 layers=16 limit_gb=21 fsdp_gb=11.6 save="" torch_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --save) save=$2; shift 2 ;;
@@ -28,6 +29,7 @@ while [ $# -gt 0 ]; do
     --layers) layers=$2; shift 2 ;;
     --torch-limit-gb) limit_gb=$2; shift 2 ;;
     --torch-only) torch_only=1; shift ;;
+    --fsdp2-limit-gb) fsdp_gb=$2; shift 2 ;;
     *) echo "llama1b_full: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -97,9 +99,8 @@ if [ -n "$tpy" ]; then
       --context 512 --batch 2 --steps "$steps" --autocast "$ac" --threads "$(nproc)" 2>&1 |
       grep -E '^(step|RESULT)' || echo "(no output: killed?)"
   done
-  per_rank=$((limit_gb / 2))
-  echo "== PyTorch FSDP2, 2 ranks x 1 thread (torchrun, gloo), fp32, limit ${per_rank} GB per rank (prlimit --data)"
-  prlimit --data=$((per_rank * 1000000000)) "$tpy" -m torch.distributed.run --nproc_per_node 2 \
+  echo "== PyTorch FSDP2, 2 ranks x 1 thread (torchrun, gloo), fp32, limit ${fsdp_gb} GB per rank (prlimit --data)"
+  prlimit --data="$(awk -v g="$fsdp_gb" 'BEGIN { printf "%d", g * 1e9 }')" "$tpy" -m torch.distributed.run --nproc_per_node 2 \
     --master_port $((29500 + RANDOM % 400)) bench/torch_full_ft.py --fsdp2 --layers "$layers" \
     --context 512 --batch 1 --steps "$steps" --threads 1 2>&1 |
     grep -E '^(step|RESULT)' || echo "(no output: killed?)"
