@@ -166,17 +166,6 @@ class HierarchicalCommunicator::PendingWork final : public Work {
   bool done_ = false;
 };
 
-namespace {
-
-// A Work that is already complete (count 0, or nothing left to do).
-class DoneWork final : public Work {
- public:
-  void wait() override {}
-  bool test() override { return true; }
-};
-
-}  // namespace
-
 // ---------------------------------------------------------------------------------------------
 // Construction
 

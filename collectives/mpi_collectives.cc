@@ -263,17 +263,6 @@ WorkHandle MpiCommunicator::recorded(WorkHandle w, uint64_t seq) {
   return std::make_unique<RecordedWork>(std::move(w), seq);
 }
 
-namespace {
-
-// A Work that is already complete.
-class DoneWork final : public Work {
- public:
-  void wait() override {}
-  bool test() override { return true; }
-};
-
-}  // namespace
-
 // [Note: one rank] With one rank every collective is a copy of send into recv (none in place):
 // a sum, average or maximum over one contribution is that contribution, bit for bit. The staged
 // paths would copy twice (into scratch and out of it); a one-process run (stage 0 at one rank)

@@ -351,6 +351,29 @@ void OptimizerStates::cast_to_params(ParamGroup& g) {
                s.numel);
 }
 
+namespace {
+
+// Muon's compact v (MasterShard::v_offsets) over shard elements [lo, lo + n): into the mirror
+// (indexed from lo) or back from it. The Muon segments' elements are not touched.
+void copy_compact_v(MasterShard& s, int64_t lo, int64_t n, bool to_mirror) {
+  for (size_t k = 0; k < s.segments.size(); ++k) {
+    if (s.v_offsets[k] < 0) continue;
+    const ShardSegment& seg = s.segments[k];
+    const int64_t a = std::max(lo, seg.shard_offset);
+    const int64_t b = std::min(lo + n, seg.shard_offset + seg.length);
+    if (a >= b) continue;
+    float* v = s.v + s.v_offsets[k] + (a - seg.shard_offset);
+    float* mirror = s.mirror.data() + (a - lo);
+    if (to_mirror) {
+      std::copy_n(v, b - a, mirror);
+    } else {
+      std::copy_n(mirror, b - a, v);
+    }
+  }
+}
+
+}  // namespace
+
 MasterView OptimizerStates::view(size_t group, int64_t lo, int64_t n) {
   MasterShard& s = shards_.at(group);
   ZS_CHECK(lo >= 0 && n >= 0 && lo + n <= s.numel, ErrorCode::kInvalidArgument,
@@ -360,15 +383,7 @@ MasterView OptimizerStates::view(size_t group, int64_t lo, int64_t n) {
   float* master = s.master_ptr ? s.master_ptr + lo : nullptr;
   if (!s.v_offsets.empty()) {  // Muon's compact v, spread to the state's indexing (zeros between)
     s.mirror.assign(static_cast<size_t>(n), 0.0f);
-    for (size_t k = 0; k < s.segments.size(); ++k) {
-      if (s.v_offsets[k] < 0) continue;
-      const ShardSegment& seg = s.segments[k];
-      const int64_t a = std::max(lo, seg.shard_offset);
-      const int64_t b = std::min(lo + n, seg.shard_offset + seg.length);
-      if (a < b)
-        std::copy_n(s.v + s.v_offsets[k] + (a - seg.shard_offset), b - a,
-                    s.mirror.data() + (a - lo));
-    }
+    copy_compact_v(s, lo, n, /*to_mirror=*/true);
     s.mirror_written = true;
     return {master, s.m ? s.m + lo : nullptr, s.mirror.data(), s.begin + lo, n};
   }
@@ -390,15 +405,7 @@ void OptimizerStates::refresh(size_t group) {
   if (!s.mirror_written) return;
   const int64_t lo = s.mirror_lo, n = s.mirror_n;
   if (!s.v_offsets.empty()) {  // Muon: the mirror's AdamW elements back into the compact v
-    for (size_t k = 0; k < s.segments.size(); ++k) {
-      if (s.v_offsets[k] < 0) continue;
-      const ShardSegment& seg = s.segments[k];
-      const int64_t a = std::max(lo, seg.shard_offset);
-      const int64_t b = std::min(lo + n, seg.shard_offset + seg.length);
-      if (a < b)
-        std::copy_n(s.mirror.data() + (a - lo), b - a,
-                    s.v + s.v_offsets[k] + (a - seg.shard_offset));
-    }
+    copy_compact_v(s, lo, n, /*to_mirror=*/false);
     s.mirror_written = false;
     return;
   }

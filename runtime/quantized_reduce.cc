@@ -95,13 +95,6 @@ class QuantizedReduceWork final : public Work {
   bool done_ = false;
 };
 
-// A reduction finished at its start (one node: no step 2).
-class DoneWork final : public Work {
- public:
-  void wait() override {}
-  bool test() override { return true; }
-};
-
 }  // namespace
 
 QuantizedReduceLayout quantized_reduce_layout(const GroupLayout& l, int node_size, int64_t block) {
