@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Sourced by the comparison scripts (scripts/finetune_compare.sh, scripts/states_compare.sh,
-# scripts/zeropp_compare.sh, scripts/scaling_experiment.sh): the mpirun launcher, the pretrained
-# base that their fine-tuning runs start from, and the check that a program has a switch.
+# scripts/zeropp_compare.sh, scripts/scaling_experiment.sh, scripts/muon_quality.sh): the mpirun
+# launcher, the pretrained base that their fine-tuning runs start from, and the check that a
+# program has a switch.
 
 # compare_mpirun NP: sets the array `mpi` to the mpirun command line of NP ranks on this node.
 compare_mpirun() {
