@@ -41,32 +41,20 @@ inv=(--layers 2 --heads 2 --width 64 --context 32 --batch 2 --warmup 2 --eval-ev
      --eval-batches 1 --sample-tokens 0 --threads 1 --world-invariant --global-micro-batches 8
      --log-every 1)
 
-# wait_step out n seconds: until out holds the line of step n.
-wait_step() {
+# wait_line out regex seconds: until a line of out matches the extended regex.
+wait_line() {
   local i
-  for ((i = 0; i < $3 * 10; i++)); do grep -qE "^step +$2/" "$1" 2> /dev/null && return 0; sleep 0.1; done
+  for ((i = 0; i < $3 * 10; i++)); do grep -qE "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done
   return 1
 }
+# wait_step out n seconds: until out holds the line of step n.
+wait_step() { wait_line "$1" "^step +$2/" "$3"; }
 # wait_paused out n seconds: until out says the job paused after step n (ZS_TEST_PAUSE_AFTER_STEP,
 # core/settings.h: every rank sleeps there, so a kill lands at that step and never after the end).
-wait_paused() {
-  local i
-  for ((i = 0; i < $3 * 10; i++)); do
-    grep -q "^paused after step $2 " "$1" 2> /dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
+wait_paused() { wait_line "$1" "^paused after step $2 " "$3"; }
 # wait_resume_paused out k seconds: until out says a relaunch that resumed from step k paused
 # before its first step (ZS_TEST_PAUSE_AT_RESUME, core/settings.h).
-wait_resume_paused() {
-  local i
-  for ((i = 0; i < $3 * 10; i++)); do
-    grep -q "^paused after resuming from step $2 " "$1" 2> /dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
+wait_resume_paused() { wait_line "$1" "^paused after resuming from step $2 " "$3"; }
 # kill_rank ck: kill -9 one rank of the job saving into ck (its command line starts with zs_train
 # and names this case's own directory: no other test's process matches). Prints its pid.
 kill_rank() {
