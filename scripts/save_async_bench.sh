@@ -4,8 +4,8 @@
 # stall of each save side by side — the time the training was blocked: the whole write (fsyncs and
 # manifest included) for a synchronous save; the wait for the previous background write, the
 # snapshot copy and a commit made after a step for an asynchronous one — with the background write's time and the param_hash of
-# both runs (which must agree). The default model is a Llama shape of ~113M parameters
-# (16 layers, width 768, 12 heads, byte vocabulary): its checkpoint is 1.36 GB, 0.68 GB per rank,
+# both runs (which must agree). The default model is a Llama shape of 151M parameters
+# (16 layers, width 768, 12 heads, byte vocabulary): its checkpoint is 1.82 GB, 0.91 GB per rank,
 # and the run needs ~4 GB in all (model states, the snapshot, activations).
 # usage: bash scripts/save_async_bench.sh [--steps N] [--layers L] [--width C] [--heads H]
 # Environment: ZS_BUILD_DIR (build), ZS_PYTHON (/usr/bin/python3), SAVE_ROOT (a directory on the
