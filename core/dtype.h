@@ -20,4 +20,12 @@ DType parse_dtype(std::string_view name);
 // True for fp32, fp16, bf16, fp64: the types reductions are defined on.
 bool dtype_is_float(DType dt);
 
+// The address of element `elems` of a buffer of `dt` elements starting at p.
+inline const void* element_at(const void* p, int64_t elems, DType dt) {
+  return static_cast<const char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
+}
+inline void* element_at(void* p, int64_t elems, DType dt) {
+  return static_cast<char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
+}
+
 }  // namespace zs

@@ -10,17 +10,6 @@
 
 namespace zs {
 
-namespace {
-
-const void* at(const void* p, int64_t elems, DType dt) {
-  return static_cast<const char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-void* at(void* p, int64_t elems, DType dt) {
-  return static_cast<char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-
-}  // namespace
-
 MuonUpdate::MuonUpdate(const EngineConfig& config, const BufferPlan& plan, Communicator& shard,
                        MemoryTracker* tracker)
     : config_(config),
@@ -85,7 +74,7 @@ void MuonUpdate::update(int group, const MuonShard& s, const void* grad, void* o
   for (const ShardSegment& seg : *s.segments) {
     if (!g.matrices[static_cast<size_t>(seg.param)].muon()) continue;
     const int64_t o = seg.shard_offset;
-    optim::muon_momentum(at(grad, o, G), G, grad_scale, mc.momentum, s.momentum + o,
+    optim::muon_momentum(element_at(grad, o, G), G, grad_scale, mc.momentum, s.momentum + o,
                          u + s.begin + o, seg.length);
   }
   // 2. The whole u on every rank: the shards in place (a whole state holds it already).
@@ -115,7 +104,7 @@ void MuonUpdate::update(int group, const MuonShard& s, const void* grad, void* o
         if (seg.param != static_cast<int>(p)) continue;
         const int64_t o = seg.shard_offset;
         optim::muon_apply(s.master + o, o_full + seg.param_offset, seg.length, step,
-                          out ? at(out, o, P) : nullptr, P);
+                          out ? element_at(out, o, P) : nullptr, P);
       }
     }
     return;
@@ -150,7 +139,7 @@ void MuonUpdate::update(int group, const MuonShard& s, const void* grad, void* o
     if (!g.matrices[p].muon()) continue;
     const int64_t o = seg.shard_offset;
     optim::muon_apply(s.master + o, o_shard + o, seg.length, step_of(p),
-                      out ? at(out, o, P) : nullptr, P);
+                      out ? element_at(out, o, P) : nullptr, P);
   }
 }
 

@@ -12,13 +12,6 @@ namespace zs {
 
 namespace {
 
-const void* at(const void* p, int64_t elems, DType dt) {
-  return static_cast<const char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-void* at(void* p, int64_t elems, DType dt) {
-  return static_cast<char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-
 // Master, m and v in the engine's device memory (host memory on the CPU backend).
 class ResidentStates final : public OptimizerStates {
  public:
@@ -143,8 +136,8 @@ class StagedHostStates final : public HostArenaStates {
                                   const ShardSegment& seg, float* v, const optim::AdamWStep& adam,
                                   float /*lr*/, float /*grad_scale*/, bool /*decay*/) override {
     const int64_t o = seg.shard_offset;
-    return optim::cpu_adamw(s.master_ptr + o, at(grad, o, G()), G(), s.m + o, v, seg.length, adam,
-                            out ? at(out, o, P()) : nullptr, P());
+    return optim::cpu_adamw(s.master_ptr + o, element_at(grad, o, G()), G(), s.m + o, v, seg.length,
+                            adam, out ? element_at(out, o, P()) : nullptr, P());
   }
   void after_update(ParamGroup& g, MasterShard& s) override {
     ops_.copy_from_host_async(g.param_at(s.begin), s.host_out,
@@ -251,15 +244,15 @@ std::optional<bool> OptimizerStates::update_span(MasterShard& s, const void* gra
                                                  float grad_scale, bool decay) {
   const DType G = config_.precision.grad_dtype, P = config_.precision.param_dtype;
   const int64_t o = seg.shard_offset;
-  void* dst = out ? at(out, o, P) : nullptr;
+  void* dst = out ? element_at(out, o, P) : nullptr;
   if (uses_adamw(config_.optimizer.kind)) {
     if (on_host()) {  // cpu_device_ops()'s adamw, which checks what it writes
-      return optim::cpu_adamw(s.master_ptr + o, at(grad, o, G), G, s.m + o, v, seg.length, adam,
-                              dst, P);
+      return optim::cpu_adamw(s.master_ptr + o, element_at(grad, o, G), G, s.m + o, v, seg.length,
+                              adam, dst, P);
     }
-    ops_.adamw(s.master_ptr + o, at(grad, o, G), G, s.m + o, v, seg.length, adam, dst, P);
+    ops_.adamw(s.master_ptr + o, element_at(grad, o, G), G, s.m + o, v, seg.length, adam, dst, P);
   } else {
-    ops_.sgd(s.master_ptr + o, at(grad, o, G), G, s.m ? s.m + o : nullptr, seg.length,
+    ops_.sgd(s.master_ptr + o, element_at(grad, o, G), G, s.m ? s.m + o : nullptr, seg.length,
              config_.optimizer.sgd, lr, grad_scale, decay, dst, P);
   }
   return std::nullopt;
@@ -314,7 +307,7 @@ void OptimizerStates::check_updated(size_t group, const ShardSegment& seg, const
     check_spans_.push_back({s.master_ptr + o, DType::kF32, seg.length, i});
     check_params_.emplace_back(group, seg.param);
     if (check_out) {
-      check_spans_.push_back({at(out, o, P), P, seg.length, i + 1});
+      check_spans_.push_back({element_at(out, o, P), P, seg.length, i + 1});
       check_params_.emplace_back(group, seg.param);
     }
     return;
@@ -323,7 +316,7 @@ void OptimizerStates::check_updated(size_t group, const ShardSegment& seg, const
   // (segments are in layout order).
   if (s.nonfinite_param >= 0 && seg.param >= s.nonfinite_param) return;
   if (optim::first_nonfinite(s.master_ptr + o, DType::kF32, seg.length) >= 0 ||
-      (check_out && optim::first_nonfinite(at(out, o, P), P, seg.length) >= 0)) {
+      (check_out && optim::first_nonfinite(element_at(out, o, P), P, seg.length) >= 0)) {
     s.nonfinite_param = seg.param;
   }
 }

@@ -11,17 +11,6 @@ namespace zs {
 
 namespace {
 
-const void* at(const void* p, int64_t elems, DType dt) {
-  return static_cast<const char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-void* at(void* p, int64_t elems, DType dt) {
-  return static_cast<char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-
-}  // namespace
-
-namespace {
-
 // The group's own parameters that are (not) trainable: tied ones are another group's.
 std::vector<ParamSpec> trainable_only(const std::vector<ParamSpec>& specs, bool trainable) {
   std::vector<ParamSpec> out;
@@ -140,17 +129,19 @@ void ParamGroup::build_views() {
       const ParamSlot& s = layout_.params[static_cast<size_t>(code)];
       v.numel = s.numel;
       v.spec = &specs_[static_cast<size_t>(code)];
-      v.data = policy_.shard_params ? nullptr : at(params_.data(), s.offset, P_);
+      v.data = policy_.shard_params ? nullptr : element_at(params_.data(), s.offset, P_);
     } else {
       const size_t f = static_cast<size_t>(-code - 1);
       const FrozenRecord& r = frozen_.records[f];
       v.numel = r.numel;
       v.spec = &frozen_specs_[f];
       if (r.convert) {
-        v.data = at(convert_, r.convert_offset, P_);
+        v.data = element_at(convert_, r.convert_offset, P_);
       } else {
-        point_at_record(
-            v, r, policy_.shard_params ? nullptr : at(frozen_store_.data(), r.offset, DType::kU8));
+        point_at_record(v, r,
+                        policy_.shard_params
+                            ? nullptr
+                            : element_at(frozen_store_.data(), r.offset, DType::kU8));
       }
     }
     resident_views_.push_back(v);
@@ -163,8 +154,8 @@ void ParamGroup::convert_frozen(const void* frozen_bytes) {
   if (!any_convert_) return;
   for (const FrozenRecord& r : frozen_.records) {
     if (!r.convert) continue;
-    const void* src = at(frozen_bytes, r.offset, DType::kU8);
-    void* dst = at(convert_, r.convert_offset, P_);
+    const void* src = element_at(frozen_bytes, r.offset, DType::kU8);
+    void* dst = element_at(convert_, r.convert_offset, P_);
     if (ops_.host_accessible()) {
       convert_frozen_record(src, r, dst, P_);
     } else {
@@ -190,15 +181,17 @@ std::span<const ParamView> ParamGroup::views() {
 
 void ParamGroup::start_gather(int slot, void* slot_data) {
   ZS_ASSERT(policy_.shard_params && param_state_ == ParamState::kSharded);
-  void* frozen_data = at(slot_data, slot_layout_.frozen_offset, DType::kU8);
+  void* frozen_data = element_at(slot_data, slot_layout_.frozen_offset, DType::kU8);
   for (size_t i = 0; i < unit_order_.size(); ++i) {
     const int code = unit_order_[i];
     if (code == kTiedCode) continue;
     if (code >= 0) {
-      slot_views_[i].data = at(slot_data, layout_.params[static_cast<size_t>(code)].offset, P_);
+      slot_views_[i].data =
+          element_at(slot_data, layout_.params[static_cast<size_t>(code)].offset, P_);
     } else {
       const FrozenRecord& r = frozen_.records[static_cast<size_t>(-code - 1)];
-      if (!r.convert) point_at_record(slot_views_[i], r, at(frozen_data, r.offset, DType::kU8));
+      if (!r.convert)
+        point_at_record(slot_views_[i], r, element_at(frozen_data, r.offset, DType::kU8));
     }
   }
   if (layout_.padded_numel > 0) {
@@ -226,7 +219,7 @@ std::span<const ParamView> ParamGroup::wait_gather() {
   if (frozen_work_) {
     frozen_work_->wait();
     frozen_work_.reset();
-    convert_frozen(at(slot_data_, slot_layout_.frozen_offset, DType::kU8));
+    convert_frozen(element_at(slot_data_, slot_layout_.frozen_offset, DType::kU8));
   }
   param_state_ = ParamState::kGathered;
   return slot_views_;
@@ -269,7 +262,7 @@ void ParamGroup::set_frozen(size_t f, const FrozenValues& values, int threads) {
   int64_t lo = 0, b = 0, e = 0;
   stored_overlap(r, lo, b, e);
   if (b >= e) return;
-  void* dst = at(frozen_store_.data(), b - lo, DType::kU8);
+  void* dst = element_at(frozen_store_.data(), b - lo, DType::kU8);
   if (ops_.host_accessible()) {
     encode_frozen_range(r, b - r.offset, e - r.offset, values, dst, threads);
   } else {
@@ -309,7 +302,7 @@ void ParamGroup::set_frozen_collective(size_t f, const FrozenValues& values, int
   void* dst = nullptr;
   if (b < e) {
     if (ops_.host_accessible()) {
-      dst = at(frozen_store_.data(), b - lo, DType::kU8);
+      dst = element_at(frozen_store_.data(), b - lo, DType::kU8);
     } else {
       rec.resize(static_cast<size_t>(e - b));
       dst = rec.data();
@@ -327,7 +320,8 @@ void ParamGroup::set_frozen_collective(size_t f, const FrozenValues& values, int
                 static_cast<size_t>(std::min(e, values_begin) - b));
   }
   if (!rec.empty()) {
-    ops_.copy_from_host(at(frozen_store_.data(), b - lo, DType::kU8), rec.data(), rec.size());
+    ops_.copy_from_host(element_at(frozen_store_.data(), b - lo, DType::kU8), rec.data(),
+                        rec.size());
     ops_.synchronize();  // `rec` goes away
   }
 }
@@ -358,7 +352,7 @@ void* ParamGroup::param_at(int64_t e) {
     e -= layout_.shard_begin(rank_);
     ZS_ASSERT(e >= 0 && e <= layout_.shard_numel);
   }
-  return at(params_.data(), e, P_);
+  return element_at(params_.data(), e, P_);
 }
 
 WorkHandle ParamGroup::start_gather_updated_params() {
@@ -411,7 +405,8 @@ WorkHandle ParamGroup::start_gather_reduced_grads() {
 }
 
 const void* ParamGroup::grad_shard() const {
-  return policy_.shard_grads ? grads_.data() : at(grads_.data(), layout_.shard_begin(rank_), G_);
+  return policy_.shard_grads ? grads_.data()
+                             : element_at(grads_.data(), layout_.shard_begin(rank_), G_);
 }
 
 const void* ParamGroup::update_grad() const {

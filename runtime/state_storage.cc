@@ -14,13 +14,6 @@ namespace {
 
 using optim::StateDType;
 
-const void* at(const void* p, int64_t elems, DType dt) {
-  return static_cast<const char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-void* at(void* p, int64_t elems, DType dt) {
-  return static_cast<char*>(p) + elems * static_cast<int64_t>(dtype_size(dt));
-}
-
 uint16_t* bf16_at(const MomentStore& m, int64_t i) { return static_cast<uint16_t*>(m.narrow) + i; }
 uint8_t* codes_at(const MomentStore& m, int64_t i) { return static_cast<uint8_t*>(m.narrow) + i; }
 
@@ -202,8 +195,8 @@ bool adamw_segment(const NarrowMoments& s, size_t k, float* master, const void* 
   const StateSegment& ss = s.storage->segments[k];
   const int64_t o = seg.shard_offset, n = seg.length;
   float* p = master + o;
-  const void* g = at(grad, o, grad_dtype);
-  void* dst = out ? at(out, o, out_dtype) : nullptr;
+  const void* g = element_at(grad, o, grad_dtype);
+  void* dst = out ? element_at(out, o, out_dtype) : nullptr;
   switch (ss.dtype) {
     case StateDType::kF32:
       return optim::cpu_adamw(p, g, grad_dtype, s.m.f32 + ss.offset, s.v.f32 + ss.offset, n, step,
